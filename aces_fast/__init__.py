@@ -1,0 +1,52 @@
+"""aces_fast: exact, fast ACES reranking of LLM code candidates with LLM tests.
+
+Given a pass matrix ``B`` (n candidates x m tests, ``B[i, j] = 1`` iff candidate
+``i`` passes test ``j``), rank the candidates so a correct one comes first:
+
+>>> import aces_fast as af
+>>> res = af.aces_c(B)            # doctest: +SKIP
+>>> res.order[0], res.weights     # doctest: +SKIP
+
+See ``SPEC.md``-defined methods: :func:`majority_vote`, :func:`aces_c`,
+:func:`aces_o`, :func:`codet`, :func:`b4`, :func:`mbr_exec`, :func:`combine`,
+:func:`rerank`; kernels :func:`loo_auc`, :func:`surrogate_loo_auc`; metrics
+:func:`pass_at_k`, :func:`pass_at_k_unbiased`, :func:`diagnostics`; backends
+:func:`available_backends`, :func:`show_config`.
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from .backends import BackendUnavailableError, available_backends, backend_status
+from .config import config, show_config
+from .methods import (METHODS, aces_c, aces_o, b4, codet, combine, loo_auc, majority_vote,
+                      mbr_exec, rerank, surrogate_loo_auc)
+from .metrics import Diagnostics, diagnostics, pass_at_k, pass_at_k_unbiased
+from .result import RerankResult, SurrogateResult
+
+__all__ = [
+    "__version__",
+    "BackendUnavailableError",
+    "Diagnostics",
+    "METHODS",
+    "RerankResult",
+    "SurrogateResult",
+    "aces_c",
+    "aces_o",
+    "available_backends",
+    "b4",
+    "backend_status",
+    "codet",
+    "combine",
+    "config",
+    "diagnostics",
+    "loo_auc",
+    "majority_vote",
+    "mbr_exec",
+    "pass_at_k",
+    "pass_at_k_unbiased",
+    "rerank",
+    "show_config",
+    "surrogate_loo_auc",
+]

@@ -1,0 +1,12 @@
+"""Shared small types."""
+
+from __future__ import annotations
+
+from typing import Any, Union
+
+import numpy as np
+
+#: An array as returned to the user: a NumPy array, or a ``torch.Tensor`` when
+#: the torch backend ran (on the input's device).
+Array = Any
+ArrayLike = Union[np.ndarray, "list[Any]", Any]

@@ -1,0 +1,174 @@
+"""Input checking and conversion shared by every public function.
+
+The rule is: convert and validate in Python, once, with messages that name the
+problem; the kernels then receive a C-contiguous ``uint8`` matrix holding only
+0/1 (zero-copy when the caller already has one, or a ``bool`` matrix) and
+float64 vectors of the right length.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import sys
+from typing import Any, Optional
+
+import numpy as np
+
+
+def is_torch_tensor(x: Any) -> bool:
+    """True when ``x`` is a ``torch.Tensor``, without importing torch."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(x, torch.Tensor)
+
+
+def tensor_device(x: Any) -> Optional[str]:
+    """The device type (``"cpu"``, ``"cuda"``, ...) of a torch tensor, else ``None``."""
+    return x.device.type if is_torch_tensor(x) else None
+
+
+def _tensor_to_numpy(x: Any, name: str) -> np.ndarray:
+    if x.device.type != "cpu":
+        raise ValueError(
+            f"{name} is a torch tensor on device '{x.device}', but the selected backend "
+            "runs on the CPU: pass backend='torch' (or leave backend=None) to compute on "
+            f"that device, or move the tensor with {name}.cpu()"
+        )
+    if x.is_complex():
+        raise TypeError(f"{name} must be real-valued, got a tensor of dtype {x.dtype}")
+    return x.detach().numpy()
+
+
+def as_pass_matrix(B: Any, name: str = "B") -> np.ndarray:
+    """Validate a pass matrix and return it as a C-contiguous ``uint8`` array.
+
+    Parameters
+    ----------
+    B : array_like, shape (n, m)
+        ``B[i, j] = 1`` iff candidate ``i`` passes test ``j``. Accepted: NumPy
+        arrays of bool, any integer or float dtype holding only 0 and 1, nested
+        lists, CPU torch tensors. ``m = 0`` (no tests) is allowed; ``n = 0`` is not.
+
+    Returns
+    -------
+    numpy.ndarray of uint8, shape (n, m), C-contiguous.
+        A view of ``B`` (no copy) when ``B`` is already a C-contiguous ``uint8`` or
+        ``bool`` array.
+
+    Raises
+    ------
+    TypeError
+        For non-numeric input (strings, objects, complex numbers).
+    ValueError
+        For a wrong number of dimensions, an empty candidate axis, NaN, or any
+        value other than 0 and 1.
+    """
+    if is_torch_tensor(B):
+        B = _tensor_to_numpy(B, name)
+    if not isinstance(B, np.ndarray):
+        try:
+            B = np.asarray(B)
+        except ValueError as exc:  # ragged nested lists
+            raise ValueError(f"{name} must be a rectangular (n, m) array: {exc}") from None
+    if B.dtype == object or B.dtype.kind not in "biuf":
+        raise TypeError(
+            f"{name} must hold 0/1 values as bool, integer or float; got dtype {B.dtype}"
+        )
+    if B.ndim != 2:
+        raise ValueError(
+            f"{name} must be 2-D with shape (n_candidates, n_tests); got shape {B.shape}"
+        )
+    if B.shape[0] == 0:
+        raise ValueError(f"{name} has an empty candidate axis (shape {B.shape}); need n >= 1")
+    if B.dtype == np.bool_:
+        return np.ascontiguousarray(B).view(np.uint8)
+    if B.dtype == np.uint8:
+        if B.size and B.max() > 1:
+            raise ValueError(f"{name} must contain only 0 and 1; found value {int(B.max())}")
+        return np.ascontiguousarray(B)
+    if B.dtype.kind == "f" and B.size and np.isnan(B).any():
+        raise ValueError(f"{name} contains NaN; a pass matrix must contain only 0 and 1")
+    if B.size:
+        bad = (B != 0) & (B != 1)
+        if bad.any():
+            value = B[bad].flat[0]
+            raise ValueError(f"{name} must contain only 0 and 1; found value {value!r}")
+    return np.ascontiguousarray(B, dtype=np.uint8)
+
+
+def as_weights(w: Any, m: int, name: str = "weights") -> np.ndarray:
+    """Validate non-negative finite test weights of length ``m`` as float64 (m,)."""
+    if is_torch_tensor(w):
+        w = _tensor_to_numpy(w, name)
+    arr = np.asarray(w)
+    if arr.dtype == object or arr.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must be real numbers; got dtype {arr.dtype}")
+    arr = np.ascontiguousarray(arr, dtype=np.float64)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be 1-D with length m={m}; got shape {arr.shape}")
+    if arr.shape[0] != m:
+        raise ValueError(f"{name} has length {arr.shape[0]} but B has m={m} tests (columns)")
+    if not np.isfinite(arr).all():
+        raise ValueError(f"{name} must be finite; found NaN or infinity")
+    if (arr < 0).any():
+        raise ValueError(f"{name} must be non-negative; found {arr[arr < 0][0]!r}")
+    return arr
+
+
+def as_labels(y: Any, n: int, name: str = "labels") -> np.ndarray:
+    """Validate 0/1 labels of length ``n``; returns a bool array (n,)."""
+    if is_torch_tensor(y):
+        y = _tensor_to_numpy(y, name)
+    arr = np.asarray(y)
+    if arr.dtype == object or arr.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must hold 0/1 values; got dtype {arr.dtype}")
+    if arr.ndim != 1 or arr.shape[0] != n:
+        raise ValueError(f"{name} must have shape ({n},); got shape {arr.shape}")
+    if arr.dtype.kind == "f" and np.isnan(arr).any():
+        raise ValueError(f"{name} contains NaN")
+    if ((arr != 0) & (arr != 1)).any():
+        raise ValueError(f"{name} must contain only 0 and 1")
+    return arr.astype(bool)
+
+
+def as_scores(s: Any, name: str = "scores") -> np.ndarray:
+    """Validate finite real scores as float64 (n,), n >= 1."""
+    if is_torch_tensor(s):
+        s = s.detach().cpu().numpy()
+    arr = np.asarray(s)
+    if arr.dtype == object or arr.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must be real numbers; got dtype {arr.dtype}")
+    arr = arr.astype(np.float64, copy=False)
+    if arr.ndim != 1 or arr.shape[0] == 0:
+        raise ValueError(f"{name} must be 1-D and non-empty; got shape {arr.shape}")
+    if not np.isfinite(arr).all():
+        raise ValueError(f"{name} must be finite; found NaN or infinity")
+    return arr
+
+
+def check_real(x: Any, name: str, *, positive: bool = False, nonneg: bool = False,
+               lo: Optional[float] = None, hi: Optional[float] = None) -> float:
+    """Validate a finite real scalar hyperparameter and return it as ``float``."""
+    if isinstance(x, bool) or not isinstance(x, numbers.Real):
+        raise TypeError(f"{name} must be a real number; got {type(x).__name__}")
+    v = float(x)
+    if not math.isfinite(v):
+        raise ValueError(f"{name} must be finite; got {x!r}")
+    if positive and v <= 0:
+        raise ValueError(f"{name} must be > 0; got {x!r}")
+    if nonneg and v < 0:
+        raise ValueError(f"{name} must be >= 0; got {x!r}")
+    if lo is not None and v < lo:
+        raise ValueError(f"{name} must be >= {lo}; got {x!r}")
+    if hi is not None and v > hi:
+        raise ValueError(f"{name} must be <= {hi}; got {x!r}")
+    return v
+
+
+def check_int(x: Any, name: str, *, minimum: int = 0) -> int:
+    """Validate an integer hyperparameter (``bool`` rejected) and return it."""
+    if isinstance(x, bool) or not isinstance(x, numbers.Integral):
+        raise TypeError(f"{name} must be an integer; got {type(x).__name__}")
+    if x < minimum:
+        raise ValueError(f"{name} must be >= {minimum}; got {x}")
+    return int(x)

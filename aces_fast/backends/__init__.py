@@ -1,0 +1,137 @@
+"""Backend registry and the selection rule of SPEC section 4.
+
+Each backend lives in its own module exposing ``load() -> Backend`` which raises
+:class:`BackendUnavailableError` (with the reason) when its dependency is absent.
+Modules are imported lazily, on first use, so ``import aces_fast`` imports
+neither torch nor numba.
+
+Selection: an explicit ``backend=`` argument, else the ``ACES_FAST_BACKEND``
+environment variable, else ``"auto"``: torch when the input is a CUDA tensor,
+otherwise the first available of cpp, numba, numpy.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import threading
+from typing import Any, Dict, List, Optional, Tuple
+
+from .base import Backend, BackendUnavailableError
+
+__all__ = [
+    "Backend",
+    "BackendUnavailableError",
+    "available_backends",
+    "backend_status",
+    "get_backend",
+    "resolve_backend",
+    "BACKEND_NAMES",
+    "ENV_VAR",
+]
+
+ENV_VAR = "ACES_FAST_BACKEND"
+
+#: name -> module implementing it, in ``auto`` preference order for CPU input.
+_MODULES: Dict[str, str] = {
+    "cpp": "aces_fast.backends.cpp",
+    "numba": "aces_fast.backends.numba_backend",
+    "torch": "aces_fast.backends.torch_backend",
+    "numpy": "aces_fast.backends.numpy_ref",
+}
+BACKEND_NAMES: Tuple[str, ...] = tuple(_MODULES)
+_AUTO_CPU_ORDER = ("cpp", "numba", "numpy")
+
+_lock = threading.Lock()
+_loaded: Dict[str, Backend] = {}
+_failed: Dict[str, str] = {}
+
+
+def _load(name: str) -> Backend:
+    """Import and instantiate backend ``name`` once; remember why it failed."""
+    backend = _loaded.get(name)
+    if backend is not None:
+        return backend
+    with _lock:
+        if name in _loaded:
+            return _loaded[name]
+        if name in _failed:
+            raise BackendUnavailableError(name, _failed[name])
+        try:
+            module = importlib.import_module(_MODULES[name])
+            backend = module.load()
+        except BackendUnavailableError as exc:
+            _failed[name] = exc.reason
+            raise
+        except ImportError as exc:
+            _failed[name] = f"import failed: {exc}"
+            raise BackendUnavailableError(name, _failed[name]) from exc
+        _loaded[name] = backend
+        return backend
+
+
+def get_backend(name: str) -> Backend:
+    """Return the backend object called ``name``.
+
+    Raises ``ValueError`` for an unknown name and :class:`BackendUnavailableError`
+    (saying why) when it cannot be loaded here.
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"backend must be a string or None; got {type(name).__name__}")
+    key = name.strip().lower()
+    if key not in _MODULES:
+        raise ValueError(
+            f"unknown backend {name!r}; choose one of {', '.join(BACKEND_NAMES)} or 'auto'"
+        )
+    return _load(key)
+
+
+def backend_status() -> Dict[str, Optional[str]]:
+    """Map every known backend to ``None`` if usable here, else the reason it is not.
+
+    Loading a backend may import its dependency (numba, torch); call this only
+    when you want to know.
+    """
+    status: Dict[str, Optional[str]] = {}
+    for name in BACKEND_NAMES:
+        try:
+            _load(name)
+            status[name] = None
+        except BackendUnavailableError as exc:
+            status[name] = exc.reason
+    return status
+
+
+def available_backends() -> List[str]:
+    """Names of the backends usable on this machine, in ``auto`` preference order."""
+    return [name for name, reason in backend_status().items() if reason is None]
+
+
+def resolve_backend(backend: Optional[str], data: Any = None) -> Backend:
+    """Apply the selection rule to an explicit choice and an input array.
+
+    Parameters
+    ----------
+    backend : str or None
+        Explicit backend name, ``"auto"`` or ``None`` (then ``ACES_FAST_BACKEND``,
+        then ``"auto"``).
+    data : array-like, optional
+        The input; a CUDA tensor makes ``auto`` choose torch.
+    """
+    choice = backend if backend is not None else os.environ.get(ENV_VAR) or "auto"
+    if not isinstance(choice, str):
+        raise TypeError(f"backend must be a string or None; got {type(choice).__name__}")
+    if choice.strip().lower() != "auto":
+        return get_backend(choice)
+    from .._validation import tensor_device
+
+    device = tensor_device(data)
+    if device is not None and device != "cpu":
+        return get_backend("torch")
+    reasons = []
+    for name in _AUTO_CPU_ORDER:
+        try:
+            return _load(name)
+        except BackendUnavailableError as exc:
+            reasons.append(f"{name}: {exc.reason}")
+    raise BackendUnavailableError("auto", "; ".join(reasons))  # pragma: no cover

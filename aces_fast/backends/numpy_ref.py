@@ -1,0 +1,168 @@
+"""``numpy``: the plain, readable reference implementation of SPEC sections 2-3.
+
+Written for clarity, not speed: one Python iteration per test. Every other
+backend is tested against this one, and this one against brute-force pairwise
+definitions in ``tests/``.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+import numpy as np
+
+from .base import Backend
+
+
+def _counts_or_ones(counts: Optional[np.ndarray], n: int) -> np.ndarray:
+    return np.ones(n, dtype=np.float64) if counts is None else counts.astype(np.float64)
+
+
+def loo_auc(B: np.ndarray, weights: Optional[np.ndarray], tie_tol: float,
+            counts: Optional[np.ndarray] = None) -> np.ndarray:
+    """LOO-AUC of every test, float64 (m,); see :meth:`Backend.loo_auc`.
+
+    For test ``j`` the passers' leave-one-out scores are ``s_p - w_j`` and the
+    failers' are ``s_f``. With the failers' scores sorted, ``searchsorted``
+    counts for each passer the failers strictly below (wins) and within the tie
+    tolerance (ties). Uniform weights use integer scores and tolerance 0.
+    O(m n log n).
+    """
+    n, m = B.shape
+    c = _counts_or_ones(counts, n)
+    if weights is None:
+        s = B.sum(axis=1, dtype=np.int64).astype(np.float64)
+        w = np.ones(m)
+        tol = 0.0  # integer sums are exact in float64
+    else:
+        w = weights
+        s = B @ w
+        tol = tie_tol * float(w.sum())
+    out = np.full(m, np.nan)
+    for j in range(m):
+        passed = (B[:, j] == 1) & (c > 0)
+        failed = (B[:, j] == 0) & (c > 0)
+        if not passed.any() or not failed.any():
+            continue
+        x = s[passed] - w[j]
+        order = np.argsort(s[failed], kind="stable")
+        f_sorted = s[failed][order]
+        f_cum = np.concatenate([[0.0], np.cumsum(c[failed][order])])
+        below = f_cum[np.searchsorted(f_sorted, x - tol, side="left")]
+        at_or_below = f_cum[np.searchsorted(f_sorted, x + tol, side="right")]
+        wins = np.dot(c[passed], below)
+        ties = np.dot(c[passed], at_or_below - below)
+        out[j] = (wins + 0.5 * ties) / (c[passed].sum() * c[failed].sum())
+    return out
+
+
+def _sigmoid(z: np.ndarray) -> np.ndarray:
+    # two-branch form never overflows
+    out = np.empty_like(z)
+    pos = z >= 0
+    out[pos] = 1.0 / (1.0 + np.exp(-z[pos]))
+    ez = np.exp(z[~pos])
+    out[~pos] = ez / (1.0 + ez)
+    return out
+
+
+def surrogate(B: np.ndarray, weights: np.ndarray, gamma: float,
+              counts: Optional[np.ndarray] = None) -> Tuple[np.ndarray, float, np.ndarray]:
+    """Logistic surrogate LOO-AUC, ``J`` and the analytic ``dJ/dw`` (SPEC section 3).
+
+    Per test ``j`` the |P_j| x |F_j| matrix of ``sigma(gamma (s_p - s_f - w_j))`` is
+    formed explicitly (weighted by row multiplicities). Cost
+    O(sum_j |P_j||F_j| + n m).
+    """
+    n, m = B.shape
+    c = _counts_or_ones(counts, n)
+    w = weights
+    s = B @ w
+    L = np.full(m, np.nan)
+    grad = np.zeros(m)
+    v = np.zeros(n)  # v_i = sum_j c_j u^j_i, per distinct row (multiplicity applied later)
+    J = 0.0
+    for j in range(m):
+        P = np.flatnonzero((B[:, j] == 1) & (c > 0))
+        F = np.flatnonzero((B[:, j] == 0) & (c > 0))
+        if P.size == 0 or F.size == 0:
+            continue
+        pair_w = np.outer(c[P], c[F])  # multiplicity of each (p, f) pair
+        n_pairs = pair_w.sum()
+        sig = _sigmoid(gamma * (s[P][:, None] - s[F][None, :] - w[j]))
+        dsig = sig * (1.0 - sig) * pair_w
+        L[j] = (sig * pair_w).sum() / n_pairs
+        J += w[j] * (L[j] - 0.5)
+        cj = w[j] / n_pairs
+        grad[j] += (L[j] - 0.5) - gamma * cj * dsig.sum()
+        # u^j per distinct row: a passer p gets sum_f c_f sigma'_{pf}, a failer minus
+        # sum_p c_p sigma'_{pf}; the row's own multiplicity enters through B^T (c * v).
+        v[P] += cj * dsig.sum(axis=1) / c[P]
+        v[F] -= cj * dsig.sum(axis=0) / c[F]
+    grad += gamma * (B.T.astype(np.float64) @ (c * v))
+    return L, J, grad
+
+
+def softmax_masked(logits: np.ndarray, active: np.ndarray) -> np.ndarray:
+    """Softmax over the active entries; inactive entries get exactly 0."""
+    w = np.zeros_like(logits)
+    if active.any():
+        z = logits[active] - logits[active].max()
+        e = np.exp(z)
+        w[active] = e / e.sum()
+    return w
+
+
+def aces_o_fit(B: np.ndarray, logits0: np.ndarray, active: np.ndarray, gamma: float,
+               lr: float, steps: int, counts: Optional[np.ndarray] = None
+               ) -> Tuple[np.ndarray, np.ndarray]:
+    """ACES-O: maximize ``J(softmax(l))`` with Adam (PyTorch semantics on ``-J``).
+
+    Returns ``(weights (m,), objective (steps + 1,))`` where ``objective[t]`` is
+    ``J`` at the weights after ``t`` updates. O(steps * surrogate cost).
+    """
+    active = active.astype(bool)
+    logits = logits0.astype(np.float64).copy()
+    objective = np.zeros(steps + 1)
+    if not active.any():
+        return np.zeros_like(logits), objective
+    beta1, beta2, eps = 0.9, 0.999, 1e-8
+    m1 = np.zeros_like(logits)
+    m2 = np.zeros_like(logits)
+    for t in range(1, steps + 2):
+        w = softmax_masked(logits, active)
+        _, J, g = surrogate(B, w, gamma, counts)
+        objective[t - 1] = J
+        if t == steps + 1:
+            break
+        dl = w * (g - np.dot(w, g))
+        loss_grad = np.where(active, -dl, 0.0)
+        m1 = beta1 * m1 + (1 - beta1) * loss_grad
+        m2 = beta2 * m2 + (1 - beta2) * loss_grad * loss_grad
+        bc1 = 1 - beta1 ** t
+        bc2 = 1 - beta2 ** t
+        denom = np.sqrt(m2) / np.sqrt(bc2) + eps
+        logits = np.where(active, logits - (lr / bc1) * m1 / denom, logits)
+    return softmax_masked(logits, active), objective
+
+
+class NumpyBackend(Backend):
+    """Reference backend on plain NumPy."""
+
+    name = "numpy"
+
+    def loo_auc(self, B, weights, tie_tol, counts=None):
+        return loo_auc(B, weights, tie_tol, counts)
+
+    def surrogate(self, B, weights, gamma, counts=None):
+        return surrogate(B, weights, gamma, counts)
+
+    def aces_o_fit(self, B, logits0, active, gamma, lr, steps, counts=None):
+        return aces_o_fit(B, logits0, active, gamma, lr, steps, counts)
+
+    def info(self) -> dict:
+        return {"numpy": np.__version__}
+
+
+def load() -> Backend:
+    return NumpyBackend()

@@ -1,0 +1,279 @@
+"""Public ranking methods (SPEC section 3) and the kernels they are built on.
+
+Every function validates its input, picks a backend by the rule of SPEC
+section 4 (``backend=None`` -> ``ACES_FAST_BACKEND`` -> auto) and returns a
+:class:`~aces_fast.result.RerankResult` (or an array for the kernels).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Optional
+
+import numpy as np
+
+from . import consensus
+from ._validation import (as_scores, as_weights, check_int, check_real, is_torch_tensor)
+from .backends import resolve_backend
+from .backends.base import descending_order
+from .result import RerankResult, SurrogateResult
+
+DEFAULT_TIE_TOL = 1e-9
+
+
+def _setup(B: Any, backend: Optional[str]):
+    be = resolve_backend(backend, B)
+    return be, be.prepare(B)
+
+
+def loo_auc(B: Any, weights: Any = None, *, tie_tol: float = DEFAULT_TIE_TOL,
+            backend: Optional[str] = None):
+    """Leave-one-out AUC of every test (SPEC section 2).
+
+    ``LOO-AUC_j(w) = AUC(s - w_j B[:, j], B[:, j])`` with ``s = B @ w``: how well
+    the other tests' weighted votes separate the candidates that pass test ``j``
+    from those that fail it.
+
+    Parameters
+    ----------
+    B : array_like, shape (n, m)
+        0/1 pass matrix (bool, integer or float dtype; nested lists; torch tensor).
+    weights : array_like, shape (m,), optional
+        Non-negative test weights; ``None`` means uniform (exact integer sums).
+    tie_tol : float, default 1e-9
+        With float weights, two leave-one-out scores tie when they differ by at
+        most ``tie_tol * sum(weights)`` (so rounding noise never breaks a tie).
+    backend : str, optional
+        ``"cpp"``, ``"numba"``, ``"torch"``, ``"numpy"`` or ``"auto"``.
+
+    Returns
+    -------
+    array, shape (m,), float64
+        Values in [0, 1]; ``nan`` for constant tests (all pass or all fail).
+
+    Notes
+    -----
+    One sort of the scores serves all tests, then a merge per test:
+    O(n log n + n m) time, O(n + m) extra memory besides an optional uint8 copy.
+    """
+    tie_tol = check_real(tie_tol, "tie_tol", nonneg=True)
+    be, Bv = _setup(B, backend)
+    w = None if weights is None else be.prepare_weights(weights, Bv.shape[1])
+    return be.loo_auc_public(Bv, w, tie_tol)
+
+
+def surrogate_loo_auc(B: Any, weights: Any, gamma: float = 10.0, *,
+                      backend: Optional[str] = None) -> SurrogateResult:
+    """Logistic surrogate of LOO-AUC, the ACES-O objective and its gradient.
+
+    ``L_j(w) = mean_{p in P_j, f in F_j} sigmoid(gamma (s_p - s_f - w_j))`` and
+    ``J(w) = sum_j w_j (L_j(w) - 1/2)`` over tests with passers and failers.
+
+    Parameters
+    ----------
+    B : array_like, shape (n, m)
+    weights : array_like, shape (m,)
+        Non-negative weights (ACES-O uses weights on the simplex).
+    gamma : float, default 10
+        Sigmoid sharpness (> 0).
+
+    Returns
+    -------
+    SurrogateResult
+        ``(values (m,), objective float, gradient (m,))`` with ``gradient = dJ/dw``
+        computed analytically in O(sum_j |P_j||F_j| + n m).
+    """
+    gamma = check_real(gamma, "gamma", positive=True)
+    be, Bv = _setup(B, backend)
+    w = be.prepare_weights(weights, Bv.shape[1])
+    return be.surrogate_public(Bv, w, gamma)
+
+
+def majority_vote(B: Any, *, backend: Optional[str] = None) -> RerankResult:
+    """Rank candidates by the number of non-constant tests they pass.
+
+    Weights are uniform over non-constant tests (normalized to sum 1), so
+    ``scores`` are pass fractions. O(n m).
+    """
+    be, Bv = _setup(B, backend)
+    return be.majority_vote(Bv)
+
+
+def aces_c(B: Any, variant: str = "weighted", *, tie_tol: float = DEFAULT_TIE_TOL,
+           backend: Optional[str] = None) -> RerankResult:
+    """ACES-C: closed-form test weights from uniform-weight LOO-AUC.
+
+    ``variant="weighted"``: ``w_j = max(0, LOO-AUC_j(1) - 1/2) * p_j (1 - p_j)``
+    with ``p_j`` the pass rate of test ``j``; ``variant="filter"``: ``w_j = 1`` where
+    ``LOO-AUC_j(1) > 1/2``. If every weight is 0 the result falls back to majority
+    vote and says so (``result.fallback``). Weights are normalized to sum 1.
+
+    Returns a :class:`RerankResult` whose ``loo_auc`` holds the uniform LOO-AUC.
+    Cost: one LOO-AUC pass, O(n log n + n m).
+    """
+    if variant not in ("weighted", "filter"):
+        raise ValueError(f"variant must be 'weighted' or 'filter'; got {variant!r}")
+    tie_tol = check_real(tie_tol, "tie_tol", nonneg=True)
+    be, Bv = _setup(B, backend)
+    return be.aces_c(Bv, variant, tie_tol)
+
+
+def aces_o(B: Any, gamma: float = 10.0, lr: float = 0.01, steps: int = 90,
+           top_k: Optional[int] = 24, init: str = "uniform", *,
+           tie_tol: float = DEFAULT_TIE_TOL, backend: Optional[str] = None) -> RerankResult:
+    """ACES-O: test weights on the simplex maximizing the surrogate LOO-AUC objective.
+
+    Maximizes ``J(w) = sum_j w_j (L_j(w) - 1/2)`` over ``w = softmax(l)`` (constant
+    tests keep weight 0) with ``steps`` Adam steps (PyTorch semantics) at rate
+    ``lr``, on the ``top_k`` candidates with the most passes (stable; ``None``
+    keeps all), then scores every candidate with the learned weights.
+
+    Parameters
+    ----------
+    B : array_like, shape (n, m)
+    gamma : float, default 10
+        Sigmoid sharpness of the surrogate.
+    lr : float, default 0.01
+        Adam learning rate (the paper used 0.05 on HumanEval+ and MBPP).
+    steps : int, default 90
+    top_k : int or None, default 24
+        Candidates kept for the optimization (the paper used 32 on MBPP).
+    init : {"uniform", "aces-c"}
+        Start from equal logits, or from ``log(w_C + 1e-3)`` with ``w_C`` the
+        normalized ACES-C weights (a warm start that avoids following a wrong
+        majority of tests).
+
+    Returns
+    -------
+    RerankResult
+        ``objective`` holds ``J`` at the start and after each step (length
+        ``steps + 1``); ``info["rows"]`` the optimized rows.
+
+    Cost: O(steps * (sum_j |P_j||F_j| + k m)) on the ``k = top_k`` rows.
+    """
+    gamma = check_real(gamma, "gamma", positive=True)
+    lr = check_real(lr, "lr", nonneg=True)
+    steps = check_int(steps, "steps", minimum=0)
+    if top_k is not None:
+        top_k = check_int(top_k, "top_k", minimum=1)
+    if init not in ("uniform", "aces-c"):
+        raise ValueError(f"init must be 'uniform' or 'aces-c'; got {init!r}")
+    tie_tol = check_real(tie_tol, "tie_tol", nonneg=True)
+    be, Bv = _setup(B, backend)
+    return be.aces_o(Bv, gamma, lr, steps, top_k, init, tie_tol)
+
+
+def codet(B: Any, exponent: float = 0.5, *, backend: Optional[str] = None) -> RerankResult:
+    """CodeT dual agreement in pass-matrix form.
+
+    Candidates with identical rows form a consensus set scoring
+    ``(#non-constant tests passed) * (set size) ** exponent`` (0.5 as in CodeT's
+    released code, 1 for the paper's linear form). O(n m log n).
+    """
+    exponent = check_real(exponent, "exponent", nonneg=True)
+    be, Bv = _setup(B, backend)
+    return be.codet(Bv, exponent)
+
+
+def b4(B: Any, alpha: float = 1e3, beta0: float = 1e4, *,
+       backend: Optional[str] = None) -> RerankResult:
+    """B4 (Chen et al., ASE 2024): Bayesian posterior of each consensus set.
+
+    See :func:`aces_fast.consensus.b4_scores` for the formula; ``alpha`` and
+    ``beta0`` are the Beta prior parameters ``a`` and ``b`` (defaults 1e3, 1e4).
+    """
+    alpha = check_real(alpha, "alpha", positive=True)
+    beta0 = check_real(beta0, "beta0", positive=True)
+    be, Bv = _setup(B, backend)
+    return be.b4(Bv, alpha, beta0)
+
+
+def mbr_exec(outputs: Any) -> RerankResult:
+    """MBR-exec: score each candidate by how many candidates produce identical outputs.
+
+    Parameters
+    ----------
+    outputs : array_like, shape (n, t)
+        ``outputs[i, t]`` = hash (any integer, or string) of candidate ``i``'s
+        output on input ``t``.
+
+    Returns ``scores[i] = #{i' : outputs[i'] == outputs[i]}`` (including ``i``).
+    """
+    if is_torch_tensor(outputs):
+        outputs = outputs.detach().cpu().numpy()
+    O = np.asarray(outputs)
+    if O.dtype == object or O.dtype.kind not in "biuUS":
+        raise TypeError(f"outputs must be integer hashes (or strings); got dtype {O.dtype}")
+    if O.ndim != 2 or O.shape[0] == 0:
+        raise ValueError(f"outputs must have shape (n >= 1, t); got {O.shape}")
+    scores = consensus.mbr_exec_scores(O)
+    return RerankResult(scores=scores, weights=None, order=descending_order(scores),
+                        method="mbr-exec", backend="numpy")
+
+
+def combine(scores: Any, quality: Any, consensus_matrix: Any, alpha: float = 0.5,
+            beta: float = 0.5) -> RerankResult:
+    """Combine test-based scores with static signals (the paper's ACES + DS^3).
+
+    ``r = (alpha I + (1 - alpha) P) (beta s_hat + (1 - beta) q)`` where ``s_hat`` is
+    ``scores`` rescaled to [0, 1] (all zeros when every score is equal).
+
+    Parameters
+    ----------
+    scores : RerankResult or array_like, shape (n,)
+    quality : array_like, shape (n,), values in [0, 1]
+        Per-candidate static quality ``q``.
+    consensus_matrix : array_like, shape (n, n), values in [0, 1]
+        Pairwise consensus ``P``.
+    alpha, beta : float in [0, 1]
+    """
+    base = scores.method if isinstance(scores, RerankResult) else None
+    s = as_scores(scores.scores if isinstance(scores, RerankResult) else scores)
+    n = s.shape[0]
+    q = as_scores(quality, "quality")
+    if q.shape != (n,):
+        raise ValueError(f"quality must have shape ({n},); got {q.shape}")
+    P = np.asarray(consensus_matrix.detach().cpu().numpy()
+                   if is_torch_tensor(consensus_matrix) else consensus_matrix)
+    if P.dtype == object or P.dtype.kind not in "biuf":
+        raise TypeError(f"consensus_matrix must be real; got dtype {P.dtype}")
+    P = P.astype(np.float64)
+    if P.shape != (n, n):
+        raise ValueError(f"consensus_matrix must have shape ({n}, {n}); got {P.shape}")
+    for name, arr in (("quality", q), ("consensus_matrix", P)):
+        if not np.isfinite(arr).all() or (arr < 0).any() or (arr > 1).any():
+            raise ValueError(f"{name} must have finite values in [0, 1]")
+    alpha = check_real(alpha, "alpha", lo=0.0, hi=1.0)
+    beta = check_real(beta, "beta", lo=0.0, hi=1.0)
+    span = s.max() - s.min()
+    s_hat = (s - s.min()) / span if span > 0 else np.zeros(n)
+    r = alpha * (beta * s_hat + (1 - beta) * q) + (1 - alpha) * (P @ (beta * s_hat + (1 - beta) * q))
+    method = f"combine({base})" if base else "combine"
+    return RerankResult(scores=r, weights=None, order=descending_order(r), method=method,
+                        backend="numpy", info={"alpha": alpha, "beta": beta})
+
+
+#: ``rerank`` method names -> callables taking ``(B, backend=..., **params)``.
+METHODS: Dict[str, Callable[..., RerankResult]] = {
+    "majority": majority_vote,
+    "aces-c": lambda B, **kw: aces_c(B, "weighted", **kw),
+    "aces-c-filter": lambda B, **kw: aces_c(B, "filter", **kw),
+    "aces-o": aces_o,
+    "aces-o-warm": lambda B, **kw: aces_o(B, **{"init": "aces-c", **kw}),
+    "codet": codet,
+    "codet-linear": lambda B, **kw: codet(B, **{"exponent": 1.0, **kw}),
+    "b4": b4,
+}
+
+
+def rerank(B: Any, method: str = "aces-c", *, backend: Optional[str] = None,
+           **params: Any) -> RerankResult:
+    """Rank candidates with the method called ``method``.
+
+    Names: ``"majority"``, ``"aces-c"``, ``"aces-c-filter"``, ``"aces-o"``,
+    ``"aces-o-warm"`` (ACES-O with ``init="aces-c"``), ``"codet"`` (exponent 0.5),
+    ``"codet-linear"`` (exponent 1), ``"b4"``. ``params`` go to the method, e.g.
+    ``rerank(B, "aces-o", lr=0.05, top_k=32)``.
+    """
+    if not isinstance(method, str) or method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
+    return METHODS[method](B, backend=backend, **params)

@@ -1,0 +1,201 @@
+"""Evaluation given ground-truth labels (SPEC section 5).
+
+Labels never enter a ranking method; these functions judge a ranking
+afterwards.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import numpy as np
+
+from ._validation import as_labels, as_pass_matrix, as_scores, as_weights, check_int
+from .result import RerankResult
+
+
+def _miss_probability(g: int, c: int, r: int) -> float:
+    """``C(g - c, r) / C(g, r)``: r uniform picks from g items, c good, all miss."""
+    if r > g - c:
+        return 0.0
+    p = 1.0
+    for i in range(r):
+        p *= (g - c - i) / (g - i)
+    return p
+
+
+def pass_at_k(scores: Any, labels: Any, k: int = 1) -> float:
+    """Probability that a correct candidate is among the top ``k`` of a ranking.
+
+    Ties are broken uniformly at random and the probability is computed
+    exactly: walk the score levels from the top; a level that fits entirely
+    succeeds if it holds a correct candidate; in the level straddling position
+    ``k`` with ``g`` tied candidates, ``c`` correct and ``r`` places left, all
+    ``r`` picks miss with probability ``C(g - c, r) / C(g, r)``.
+
+    Parameters
+    ----------
+    scores : RerankResult or array_like, shape (n,)
+        Higher is better.
+    labels : array_like, shape (n,)
+        1 for a correct candidate.
+    k : int >= 1
+        ``k > n`` is treated as ``n``.
+
+    Returns
+    -------
+    float in [0, 1]. O(n log n).
+    """
+    s = as_scores(scores.scores if isinstance(scores, RerankResult) else scores)
+    y = as_labels(labels, s.shape[0])
+    k = check_int(k, "k", minimum=1)
+    levels, inverse = np.unique(-s, return_inverse=True)  # ascending -s = descending s
+    size = np.bincount(inverse, minlength=levels.shape[0])
+    good = np.bincount(inverse, weights=y, minlength=levels.shape[0]).astype(np.int64)
+    filled = 0
+    for g, c in zip(size.tolist(), good.tolist()):
+        room = k - filled
+        if room <= 0:
+            break
+        if g <= room:
+            if c > 0:
+                return 1.0
+            filled += g
+            continue
+        return 1.0 - _miss_probability(g, c, room)
+    return 0.0
+
+
+def pass_at_k_unbiased(n: Any, c: Any, k: int) -> Any:
+    """Unbiased pass@k of a sampler (Chen et al. 2021): ``1 - C(n-c, k) / C(n, k)``.
+
+    ``n`` samples of which ``c`` are correct; scalars or equal-shape integer
+    arrays (returns a float or a float64 array). Uses the numerically stable
+    product form; ``k > n`` raises ``ValueError``.
+    """
+    k = check_int(k, "k", minimum=1)
+    n_arr = np.asarray(n)
+    c_arr = np.asarray(c)
+    for name, arr in (("n", n_arr), ("c", c_arr)):
+        if arr.dtype.kind not in "iu":
+            raise TypeError(f"{name} must be integer; got dtype {arr.dtype}")
+    n_arr, c_arr = np.broadcast_arrays(n_arr, c_arr)
+    if (c_arr < 0).any() or (c_arr > n_arr).any():
+        raise ValueError("need 0 <= c <= n")
+    if (n_arr < k).any():
+        raise ValueError(f"need n >= k={k}")
+    out = np.empty(n_arr.shape, dtype=np.float64)
+    for idx in np.ndindex(n_arr.shape):
+        ni, ci = int(n_arr[idx]), int(c_arr[idx])
+        if ni - ci < k:
+            out[idx] = 1.0
+        else:
+            out[idx] = 1.0 - float(np.prod(1.0 - k / np.arange(ni - ci + 1, ni + 1)))
+    return float(out) if out.ndim == 0 else out
+
+
+@dataclass(frozen=True)
+class Diagnostics:
+    """Per-test and per-problem quantities of SPEC section 5 (needs labels).
+
+    Attributes
+    ----------
+    alpha, beta, delta : (m,) float64
+        ``P(pass | correct)``, ``P(pass | incorrect)``, their difference
+        (``nan`` when a class is empty).
+    nonconstant : (m,) bool
+    delta_bar : float
+        Mean ``delta`` over non-constant tests (``nan`` if none).
+    threshold : float
+        ``2 sqrt(ln 2 / M)`` with ``M`` the number of non-constant tests.
+    assumption_holds : bool
+        ``delta_bar > threshold``.
+    oracle_weights : (m,) float64
+        ``max(0, delta_j)`` on non-constant tests (not normalized).
+    snr, snr_oracle : float
+        ``R(w) = (sum w_j delta_j)^2 / sum w_j^2`` for the given weights (uniform
+        over non-constant tests by default) and for the oracle weights.
+    bound : float
+        ``1 - (n_minus / k) exp(-R/2)`` for the given weights, a lower bound on Pass@k.
+    informative, uninformative, misleading : float
+        Shares of (correct, incorrect, test) triples where the test separates the
+        pair the right way, not at all, or the wrong way.
+    n_plus, n_minus : int
+        Numbers of correct and incorrect candidates.
+    """
+
+    alpha: np.ndarray
+    beta: np.ndarray
+    delta: np.ndarray
+    nonconstant: np.ndarray
+    delta_bar: float
+    threshold: float
+    assumption_holds: bool
+    oracle_weights: np.ndarray
+    snr: float
+    snr_oracle: float
+    bound: float
+    informative: float
+    uninformative: float
+    misleading: float
+    n_plus: int
+    n_minus: int
+
+
+def _snr(w: np.ndarray, delta: np.ndarray) -> float:
+    d = np.nan_to_num(delta)
+    denom = float(np.dot(w, w))
+    return float(np.dot(w, d) ** 2 / denom) if denom > 0 else float("nan")
+
+
+def diagnostics(B: Any, labels: Any, weights: Optional[Any] = None, k: int = 1) -> Diagnostics:
+    """Test-quality diagnostics of a pass matrix given candidate labels.
+
+    Parameters
+    ----------
+    B : array_like, shape (n, m)
+    labels : array_like, shape (n,)
+    weights : array_like, shape (m,), optional
+        Weights whose signal-to-noise ``R`` and Pass@k bound are reported
+        (default: uniform over non-constant tests).
+    k : int, default 1
+        The ``k`` of the Pass@k bound.
+
+    O(n m).
+    """
+    Bv = as_pass_matrix(B)
+    n, m = Bv.shape
+    y = as_labels(labels, n)
+    k = check_int(k, "k", minimum=1)
+    n_plus = int(y.sum())
+    n_minus = n - n_plus
+    a = Bv[y].sum(axis=0, dtype=np.int64)  # correct candidates passing each test
+    b = Bv[~y].sum(axis=0, dtype=np.int64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        alpha = a / n_plus if n_plus else np.full(m, np.nan)
+        beta = b / n_minus if n_minus else np.full(m, np.nan)
+    delta = alpha - beta
+    col = a + b
+    nonconst = (col > 0) & (col < n)
+    M = int(nonconst.sum())
+    delta_bar = float(np.mean(delta[nonconst])) if M and n_plus and n_minus else float("nan")
+    threshold = 2.0 * math.sqrt(math.log(2) / M) if M else float("inf")
+    oracle = np.where(nonconst, np.maximum(0.0, np.nan_to_num(delta)), 0.0)
+    w = nonconst.astype(np.float64) if weights is None else as_weights(weights, m)
+    snr = _snr(w, delta)
+    bound = 1.0 - (n_minus / k) * math.exp(-snr / 2) if math.isfinite(snr) else float("nan")
+    triples = n_plus * n_minus * m
+    if triples:
+        informative = float(np.sum(a * (n_minus - b))) / triples
+        misleading = float(np.sum((n_plus - a) * b)) / triples
+        uninformative = 1.0 - informative - misleading
+    else:
+        informative = misleading = uninformative = float("nan")
+    return Diagnostics(alpha=alpha, beta=beta, delta=delta, nonconstant=nonconst,
+                       delta_bar=delta_bar, threshold=threshold,
+                       assumption_holds=bool(delta_bar > threshold),
+                       oracle_weights=oracle, snr=snr, snr_oracle=_snr(oracle, delta),
+                       bound=bound, informative=informative, uninformative=uninformative,
+                       misleading=misleading, n_plus=n_plus, n_minus=n_minus)

@@ -1,0 +1,86 @@
+"""The result type shared by every ranking method."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, NamedTuple, Optional
+
+from ._types import Array
+
+
+@dataclass(frozen=True, eq=False)
+class RerankResult:
+    """A ranking of ``n`` candidates produced by one method on one backend.
+
+    Attributes
+    ----------
+    scores : array (n,) float64
+        Candidate scores; higher is better. For test-weighting methods
+        ``scores = B @ weights``, with exactly-tied sums returned as equal floats.
+    weights : array (m,) float64 or None
+        Test weights, non-negative and summing to 1 (all zero when no column
+        carries signal, e.g. every test is constant), or ``None`` for methods that
+        do not weight tests (CodeT, B4, MBR-exec, combine).
+    order : array (n,) int64
+        Candidate indices, best first; ties broken by lower index.
+    method : str
+        The method's ``rerank`` name, e.g. ``"aces-c"``.
+    backend : str
+        The backend that computed the result (``"cpp"``, ``"numba"``, ``"torch"``,
+        ``"numpy"``).
+    loo_auc : array (m,) or None
+        Leave-one-out AUC per test under the weights the method used to judge
+        tests (uniform for ACES-C); ``nan`` for constant tests.
+    fallback : bool
+        True when the method gave every test weight 0 and fell back to majority
+        vote (ACES-C).
+    objective : array (steps + 1,) or None
+        ACES-O: the objective ``J(w_t)`` at the start and after every step.
+    info : dict
+        Hyperparameters and other method-specific details.
+
+    Arrays are NumPy arrays, or torch tensors on the input's device when the
+    torch backend ran.
+    """
+
+    scores: Array
+    weights: Optional[Array]
+    order: Array
+    method: str
+    backend: str
+    loo_auc: Optional[Array] = None
+    fallback: bool = False
+    objective: Optional[Array] = None
+    info: Dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def best(self) -> int:
+        """Index of the top-ranked candidate."""
+        return int(self.order[0])
+
+    def top(self, k: int) -> Array:
+        """Indices of the ``k`` best candidates, best first."""
+        return self.order[:k]
+
+    def __repr__(self) -> str:
+        n = len(self.scores)
+        m = None if self.weights is None else len(self.weights)
+        extra = ", fallback=True" if self.fallback else ""
+        return (
+            f"RerankResult(method={self.method!r}, backend={self.backend!r}, n={n}, "
+            f"m={m}, best={self.best}{extra})"
+        )
+
+
+class SurrogateResult(NamedTuple):
+    """Output of :func:`aces_fast.surrogate_loo_auc`.
+
+    values : array (m,) -- logistic surrogate ``L_j(w)``; ``nan`` where test ``j``
+        has no passer or no failer.
+    objective : float -- ``J(w) = sum_j w_j (L_j(w) - 1/2)`` over the other tests.
+    gradient : array (m,) -- ``dJ/dw`` (with respect to the weights, not logits).
+    """
+
+    values: Array
+    objective: float
+    gradient: Array

@@ -1,0 +1,102 @@
+// aces_fast compiled kernels: plain C++ on raw pointers (no Python, no pybind11).
+//
+// Conventions shared by every kernel
+//   * B is a row-major n x m byte matrix (candidates x tests); any nonzero byte
+//     counts as 1 (a pass), so numpy bool and uint8 buffers work unchanged.
+//   * counts (nullable, length n): row multiplicities. A row with count c acts
+//     exactly like c identical rows; count 0 removes the row. nullptr = all 1.
+//     Callers must keep sum(counts) < 2^31 (integer pair counts stay exact).
+//   * parallel / n_threads: OpenMP over tests (columns) when parallel is true;
+//     n_threads = 0 means the OpenMP default. A batch driver that already runs
+//     an OpenMP loop over tasks calls these with parallel = false. Results never
+//     depend on the number of threads (bitwise).
+//   * Kernels never throw from inside a parallel region; they may throw
+//     std::bad_alloc before one.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace aces_fast {
+
+// ---- threading helpers (loo_auc.cpp) -------------------------------------------
+bool has_openmp();
+int max_threads();
+// Number of threads a kernel will use: 1 if !parallel or no OpenMP, else
+// n_threads (> 0) or omp_get_max_threads() (n_threads == 0).
+int resolve_threads(bool parallel, int n_threads);
+
+// ---- LOO-AUC (loo_auc.cpp) -----------------------------------------------------
+// out[j] = AUC(S^(-j), B[:, j]) with S^(-j)_i = s_i - w_j B[i,j], s = B w:
+// over pairs (p passing j, f failing j), weighted by counts[p]*counts[f],
+// P(S_p > S_f) + 1/2 P(tie). NaN when no row with count > 0 passes j or none fails.
+//
+// Uniform weights (w = 1): exact integer arithmetic.
+void loo_auc_uniform(const uint8_t* B, int64_t n, int64_t m, const int64_t* counts,
+                     double* out, bool parallel = true, int n_threads = 0);
+
+// Float weights w (length m, finite, >= 0); w == nullptr dispatches to
+// loo_auc_uniform (tie_tol is then irrelevant: integer scores are exact).
+// s_i = sum_j w_j [B_ij != 0] summed in ascending j (float64). With
+// T = tie_tol * sum_k w_k and x = s_p - w_j (float64) for a passer p, a failer f
+// is a win iff s_f < x - T and a tie iff x - T <= s_f <= x + T (each of x, x - T,
+// x + T rounded to float64 once). One stable sort of s, then per column an O(n)
+// two-pointer merge; O(n log n + n m) overall.
+void loo_auc(const uint8_t* B, int64_t n, int64_t m, const double* w, const int64_t* counts,
+             double tie_tol, double* out, bool parallel = true, int n_threads = 0);
+
+// ---- logistic surrogate of LOO-AUC (surrogate.cpp) -----------------------------
+// Precomputed structure of one (B, counts) problem restricted to a subset of
+// columns; evaluate() may be called repeatedly without allocating.
+class SurrogateWorkspace {
+ public:
+  // cols: indices of the columns to use (nullptr = all m, in order); n_cols its length.
+  SurrogateWorkspace(const uint8_t* B, int64_t n, int64_t m, const int64_t* counts,
+                     const int64_t* cols, int64_t n_cols, bool parallel, int n_threads);
+
+  // w: weights of the selected columns (length n_cols, finite, >= 0); gamma > 0.
+  // Writes L (length n_cols; NaN for a column with empty P_j or F_j) and, if
+  // grad != nullptr, grad = dJ/dw (length n_cols). Returns
+  // J = sum over columns with nonempty P_j, F_j of w_j (L_j - 1/2).
+  double evaluate(const double* w, double gamma, double* L, double* grad);
+
+  int64_t n_rows() const { return ne_; }
+  int64_t n_cols() const { return mc_; }
+
+ private:
+  void column(int64_t q, const double* w, double gamma, bool fast, bool want_v, double* vb,
+              double* L, int tid);
+
+  int64_t ne_ = 0;  // rows with count > 0
+  int64_t mc_ = 0;  // selected columns
+  int nt_ = 1;
+  bool parallel_ = false;
+  int64_t nchunk_ = 0;
+  std::vector<double> cnt_;    // (ne) multiplicity of each kept row
+  std::vector<int32_t> idx_;   // (mc * ne) per column: passer rows, then failer rows (ascending)
+  std::vector<int64_t> npass_; // (mc) number of distinct passer rows
+  std::vector<double> pw_, fw_;  // (mc) count-weighted |P_j|, |F_j|
+  std::vector<double> s_, E_, F_;  // (ne) scores, exp(-g(s-s0)), exp(g(s-s0))
+  std::vector<double> v_;          // (ne)
+  std::vector<double> G_, D_, c_;  // (mc) exp(g w_j), D_j, c_j
+  std::vector<double> vbuf_;       // (nchunk * ne) per-chunk partial v
+  std::vector<double> scratch_;    // (nt * 6 * ne) per-thread gather buffers
+};
+
+// One-shot surrogate over all m columns. L (m), grad (m, nullable). Returns J.
+double surrogate_loo_auc(const uint8_t* B, int64_t n, int64_t m, const double* w, double gamma,
+                         const int64_t* counts, double* L, double* grad, bool parallel = true,
+                         int n_threads = 0);
+
+// ---- ACES-O optimisation (aces_o.cpp) ------------------------------------------
+// w = softmax(logits) over columns with active[j] != 0 (others get weight 0 and
+// their logits never change); `steps` Adam steps (PyTorch semantics, beta =
+// (0.9, 0.999), eps = 1e-8) on the loss -J(w) w.r.t. the active logits.
+// weights_out (m): final softmax weights. objective_out (steps + 1): J(w_t),
+// t = 0..steps. No active column: weights and objective all 0.
+void aces_o_fit(const uint8_t* B, int64_t n, int64_t m, const double* logits0,
+                const uint8_t* active, double gamma, double lr, int64_t steps,
+                const int64_t* counts, double* weights_out, double* objective_out,
+                bool parallel = true, int n_threads = 0);
+
+}  // namespace aces_fast
