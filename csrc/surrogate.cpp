@@ -1,0 +1,336 @@
+// Logistic surrogate of LOO-AUC, the ACES-O objective J and its analytic gradient
+// (SPEC section 3).
+//
+// For test j with passers P_j and failers F_j (rows with count > 0),
+//   z_pf = gamma (s_p - s_f - w_j),  sigma_pf = sigma(z_pf),  sigma'_pf = sigma (1 - sigma),
+//   L_j  = sum_pf c_p c_f sigma_pf / (|P_j| |F_j|),      |P_j| = sum_{p in P_j} c_p,
+//   D_j  = sum_pf c_p c_f sigma'_pf,   c_j = w_j / (|P_j| |F_j|),
+//   u^j_p = sum_f c_f sigma'_pf (p in P_j),  u^j_f = -sum_p c_p sigma'_pf (f in F_j),
+//   v_i  = sum_j c_j u^j_i   (per distinct row),
+//   dJ/dw_k = (L_k - 1/2) - gamma c_k D_k + gamma sum_i c_i B_ik v_i.
+// This equals the gradient of the matrix with every row i repeated c_i times.
+//
+// Speed: exp(-z) = E_p F_f G_j with E_p = exp(-gamma (s_p - s0)),
+// F_f = exp(gamma (s_f - s0)), G_j = exp(gamma w_j), so the pair loop needs no
+// exp: t = E_p F_f G_j, sigma = 1/(1+t), sigma' = t sigma^2. Used while
+// gamma (max s - min s + max w) <= 600 (no overflow/underflow to 0 possible);
+// beyond that a per-pair two-branch sigmoid is used.
+//
+// Determinism: columns are split into a fixed number of chunks (depends only on
+// the number of columns); each chunk accumulates its own partial v and the
+// partials are summed in chunk order, so results do not depend on the number of
+// threads.
+#include "kernels.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace aces_fast {
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kFastSpanLimit = 600.0;
+constexpr int64_t kMaxChunks = 64;
+
+// Pairs (o, i) for one outer element with t = a * x[i]:
+// returns sum_i ci sigma and sum_i ci sigma'; acc[i] += co sigma'.
+// Callers pad the inner arrays to a multiple of 4 with x = 0, ci = 0 (adds
+// exactly nothing), so the vector loop needs no scalar remainder.
+inline void pairs_fast(double a, double co, const double* __restrict x, const double* __restrict ci,
+                       double* __restrict acc, int64_t ni, double* sum_sig, double* sum_dsig) {
+  double s1 = 0.0, s2 = 0.0;
+#pragma omp simd reduction(+ : s1, s2)
+  for (int64_t i = 0; i < ni; ++i) {
+    const double t = a * x[i];
+    const double sg = 1.0 / (1.0 + t);
+    const double d = t * sg * sg;
+    s1 += ci[i] * sg;
+    s2 += ci[i] * d;
+    acc[i] += co * d;
+  }
+  *sum_sig = s1;
+  *sum_dsig = s2;
+}
+
+// Stable variant: z = sgn * (a - x[i]) computed explicitly.
+inline void pairs_stable(double a, double sgn, double co, const double* __restrict x,
+                         const double* __restrict ci, double* __restrict acc, int64_t ni,
+                         double* sum_sig, double* sum_dsig) {
+  double s1 = 0.0, s2 = 0.0;
+  for (int64_t i = 0; i < ni; ++i) {
+    const double z = sgn * (a - x[i]);
+    const double e = std::exp(-std::fabs(z));
+    const double q = 1.0 / (1.0 + e);
+    const double sg = z >= 0.0 ? q : e * q;
+    const double d = e * q * q;
+    s1 += ci[i] * sg;
+    s2 += ci[i] * d;
+    acc[i] += co * d;
+  }
+  *sum_sig = s1;
+  *sum_dsig = s2;
+}
+
+}  // namespace
+
+SurrogateWorkspace::SurrogateWorkspace(const uint8_t* B, int64_t n, int64_t m,
+                                       const int64_t* counts, const int64_t* cols, int64_t n_cols,
+                                       bool parallel, int n_threads) {
+  nt_ = resolve_threads(parallel, n_threads);
+  parallel_ = nt_ > 1;
+  mc_ = cols ? n_cols : m;
+  if (mc_ < 0) mc_ = 0;
+
+  std::vector<int64_t> keep;
+  keep.reserve(static_cast<size_t>(std::max<int64_t>(n, 0)));
+  for (int64_t i = 0; i < n; ++i)
+    if (!counts || counts[i] > 0) keep.push_back(i);
+  ne_ = static_cast<int64_t>(keep.size());
+  const size_t ne = static_cast<size_t>(ne_), mc = static_cast<size_t>(mc_);
+
+  cnt_.resize(ne);
+  for (size_t r = 0; r < ne; ++r) cnt_[r] = counts ? static_cast<double>(counts[keep[r]]) : 1.0;
+
+  npass_.assign(mc, 0);
+  pw_.assign(mc, 0.0);
+  fw_.assign(mc, 0.0);
+  for (size_t r = 0; r < ne; ++r) {
+    const uint8_t* row = B + keep[r] * m;
+    const double c = cnt_[r];
+    for (size_t q = 0; q < mc; ++q) {
+      const int64_t j = cols ? cols[q] : static_cast<int64_t>(q);
+      if (row[j]) {
+        npass_[q] += 1;
+        pw_[q] += c;
+      } else {
+        fw_[q] += c;
+      }
+    }
+  }
+  idx_.resize(mc * ne);
+  {
+    std::vector<int64_t> pp(mc), fp(mc);
+    for (size_t q = 0; q < mc; ++q) {
+      pp[q] = static_cast<int64_t>(q * ne);
+      fp[q] = static_cast<int64_t>(q * ne) + npass_[q];
+    }
+    for (size_t r = 0; r < ne; ++r) {
+      const uint8_t* row = B + keep[r] * m;
+      for (size_t q = 0; q < mc; ++q) {
+        const int64_t j = cols ? cols[q] : static_cast<int64_t>(q);
+        if (row[j])
+          idx_[pp[q]++] = static_cast<int32_t>(r);
+        else
+          idx_[fp[q]++] = static_cast<int32_t>(r);
+      }
+    }
+  }
+  // Use threads only when there is enough pair work to pay for a parallel region.
+  double pair_work = 0.0;
+  for (size_t q = 0; q < mc; ++q)
+    pair_work += static_cast<double>(npass_[q]) * static_cast<double>(ne_ - npass_[q]);
+  if (pair_work + static_cast<double>(ne_) * static_cast<double>(mc_) < 20000.0) parallel_ = false;
+
+  nchunk_ = std::min<int64_t>(mc_, kMaxChunks);
+  s_.assign(ne, 0.0);
+  E_.assign(ne, 0.0);
+  F_.assign(ne, 0.0);
+  v_.assign(ne, 0.0);
+  D_.assign(mc, 0.0);
+  c_.assign(mc, 0.0);
+  vbuf_.assign(static_cast<size_t>(nchunk_) * ne, 0.0);
+  scratch_.assign(static_cast<size_t>(nt_) * 6 * (ne + 4), 0.0);
+}
+
+void SurrogateWorkspace::column(int64_t q, const double* w, double gamma, bool fast, bool want_v,
+                                double* vb, double* L, int tid) {
+  const int64_t ne = ne_;
+  const int64_t P = npass_[q];
+  const int64_t F = ne - P;
+  if (P == 0 || F == 0) {
+    L[q] = kNaN;
+    D_[q] = 0.0;
+    c_[q] = 0.0;
+    return;
+  }
+  const double pf = pw_[q] * fw_[q];
+  const double wq = w[q];
+  const int32_t* pi = idx_.data() + q * ne;
+  const int32_t* fi = pi + P;
+  const bool pout = P <= F;  // the larger set is the inner (vectorised) loop
+  const int32_t* oidx = pout ? pi : fi;
+  const int32_t* iidx = pout ? fi : pi;
+  const int64_t no = pout ? P : F;
+  const int64_t ni = pout ? F : P;
+
+  const int64_t ld = ne + 4;  // room for padding to a multiple of 4
+  double* buf = scratch_.data() + static_cast<size_t>(tid) * 6 * ld;
+  double* oa = buf;
+  double* oc = buf + ld;
+  double* od = buf + 2 * ld;
+  double* ix = buf + 3 * ld;
+  double* ic = buf + 4 * ld;
+  double* iacc = buf + 5 * ld;
+  const double* cnt = cnt_.data();
+
+  double sum_sig = 0.0, sum_dsig = 0.0;
+  if (fast) {
+    const double g = std::exp(gamma * wq);
+    const double* Eo = pout ? E_.data() : F_.data();
+    const double* Ei = pout ? F_.data() : E_.data();
+    for (int64_t o = 0; o < no; ++o) {
+      const int32_t r = oidx[o];
+      oa[o] = Eo[r] * g;
+      oc[o] = cnt[r];
+    }
+    for (int64_t i = 0; i < ni; ++i) {
+      const int32_t r = iidx[i];
+      ix[i] = Ei[r];
+      ic[i] = cnt[r];
+      iacc[i] = 0.0;
+    }
+    const int64_t ni4 = (ni + 3) & ~int64_t(3);
+    for (int64_t i = ni; i < ni4; ++i) {
+      ix[i] = 0.0;
+      ic[i] = 0.0;
+      iacc[i] = 0.0;
+    }
+    for (int64_t o = 0; o < no; ++o) {
+      double s1, s2;
+      pairs_fast(oa[o], oc[o], ix, ic, iacc, ni4, &s1, &s2);
+      sum_sig += oc[o] * s1;
+      sum_dsig += oc[o] * s2;
+      od[o] = s2;
+    }
+  } else {
+    // z = gamma (s_p - w_q) - gamma s_f
+    const double* s = s_.data();
+    for (int64_t o = 0; o < no; ++o) {
+      const int32_t r = oidx[o];
+      oa[o] = pout ? gamma * (s[r] - wq) : gamma * s[r];
+      oc[o] = cnt[r];
+    }
+    for (int64_t i = 0; i < ni; ++i) {
+      const int32_t r = iidx[i];
+      ix[i] = pout ? gamma * s[r] : gamma * (s[r] - wq);
+      ic[i] = cnt[r];
+      iacc[i] = 0.0;
+    }
+    const double sgn = pout ? 1.0 : -1.0;
+    for (int64_t o = 0; o < no; ++o) {
+      double s1, s2;
+      pairs_stable(oa[o], sgn, oc[o], ix, ic, iacc, ni, &s1, &s2);
+      sum_sig += oc[o] * s1;
+      sum_dsig += oc[o] * s2;
+      od[o] = s2;
+    }
+  }
+  L[q] = sum_sig / pf;
+  D_[q] = sum_dsig;
+  const double cq = wq / pf;
+  c_[q] = cq;
+  if (want_v) {
+    // passers get +u, failers -u
+    const double so = pout ? cq : -cq;
+    for (int64_t o = 0; o < no; ++o) vb[oidx[o]] += so * od[o];
+    for (int64_t i = 0; i < ni; ++i) vb[iidx[i]] -= so * iacc[i];
+  }
+}
+
+double SurrogateWorkspace::evaluate(const double* w, double gamma, double* L, double* grad) {
+  const int64_t ne = ne_, mc = mc_;
+  if (mc == 0) return 0.0;
+  if (ne == 0) {
+    for (int64_t q = 0; q < mc; ++q) {
+      L[q] = kNaN;
+      if (grad) grad[q] = 0.0;
+    }
+    return 0.0;
+  }
+  // Scores s = B w over the kept rows and selected columns (ascending column order).
+  std::fill(s_.begin(), s_.end(), 0.0);
+  double wmax = 0.0;
+  for (int64_t q = 0; q < mc; ++q) {
+    const double wq = w[q];
+    wmax = std::max(wmax, wq);
+    const int32_t* pi = idx_.data() + q * ne;
+    const int64_t P = npass_[q];
+    for (int64_t k = 0; k < P; ++k) s_[pi[k]] += wq;
+  }
+  double smin = s_[0], smax = s_[0];
+  for (int64_t r = 1; r < ne; ++r) {
+    smin = std::min(smin, s_[r]);
+    smax = std::max(smax, s_[r]);
+  }
+  const double span = gamma * (smax - smin + wmax);
+  const bool fast = span <= kFastSpanLimit;  // false for NaN/inf
+  if (fast) {
+    const double s0 = 0.5 * (smin + smax);
+    for (int64_t r = 0; r < ne; ++r) {
+      E_[r] = std::exp(-gamma * (s_[r] - s0));
+      F_[r] = std::exp(gamma * (s_[r] - s0));
+    }
+  }
+
+  const bool want_v = grad != nullptr;
+  const int64_t nchunk = nchunk_;
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nt_) if (parallel_) schedule(dynamic, 1)
+#endif
+  for (int64_t c = 0; c < nchunk; ++c) {
+#ifdef _OPENMP
+    const int tid = omp_get_thread_num();
+#else
+    const int tid = 0;
+#endif
+    double* vb = vbuf_.data() + static_cast<size_t>(c) * ne;
+    if (want_v) std::fill(vb, vb + ne, 0.0);
+    const int64_t q0 = c * mc / nchunk, q1 = (c + 1) * mc / nchunk;
+    for (int64_t q = q0; q < q1; ++q) column(q, w, gamma, fast, want_v, vb, L, tid);
+  }
+
+  if (want_v) {
+    for (int64_t r = 0; r < ne; ++r) v_[r] = 0.0;
+    for (int64_t c = 0; c < nchunk; ++c) {
+      const double* vb = vbuf_.data() + static_cast<size_t>(c) * ne;
+      for (int64_t r = 0; r < ne; ++r) v_[r] += vb[r];
+    }
+    const double* v = v_.data();
+    const double* cnt = cnt_.data();
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nt_) if (parallel_) schedule(static)
+#endif
+    for (int64_t q = 0; q < mc; ++q) {
+      const int32_t* pi = idx_.data() + q * ne;
+      const int64_t P = npass_[q];
+      double bv = 0.0;
+      for (int64_t k = 0; k < P; ++k) bv += cnt[pi[k]] * v[pi[k]];
+      double g = gamma * bv;
+      if (P > 0 && P < ne) g += (L[q] - 0.5) - gamma * c_[q] * D_[q];
+      grad[q] = g;
+    }
+  }
+
+  double J = 0.0;
+  for (int64_t q = 0; q < mc; ++q) {
+    const int64_t P = npass_[q];
+    if (P > 0 && P < ne) J += w[q] * (L[q] - 0.5);
+  }
+  return J;
+}
+
+double surrogate_loo_auc(const uint8_t* B, int64_t n, int64_t m, const double* w, double gamma,
+                         const int64_t* counts, double* L, double* grad, bool parallel,
+                         int n_threads) {
+  if (m <= 0) return 0.0;
+  SurrogateWorkspace ws(B, n, m, counts, nullptr, m, parallel, n_threads);
+  return ws.evaluate(w, gamma, L, grad);
+}
+
+}  // namespace aces_fast
