@@ -1,0 +1,321 @@
+"""Evaluate ranking methods on a labelled dataset: Pass@k, timing, diagnostics.
+
+This is the logic behind ``aces-fast evaluate``, usable from Python::
+
+    from aces_fast.datasets import load_dataset
+    from aces_fast.evaluation import evaluate
+    ev = evaluate(load_dataset("humaneval-gpt35"))
+    print(ev.table())
+    ev.summary("mixed")["aces-c"]["pass@1"]
+
+Every method runs on every problem (including problems without tests, where
+all scores are equal, and problems without labels, which are timed but not
+scored). Pass@k is the exact expectation under uniform random tie breaking
+(:func:`aces_fast.pass_at_k`); ``k > n`` counts as ``n``. Two reference rows
+need no method: ``"random"`` (all scores equal: the expected Pass@k of a random
+ranking) and ``"oracle"`` (scores = labels).
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence
+
+import numpy as np
+
+from .datasets import Dataset
+from .methods import METHODS, aces_o, b4, rerank
+from .metrics import diagnostics, pass_at_k
+
+__all__ = ["ALL_METHODS", "DEFAULT_KS", "Evaluation", "evaluate", "method_params"]
+
+#: Reference rows computed without a ranking method.
+REFERENCE_METHODS = ("random", "oracle")
+#: Every method name ``evaluate`` knows, in table order.
+_TABLE_ORDER = ("majority", "codet", "codet-linear", "b4", "aces-c", "aces-c-filter", "aces-o",
+                "aces-o-warm")
+ALL_METHODS: tuple = (("random",) + tuple(m for m in _TABLE_ORDER if m in METHODS)
+                      + tuple(m for m in METHODS if m not in _TABLE_ORDER) + ("oracle",))
+DEFAULT_KS = (1, 2, 5)
+
+# Which ``rerank`` functions' keyword defaults describe each method's hyperparameters.
+_PARAM_SOURCES: Dict[str, Callable[..., Any]] = {"aces-o": aces_o, "aces-o-warm": aces_o, "b4": b4}
+_TUNABLE = {"aces-o": ("gamma", "lr", "steps", "top_k"), "b4": ("alpha", "beta0")}
+
+
+def method_params(method: str, overrides: Optional[Mapping[str, Mapping[str, Any]]] = None
+                  ) -> Dict[str, Any]:
+    """The hyperparameters ``method`` runs with: the library defaults updated by ``overrides``.
+
+    ``overrides`` maps a method family (``"aces-o"`` -- also used by
+    ``"aces-o-warm"`` -- or ``"b4"``) to keyword arguments, e.g.
+    ``{"aces-o": {"lr": 0.05}}``. Methods without tunable hyperparameters
+    return ``{}``.
+    """
+    family = "aces-o" if method == "aces-o-warm" else method
+    if family not in _TUNABLE:
+        return {}
+    sig = inspect.signature(_PARAM_SOURCES[method])
+    params = {p: sig.parameters[p].default for p in _TUNABLE[family]}
+    params.update((overrides or {}).get(family, {}))
+    unknown = set(params) - set(_TUNABLE[family])
+    if unknown:
+        raise ValueError(f"unknown hyperparameter(s) for {family}: {', '.join(sorted(unknown))}")
+    return params
+
+
+def _check_methods(methods: Optional[Iterable[str]]) -> List[str]:
+    if methods is None:
+        return list(ALL_METHODS)
+    chosen = list(methods)
+    if not chosen:
+        raise ValueError("no methods selected")
+    bad = [m for m in chosen if m not in ALL_METHODS]
+    if bad:
+        raise ValueError(f"unknown method(s) {', '.join(map(repr, bad))}; "
+                         f"choose from {', '.join(ALL_METHODS)}")
+    if len(set(chosen)) != len(chosen):
+        raise ValueError(f"method listed twice in {chosen}")
+    return chosen
+
+
+def _as_float(x: Any) -> Optional[float]:
+    return None if x is None or math.isnan(x) else float(x)
+
+
+@dataclass
+class Evaluation:
+    """Outcome of :func:`evaluate` on one dataset.
+
+    Attributes
+    ----------
+    dataset, source : str
+    methods : list of str
+    ks : tuple of int
+    pass_at : dict method -> float64 array (P, len(ks))
+        Pass@k per problem (``nan`` for problems without labels).
+    seconds : dict method -> float
+        Wall time of the method summed over problems (evaluation excluded).
+    backends : dict method -> str
+        Backend that ran the method (``"-"`` for the reference rows).
+    labelled, mixed : bool arrays (P,)
+        Problems with labels; problems with ``0 < correct < n``.
+    n_tests : int array (P,)
+    diagnostics : dict
+        Averages of :func:`aces_fast.diagnostics` over mixed problems with at
+        least one non-constant test (see :meth:`diagnostics_summary`).
+    params : dict method -> dict
+        Hyperparameters each method ran with.
+    task_ids : list of str
+    """
+
+    dataset: str
+    source: str
+    methods: List[str]
+    ks: tuple
+    pass_at: Dict[str, np.ndarray]
+    seconds: Dict[str, float]
+    backends: Dict[str, str]
+    labelled: np.ndarray
+    mixed: np.ndarray
+    n_tests: np.ndarray
+    diagnostics: Dict[str, Any]
+    params: Dict[str, Dict[str, Any]]
+    task_ids: List[str] = field(default_factory=list)
+
+    @property
+    def n_problems(self) -> int:
+        return int(self.labelled.shape[0])
+
+    def summary(self, subset: str = "all") -> Dict[str, Dict[str, Optional[float]]]:
+        """Mean Pass@k per method over ``"all"`` labelled problems or the ``"mixed"`` ones.
+
+        Returns ``{method: {"pass@1": fraction, ...}}``; ``None`` when the subset is empty.
+        """
+        if subset not in ("all", "mixed"):
+            raise ValueError(f"subset must be 'all' or 'mixed'; got {subset!r}")
+        mask = self.labelled if subset == "all" else self.mixed
+        out: Dict[str, Dict[str, Optional[float]]] = {}
+        for meth in self.methods:
+            vals = self.pass_at[meth][mask]
+            means = vals.mean(axis=0) if vals.shape[0] else [None] * len(self.ks)
+            out[meth] = {f"pass@{k}": _as_float(v) for k, v in zip(self.ks, means)}
+        return out
+
+    def to_dict(self) -> Dict[str, Any]:
+        """JSON-ready summary (the output of ``aces-fast evaluate --json``).
+
+        Keys: ``all``, ``mixed`` (``{method: {"pass@k": fraction}}``),
+        ``seconds``, ``backends``, ``params``, ``diagnostics``, ``dataset``,
+        ``source``, ``ks``, ``n_problems``, ``n_labelled``, ``n_mixed``,
+        ``n_without_tests``. NaN becomes ``None``.
+        """
+        return {
+            "dataset": self.dataset,
+            "source": self.source,
+            "ks": list(self.ks),
+            "n_problems": self.n_problems,
+            "n_labelled": int(self.labelled.sum()),
+            "n_mixed": int(self.mixed.sum()),
+            "n_without_tests": int((self.n_tests == 0).sum()),
+            "all": self.summary("all"),
+            "mixed": self.summary("mixed"),
+            "seconds": dict(self.seconds),
+            "backends": dict(self.backends),
+            "params": {k: dict(v) for k, v in self.params.items()},
+            "diagnostics": {k: (_as_float(v) if isinstance(v, float) else v)
+                            for k, v in self.diagnostics.items()},
+        }
+
+    def table(self) -> str:
+        """A readable table: methods as rows, Pass@k (percent, one decimal) for all
+        and mixed problems, and the time per method."""
+        n_all, n_mixed = int(self.labelled.sum()), int(self.mixed.sum())
+        all_s, mix_s = self.summary("all"), self.summary("mixed")
+        ks = [f"pass@{k}" for k in self.ks]
+        name_w = max(len("method"), *(len(m) for m in self.methods))
+        col_w = 7
+        group_w = len(ks) * (col_w + 1) - 1
+
+        def pct(v: Optional[float]) -> str:
+            return f"{'-':>{col_w}}" if v is None else f"{100 * v:{col_w}.1f}"
+
+        left_all = f"all ({n_all})"
+        left_mix = f"mixed ({n_mixed})"
+        lines = [
+            f"{self.dataset}: {self.n_problems} problems, {n_all} labelled, {n_mixed} mixed "
+            f"(0 < correct < n), {int((self.n_tests == 0).sum())} without tests",
+            f"{'':{name_w}}  {left_all:^{group_w}}  {left_mix:^{group_w}}  {'time':>8}  backend",
+            f"{'method':{name_w}}  " + " ".join(f"{k:>{col_w}}" for k in ks) + "  "
+            + " ".join(f"{k:>{col_w}}" for k in ks) + f"  {'(s)':>8}",
+        ]
+        lines.append("-" * len(lines[-1]) + "---------")
+        for meth in self.methods:
+            row = (f"{meth:{name_w}}  " + " ".join(pct(all_s[meth][k]) for k in ks) + "  "
+                   + " ".join(pct(mix_s[meth][k]) for k in ks)
+                   + f"  {self.seconds[meth]:8.3f}  {self.backends[meth]}")
+            lines.append(row)
+        lines.append("Pass@k in percent: exact expectation with ties broken at random.")
+        hp = "; ".join(f"{m}: " + " ".join(f"{k}={v}" for k, v in p.items())
+                       for m, p in self.params.items() if p and m != "aces-o-warm")
+        if hp:
+            lines.append("hyperparameters: " + hp)
+        d = self.diagnostics
+        if d.get("problems"):
+            lines.append(
+                f"diagnostics ({d['problems']} mixed problems with tests): mean delta "
+                f"{d['delta_bar']:.3f}; paper's assumption delta > 2 sqrt(ln 2 / m) holds on "
+                f"{100 * d['assumption_holds']:.1f}%\n"
+                f"  (correct, incorrect, test) votes: informative {100 * d['informative']:.1f}%, "
+                f"uninformative {100 * d['uninformative']:.1f}%, "
+                f"misleading {100 * d['misleading']:.1f}%")
+        return "\n".join(lines)
+
+
+def diagnostics_summary(dataset: Dataset) -> Dict[str, Any]:
+    """Mean test-quality diagnostics over the mixed problems that have a non-constant test.
+
+    Returns ``problems`` (how many), ``assumption_holds`` (share meeting the
+    paper's ``delta_bar > 2 sqrt(ln 2 / M)``), and means of ``delta_bar`` and of
+    the informative / uninformative / misleading vote shares. O(total n m).
+    """
+    rows = []
+    for p in dataset:
+        if not p.is_mixed or p.m == 0:
+            continue
+        d = diagnostics(p.B, p.labels)
+        if not d.nonconstant.any():
+            continue
+        rows.append((float(d.assumption_holds), d.delta_bar, d.informative,
+                     d.uninformative, d.misleading))
+    keys = ("assumption_holds", "delta_bar", "informative", "uninformative", "misleading")
+    if not rows:
+        return {"problems": 0, **{k: float("nan") for k in keys}}
+    means = np.mean(np.array(rows), axis=0)
+    return {"problems": len(rows), **{k: float(v) for k, v in zip(keys, means)}}
+
+
+_WARMUP = np.array([[1, 1, 0, 1], [1, 0, 1, 0], [0, 1, 0, 0]], dtype=np.uint8)
+
+
+def evaluate(dataset: Dataset, methods: Optional[Sequence[str]] = None, *,
+             ks: Sequence[int] = DEFAULT_KS, backend: Optional[str] = None,
+             params: Optional[Mapping[str, Mapping[str, Any]]] = None,
+             progress: Optional[Callable[[str], None]] = None) -> Evaluation:
+    """Run ranking methods on every problem of ``dataset`` and score them.
+
+    Parameters
+    ----------
+    dataset : Dataset
+    methods : sequence of str, optional
+        Names from :data:`ALL_METHODS` (``rerank`` names plus ``"random"`` and
+        ``"oracle"``); default all, in table order.
+    ks : sequence of int, default (1, 2, 5)
+    backend : str, optional
+        Passed to every method (``None``: ``ACES_FAST_BACKEND``, then auto).
+    params : mapping, optional
+        Hyperparameter overrides per family, e.g. ``{"aces-o": {"lr": 0.05},
+        "b4": {"alpha": 100.0}}`` (see :func:`method_params`).
+    progress : callable, optional
+        Called with the method name after each (method, problem) pair, e.g. to
+        advance a progress bar; ``len(methods) * len(dataset)`` calls in all.
+
+    Returns
+    -------
+    Evaluation
+
+    Each method is first run once, untimed, on a tiny matrix so that one-off
+    costs (JIT compilation, backend loading) do not count as its time. Cost:
+    the methods' own cost on every problem plus O(n log n) per Pass@k.
+    """
+    if not isinstance(dataset, Dataset):
+        raise TypeError(f"dataset must be a Dataset (see aces_fast.datasets.load_dataset); "
+                        f"got {type(dataset).__name__}")
+    chosen = _check_methods(methods)
+    ks = tuple(int(k) for k in ks)
+    if not ks or any(k < 1 for k in ks):
+        raise ValueError(f"ks must be positive integers; got {ks}")
+    for family in (params or {}):
+        if family not in _TUNABLE:
+            raise ValueError(f"no tunable hyperparameters for {family!r}; "
+                             f"params accepts {', '.join(_TUNABLE)}")
+    run_params = {m: method_params(m, params) for m in chosen}
+    P = len(dataset)
+    labelled = np.array([p.labels is not None for p in dataset], dtype=bool)
+    mixed = np.array([p.is_mixed for p in dataset], dtype=bool)
+    pass_at: Dict[str, np.ndarray] = {}
+    seconds: Dict[str, float] = {}
+    backends: Dict[str, str] = {}
+    for meth in chosen:
+        table = np.full((P, len(ks)), np.nan)
+        elapsed = 0.0
+        used = "-"
+        if meth not in REFERENCE_METHODS:
+            rerank(_WARMUP, meth, backend=backend, **run_params[meth])
+        for i, prob in enumerate(dataset):
+            if meth == "random":
+                scores = np.zeros(prob.n)
+            elif meth == "oracle":
+                scores = None if prob.labels is None else prob.labels.astype(np.float64)
+            else:
+                t0 = time.perf_counter()
+                res = rerank(prob.B, meth, backend=backend, **run_params[meth])
+                elapsed += time.perf_counter() - t0
+                scores, used = res.scores, res.backend
+            if scores is not None and prob.labels is not None:
+                table[i] = [pass_at_k(scores, prob.labels, k) for k in ks]
+            if progress is not None:
+                progress(meth)
+        pass_at[meth] = table
+        seconds[meth] = elapsed
+        backends[meth] = used
+    return Evaluation(
+        dataset=dataset.name, source=dataset.source, methods=chosen, ks=ks,
+        pass_at=pass_at, seconds=seconds, backends=backends, labelled=labelled, mixed=mixed,
+        n_tests=np.array([p.m for p in dataset], dtype=np.int64),
+        diagnostics=diagnostics_summary(dataset), params=run_params,
+        task_ids=dataset.task_ids,
+    )

@@ -1,0 +1,358 @@
+"""The ``aces-fast`` command line: evaluate, rerank, bench, config.
+
+End-to-end runs go through ``python -m aces_fast`` in a subprocess on the
+bundled data; the rest call :func:`aces_fast.cli.main` in process. Numbers are
+checked against the Python API (``aces_fast.rerank`` + ``pass_at_k``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import aces_fast as af
+from aces_fast import cli
+from aces_fast.backends import BackendUnavailableError, get_backend
+from aces_fast.datasets import BUNDLED, Dataset, Problem, load_dataset, save_jsonl
+from aces_fast.evaluation import ALL_METHODS, evaluate
+
+from conftest import SPEC_EXAMPLE, SPEC_LABELS
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _fastest_backend() -> str:
+    # numba's first-call JIT takes tens of seconds and the numpy reference is slow
+    # for ACES-O, so end-to-end runs use the compiled backend when it is built.
+    try:
+        get_backend("cpp")
+        return "cpp"
+    except BackendUnavailableError:
+        return "numpy"
+
+
+FAST = _fastest_backend()
+
+
+def run_cli(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    # One OpenMP thread: these matrices are tiny and the test machine is shared.
+    env["OMP_NUM_THREADS"] = "1"
+    env.pop("ACES_FAST_BACKEND", None)
+    proc = subprocess.run([sys.executable, "-m", "aces_fast", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    if check:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def api_pass_at(ds: Dataset, method: str, ks=(1, 2, 5), backend=FAST):
+    """Mean Pass@k over all and over mixed problems, computed with the public API."""
+    rows, mixed = [], []
+    for p in ds:
+        scores = af.rerank(p.B, method, backend=backend).scores
+        rows.append([af.pass_at_k(scores, p.labels, k) for k in ks])
+        mixed.append(p.is_mixed)
+    rows, mixed = np.array(rows), np.array(mixed)
+    return rows.mean(axis=0), rows[mixed].mean(axis=0)
+
+
+# -- evaluate, end to end ------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def gpt35_json():
+    proc = run_cli("evaluate", "humaneval-gpt35", "--json", "--backend", FAST)
+    return json.loads(proc.stdout)
+
+
+def test_evaluate_json_schema(gpt35_json):
+    out = gpt35_json
+    assert out["dataset"] == "humaneval-gpt35"
+    assert (out["n_problems"], out["n_labelled"], out["n_mixed"]) == (164, 164, 119)
+    assert set(out["all"]) == set(out["mixed"]) == set(af.METHODS) | {"random", "oracle"}
+    for subset in ("all", "mixed"):
+        for method, vals in out[subset].items():
+            assert set(vals) == {"pass@1", "pass@2", "pass@5"}
+            assert 0.0 <= vals["pass@1"] <= vals["pass@2"] <= vals["pass@5"] <= 1.0, method
+    assert {out["backends"][m] for m in af.METHODS} == {FAST}
+    assert out["params"]["aces-o"] == {"gamma": 10.0, "lr": 0.01, "steps": 90, "top_k": 24}
+    assert 0 < out["diagnostics"]["problems"] <= 119
+
+
+def test_evaluate_json_matches_python_api(gpt35_json):
+    ds = load_dataset("humaneval-gpt35")
+    for method in af.METHODS:  # all deterministic for a fixed backend
+        all_, mixed = api_pass_at(ds, method)
+        got_all = [gpt35_json["all"][method][f"pass@{k}"] for k in (1, 2, 5)]
+        got_mixed = [gpt35_json["mixed"][method][f"pass@{k}"] for k in (1, 2, 5)]
+        np.testing.assert_allclose(got_all, all_, rtol=0, atol=1e-12, err_msg=method)
+        np.testing.assert_allclose(got_mixed, mixed, rtol=0, atol=1e-12, err_msg=method)
+
+
+def test_evaluate_reference_rows(gpt35_json):
+    ds = load_dataset("humaneval-gpt35")
+    n = np.array([p.n for p in ds])
+    c = np.array([p.n_correct for p in ds])
+    for k in (1, 2, 5):
+        # a random ranking's expected Pass@k is the unbiased pass@k of the sampler
+        expected = np.mean(af.pass_at_k_unbiased(n, c, k))
+        assert gpt35_json["all"]["random"][f"pass@{k}"] == pytest.approx(expected, abs=1e-12)
+        assert gpt35_json["all"]["oracle"][f"pass@{k}"] == pytest.approx(np.mean(c > 0))
+        assert gpt35_json["mixed"]["oracle"][f"pass@{k}"] == 1.0
+
+
+def test_evaluate_codegen_subset_matches_python_api():
+    methods = ["majority", "codet", "b4", "aces-c"]
+    proc = run_cli("evaluate", "humaneval-codegen16b", "--json", "--quiet", "--backend", FAST,
+                   "--methods", ",".join(methods))
+    out = json.loads(proc.stdout)
+    assert list(out["all"]) == methods and out["n_without_tests"] == 9
+    assert proc.stderr == ""  # --quiet and not a TTY: no progress output
+    ds = load_dataset("humaneval-codegen16b")
+    for method in methods:
+        all_, mixed = api_pass_at(ds, method)
+        np.testing.assert_allclose([out["all"][method][f"pass@{k}"] for k in (1, 2, 5)], all_,
+                                   rtol=0, atol=1e-12, err_msg=method)
+        np.testing.assert_allclose([out["mixed"][method][f"pass@{k}"] for k in (1, 2, 5)], mixed,
+                                   rtol=0, atol=1e-12, err_msg=method)
+
+
+def test_evaluate_table_and_several_datasets(capsys):
+    assert cli.main(["evaluate", "all", "--methods", "random,oracle", "-q"]) == 0
+    text = capsys.readouterr().out
+    for name in BUNDLED:
+        assert f"{name}: 164 problems" in text
+    ev = evaluate(load_dataset("humaneval-gpt35"), ["random", "oracle"])
+    p1 = ev.summary("all")["random"]["pass@1"]
+    p5m = ev.summary("mixed")["random"]["pass@5"]
+    row = next(line for line in text.split("humaneval-gpt35")[1].splitlines()
+               if line.startswith("random"))
+    # percent with one decimal: all then mixed columns
+    assert [row.split()[1], row.split()[6]] == [f"{100 * p1:.1f}", f"{100 * p5m:.1f}"]
+    assert cli.main(["evaluate", "all", "--methods", "random", "--json", "-q"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out) == set(BUNDLED)
+    assert out["humaneval-gpt35"]["all"]["random"]["pass@1"] == pytest.approx(p1)
+
+
+def test_evaluate_hyperparameters_reach_the_methods(capsys):
+    # ACES-O with zero Adam steps keeps uniform weights on non-constant tests, which
+    # is majority vote: equal Pass@k proves --aces-o-steps was applied.
+    argv = ["evaluate", "humaneval-gpt35", "--json", "-q", "--backend", FAST,
+            "--methods", "majority,aces-o,b4", "--aces-o-steps", "0", "--aces-o-top-k", "all",
+            "--b4-alpha", "2.5"]
+    assert cli.main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["all"]["aces-o"] == out["all"]["majority"]
+    assert out["params"]["aces-o"]["steps"] == 0 and out["params"]["aces-o"]["top_k"] is None
+    assert out["params"]["b4"] == {"alpha": 2.5, "beta0": 1e4}
+    ds = load_dataset("humaneval-gpt35")
+    expected = np.mean([af.pass_at_k(af.b4(p.B, alpha=2.5).scores, p.labels, 1) for p in ds])
+    assert out["all"]["b4"]["pass@1"] == pytest.approx(expected, abs=1e-12)
+
+
+def test_evaluate_user_dataset_with_edge_cases(tmp_path, capsys):
+    ds = Dataset("edge", [
+        Problem("spec", SPEC_EXAMPLE, SPEC_LABELS),
+        Problem("no-tests", np.zeros((4, 0), np.uint8), [0, 1, 0, 0]),
+        Problem("single", [[1, 0]], [1]),  # n = 1 < k
+        Problem("unlabelled", SPEC_EXAMPLE[:3], None),
+    ])
+    save_jsonl(ds, tmp_path / "edge.jsonl")
+    assert cli.main(["evaluate", str(tmp_path / "edge.jsonl"), "--json", "-q",
+                     "--backend", "numpy"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["n_problems"], out["n_labelled"], out["n_mixed"], out["n_without_tests"]) == \
+        (4, 3, 2, 1)
+    ev = evaluate(ds, backend="numpy")
+    for method in ALL_METHODS:
+        table = ev.pass_at[method]
+        assert np.isnan(table[3]).all()  # unlabelled: run, not scored
+        assert (table[2] == 1.0).all()  # the only candidate is correct
+        if method != "oracle":  # the oracle reads labels, not tests
+            # no tests: every score ties, so every method is a random pick
+            np.testing.assert_allclose(table[1], ev.pass_at["random"][1], err_msg=method)
+    assert ev.pass_at["random"][1, 0] == 0.25 and ev.pass_at["oracle"][1, 0] == 1.0
+    # SPEC example: majority vote puts candidate 0 (correct) first
+    assert ev.pass_at["majority"][0, 0] == 1.0
+    assert out["all"]["majority"]["pass@1"] == pytest.approx(np.mean(ev.pass_at["majority"][:3, 0]))
+
+
+def test_evaluate_plot(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "chart.png"
+    assert cli.main(["evaluate", "humaneval-gpt35", "--methods", "random,majority,oracle", "-q",
+                     "--plot", str(png)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_evaluate_plot_without_matplotlib(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    rc = cli.main(["evaluate", "humaneval-gpt35", "--plot", str(tmp_path / "x.png")])
+    assert rc == 1
+    assert "--plot needs matplotlib" in capsys.readouterr().err
+    assert not (tmp_path / "x.png").exists()
+
+
+def test_evaluate_errors(capsys):
+    assert cli.main(["evaluate", "no-such-dataset"]) == 1
+    assert "not a bundled name" in capsys.readouterr().err
+    assert cli.main(["evaluate", "humaneval-gpt35", "--backend", "fortran", "-q"]) == 1
+    assert "unknown backend 'fortran'" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["evaluate", "--methods", "majority,magic"])
+    assert exc.value.code == 2
+    assert "unknown method(s) magic" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="unknown method"):
+        evaluate(load_dataset("humaneval-gpt35"), ["aces-x"])
+
+
+def test_progress_counter_without_tqdm(capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "tqdm", None)
+    monkeypatch.setitem(sys.modules, "tqdm.auto", None)
+    bar = cli._Progress(3, "toy", enabled=True)
+    for _ in range(3):
+        bar("majority")
+    bar.close()
+    assert "toy: 3/3 (majority)" in capsys.readouterr().err
+    silent = cli._Progress(3, "toy", enabled=False)
+    silent("majority")
+    silent.close()
+    assert capsys.readouterr().err == "" and silent.count == 1
+
+
+# -- rerank ---------------------------------------------------------------------------------
+
+
+def _ranked_candidates(text: str):
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.split()[:2] == ["rank", "candidate"])
+    out = []
+    for line in lines[start + 1:]:
+        parts = line.split()
+        if not parts or not parts[0].isdigit():
+            break
+        out.append(int(parts[1]))
+    return out
+
+
+def test_rerank_npy_and_csv_end_to_end(tmp_path):
+    np.save(tmp_path / "m.npy", SPEC_EXAMPLE)
+    (tmp_path / "m.csv").write_text(
+        "\n".join(",".join(map(str, row)) for row in SPEC_EXAMPLE) + "\n")
+    expected = af.aces_c(SPEC_EXAMPLE, backend="numpy")
+    npy = run_cli("rerank", str(tmp_path / "m.npy"), "--backend", FAST)
+    assert _ranked_candidates(npy.stdout) == expected.order.tolist()
+    assert "4 of 10 tests non-zero" in npy.stdout  # SPEC section 6: tests 1, 2, 4, 7
+    csv = run_cli("rerank", str(tmp_path / "m.csv"), "--json", "--method", "majority",
+                  "--top", "3", "--backend", FAST)
+    out = json.loads(csv.stdout)
+    maj = af.majority_vote(SPEC_EXAMPLE, backend="numpy")
+    assert out["method"] == "majority" and out["backend"] == FAST
+    assert [r["candidate"] for r in out["ranking"]] == maj.order[:3].tolist()
+    assert out["order"] == maj.order.tolist()
+    np.testing.assert_allclose(out["scores"], maj.scores, atol=1e-12)
+    np.testing.assert_allclose(out["weights"], maj.weights, atol=1e-12)
+
+
+def test_rerank_jsonl_task_and_weights(tmp_path, capsys):
+    ds = Dataset("d", [Problem("first", [[1, 0], [0, 1]], [1, 0]),
+                       Problem("spec", SPEC_EXAMPLE, SPEC_LABELS)])
+    save_jsonl(ds, tmp_path / "d.jsonl", matrix_format="passed")
+    assert cli.main(["rerank", str(tmp_path / "d.jsonl"), "--task", "spec", "--json",
+                     "--backend", "numpy"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["task_id"] == "spec" and (out["n"], out["m"]) == (8, 10)
+    # SPEC section 6: ACES-C weights 5/17 on tests 1, 2, 4 and 2/17 on test 7
+    np.testing.assert_allclose(out["weights"], np.array([5, 5, 0, 5, 0, 0, 2, 0, 0, 0]) / 17,
+                               atol=1e-12)
+    np.testing.assert_allclose(out["loo_auc"],
+                               [2 / 3, 2 / 3, 1 / 2, 2 / 3, 1 / 2, 2 / 5, 7 / 12, 7 / 24, 0, 0])
+    assert [r["correct"] for r in out["ranking"][:3]] == [1, 1, 1]
+    assert cli.main(["rerank", str(tmp_path / "d.jsonl"), "--backend", "numpy"]) == 0
+    text = capsys.readouterr().out
+    assert "[first]" in text and "correct" in text
+
+
+def test_rerank_json_constant_test_is_null(tmp_path, capsys):
+    B = np.hstack([SPEC_EXAMPLE, np.ones((8, 1), np.uint8)])
+    np.save(tmp_path / "c.npy", B)
+    assert cli.main(["rerank", str(tmp_path / "c.npy"), "--json", "--backend", "numpy"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["loo_auc"][-1] is None and out["weights"][-1] == 0.0  # LOO-AUC nan -> null
+
+
+def test_rerank_aces_o_hyperparameters(tmp_path, capsys):
+    np.save(tmp_path / "m.npy", SPEC_EXAMPLE)
+    assert cli.main(["rerank", str(tmp_path / "m.npy"), "--method", "aces-o", "--json",
+                     "--aces-o-steps", "5", "--aces-o-lr", "0.05", "--backend", "numpy"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    ref = af.aces_o(SPEC_EXAMPLE, steps=5, lr=0.05, backend="numpy")
+    assert len(out["objective"]) == 6
+    np.testing.assert_allclose(out["weights"], ref.weights, atol=1e-12)
+    assert out["params"]["steps"] == 5
+
+
+def test_rerank_errors(tmp_path, capsys):
+    (tmp_path / "h.csv").write_text("a,b\n1,0\n")
+    proc = run_cli("rerank", str(tmp_path / "h.csv"), check=False)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.startswith("aces-fast: error: ")
+    assert "h.csv: line 1, column 1" in proc.stderr and "header" in proc.stderr
+    assert cli.main(["rerank", str(tmp_path / "missing.npy")]) == 1
+    assert "no such file" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["rerank", str(tmp_path / "h.csv"), "--method", "nonsense"])
+
+
+# -- top level, bench and config ------------------------------------------------------------
+
+
+def test_no_subcommand_prints_help(capsys):
+    assert cli.main([]) == 0
+    text = capsys.readouterr().out
+    for command in ("evaluate", "rerank", "bench", "config"):
+        assert command in text
+    proc = run_cli()
+    assert proc.stdout == text
+
+
+def test_bench_absent_gives_clear_error(capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "aces_fast.bench", None)
+    assert cli.main(["bench"]) == 1
+    err = capsys.readouterr().err
+    assert "bench" in err and "aces_fast.bench" in err and "Traceback" not in err
+
+
+def test_bench_is_delegated(capsys, monkeypatch):
+    fake = types.ModuleType("aces_fast.bench")
+    seen = {}
+
+    def add_arguments(parser):
+        parser.add_argument("--size", type=int, default=1)
+
+    def run(args):
+        seen["size"] = args.size
+        return 3
+
+    fake.add_arguments, fake.run = add_arguments, run
+    monkeypatch.setitem(sys.modules, "aces_fast.bench", fake)
+    assert cli.main(["bench", "--size", "7"]) == 3
+    assert seen == {"size": 7}
+
+
+def test_config(capsys):
+    assert cli.main(["config"]) == 0
+    assert "numpy" in capsys.readouterr().out
+    assert cli.main(["config", "--json"]) == 0
+    cfg = json.loads(capsys.readouterr().out)
+    assert cfg["backends"]["numpy"]["available"] is True
