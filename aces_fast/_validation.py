@@ -91,7 +91,7 @@ def as_pass_matrix(B: Any, name: str = "B") -> np.ndarray:
     if B.size:
         bad = (B != 0) & (B != 1)
         if bad.any():
-            value = B[bad].flat[0]
+            value = B[bad].flat[0].item()
             raise ValueError(f"{name} must contain only 0 and 1; found value {value!r}")
     return np.ascontiguousarray(B, dtype=np.uint8)
 
@@ -111,7 +111,7 @@ def as_weights(w: Any, m: int, name: str = "weights") -> np.ndarray:
     if not np.isfinite(arr).all():
         raise ValueError(f"{name} must be finite; found NaN or infinity")
     if (arr < 0).any():
-        raise ValueError(f"{name} must be non-negative; found {arr[arr < 0][0]!r}")
+        raise ValueError(f"{name} must be non-negative; found {arr[arr < 0][0].item()!r}")
     return arr
 
 

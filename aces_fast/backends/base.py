@@ -198,7 +198,8 @@ class Backend:
         w, objective = self.aces_o_fit(Bk, logits0, active.astype(np.uint8), gamma, lr, steps)
         info = {"gamma": gamma, "lr": lr, "steps": steps, "top_k": top_k, "init": init,
                 "rows": rows}
-        return self._weighted_result(B, w, "aces-o", tie_tol, objective=objective, info=info)
+        method = "aces-o-warm" if init == "aces-c" else "aces-o"
+        return self._weighted_result(B, w, method, tie_tol, objective=objective, info=info)
 
     def codet(self, B: np.ndarray, exponent: float) -> RerankResult:
         scores = consensus.codet_scores(B, exponent)
