@@ -36,7 +36,11 @@ def _tensor_to_numpy(x: Any, name: str) -> np.ndarray:
         )
     if x.is_complex():
         raise TypeError(f"{name} must be real-valued, got a tensor of dtype {x.dtype}")
-    return x.detach().numpy()
+    x = x.detach()
+    if x.is_floating_point() and x.element_size() < 4 and x.dtype != sys.modules["torch"].float16:
+        # bfloat16 / float8 have no NumPy dtype; float32 holds every such value exactly
+        x = x.float()
+    return x.numpy()
 
 
 def as_pass_matrix(B: Any, name: str = "B") -> np.ndarray:

@@ -13,7 +13,7 @@ import numpy as np
 
 from . import consensus
 from ._validation import (as_scores, as_weights, check_int, check_real, is_torch_tensor)
-from .backends import resolve_backend
+from .backends import check_backend_choice, resolve_backend
 from .backends.base import descending_order
 from .result import RerankResult, SurrogateResult
 
@@ -187,7 +187,7 @@ def b4(B: Any, alpha: float = 1e3, beta0: float = 1e4, *,
     return be.b4(Bv, alpha, beta0)
 
 
-def mbr_exec(outputs: Any) -> RerankResult:
+def mbr_exec(outputs: Any, *, backend: Optional[str] = None) -> RerankResult:
     """MBR-exec: score each candidate by how many candidates produce identical outputs.
 
     Parameters
@@ -196,8 +196,12 @@ def mbr_exec(outputs: Any) -> RerankResult:
         ``outputs[i, t]`` = hash (any integer, or string) of candidate ``i``'s
         output on input ``t``.
 
+    backend : str, optional
+        Validated only; grouping identical rows runs in NumPy (O(n t log n)).
+
     Returns ``scores[i] = #{i' : outputs[i'] == outputs[i]}`` (including ``i``).
     """
+    ran = check_backend_choice(backend)
     if is_torch_tensor(outputs):
         outputs = outputs.detach().cpu().numpy()
     O = np.asarray(outputs)
@@ -207,11 +211,11 @@ def mbr_exec(outputs: Any) -> RerankResult:
         raise ValueError(f"outputs must have shape (n >= 1, t); got {O.shape}")
     scores = consensus.mbr_exec_scores(O)
     return RerankResult(scores=scores, weights=None, order=descending_order(scores),
-                        method="mbr-exec", backend="numpy")
+                        method="mbr-exec", backend=ran)
 
 
 def combine(scores: Any, quality: Any, consensus_matrix: Any, alpha: float = 0.5,
-            beta: float = 0.5) -> RerankResult:
+            beta: float = 0.5, *, backend: Optional[str] = None) -> RerankResult:
     """Combine test-based scores with static signals (the paper's ACES + DS^3).
 
     ``r = (alpha I + (1 - alpha) P) (beta s_hat + (1 - beta) q)`` where ``s_hat`` is
@@ -225,7 +229,10 @@ def combine(scores: Any, quality: Any, consensus_matrix: Any, alpha: float = 0.5
     consensus_matrix : array_like, shape (n, n), values in [0, 1]
         Pairwise consensus ``P``.
     alpha, beta : float in [0, 1]
+    backend : str, optional
+        Validated only; the O(n^2) product runs in NumPy.
     """
+    ran = check_backend_choice(backend)
     base = scores.method if isinstance(scores, RerankResult) else None
     s = as_scores(scores.scores if isinstance(scores, RerankResult) else scores)
     n = s.shape[0]
@@ -249,7 +256,7 @@ def combine(scores: Any, quality: Any, consensus_matrix: Any, alpha: float = 0.5
     r = alpha * (beta * s_hat + (1 - beta) * q) + (1 - alpha) * (P @ (beta * s_hat + (1 - beta) * q))
     method = f"combine({base})" if base else "combine"
     return RerankResult(scores=r, weights=None, order=descending_order(r), method=method,
-                        backend="numpy", info={"alpha": alpha, "beta": beta})
+                        backend=ran, info={"alpha": alpha, "beta": beta})
 
 
 #: ``rerank`` method names -> callables taking ``(B, backend=..., **params)``.

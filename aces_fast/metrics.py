@@ -13,6 +13,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ._validation import as_labels, as_pass_matrix, as_scores, as_weights, check_int
+from .backends import check_backend_choice
 from .result import RerankResult
 
 
@@ -26,7 +27,7 @@ def _miss_probability(g: int, c: int, r: int) -> float:
     return p
 
 
-def pass_at_k(scores: Any, labels: Any, k: int = 1) -> float:
+def pass_at_k(scores: Any, labels: Any, k: int = 1, *, backend: Optional[str] = None) -> float:
     """Probability that a correct candidate is among the top ``k`` of a ranking.
 
     Ties are broken uniformly at random and the probability is computed
@@ -43,11 +44,14 @@ def pass_at_k(scores: Any, labels: Any, k: int = 1) -> float:
         1 for a correct candidate.
     k : int >= 1
         ``k > n`` is treated as ``n``.
+    backend : str, optional
+        Accepted for API uniformity and validated; the walk runs in NumPy.
 
     Returns
     -------
     float in [0, 1]. O(n log n).
     """
+    check_backend_choice(backend)
     s = as_scores(scores.scores if isinstance(scores, RerankResult) else scores)
     y = as_labels(labels, s.shape[0])
     k = check_int(k, "k", minimum=1)
@@ -68,13 +72,15 @@ def pass_at_k(scores: Any, labels: Any, k: int = 1) -> float:
     return 0.0
 
 
-def pass_at_k_unbiased(n: Any, c: Any, k: int) -> Any:
+def pass_at_k_unbiased(n: Any, c: Any, k: int, *, backend: Optional[str] = None) -> Any:
     """Unbiased pass@k of a sampler (Chen et al. 2021): ``1 - C(n-c, k) / C(n, k)``.
 
     ``n`` samples of which ``c`` are correct; scalars or equal-shape integer
     arrays (returns a float or a float64 array). Uses the numerically stable
-    product form; ``k > n`` raises ``ValueError``.
+    product form; ``k > n`` raises ``ValueError``. ``backend`` is validated only
+    (the computation is scalar NumPy).
     """
+    check_backend_choice(backend)
     k = check_int(k, "k", minimum=1)
     n_arr = np.asarray(n)
     c_arr = np.asarray(c)
@@ -150,7 +156,8 @@ def _snr(w: np.ndarray, delta: np.ndarray) -> float:
     return float(np.dot(w, d) ** 2 / denom) if denom > 0 else float("nan")
 
 
-def diagnostics(B: Any, labels: Any, weights: Optional[Any] = None, k: int = 1) -> Diagnostics:
+def diagnostics(B: Any, labels: Any, weights: Optional[Any] = None, k: int = 1, *,
+                backend: Optional[str] = None) -> Diagnostics:
     """Test-quality diagnostics of a pass matrix given candidate labels.
 
     Parameters
@@ -162,9 +169,10 @@ def diagnostics(B: Any, labels: Any, weights: Optional[Any] = None, k: int = 1) 
         (default: uniform over non-constant tests).
     k : int, default 1
         The ``k`` of the Pass@k bound.
-
-    O(n m).
+    backend : str, optional
+        Validated only: column counts are computed in NumPy, O(n m).
     """
+    check_backend_choice(backend)
     Bv = as_pass_matrix(B)
     n, m = Bv.shape
     y = as_labels(labels, n)

@@ -26,6 +26,10 @@ int max_threads();
 // n_threads (> 0) or omp_get_max_threads() (n_threads == 0).
 int resolve_threads(bool parallel, int n_threads);
 
+// Problems with fewer cells (n * m) than this stay on one thread: opening a
+// parallel region costs microseconds, more than the work it would split.
+constexpr int64_t kMinParallelCells = int64_t(1) << 16;
+
 // ---- LOO-AUC (loo_auc.cpp) -----------------------------------------------------
 // out[j] = AUC(S^(-j), B[:, j]) with S^(-j)_i = s_i - w_j B[i,j], s = B w:
 // over pairs (p passing j, f failing j), weighted by counts[p]*counts[f],
@@ -35,13 +39,29 @@ int resolve_threads(bool parallel, int n_threads);
 void loo_auc_uniform(const uint8_t* B, int64_t n, int64_t m, const int64_t* counts,
                      double* out, bool parallel = true, int n_threads = 0);
 
+// Reusable scratch of the uniform kernel (grows to the largest problem seen).
+struct UniformScratch {
+  std::vector<int64_t> rs, hist, htot, row_of, pos, lstart, lval, ltot, buf;
+};
+
+// loo_auc_uniform with caller-owned scratch and two extras:
+//   rowsums (nullable, length n): precomputed passes per row (e.g. from
+//     dedup_rows), saving a pass over B; entries of rows with count 0 are ignored;
+//   colsum (nullable, length m): receives sum_i counts[i] [B_ij != 0], the
+//     count-weighted column sums, at no extra cost.
+// Extra memory O(n + m); B is read in place.
+void loo_auc_uniform_ex(const uint8_t* B, int64_t n, int64_t m, const int64_t* counts,
+                        const int64_t* rowsums, double* out, int64_t* colsum, bool parallel,
+                        int n_threads, UniformScratch& ws);
+
 // Float weights w (length m, finite, >= 0); w == nullptr dispatches to
 // loo_auc_uniform (tie_tol is then irrelevant: integer scores are exact).
 // s_i = sum_j w_j [B_ij != 0] summed in ascending j (float64). With
 // T = tie_tol * sum_k w_k and x = s_p - w_j (float64) for a passer p, a failer f
 // is a win iff s_f < x - T and a tie iff x - T <= s_f <= x + T (each of x, x - T,
 // x + T rounded to float64 once). One stable sort of s, then per column an O(n)
-// two-pointer merge; O(n log n + n m) overall.
+// two-pointer merge; O(n log n + n m) overall. Extra memory ~40 bytes per kept
+// row plus 32 bytes per kept row and thread (no copy of B).
 void loo_auc(const uint8_t* B, int64_t n, int64_t m, const double* w, const int64_t* counts,
              double tie_tol, double* out, bool parallel = true, int n_threads = 0);
 

@@ -527,16 +527,25 @@ def test_rerank_passes_parameters(backend):
     np.testing.assert_allclose(npy(c.scores), brute.codet(B, 2.0), rtol=EXACT)
 
 
-@pytest.mark.xfail(strict=True, reason="bug: SPEC section 3 says every function that computes "
-                   "takes backend=None; pass_at_k, pass_at_k_unbiased, diagnostics, mbr_exec "
-                   "and combine do not accept it")
-def test_every_computing_function_accepts_backend_none():
+@pytest.mark.parametrize("choice", [None, "numpy", "auto"])
+def test_every_computing_function_accepts_backend(choice):
     s = np.array([2.0, 1.0, 1.0])
-    af.pass_at_k(s, [0, 1, 0], 1, backend=None)
-    af.pass_at_k_unbiased(5, 2, 1, backend=None)
-    af.diagnostics(SPEC_EXAMPLE, SPEC_LABELS, backend=None)
-    af.mbr_exec(np.eye(3, dtype=int), backend=None)
-    af.combine(s, np.zeros(3), np.eye(3), backend=None)
+    assert af.pass_at_k(s, [0, 1, 0], 1, backend=choice) == 0.0
+    assert af.pass_at_k_unbiased(5, 2, 1, backend=choice) == pytest.approx(0.4)
+    assert af.diagnostics(SPEC_EXAMPLE, SPEC_LABELS, backend=choice).n_plus == 3
+    assert af.mbr_exec(np.eye(3, dtype=int), backend=choice).backend == "numpy"
+    assert af.combine(s, np.zeros(3), np.eye(3), backend=choice).backend == "numpy"
+
+
+def test_numpy_computed_functions_reject_unknown_backend():
+    s = np.array([2.0, 1.0, 1.0])
+    for call in (lambda: af.pass_at_k(s, [0, 1, 0], 1, backend="fortran"),
+                 lambda: af.pass_at_k_unbiased(5, 2, 1, backend="fortran"),
+                 lambda: af.diagnostics(SPEC_EXAMPLE, SPEC_LABELS, backend="fortran"),
+                 lambda: af.mbr_exec(np.eye(3, dtype=int), backend="fortran"),
+                 lambda: af.combine(s, np.zeros(3), np.eye(3), backend="fortran")):
+        with pytest.raises(ValueError, match="unknown backend 'fortran'"):
+            call()
 
 
 def test_result_top_and_best(backend):

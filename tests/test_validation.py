@@ -265,8 +265,6 @@ def test_cpu_tensor_on_numpy_backend():
         af.loo_auc(torch.tensor(SPEC_EXAMPLE) * 2, backend="numpy")
 
 
-@pytest.mark.xfail(strict=True, reason="bug: a bfloat16 CPU tensor raises torch's 'Got unsupported "
-                   "ScalarType BFloat16' (_validation.py _tensor_to_numpy calls .numpy() directly)")
 def test_bfloat16_tensor_on_numpy_backend():
     torch = pytest.importorskip("torch", reason="torch is not installed")
     t = torch.tensor(SPEC_EXAMPLE).to(torch.bfloat16)

@@ -26,6 +26,7 @@ __all__ = [
     "backend_status",
     "get_backend",
     "resolve_backend",
+    "check_backend_choice",
     "BACKEND_NAMES",
     "ENV_VAR",
 ]
@@ -105,6 +106,15 @@ def backend_status() -> Dict[str, Optional[str]]:
 def available_backends() -> List[str]:
     """Names of the backends usable on this machine, in ``auto`` preference order."""
     return [name for name, reason in backend_status().items() if reason is None]
+
+
+def check_backend_choice(backend: Optional[str]) -> str:
+    """For functions computed in NumPy whatever the backend (metrics, MBR-exec,
+    combine): validate an explicit ``backend`` choice so a typo or an unavailable
+    backend is reported, and return ``"numpy"``, the code that actually runs."""
+    if backend is not None:
+        resolve_backend(backend)
+    return "numpy"
 
 
 def resolve_backend(backend: Optional[str], data: Any = None) -> Backend:
