@@ -77,7 +77,8 @@ class SurrogateResult(NamedTuple):
 
     values : array (m,) -- logistic surrogate ``L_j(w)``; ``nan`` where test ``j``
         has no passer or no failer.
-    objective : float -- ``J(w) = sum_j w_j (L_j(w) - 1/2)`` over the other tests.
+    objective : float (a 0-d tensor when the torch backend got a tensor) --
+        ``J(w) = sum_j w_j (L_j(w) - 1/2)`` over the other tests.
     gradient : array (m,) -- ``dJ/dw`` (with respect to the weights, not logits).
     """
 
