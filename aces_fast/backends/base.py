@@ -133,6 +133,13 @@ class Backend:
         """Versions and settings reported by :func:`aces_fast.show_config`."""
         return {}
 
+    def warmup(self) -> dict:
+        """Compile or load whatever the first call would (JIT backends); no-op here.
+
+        Call before timing or serving so no measured call pays one-off costs.
+        """
+        return {}
+
     # -- conversions (overridden by device backends) ----------------------------
 
     def prepare(self, B: Any) -> np.ndarray:

@@ -1,0 +1,703 @@
+"""Numba kernels of the ``numba`` backend (SPEC sections 2-3).
+
+Imported only by :mod:`aces_fast.backends.numba_backend` when the registry loads
+that backend: this module imports numba at the top.
+
+Conventions (the wrapper guarantees them):
+
+* ``B`` is a C-contiguous ``uint8`` (n, m) array; nonzero means pass.
+* ``cnt`` is int64 (n,): row multiplicities (``counts``, ones when absent); a
+  row with count 0 is absent.
+* column loops exist as a serial build and a ``parallel=True`` (prange) build
+  (``loo_blocks``/``loo_blocks_parallel``; the ``parallel`` flag of
+  ``surrogate_bt`` and ``aces_o_fit``). Both run the same per-column code over
+  the same fixed column blocks, so their results are identical bit for bit and
+  do not depend on the number of threads.
+
+LOO-AUC (SPEC section 2), never an (n, m) matrix of scores:
+
+* uniform weights: integer row sums, counting sort, then rows streamed level by
+  level with all inner loops over a block of columns -- O(n m), integer counts;
+* float weights: one stable sort of ``s = B w`` (done by the caller), then per
+  column a two-pointer merge over the sorted order -- O(n log n + n m).
+
+Surrogate (SPEC section 3), on ``BT``, the transposed (tests x candidates)
+``uint8`` copy of B: per column one sigmoid per (passer, failer) pair of rows,
+the larger side in a vectorized inner loop, with ``exp(-z) = E_p F_f G_j`` (one
+multiply, no exp) while no factor can overflow and a stable sigmoid beyond.
+The caller merges identical rows into multiplicities first, so the pair count
+is over distinct rows.
+
+Caching to disk is on only when ``ACES_FAST_NUMBA_CACHE=1`` (read at import):
+an installed package may live on a read-only file system.
+"""
+
+from __future__ import annotations
+
+import os
+import types
+
+import numpy as np
+from numba import njit, prange
+
+CACHE = os.environ.get("ACES_FAST_NUMBA_CACHE", "") == "1"
+
+#: exp(-gamma (s_p - s_f - w_j)) = E_p F_f G_j is used while gamma * (span of s +
+#: w_j) stays below this, so no factor or product can overflow or underflow to 0.
+FAST_SPAN_LIMIT = 600.0
+#: The surrogate cuts the columns into fixed blocks, each with its own partial
+#: ``v`` (gradient): at most MAX_BLOCKS, about one per BLOCK_CELLS cells of B
+#: (fewer blocks = less overhead on small inputs), and at most
+#: _MAX_VPART_DOUBLES partial-v doubles in all. Depends only on (n, m).
+MAX_BLOCKS = 64
+BLOCK_CELLS = 1 << 10
+_MAX_VPART_DOUBLES = 1 << 23
+
+# The pair loops are reductions: letting LLVM reassociate them (and fuse
+# multiply-adds) is what vectorizes them. Results stay deterministic: the same
+# helper code runs in the serial and the parallel build.
+_VEC_MATH = {"reassoc", "contract", "nsz"}
+
+
+def _jit(**options):
+    # error_model="numpy": a float division never raises, so the division in the
+    # pair loops carries no zero check and the loops vectorize; every division
+    # here has a nonzero divisor by construction anyway.
+    return njit(nogil=True, cache=CACHE, error_model="numpy", **options)
+
+
+def _serial_and_parallel(fn):
+    """Compile ``fn`` twice: serially (``prange`` acts as ``range``) and with ``parallel=True``.
+
+    The parallel build is a renamed copy of the function: numba's on-disk cache
+    keys by qualified name and bytecode, not by compile flags.
+    """
+    clone = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__ + "_parallel",
+                               fn.__defaults__, fn.__closure__)
+    clone.__qualname__ = fn.__qualname__ + "_parallel"
+    clone.__doc__ = fn.__doc__
+    return _jit()(fn), _jit(parallel=True)(clone)
+
+
+# ---------------------------------------------------------------------------
+# layout
+
+
+@_jit()
+def transposed(B, cols):
+    """``BT[q, i] = (B[i, cols[q]] != 0)`` as a new (len(cols), n) uint8 array. O(n m)."""
+    n = B.shape[0]
+    mq = cols.shape[0]
+    BT = np.empty((mq, n), dtype=np.uint8)
+    # 64 columns at a time: one cache line of each row feeds 64 output streams
+    for q0 in range(0, mq, 64):
+        q1 = min(q0 + 64, mq)
+        for i in range(n):
+            for q in range(q0, q1):
+                BT[q, i] = 1 if B[i, cols[q]] != 0 else 0
+    return BT
+
+
+# ---------------------------------------------------------------------------
+# LOO-AUC
+
+
+@_jit()
+def _auc_value(wins, ties, P, F):
+    if P <= 0 or F <= 0:
+        return np.nan
+    # integers below 2^53 are exact, so this single rounding of (wins + ties/2)/(P F)
+    # gives the same bits as every other backend
+    return (2.0 * wins + ties) / (2.0 * P * F)
+
+
+@_jit()
+def _uniform_block(B, cnt, row_of, lstart, lval, ltot, j0, j1, out):
+    """Uniform-weight LOO-AUC of columns [j0, j1) by streaming rows level by level.
+
+    Rows come grouped by ascending integer score ``lval[k]`` (level k holds
+    ``row_of[lstart[k]:lstart[k+1]]`` with total multiplicity ``ltot[k]``). A
+    passer at score v has leave-one-out score v - 1: it beats the failers at
+    score <= v - 2 (``cum_f``) and ties those at v - 1 (``at_f``). Reads B row by
+    row, all loops over the block's columns: O(n (j1 - j0)), integer counts.
+    """
+    bw = j1 - j0
+    cum_f = np.zeros(bw, dtype=np.int64)
+    at_f = np.zeros(bw, dtype=np.int64)
+    pcur = np.empty(bw, dtype=np.int64)
+    wins = np.zeros(bw, dtype=np.int64)
+    ties = np.zeros(bw, dtype=np.int64)
+    ptot = np.zeros(bw, dtype=np.int64)
+    ftot = np.zeros(bw, dtype=np.int64)
+    nlev = lval.shape[0]
+    for k in range(nlev):
+        pcur[:] = 0
+        for r in range(lstart[k], lstart[k + 1]):
+            i = row_of[r]
+            ci = cnt[i]
+            row = B[i, j0:j1]
+            if ci == 1:  # the common case: no multiply in the widest loop
+                for jj in range(bw):
+                    pcur[jj] += row[jj] != 0
+            else:
+                for jj in range(bw):
+                    pcur[jj] += ci * (row[jj] != 0)
+        tot = ltot[k]
+        adjacent = k + 1 < nlev and lval[k + 1] == lval[k] + 1
+        for jj in range(bw):
+            p = pcur[jj]
+            f = tot - p
+            wins[jj] += p * cum_f[jj]
+            ties[jj] += p * at_f[jj]
+            ptot[jj] += p
+            ftot[jj] += f
+            if adjacent:
+                cum_f[jj] += at_f[jj]
+                at_f[jj] = f
+            else:
+                cum_f[jj] += at_f[jj] + f
+                at_f[jj] = 0
+    for jj in range(bw):
+        out[j0 + jj] = _auc_value(wins[jj], ties[jj], ptot[jj], ftot[jj])
+
+
+@_jit()
+def _merge_over_failers(ppos, npass, fpos, nfail, ss, cs, wj, tol, keys, cum):
+    """(wins, ties) of one column, walking the passers and a pointer into the failers.
+
+    A passer at sorted position r has leave-one-out score ``x = ss[r] - wj``; a
+    failer with score y is a win when ``y < x - tol`` and a tie when
+    ``x - tol <= y <= x + tol``. x grows with r, so the pointer only moves forward.
+    """
+    acc = np.int64(0)
+    for k in range(nfail):
+        r = fpos[k]
+        keys[k] = ss[r]
+        cum[k] = acc
+        acc += cs[r]
+    keys[nfail] = np.inf  # sentinel: the pointer loops need no bounds test
+    cum[nfail] = acc
+    lo = 0
+    hi = 0
+    wins = np.int64(0)
+    ties = np.int64(0)
+    for q in range(npass):
+        r = ppos[q]
+        x = ss[r] - wj
+        below = x - tol
+        above = x + tol
+        while keys[lo] < below:
+            lo += 1
+        # ties are rare: starting from lo this loop usually stops at once
+        hi = max(hi, lo)
+        while keys[hi] <= above:
+            hi += 1
+        wins += cs[r] * cum[lo]
+        ties += cs[r] * (cum[hi] - cum[lo])
+    return wins, ties
+
+
+@_jit()
+def _merge_over_passers(ppos, npass, fpos, nfail, ss, cs, wj, tol, klo, khi, cum):
+    """(wins, ties) of one column, walking the failers and a pointer into the passers.
+
+    Same predicates as :func:`_merge_over_failers` (``y < x - tol`` wins,
+    ``x - tol <= y <= x + tol`` ties), counted from the failers' side: used when
+    they are fewer, since the cost is mostly one unpredictable branch per
+    element of the walked side.
+    """
+    acc = np.int64(0)
+    for q in range(npass):
+        r = ppos[q]
+        x = ss[r] - wj
+        klo[q] = x - tol
+        khi[q] = x + tol
+        cum[q] = acc
+        acc += cs[r]
+    klo[npass] = np.inf
+    cum[npass] = acc
+    P = acc
+    u = 0  # passers with x - tol <= y: the failer is not below them
+    v = 0  # passers with x + tol < y: the failer is above them
+    wins = np.int64(0)
+    ties = np.int64(0)
+    for k in range(nfail):
+        r = fpos[k]
+        y = ss[r]
+        while klo[u] <= y:
+            u += 1
+        # v <= u, usually v == u (no tie): step back from u instead of forward
+        lower = v
+        v = u
+        while v > lower and khi[v - 1] >= y:
+            v -= 1
+        wins += cs[r] * (P - cum[u])
+        ties += cs[r] * (cum[u] - cum[v])
+    return wins, ties
+
+
+@_jit()
+def _weighted_block(B, perm, ss, cs, w, tol, j0, j1, out):
+    """Float-weight LOO-AUC of columns [j0, j1): a two-pointer merge per column.
+
+    ``perm`` lists the kept rows in ascending score order, ``ss``/``cs`` their
+    scores and multiplicities. The block is first copied to a transposed tile
+    so each column is contiguous. Per column: split the sorted order into
+    passers and failers, then merge walking the smaller side. O(n (j1 - j0)).
+    """
+    n = B.shape[0]
+    ne = perm.shape[0]
+    bw = j1 - j0
+    tile = np.empty((bw, n), dtype=np.uint8)
+    for i in range(n):
+        for jj in range(bw):
+            tile[jj, i] = B[i, j0 + jj]
+    ppos = np.empty(ne, dtype=np.int64)
+    fpos = np.empty(ne, dtype=np.int64)
+    klo = np.empty(ne + 1)
+    khi = np.empty(ne + 1)
+    cum = np.empty(ne + 1, dtype=np.int64)
+    for jj in range(bw):
+        col = tile[jj]
+        # np.int64(0), not 0: a literal 0 reaching a jitted call makes numba
+        # compile an extra specialization for it
+        npass = np.int64(0)
+        nfail = np.int64(0)
+        P = np.int64(0)
+        F = np.int64(0)
+        for r in range(ne):
+            bit = np.int64(col[perm[r]] != 0)
+            c = cs[r]
+            # branch-free split of the sorted order
+            ppos[npass] = r
+            fpos[nfail] = r
+            npass += bit
+            nfail += 1 - bit
+            P += bit * c
+            F += (1 - bit) * c
+        if npass == 0 or nfail == 0:
+            out[j0 + jj] = np.nan
+            continue
+        wj = w[j0 + jj]
+        if npass <= nfail:
+            wins, ties = _merge_over_failers(ppos, npass, fpos, nfail, ss, cs, wj, tol, klo, cum)
+        else:
+            wins, ties = _merge_over_passers(ppos, npass, fpos, nfail, ss, cs, wj, tol, klo,
+                                             khi, cum)
+        out[j0 + jj] = _auc_value(wins, ties, P, F)
+
+
+def _loo_blocks(B, uniform, cnt, row_of, lstart, lval, ltot, perm, ss, cs, w, tol, width, out):
+    """LOO-AUC of every column into ``out`` (float64 (m,)), ``width`` columns per block.
+
+    Uniform (``row_of``.. from :func:`levels_by_count`): rows streamed level by
+    level, O(n m). Weighted (``perm``: kept rows in stable ascending order of
+    ``s = B w``, ``ss = s[perm]``, ``cs = cnt[perm]``, ``tol = tie_tol * sum(w)``):
+    a two-pointer merge per column, O(n m). Each column's value is computed
+    independently of the blocking, so ``width`` only tunes speed.
+    """
+    m = B.shape[1]
+    nb = (m + width - 1) // width
+    for b in prange(nb):
+        j0 = b * width
+        j1 = min(j0 + width, m)
+        if uniform:
+            _uniform_block(B, cnt, row_of, lstart, lval, ltot, j0, j1, out)
+        else:
+            _weighted_block(B, perm, ss, cs, w, tol, j0, j1, out)
+
+
+loo_blocks, loo_blocks_parallel = _serial_and_parallel(_loo_blocks)
+
+
+@_jit()
+def row_sums(B):
+    """Integer row sums, int64 (n,). O(n m)."""
+    n, m = B.shape
+    rs = np.zeros(n, dtype=np.int64)
+    for i in range(n):
+        acc = np.int64(0)
+        for j in range(m):
+            acc += B[i, j] != 0
+        rs[i] = acc
+    return rs
+
+
+@_jit()
+def row_scores(B, w):
+    """``s_i = sum_j w_j [B_ij != 0]``, float64 (n,), summed in ascending j (as the C++ core).
+
+    Four rows at a time so four addition chains overlap. O(n m).
+    """
+    n, m = B.shape
+    s = np.zeros(n)
+    n4 = n - n % 4
+    for i in range(0, n4, 4):
+        a0 = 0.0
+        a1 = 0.0
+        a2 = 0.0
+        a3 = 0.0
+        for j in range(m):
+            wj = w[j]
+            a0 += wj * (B[i, j] != 0)
+            a1 += wj * (B[i + 1, j] != 0)
+            a2 += wj * (B[i + 2, j] != 0)
+            a3 += wj * (B[i + 3, j] != 0)
+        s[i] = a0
+        s[i + 1] = a1
+        s[i + 2] = a2
+        s[i + 3] = a3
+    for i in range(n4, n):
+        acc = 0.0
+        for j in range(m):
+            acc += w[j] * (B[i, j] != 0)
+        s[i] = acc
+    return s
+
+
+@_jit()
+def levels_by_count(rs, cnt, m):
+    """Counting sort of the rows with ``cnt > 0`` by integer score ``rs`` in [0, m].
+
+    Returns ``(row_of, lstart, lval, ltot)``: the kept rows grouped by ascending
+    score; level k holds ``row_of[lstart[k]:lstart[k+1]]``, has score ``lval[k]``
+    and total multiplicity ``ltot[k]``. O(n + m).
+    """
+    n = rs.shape[0]
+    start = np.zeros(m + 2, dtype=np.int64)
+    htot = np.zeros(m + 1, dtype=np.int64)
+    for i in range(n):
+        if cnt[i] > 0:
+            start[rs[i] + 1] += 1
+            htot[rs[i]] += cnt[i]
+    nlev = 0
+    for v in range(m + 1):
+        nlev += start[v + 1] > 0
+        start[v + 1] += start[v]
+    row_of = np.empty(start[m + 1], dtype=np.int64)
+    pos = start.copy()
+    for i in range(n):
+        if cnt[i] > 0:
+            row_of[pos[rs[i]]] = i
+            pos[rs[i]] += 1
+    lstart = np.empty(nlev + 1, dtype=np.int64)
+    lval = np.empty(nlev, dtype=np.int64)
+    ltot = np.empty(nlev, dtype=np.int64)
+    k = 0
+    for v in range(m + 1):
+        if start[v + 1] > start[v]:
+            lstart[k] = start[v]
+            lval[k] = v
+            ltot[k] = htot[v]
+            k += 1
+    lstart[nlev] = start[m + 1]
+    return row_of, lstart, lval, ltot
+
+
+# ---------------------------------------------------------------------------
+# logistic surrogate, J and dJ/dw
+
+
+@_jit(fastmath=_VEC_MATH)
+def _pairs_fast(a, co, x, ci, acc, ni):
+    """One outer row against ``ni`` inner rows with ``t = a * x[k] = exp(-z)``.
+
+    Returns (sum_k ci[k] sigma, sum_k ci[k] sigma'); ``acc[k] += co * sigma'``.
+    One multiply and one division per pair, no exp; vectorizes.
+    """
+    s1 = 0.0
+    s2 = 0.0
+    for k in range(ni):
+        t = a * x[k]
+        sg = 1.0 / (1.0 + t)
+        d = (t * sg) * sg
+        s1 += ci[k] * sg
+        s2 += ci[k] * d
+        acc[k] += co * d
+    return s1, s2
+
+
+@_jit(fastmath=_VEC_MATH)
+def _pairs_stable(a, sign, wj, gamma, co, x, ci, acc, ni):
+    """As :func:`_pairs_fast` with ``z = gamma ((s_p - s_f) - wj)`` and a sigmoid that
+    cannot overflow; ``s_p - s_f`` is ``a - x[k]`` (``sign = 1``, passer outer) or
+    ``x[k] - a`` (``sign = -1``, failer outer)."""
+    s1 = 0.0
+    s2 = 0.0
+    for k in range(ni):
+        z = gamma * (sign * (a - x[k]) - wj)
+        e = np.exp(-abs(z))
+        q = 1.0 / (1.0 + e)
+        sg = q if z >= 0.0 else e * q
+        d = (e * q) * q
+        s1 += ci[k] * sg
+        s2 += ci[k] * d
+        acc[k] += co * d
+    return s1, s2
+
+
+@_jit(fastmath=_VEC_MATH)
+def _dot_column(btj, cv):
+    acc = 0.0
+    for i in range(btj.shape[0]):
+        acc += btj[i] * cv[i]
+    return acc
+
+
+@_jit()
+def _surrogate_column(btj, wj, gamma, c, s, E, F, fast, vb, ws, iw):
+    """Surrogate of one column; returns ``(L_j, (L_j - 1/2) - gamma c_j D_j)`` and adds
+    ``c_j u^j`` to the block's partial ``vb`` (SPEC section 3 notation).
+
+    Rows must have ``c > 0``. The smaller of the passers/failers is the outer
+    loop, the larger the inner, vectorized one. ``ws`` (6, n) float64 and
+    ``iw`` (2, n) int64 are scratch. O(n + |P_j| |F_j|).
+    """
+    n = btj.shape[0]
+    pidx = iw[0]
+    fidx = iw[1]
+    npass = np.int64(0)  # not a literal 0: see _weighted_block
+    nfail = np.int64(0)
+    Pc = 0.0
+    Fc = 0.0
+    for i in range(n):
+        bit = np.int64(btj[i] != 0)
+        pidx[npass] = i
+        fidx[nfail] = i
+        npass += bit
+        nfail += 1 - bit
+        Pc += bit * c[i]
+        Fc += (1 - bit) * c[i]
+    if npass == 0 or nfail == 0:
+        return np.nan, 0.0
+    passers_outer = npass <= nfail
+    if passers_outer:
+        oidx = pidx
+        iidx = fidx
+        no = npass
+        ni = nfail
+    else:
+        oidx = fidx
+        iidx = pidx
+        no = nfail
+        ni = npass
+    oa = ws[0]
+    oc = ws[1]
+    od = ws[2]
+    ix = ws[3]
+    ic = ws[4]
+    iacc = ws[5]
+    for k in range(ni):
+        r = iidx[k]
+        ic[k] = c[r]
+        iacc[k] = 0.0
+    for o in range(no):
+        oc[o] = c[oidx[o]]
+    sum_sig = 0.0
+    sum_dsig = 0.0
+    if fast:
+        # t = E_p G_j F_f: the passers carry G_j = exp(gamma w_j)
+        Gj = np.exp(gamma * wj)
+        if passers_outer:
+            for o in range(no):
+                oa[o] = E[oidx[o]] * Gj
+            for k in range(ni):
+                ix[k] = F[iidx[k]]
+        else:
+            for o in range(no):
+                oa[o] = F[oidx[o]]
+            for k in range(ni):
+                ix[k] = E[iidx[k]] * Gj
+        for o in range(no):
+            s1, s2 = _pairs_fast(oa[o], oc[o], ix, ic, iacc, ni)
+            sum_sig += oc[o] * s1
+            sum_dsig += oc[o] * s2
+            od[o] = s2
+    else:
+        sign = 1.0 if passers_outer else -1.0
+        for o in range(no):
+            oa[o] = s[oidx[o]]
+        for k in range(ni):
+            ix[k] = s[iidx[k]]
+        for o in range(no):
+            s1, s2 = _pairs_stable(oa[o], sign, wj, gamma, oc[o], ix, ic, iacc, ni)
+            sum_sig += oc[o] * s1
+            sum_dsig += oc[o] * s2
+            od[o] = s2
+    npairs = Pc * Fc
+    Lj = sum_sig / npairs
+    cj = wj / npairs
+    if cj != 0.0:
+        # passers get +c_j u, failers -c_j u
+        so = cj if passers_outer else -cj
+        for o in range(no):
+            vb[oidx[o]] += so * od[o]
+        for k in range(ni):
+            vb[iidx[k]] -= so * iacc[k]
+    return Lj, (Lj - 0.5) - gamma * cj * sum_dsig
+
+
+@_jit()
+def _surrogate_block(BT, w, gamma, c, s, E, F, fast_cols, L, gloc, vb, j0, j1):
+    """Columns [j0, j1) into ``L``/``gloc``; their ``c_j u^j`` summed into ``vb`` (n,)."""
+    n = BT.shape[1]
+    ws = np.empty((6, n))
+    iw = np.empty((2, n), dtype=np.int64)
+    vb[:] = 0.0
+    for j in range(j0, j1):
+        lj, gj = _surrogate_column(BT[j], w[j], gamma, c, s, E, F, fast_cols[j], vb, ws, iw)
+        L[j] = lj
+        gloc[j] = gj
+
+
+def _surrogate_columns(BT, w, gamma, c, s, E, F, fast_cols, L, gloc, vpart, grad):
+    """The column work of one surrogate evaluation (serial or prange build)."""
+    m, n = BT.shape
+    nb = vpart.shape[0]
+    for b in prange(nb):
+        _surrogate_block(BT, w, gamma, c, s, E, F, fast_cols, L, gloc, vpart[b],
+                         b * m // nb, (b + 1) * m // nb)
+    # partials summed in block order: the bits do not depend on the thread count
+    cv = np.zeros(n)
+    for b in range(nb):
+        for i in range(n):
+            cv[i] += vpart[b, i]
+    for i in range(n):
+        cv[i] *= c[i]
+    for j in prange(m):
+        grad[j] = gloc[j] + gamma * _dot_column(BT[j], cv)
+
+
+_surrogate_columns, _surrogate_columns_parallel = _serial_and_parallel(_surrogate_columns)
+
+
+@_jit()
+def _scores_bt(BT, w):
+    """``s = BT.T @ w`` summed in ascending column order. O(n m)."""
+    m, n = BT.shape
+    s = np.zeros(n)
+    for j in range(m):
+        wj = w[j]
+        row = BT[j]
+        for i in range(n):
+            s[i] += wj * row[i]
+    return s
+
+
+@_jit()
+def surrogate_bt(BT, w, gamma, c, L, grad, parallel):
+    """Surrogate on the transposed matrix ``BT`` (m, n); fills ``L``, ``grad``; returns J.
+
+    ``c`` float64 (n,) multiplicities, all > 0 (the wrapper drops absent rows
+    and merges identical ones). O(n m + sum_j |P_j| |F_j|) per call.
+    """
+    m, n = BT.shape
+    if m == 0 or n == 0:
+        for j in range(m):
+            L[j] = np.nan
+            grad[j] = 0.0
+        return 0.0
+    s = _scores_bt(BT, w)
+    smin = s[0]
+    smax = s[0]
+    for i in range(1, n):
+        smin = min(smin, s[i])
+        smax = max(smax, s[i])
+    center = 0.5 * (smin + smax)
+    fast_cols = np.empty(m, dtype=np.bool_)
+    any_fast = False
+    for j in range(m):
+        # False for inf/nan spans too
+        fast_cols[j] = gamma * ((smax - smin) + w[j]) <= FAST_SPAN_LIMIT
+        any_fast = any_fast or fast_cols[j]
+    E = np.empty(n)
+    F = np.empty(n)
+    if any_fast:
+        for i in range(n):
+            E[i] = np.exp(-gamma * (s[i] - center))
+            F[i] = np.exp(gamma * (s[i] - center))
+    gloc = np.empty(m)
+    nb = max(1, min(m, MAX_BLOCKS, (m * n) // BLOCK_CELLS, _MAX_VPART_DOUBLES // n))
+    vpart = np.empty((nb, n))
+    if parallel:
+        _surrogate_columns_parallel(BT, w, gamma, c, s, E, F, fast_cols, L, gloc, vpart, grad)
+    else:
+        _surrogate_columns(BT, w, gamma, c, s, E, F, fast_cols, L, gloc, vpart, grad)
+    J = 0.0
+    for j in range(m):
+        if L[j] == L[j]:  # not nan
+            J += w[j] * (L[j] - 0.5)
+    return J
+
+
+# ---------------------------------------------------------------------------
+# ACES-O
+
+
+@_jit()
+def _softmax(logits, w):
+    mx = logits[0]
+    for k in range(1, logits.shape[0]):
+        mx = max(mx, logits[k])
+    tot = 0.0
+    for k in range(logits.shape[0]):
+        w[k] = np.exp(logits[k] - mx)
+        tot += w[k]
+    for k in range(logits.shape[0]):
+        w[k] = w[k] / tot
+
+
+@_jit()
+def aces_o_fit(B, logits0, active, gamma, lr, steps, cnt, parallel):
+    """A whole ACES-O run: Adam (PyTorch semantics) on ``-J(softmax(logits))``.
+
+    ``B`` uint8 (n, m); ``logits0`` float64 (m,); ``active`` uint8 (m,) (inactive
+    columns keep weight 0 and are left out of the surrogate: with ``w_j = 0`` they
+    change neither scores, J nor any active gradient); ``cnt`` int64 (n,), all
+    > 0 (see :func:`surrogate_bt`).
+    Returns ``(weights (m,), objective (steps + 1,))`` with ``objective[t] = J(w_t)``.
+    O(steps * surrogate cost) on the active columns; one transposed copy.
+    """
+    n, m = B.shape
+    weights = np.zeros(m)
+    objective = np.zeros(steps + 1)
+    cols = np.nonzero(active)[0]
+    ma = cols.shape[0]
+    if ma == 0:
+        return weights, objective
+    BT = transposed(B, cols)
+    c = cnt.astype(np.float64)
+    logits = np.empty(ma)
+    for k in range(ma):
+        logits[k] = logits0[cols[k]]
+    beta1 = 0.9
+    beta2 = 0.999
+    eps = 1e-8
+    m1 = np.zeros(ma)
+    m2 = np.zeros(ma)
+    w = np.empty(ma)
+    L = np.empty(ma)
+    grad = np.empty(ma)
+    for t in range(1, steps + 2):
+        _softmax(logits, w)
+        objective[t - 1] = surrogate_bt(BT, w, gamma, c, L, grad, parallel)
+        if t == steps + 1:
+            break
+        wg = 0.0
+        for k in range(ma):
+            wg += w[k] * grad[k]
+        bc1 = 1.0 - beta1 ** float(t)
+        bc2 = 1.0 - beta2 ** float(t)
+        sbc2 = np.sqrt(bc2)
+        step = lr / bc1
+        for k in range(ma):
+            lg = -(w[k] * (grad[k] - wg))
+            m1[k] = beta1 * m1[k] + (1.0 - beta1) * lg
+            m2[k] = beta2 * m2[k] + (1.0 - beta2) * lg * lg
+            denom = np.sqrt(m2[k]) / sbc2 + eps
+            logits[k] = logits[k] - step * m1[k] / denom
+    _softmax(logits, w)
+    for k in range(ma):
+        weights[cols[k]] = w[k]
+    return weights, objective
+

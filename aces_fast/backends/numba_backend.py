@@ -1,0 +1,293 @@
+"""``numba``: njit kernels running the same algorithms as the C++ core.
+
+numba is imported here only when the registry calls :func:`load` (so
+``import aces_fast`` never imports it); the kernels live in
+:mod:`aces_fast.backends._numba_kernels`.
+
+JIT compilation happens on the first call of each kernel (seconds). Call
+:func:`warmup` (or ``get_backend("numba").warmup()``) once before timing or
+serving so no call pays it unknowingly. Set ``ACES_FAST_NUMBA_CACHE=1`` to
+cache the compiled code on disk (off by default: installs may be read-only).
+
+LOO-AUC sorts the scores in NumPy and runs the rest in numba; the surrogate
+and ACES-O first drop rows with count 0 and merge identical rows into counts
+(the pair work is quadratic in the rows), then run in numba -- ACES-O as one
+njit call for the whole Adam run.
+
+Threads: inputs with at least :attr:`NumbaBackend.parallel_min_work` units of
+work run the ``parallel=True`` kernels (prange over columns), smaller ones the
+serial build; both give identical bits. numba's ``workqueue`` threading layer
+cannot run two parallel kernels at once, so under that layer a call that finds
+another parallel call running uses the serial build instead (still releasing
+the GIL: concurrent calls from Python threads stay safe and parallel).
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from typing import Any, Dict, Optional
+
+import numpy as np
+
+from .base import Backend, BackendUnavailableError
+
+_UNAVAILABLE = "numba is not installed (pip install aces_fast[numba])"
+
+_kernels: Any = None  # the kernels module, once numba imported fine
+_parallel_lock = threading.Lock()
+_layer: Optional[str] = None  # numba's threading layer, known after a parallel launch
+
+
+def _load_kernels():
+    """Import numba and the kernels once; :class:`BackendUnavailableError` says why not."""
+    global _kernels
+    if _kernels is None:
+        try:
+            importlib.import_module("numba")
+        except ModuleNotFoundError as exc:
+            if exc.name != "numba":
+                raise BackendUnavailableError("numba", f"numba cannot be imported: {exc}") from exc
+            raise BackendUnavailableError("numba", _UNAVAILABLE) from exc
+        except ImportError as exc:  # installed but broken, e.g. an unsupported NumPy
+            raise BackendUnavailableError("numba", f"numba cannot be imported: {exc}") from exc
+        from . import _numba_kernels
+
+        _kernels = _numba_kernels
+    return _kernels
+
+
+def _note_layer() -> None:
+    global _layer
+    if _layer is None:
+        import numba
+
+        try:
+            _layer = numba.threading_layer()
+        except ValueError:  # no parallel region has run yet
+            pass
+
+
+def _num_threads() -> int:
+    import numba
+
+    return numba.get_num_threads()
+
+
+def _run(call, parallel: bool):
+    """Return ``call(parallel)`` where ``call`` runs a kernel's serial (False) or
+    parallel (True) build; safe from any number of Python threads."""
+    if not parallel:
+        return call(False)
+    if _layer is not None and _layer != "workqueue":
+        return call(True)
+    # unknown layer (first launch) or workqueue: one parallel launch at a time;
+    # a concurrent caller runs the serial build (identical results) rather than wait
+    if not _parallel_lock.acquire(blocking=False):
+        return call(False)
+    try:
+        return call(True)
+    finally:
+        _note_layer()
+        _parallel_lock.release()
+
+
+_NEVER = 1 << 62  # a parallel_min_work no input reaches
+_EMPTY_I = np.empty(0, dtype=np.int64)
+_EMPTY_F = np.empty(0)
+
+
+def _loo_auc(B: np.ndarray, w: np.ndarray, uniform: bool, tie_tol: float, cnt: np.ndarray,
+             parallel: bool) -> np.ndarray:
+    """LOO-AUC (see :meth:`NumbaBackend.loo_auc`); the sort runs in NumPy, the rest in numba."""
+    m = B.shape[1]
+    out = np.full(m, np.nan)
+    keep = np.flatnonzero(cnt > 0)
+    if m == 0 or keep.size == 0:
+        return out
+    k = _kernels
+    if uniform:
+        # wide blocks (the inner loops run along a block's columns), but enough
+        # of them to keep every thread busy
+        per_thread = -(-m // (2 * _num_threads()))
+        width = min(512, max(64, -(-per_thread // 64) * 64))
+        args = (B, True, cnt, *k.levels_by_count(k.row_sums(B), cnt, m),
+                _EMPTY_I, _EMPTY_F, _EMPTY_I, w, 0.0, width, out)
+    else:
+        s = k.row_scores(B, w)
+        perm = keep[np.argsort(s[keep], kind="stable")]
+        args = (B, False, cnt, _EMPTY_I, _EMPTY_I, _EMPTY_I, _EMPTY_I, perm, s[perm], cnt[perm],
+                w, tie_tol * float(w.sum()), 64, out)
+    _run(lambda par: (k.loo_blocks_parallel if par else k.loo_blocks)(*args), parallel)
+    return out
+
+
+def _distinct_rows(B: np.ndarray, cnt: np.ndarray):
+    """Drop absent rows and merge identical ones, adding their multiplicities.
+
+    The surrogate's cost is quadratic in the rows of a column, and a row with
+    count c is by definition c identical rows, so this changes no value (beyond
+    rounding). O(n m log n); returns the inputs when there is nothing to merge.
+    """
+    keep = cnt > 0
+    if not keep.all():
+        B = np.ascontiguousarray(B[keep])
+        cnt = cnt[keep]
+    if B.shape[0] < 2 or B.shape[1] == 0:
+        if B.shape[1] == 0 and B.shape[0] > 1:
+            return B[:1], np.array([cnt.sum()], dtype=np.int64)
+        return B, cnt
+    rows, inverse = np.unique(B, axis=0, return_inverse=True)
+    if rows.shape[0] == B.shape[0]:
+        return B, cnt
+    merged = np.zeros(rows.shape[0], dtype=np.int64)
+    np.add.at(merged, inverse.reshape(-1), cnt)
+    return np.ascontiguousarray(rows), merged
+
+
+def _surrogate(B: np.ndarray, cnt: np.ndarray, w: np.ndarray, gamma: float, parallel: bool):
+    """``(L, J, grad)`` of distinct-row, count > 0 inputs (see :func:`_distinct_rows`)."""
+    m = B.shape[1]
+    L = np.full(m, np.nan)
+    grad = np.zeros(m)
+    BT = _kernels.transposed(B, np.arange(m))
+    c = cnt.astype(np.float64)
+    J = _run(lambda par: _kernels.surrogate_bt(BT, w, gamma, c, L, grad, par), parallel)
+    return L, float(J), grad
+
+
+def _as_matrix(B: Any) -> np.ndarray:
+    B = np.asarray(B)
+    if B.ndim != 2:
+        raise ValueError(f"B must be 2-D (n, m); got shape {B.shape}")
+    if B.dtype == np.bool_:
+        B = B.view(np.uint8)
+    return np.ascontiguousarray(B, dtype=np.uint8)
+
+
+def _as_vector(x: Any, size: int, name: str) -> np.ndarray:
+    x = np.ascontiguousarray(x, dtype=np.float64)
+    if x.shape != (size,):
+        raise ValueError(f"{name} must have shape ({size},); got {x.shape}")
+    return x
+
+
+def _as_counts(counts: Any, n: int) -> np.ndarray:
+    if counts is None:
+        return np.ones(n, dtype=np.int64)
+    c = np.asarray(counts)
+    if c.shape != (n,):
+        raise ValueError(f"counts must have shape ({n},); got {c.shape}")
+    if c.dtype.kind not in "biu" or np.any(c < 0):
+        raise ValueError("counts must be non-negative integer row multiplicities")
+    return np.ascontiguousarray(c, dtype=np.int64)
+
+
+class NumbaBackend(Backend):
+    """Backend running the njit kernels of :mod:`._numba_kernels`."""
+
+    name = "numba"
+
+    #: Work (about one unit per nanosecond of serial run time: n*m for weighted
+    #: LOO-AUC, n*m/8 uniform, n*m*(1 + n/4) for the surrogate, per step for
+    #: ACES-O) from which the parallel build runs; below it, starting the
+    #: threads costs more than they save.
+    parallel_min_work: int = 1 << 16
+
+    def __init__(self, parallel_min_work: Optional[int] = None):
+        """``parallel_min_work``: override the class default (0 = always parallel)."""
+        _load_kernels()
+        if parallel_min_work is not None:
+            self.parallel_min_work = int(parallel_min_work)
+
+    def _parallel(self, work: float) -> bool:
+        return work >= self.parallel_min_work and _num_threads() > 1
+
+    @staticmethod
+    def _surrogate_work(n: int, m: int) -> float:
+        # n m for the scores and gradient, up to n^2/4 sigmoid pairs per column
+        return n * m * (1.0 + n / 4.0)
+
+    def loo_auc(self, B, weights, tie_tol, counts=None):
+        B = _as_matrix(B)
+        n, m = B.shape
+        c = _as_counts(counts, n)
+        uniform = weights is None
+        w = np.ones(m) if uniform else _as_vector(weights, m, "weights")
+        # the uniform kernel spends a fraction of a nanosecond per cell, the
+        # weighted merge several
+        work = n * m // 8 if uniform else n * m
+        return _loo_auc(B, w, uniform, float(tie_tol), c, self._parallel(work))
+
+    def surrogate(self, B, weights, gamma, counts=None):
+        B = _as_matrix(B)
+        n, m = B.shape
+        w = _as_vector(weights, m, "weights")
+        Bd, cd = _distinct_rows(B, _as_counts(counts, n))
+        return _surrogate(Bd, cd, w, float(gamma),
+                          self._parallel(self._surrogate_work(Bd.shape[0], m)))
+
+    def aces_o_fit(self, B, logits0, active, gamma, lr, steps, counts=None):
+        B = _as_matrix(B)
+        n, m = B.shape
+        logits0 = _as_vector(logits0, m, "logits0")
+        active = np.ascontiguousarray(active, dtype=np.uint8)
+        if active.shape != (m,):
+            raise ValueError(f"active must have shape ({m},); got {active.shape}")
+        steps = int(steps)
+        if steps < 0:
+            raise ValueError(f"steps must be >= 0; got {steps}")
+        Bd, cd = _distinct_rows(B, _as_counts(counts, n))
+        work = self._surrogate_work(Bd.shape[0], int(active.sum()))
+        gamma, lr = float(gamma), float(lr)
+        return _run(lambda par: _kernels.aces_o_fit(Bd, logits0, active, gamma, lr, steps, cd,
+                                                    par), self._parallel(work))
+
+    def warmup(self) -> Dict[str, Any]:
+        """Compile every kernel (serial and parallel builds); see :func:`warmup`."""
+        return warmup()
+
+    def info(self) -> dict:
+        import numba
+
+        _note_layer()
+        return {
+            "numba": numba.__version__,
+            "threading_layer": _layer or "not chosen yet (no parallel call; run warmup())",
+            "num_threads": numba.get_num_threads(),
+            "cache": _kernels.CACHE,
+            "parallel_min_work": self.parallel_min_work,
+        }
+
+
+def warmup() -> Dict[str, Any]:
+    """JIT-compile every kernel signature the backend uses, on tiny inputs.
+
+    Covers LOO-AUC (uniform and weighted), the surrogate and ACES-O, each with
+    unit and explicit counts, in both the serial and the parallel build (the
+    parallel run also makes numba choose its threading layer). Takes 10-20 s
+    of CPU the first time in a process (about a second with
+    ``ACES_FAST_NUMBA_CACHE=1`` and a warm cache), milliseconds afterwards.
+    Returns :meth:`NumbaBackend.info`.
+
+    Raises :class:`BackendUnavailableError` when numba is not installed.
+    """
+    _load_kernels()
+    B = np.array([[1, 0, 1, 1], [0, 1, 1, 0], [1, 1, 1, 0]], dtype=np.uint8)
+    m = B.shape[1]
+    w = np.full(m, 1.0 / m)
+    active = np.array([1, 1, 0, 1], dtype=np.uint8)
+    # the serial build, then the parallel one (never used, so never compiled,
+    # when numba has a single thread)
+    for backend in (NumbaBackend(parallel_min_work=_NEVER), NumbaBackend(parallel_min_work=0)):
+        for counts in (None, np.array([2, 0, 1])):
+            backend.loo_auc(B, None, 1e-9, counts)
+            backend.loo_auc(B, w, 1e-9, counts)
+            backend.surrogate(B, w, 10.0, counts)
+            backend.aces_o_fit(B, np.zeros(m), active, 10.0, 0.01, 2, counts)
+    return NumbaBackend().info()
+
+
+def load() -> Backend:
+    _load_kernels()
+    return NumbaBackend()

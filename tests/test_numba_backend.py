@@ -1,0 +1,423 @@
+"""The ``numba`` backend against the NumPy reference, plus its own guarantees.
+
+JIT compilation dominates the cost of this module, so one module-scoped fixture
+runs :func:`numba_backend.warmup` (which compiles every kernel) and every test
+reuses the compiled code. Each kernel test runs twice: with the serial build
+(``parallel_min_work`` huge) and with the ``parallel=True`` build (``0``).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+
+import numpy as np
+import pytest
+
+pytest.importorskip("numba", reason="numba is not installed")
+
+import aces_fast as af  # noqa: E402
+from aces_fast.backends import get_backend, numba_backend, numpy_ref  # noqa: E402
+from conftest import SPEC_EXAMPLE, random_matrix  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXACT = dict(rtol=0, atol=1e-12)
+
+
+@pytest.fixture(scope="module")
+def warm():
+    """Compile everything once for the module; returns ``warmup()``'s info dict."""
+    return numba_backend.warmup()
+
+
+@pytest.fixture(params=["serial", "parallel"])
+def nb(request, warm):
+    """A NumbaBackend forced onto its serial or its parallel build."""
+    return numba_backend.NumbaBackend(parallel_min_work=10**18 if request.param == "serial" else 0)
+
+
+def _cases(seed: int = 0):
+    """(B, weights, counts) triples covering the awkward shapes."""
+    rng = np.random.default_rng(seed)
+    cases = []
+    for n, m, dup in [(1, 5, 0), (2, 1, 0), (7, 0, 0), (9, 6, 4), (30, 12, 12), (64, 40, 20)]:
+        B = random_matrix(rng, n, m, density=0.45, dup_rows=dup)
+        if m >= 3:
+            B[:, 0] = 1  # constant columns stay nan / zero
+            B[:, 1] = 0
+        w = rng.random(m)
+        counts = rng.integers(0, 4, size=n)
+        cases.append((B, w, None))
+        cases.append((B, w, counts))
+    return cases
+
+
+# ---------------------------------------------------------------------------
+# LOO-AUC
+
+
+def test_spec_example_values(nb):
+    expected = np.array([2 / 3, 2 / 3, 1 / 2, 2 / 3, 1 / 2, 2 / 5, 7 / 12, 7 / 24, 0, 0])
+    np.testing.assert_array_equal(nb.loo_auc(SPEC_EXAMPLE, None, 1e-9), expected)
+    # w = 1/m is uniform in exact arithmetic: float rounding must not break ties
+    w = np.full(10, 1 / 10)
+    np.testing.assert_array_equal(nb.loo_auc(SPEC_EXAMPLE, w, 1e-9), expected)
+
+
+@pytest.mark.parametrize("case", range(12))
+def test_loo_auc_matches_reference(nb, case):
+    B, w, counts = _cases()[case]
+    for weights in (None, w):
+        got = nb.loo_auc(B, weights, 1e-9, counts)
+        ref = numpy_ref.loo_auc(B, weights, 1e-9, counts)
+        assert got.shape == (B.shape[1],) and got.dtype == np.float64
+        np.testing.assert_allclose(got, ref, **EXACT)
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+
+
+@pytest.mark.parametrize("m", [3, 7, 10, 33])
+def test_exact_tie_weights_equal_uniform(nb, m):
+    rng = np.random.default_rng(m)
+    B = random_matrix(rng, 200, m, density=0.5, dup_rows=50)
+    uniform = nb.loo_auc(B, None, 1e-9)
+    np.testing.assert_array_equal(nb.loo_auc(B, np.full(m, 1.0 / m), 1e-9), uniform)
+    np.testing.assert_array_equal(nb.loo_auc(B, np.full(m, 0.1), 1e-9), uniform)
+
+
+def test_weighted_ties_follow_tolerance(nb):
+    # test 0: the passer's leave-one-out score is 2 - 1 = 1, the failer's 1 + 2e-9:
+    # a tie within tie_tol * sum(w) ~ 3e-9, a loss for the passer beyond it
+    B = np.array([[1, 1, 0], [0, 0, 1]], dtype=np.uint8)
+    w = np.array([1.0, 1.0, 1.0 + 2e-9])
+    tight = nb.loo_auc(B, w, 1e-12)
+    loose = nb.loo_auc(B, w, 1e-9)
+    np.testing.assert_allclose(tight, numpy_ref.loo_auc(B, w, 1e-12), **EXACT)
+    np.testing.assert_allclose(loose, numpy_ref.loo_auc(B, w, 1e-9), **EXACT)
+    assert tight[0] == 0.0 and loose[0] == 0.5
+
+
+def test_counts_act_as_repeated_rows(nb):
+    rng = np.random.default_rng(5)
+    B = random_matrix(rng, 25, 15, density=0.4)
+    counts = rng.integers(0, 4, size=25)
+    counts[:3] = [0, 3, 1]
+    repeated = np.repeat(B, counts, axis=0)
+    w = rng.random(15)
+    w /= w.sum()
+    for weights in (None, w):
+        np.testing.assert_allclose(nb.loo_auc(B, weights, 1e-9, counts),
+                                   nb.loo_auc(repeated, weights, 1e-9), **EXACT)
+    L1, J1, g1 = nb.surrogate(B, w, 10.0, counts)
+    L2, J2, g2 = nb.surrogate(repeated, w, 10.0)
+    np.testing.assert_allclose(L1, L2, **EXACT)
+    assert J1 == pytest.approx(J2, abs=1e-12)
+    np.testing.assert_allclose(g1, g2, **EXACT)
+    active = (rng.random(15) < 0.8).astype(np.uint8)
+    W1, obj1 = nb.aces_o_fit(B, np.zeros(15), active, 10.0, 0.05, 40, counts)
+    W2, obj2 = nb.aces_o_fit(repeated, np.zeros(15), active, 10.0, 0.05, 40)
+    np.testing.assert_allclose(W1, W2, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(obj1, obj2, rtol=0, atol=1e-12)
+
+
+def test_large_matrix_matches_reference(nb):
+    rng = np.random.default_rng(11)
+    B = random_matrix(rng, 400, 150, density=0.3, dup_rows=100)
+    w = rng.random(150)
+    np.testing.assert_allclose(nb.loo_auc(B, None, 1e-9), numpy_ref.loo_auc(B, None, 1e-9), **EXACT)
+    np.testing.assert_allclose(nb.loo_auc(B, w, 1e-9), numpy_ref.loo_auc(B, w, 1e-9), **EXACT)
+
+
+# ---------------------------------------------------------------------------
+# surrogate and ACES-O
+
+
+@pytest.mark.parametrize("case", range(12))
+def test_surrogate_matches_reference(nb, case):
+    B, w, counts = _cases(1)[case]
+    w = w / w.sum() if w.size else w
+    L, J, g = nb.surrogate(B, w, 10.0, counts)
+    Lr, Jr, gr = numpy_ref.surrogate(B, w, 10.0, counts)
+    np.testing.assert_allclose(L, Lr, **EXACT)
+    np.testing.assert_array_equal(np.isnan(L), np.isnan(Lr))
+    assert isinstance(J, float) and J == pytest.approx(Jr, abs=1e-12)
+    np.testing.assert_allclose(g, gr, **EXACT)
+
+
+@pytest.mark.parametrize("scale", [3.0, 40.0, 500.0])
+def test_surrogate_wide_score_range(nb, scale):
+    # gamma * (score span + w_j) from ~250 (fast factorized path) past the
+    # overflow limit (stable per-pair sigmoid), and a mix across columns
+    rng = np.random.default_rng(int(scale))
+    B = random_matrix(rng, 40, 25, density=0.5, dup_rows=5)
+    w = rng.random(25) * scale / 25
+    w[:3] *= 20
+    L, J, g = nb.surrogate(B, w, 20.0)
+    Lr, Jr, gr = numpy_ref.surrogate(B, w, 20.0)
+    assert np.all(np.isfinite(g))
+    np.testing.assert_allclose(L, Lr, **EXACT)
+    assert J == pytest.approx(Jr, rel=1e-12, abs=1e-12)
+    # dJ/dw sums terms as large as gamma * w_j ~ 1e4 that cancel to O(1): two
+    # summation orders agree to ~1e-16 of the terms, not of the result
+    tol = 1e-15 * 20.0 * w.sum()
+    np.testing.assert_allclose(g, gr, rtol=0, atol=max(tol, 1e-12))
+
+
+def test_surrogate_gradient_is_the_derivative(nb):
+    rng = np.random.default_rng(3)
+    B = random_matrix(rng, 20, 8, density=0.5)
+    w = rng.random(8)
+    w /= w.sum()
+    _, _, g = nb.surrogate(B, w, 10.0)
+    h = 1e-6
+    for k in range(8):
+        e = np.zeros(8)
+        e[k] = h
+        fd = (nb.surrogate(B, w + e, 10.0)[1] - nb.surrogate(B, w - e, 10.0)[1]) / (2 * h)
+        assert g[k] == pytest.approx(fd, rel=1e-6, abs=1e-8)
+
+
+@pytest.mark.parametrize("case", range(12))
+def test_aces_o_fit_matches_reference(nb, case):
+    B, w, counts = _cases(2)[case]
+    m = B.shape[1]
+    rng = np.random.default_rng(case)
+    active = (B.sum(axis=0) % B.shape[0] != 0).astype(np.uint8)
+    if m > 4:
+        active[4] = 0  # an inactive column that is not constant keeps weight 0
+    logits0 = rng.normal(size=m)
+    W, obj = nb.aces_o_fit(B, logits0, active, 10.0, 0.05, 30, counts)
+    Wr, objr = numpy_ref.aces_o_fit(B, logits0, active, 10.0, 0.05, 30, counts)
+    assert W.shape == (m,) and obj.shape == (31,)
+    np.testing.assert_allclose(W, Wr, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(obj, objr, rtol=0, atol=1e-8)
+    assert np.all(W[active == 0] == 0)
+    if active.any():
+        assert W.sum() == pytest.approx(1.0)
+
+
+def test_aces_o_fit_paper_defaults_to_1e_10(nb):
+    rng = np.random.default_rng(8)
+    B = random_matrix(rng, 24, 60, density=0.5, dup_rows=6)
+    active = ((B.sum(axis=0) > 0) & (B.sum(axis=0) < 24)).astype(np.uint8)
+    W, obj = nb.aces_o_fit(B, np.zeros(60), active, 10.0, 0.01, 90)
+    Wr, objr = numpy_ref.aces_o_fit(B, np.zeros(60), active, 10.0, 0.01, 90)
+    np.testing.assert_allclose(W, Wr, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(obj, objr, rtol=0, atol=1e-12)
+    assert obj[-1] > obj[0]  # the ascent does ascend
+
+
+def test_aces_o_fit_degenerate(nb):
+    B = np.array([[1, 0, 1], [1, 1, 0]], dtype=np.uint8)
+    W, obj = nb.aces_o_fit(B, np.zeros(3), np.zeros(3, np.uint8), 10.0, 0.01, 5)
+    np.testing.assert_array_equal(W, np.zeros(3))
+    np.testing.assert_array_equal(obj, np.zeros(6))
+    W, obj = nb.aces_o_fit(B, np.array([0.0, 1.0, 2.0]), np.ones(3, np.uint8), 10.0, 0.01, 0)
+    np.testing.assert_allclose(W, numpy_ref.softmax_masked(np.array([0.0, 1.0, 2.0]),
+                                                           np.ones(3, bool)), **EXACT)
+    assert obj.shape == (1,)
+    W, obj = nb.aces_o_fit(np.zeros((3, 0), np.uint8), np.zeros(0), np.zeros(0, np.uint8),
+                           10.0, 0.01, 3)
+    assert W.shape == (0,) and np.all(obj == 0)
+
+
+# ---------------------------------------------------------------------------
+# builds, threads, warmup
+
+
+def test_serial_and_parallel_builds_agree_bitwise(warm):
+    serial = numba_backend.NumbaBackend(parallel_min_work=10**18)
+    parallel = numba_backend.NumbaBackend(parallel_min_work=0)
+    rng = np.random.default_rng(21)
+    B = random_matrix(rng, 300, 200, density=0.4, dup_rows=60)
+    w = rng.random(200)
+    w /= w.sum()
+    counts = rng.integers(0, 3, size=300)
+    for backend_args in [(None, 1e-9), (w, 1e-9)]:
+        np.testing.assert_array_equal(serial.loo_auc(B, *backend_args, counts),
+                                      parallel.loo_auc(B, *backend_args, counts))
+    for a, b in zip(serial.surrogate(B, w, 10.0, counts), parallel.surrogate(B, w, 10.0, counts)):
+        np.testing.assert_array_equal(a, b)
+    active = np.ones(200, np.uint8)
+    for a, b in zip(serial.aces_o_fit(B[:24], np.zeros(200), active, 10.0, 0.01, 20),
+                    parallel.aces_o_fit(B[:24], np.zeros(200), active, 10.0, 0.01, 20)):
+        np.testing.assert_array_equal(a, b)
+
+
+def _hammer(backend, jobs, n_threads=4, rounds=3):
+    """Run every job from ``n_threads`` threads at once; return each thread's results."""
+    barrier = threading.Barrier(n_threads)
+    results = [None] * n_threads
+    errors = []
+
+    def work(t):
+        try:
+            barrier.wait()
+            results[t] = [job(backend) for _ in range(rounds) for job in jobs]
+        except BaseException as exc:  # reported in the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(n_threads)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors, errors
+    return results
+
+
+def test_concurrent_calls_from_threads_are_identical(warm):
+    rng = np.random.default_rng(4)
+    B = random_matrix(rng, 500, 300, density=0.4, dup_rows=100)
+    w = rng.random(300)
+    w /= w.sum()
+    top = np.ascontiguousarray(B[:24])
+    active = np.ones(300, np.uint8)
+    jobs = [
+        lambda be: be.loo_auc(B, None, 1e-9),
+        lambda be: be.loo_auc(B, w, 1e-9),
+        lambda be: be.surrogate(B, w, 10.0)[2],
+        lambda be: be.aces_o_fit(top, np.zeros(300), active, 10.0, 0.01, 10)[0],
+    ]
+    parallel = numba_backend.NumbaBackend(parallel_min_work=0)
+    expected = [job(parallel) for job in jobs]
+    for per_thread in _hammer(parallel, jobs):
+        for k, got in enumerate(per_thread):
+            np.testing.assert_array_equal(got, expected[k % len(jobs)])
+
+
+def _dispatchers():
+    from numba.core.registry import CPUDispatcher
+
+    kernels = numba_backend._load_kernels()
+    return {name: obj for name, obj in vars(kernels).items() if isinstance(obj, CPUDispatcher)}
+
+
+def test_warmup_compiles_every_signature(warm):
+    assert warm["numba"] and warm["num_threads"] >= 1
+    assert warm["threading_layer"] in ("tbb", "omp", "workqueue")
+    assert numba_backend.warmup() == warm  # a second warmup is a no-op
+    before = {name: len(d.signatures) for name, d in _dispatchers().items()}
+    assert all(before.values()), [name for name, k in before.items() if k == 0]
+    rng = np.random.default_rng(9)
+    for min_work in (0, 10**18):
+        be = numba_backend.NumbaBackend(parallel_min_work=min_work)
+        for n, m in [(1, 1), (13, 9), (40, 70)]:
+            B = random_matrix(rng, n, m, dup_rows=n // 3)
+            w = rng.random(m)
+            counts = rng.integers(0, 3, size=n)
+            for c in (None, counts):
+                be.loo_auc(B, None, 1e-9, c)
+                be.loo_auc(B.astype(bool), w, 1e-9, c)
+                be.surrogate(B, w, 10.0, c)
+                be.aces_o_fit(B, np.zeros(m), np.ones(m, np.uint8), 10.0, 0.01, 2, c)
+    after = {name: len(d.signatures) for name, d in _dispatchers().items()}
+    assert after == before
+
+
+def test_registry_and_public_api(warm):
+    be = get_backend("numba")
+    assert isinstance(be, numba_backend.NumbaBackend) and be.name == "numba"
+    info = be.info()
+    assert {"numba", "threading_layer", "num_threads"} <= set(info)
+    res = af.aces_c(SPEC_EXAMPLE, backend="numba")
+    assert res.backend == "numba"
+    np.testing.assert_allclose(res.weights, np.array([5, 5, 0, 5, 0, 0, 2, 0, 0, 0]) / 17, **EXACT)
+    np.testing.assert_allclose(af.loo_auc(SPEC_EXAMPLE, backend="numba"),
+                               af.loo_auc(SPEC_EXAMPLE, backend="numpy"), **EXACT)
+
+
+def test_bad_inputs_raise(warm):
+    be = numba_backend.NumbaBackend()
+    B = np.zeros((3, 2), np.uint8)
+    with pytest.raises(ValueError, match="counts"):
+        be.loo_auc(B, None, 1e-9, np.array([1, -1, 1]))
+    with pytest.raises(ValueError, match="counts"):
+        be.loo_auc(B, None, 1e-9, np.array([1, 1]))
+    with pytest.raises(ValueError, match="weights"):
+        be.surrogate(B, np.ones(3), 10.0)
+    with pytest.raises(ValueError, match="active"):
+        be.aces_o_fit(B, np.zeros(2), np.ones(3, np.uint8), 10.0, 0.01, 3)
+    with pytest.raises(ValueError, match="steps"):
+        be.aces_o_fit(B, np.zeros(2), np.ones(2, np.uint8), 10.0, 0.01, -1)
+
+
+# ---------------------------------------------------------------------------
+# subprocesses: import hygiene, missing numba, the workqueue layer
+
+
+def _run_python(code: str, **env) -> subprocess.CompletedProcess:
+    full_env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""),
+                    **env)
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=REPO,
+                          env=full_env, capture_output=True, text=True, timeout=600)
+
+
+def test_import_does_not_import_numba():
+    proc = _run_python("""
+        import sys
+        import aces_fast
+        import aces_fast.backends.numba_backend
+        assert 'numba' not in sys.modules, 'numba imported'
+        aces_fast.loo_auc([[1, 0], [0, 1]], backend='numpy')
+        assert 'numba' not in sys.modules, 'numba imported by the numpy backend'
+    """)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_missing_numba_is_reported():
+    proc = _run_python("""
+        import sys
+        sys.modules['numba'] = None  # makes 'import numba' raise ImportError
+        import numpy as np
+        import aces_fast as af
+        from aces_fast.backends import BackendUnavailableError, get_backend
+        for _ in range(2):  # the reason is remembered
+            try:
+                get_backend('numba')
+            except BackendUnavailableError as exc:
+                print(exc.reason)
+            else:
+                raise SystemExit('numba backend loaded without numba')
+        try:
+            af.loo_auc(np.eye(3), backend='numba')
+        except BackendUnavailableError as exc:
+            assert 'pip install aces_fast[numba]' in str(exc), exc
+        else:
+            raise SystemExit('loo_auc ran on numba without numba')
+    """)
+    assert proc.returncode == 0, proc.stderr
+    assert "numba is not installed (pip install aces_fast[numba])" in proc.stdout
+
+
+def test_workqueue_layer_concurrent_calls():
+    # The workqueue layer aborts the process on concurrent parallel launches;
+    # the backend must serialize them (or run the serial build) under it.
+    proc = _run_python("""
+        import threading
+        import numpy as np
+        import numba
+        from aces_fast.backends import numba_backend
+        be = numba_backend.NumbaBackend(parallel_min_work=0)
+        rng = np.random.default_rng(0)
+        B = (rng.random((300, 200)) < 0.4).astype(np.uint8)
+        expected = be.loo_auc(B, None, 1e-9)
+        assert numba.threading_layer() == 'workqueue', numba.threading_layer()
+        out, errors = [], []
+        def work():
+            try:
+                for _ in range(20):
+                    out.append(be.loo_auc(B, None, 1e-9))
+            except BaseException as exc:
+                errors.append(exc)
+        threads = [threading.Thread(target=work) for _ in range(4)]
+        [t.start() for t in threads]
+        [t.join() for t in threads]
+        assert not errors, errors
+        assert len(out) == 80 and all(np.array_equal(o, expected) for o in out)
+        print('ok')
+    """, NUMBA_THREADING_LAYER="workqueue", NUMBA_NUM_THREADS="2")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "ok" in proc.stdout
