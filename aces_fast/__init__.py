@@ -19,6 +19,7 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from .backends import BackendUnavailableError, available_backends, backend_status
+from .batch import rerank_batch
 from .config import config, show_config
 from .methods import (METHODS, aces_c, aces_o, b4, codet, combine, loo_auc, majority_vote,
                       mbr_exec, rerank, surrogate_loo_auc)
@@ -47,6 +48,7 @@ __all__ = [
     "pass_at_k",
     "pass_at_k_unbiased",
     "rerank",
+    "rerank_batch",
     "show_config",
     "surrogate_loo_auc",
 ]

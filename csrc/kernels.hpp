@@ -26,9 +26,10 @@ int max_threads();
 // n_threads (> 0) or omp_get_max_threads() (n_threads == 0).
 int resolve_threads(bool parallel, int n_threads);
 
-// Problems with fewer cells (n * m) than this stay on one thread: opening a
-// parallel region costs microseconds, more than the work it would split.
-constexpr int64_t kMinParallelCells = int64_t(1) << 16;
+// Problems with fewer cells (n * m) than this stay on one thread: a parallel
+// region costs microseconds (far more on a busy machine), as much as the ~100 us
+// of work it would split.
+constexpr int64_t kMinParallelCells = int64_t(1) << 18;
 
 // ---- LOO-AUC (loo_auc.cpp) -----------------------------------------------------
 // out[j] = AUC(S^(-j), B[:, j]) with S^(-j)_i = s_i - w_j B[i,j], s = B w:
@@ -42,6 +43,9 @@ void loo_auc_uniform(const uint8_t* B, int64_t n, int64_t m, const int64_t* coun
 // Reusable scratch of the uniform kernel (grows to the largest problem seen).
 struct UniformScratch {
   std::vector<int64_t> rs, hist, htot, row_of, pos, lstart, lval, ltot, buf;
+  std::vector<int32_t> pcur;
+  std::vector<double> dbuf;
+  void release() { *this = UniformScratch(); }
 };
 
 // loo_auc_uniform with caller-owned scratch and two extras:
@@ -61,9 +65,16 @@ void loo_auc_uniform_ex(const uint8_t* B, int64_t n, int64_t m, const int64_t* c
 // is a win iff s_f < x - T and a tie iff x - T <= s_f <= x + T (each of x, x - T,
 // x + T rounded to float64 once). One stable sort of s, then per column an O(n)
 // two-pointer merge; O(n log n + n m) overall. Extra memory ~40 bytes per kept
-// row plus 32 bytes per kept row and thread (no copy of B).
+// row plus 20 bytes per kept row and thread (no copy of B).
 void loo_auc(const uint8_t* B, int64_t n, int64_t m, const double* w, const int64_t* counts,
              double tie_tol, double* out, bool parallel = true, int n_threads = 0);
+
+// Row scores: s[k] = sum over q < ncols of w[j] [B[r_k, j] != 0] with
+// j = cols ? cols[q] : q and r_k = rows ? rows[k] : k, each summed sequentially
+// in ascending q (float64, starting from +0.0). Leaving out columns of weight 0
+// changes no sum. O(nrows ncols); n_threads > 1 splits the rows.
+void row_scores(const uint8_t* B, int64_t m, const double* w, const int64_t* cols, int64_t ncols,
+                const int64_t* rows, int64_t nrows, double* s, int n_threads);
 
 // ---- logistic surrogate of LOO-AUC (surrogate.cpp) -----------------------------
 // Precomputed structure of one (B, counts) problem restricted to a subset of

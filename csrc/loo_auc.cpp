@@ -9,9 +9,11 @@
 // Float weights: one stable sort of s; per column a two-pointer merge over the
 // sorted order (passers shifted by -w_j keep their order, so the pointers only
 // move forward), walking whichever class is smaller. Columns are processed in
-// blocks of 64: a block is first copied into a transposed, row-permuted 0/1 tile
-// so each column is a contiguous stream. O(n log n + n m); no n x m matrix of
-// leave-one-out scores is ever formed.
+// blocks of 64: a block is first packed into a row-permuted bit tile (one 64-bit
+// word per row, bit jj = column j0 + jj) so each column is a contiguous stream at
+// 8 bytes per row and thread, whatever m is. O(n log n + n m); no n x m matrix
+// of leave-one-out scores is ever formed.
+#include "bits.hpp"
 #include "kernels.hpp"
 
 #include <algorithm>
@@ -66,52 +68,67 @@ inline double auc_value(int64_t wins, int64_t ties, int64_t P, int64_t F) {
 
 // Per-column-block pass of the uniform kernel. `row_of` lists the kept rows
 // grouped by ascending integer score; level k spans [lstart[k], lstart[k+1]) and
-// has score lval[k] and total multiplicity ltot[k].
-template <bool kCounts>
-void uniform_block(const uint8_t* B, int64_t m, const int64_t* counts, const int64_t* row_of,
-                   const std::vector<int64_t>& lstart, const std::vector<int64_t>& lval,
-                   const std::vector<int64_t>& ltot, int64_t j0, int64_t bw, int64_t* buf,
-                   double* out) {
-  int64_t* cumF = buf;           // failers with score <= v - 2
-  int64_t* Fat = buf + bw;       // failers with score == v - 1
-  int64_t* Pcur = buf + 2 * bw;  // passers at the current level
-  int64_t* wins = buf + 3 * bw;
-  int64_t* ties = buf + 4 * bw;
-  int64_t* Ptot = buf + 5 * bw;
-  int64_t* Ftot = buf + 6 * bw;
-  std::fill(buf, buf + 7 * bw, int64_t(0));
+// has score lval[k] and total multiplicity ltot[k]. Passers of the current level
+// are counted in int32 (total multiplicity < 2^31); the per-level updates use
+// Acc = double when every product and sum is an integer below 2^53 (total
+// multiplicity < 2^26: exact, and SIMD-friendly), else int64.
+template <typename Acc, bool kCounts>
+ACES_FAST_CLONES void uniform_block(const uint8_t* B, int64_t m, const int64_t* counts,
+                                    const int64_t* row_of, const std::vector<int64_t>& lstart,
+                                    const std::vector<int64_t>& lval,
+                                    const std::vector<int64_t>& ltot, int64_t j0, int64_t bw,
+                                    int32_t* Pcur, Acc* buf, double* out, int64_t* colsum) {
+  Acc* __restrict cumF = buf;      // failers with score <= v - 2
+  Acc* __restrict Fat = buf + bw;  // failers with score == v - 1
+  Acc* __restrict wins = buf + 2 * bw;
+  Acc* __restrict ties = buf + 3 * bw;
+  Acc* __restrict Ptot = buf + 4 * bw;
+  std::fill(buf, buf + 5 * bw, Acc(0));
+  Acc total = 0;
   const int64_t nlev = static_cast<int64_t>(lval.size());
   for (int64_t k = 0; k < nlev; ++k) {
-    std::fill(Pcur, Pcur + bw, int64_t(0));
+    std::fill(Pcur, Pcur + bw, int32_t(0));
     for (int64_t r = lstart[k]; r < lstart[k + 1]; ++r) {
       const int64_t i = row_of[r];
-      const uint8_t* row = B + i * m + j0;
+      const uint8_t* __restrict row = B + i * m + j0;
+      int32_t* __restrict pc = Pcur;
       if (kCounts) {
-        const int64_t c = counts[i];
-        for (int64_t jj = 0; jj < bw; ++jj) Pcur[jj] += row[jj] ? c : int64_t(0);
+        const int32_t c = static_cast<int32_t>(counts[i]);
+        for (int64_t jj = 0; jj < bw; ++jj) pc[jj] += c & -static_cast<int32_t>(row[jj] != 0);
       } else {
-        for (int64_t jj = 0; jj < bw; ++jj) Pcur[jj] += static_cast<int64_t>(row[jj] != 0);
+        for (int64_t jj = 0; jj < bw; ++jj) pc[jj] += static_cast<int32_t>(row[jj] != 0);
       }
     }
-    const int64_t tot = ltot[k];
+    const Acc tot = static_cast<Acc>(ltot[k]);
+    total += tot;
     const bool next_adjacent = (k + 1 < nlev) && (lval[k + 1] == lval[k] + 1);
-    for (int64_t jj = 0; jj < bw; ++jj) {
-      const int64_t p = Pcur[jj];
-      const int64_t f = tot - p;
-      wins[jj] += p * cumF[jj];
-      ties[jj] += p * Fat[jj];
-      Ptot[jj] += p;
-      Ftot[jj] += f;
-      if (next_adjacent) {
+    if (next_adjacent) {
+      for (int64_t jj = 0; jj < bw; ++jj) {
+        const Acc p = static_cast<Acc>(Pcur[jj]);
+        wins[jj] += p * cumF[jj];
+        ties[jj] += p * Fat[jj];
+        Ptot[jj] += p;
         cumF[jj] += Fat[jj];
-        Fat[jj] = f;
-      } else {
-        cumF[jj] += Fat[jj] + f;
+        Fat[jj] = tot - p;
+      }
+    } else {
+      for (int64_t jj = 0; jj < bw; ++jj) {
+        const Acc p = static_cast<Acc>(Pcur[jj]);
+        wins[jj] += p * cumF[jj];
+        ties[jj] += p * Fat[jj];
+        Ptot[jj] += p;
+        cumF[jj] += Fat[jj] + (tot - p);
         Fat[jj] = 0;
       }
     }
   }
-  for (int64_t jj = 0; jj < bw; ++jj) out[j0 + jj] = auc_value(wins[jj], ties[jj], Ptot[jj], Ftot[jj]);
+  for (int64_t jj = 0; jj < bw; ++jj) {
+    const int64_t P = static_cast<int64_t>(Ptot[jj]);
+    const int64_t F = static_cast<int64_t>(total - Ptot[jj]);
+    out[j0 + jj] = auc_value(static_cast<int64_t>(wins[jj]), static_cast<int64_t>(ties[jj]), P, F);
+  }
+  if (colsum)
+    for (int64_t jj = 0; jj < bw; ++jj) colsum[j0 + jj] = static_cast<int64_t>(Ptot[jj]);
 }
 
 // b != 0 ? x : +0.0 without a branch (a + 0.0 == a, so sums equal the branchy form).
@@ -124,45 +141,36 @@ inline double masked(double x, uint8_t b) {
   return r;
 }
 
-// tile[jj * ne + r] = (B[perm[r], j0 + jj] != 0) for jj < bw, r < ne: a transposed,
-// row-permuted 0/1 copy of a column block, built through 64 x 64 sub-blocks so
-// that reads and writes both touch whole cache lines.
-void build_tile(const uint8_t* B, int64_t m, const int64_t* perm, int64_t ne, int64_t j0,
-                int64_t bw, uint8_t* tile) {
-  alignas(64) uint8_t loc[64][64];
-  for (int64_t r0 = 0; r0 < ne; r0 += 64) {
-    const int64_t rb = std::min<int64_t>(64, ne - r0);
-    for (int64_t k = 0; k < rb; ++k)
-      std::memcpy(loc[k], B + perm[r0 + k] * m + j0, static_cast<size_t>(bw));
-    for (int64_t jj = 0; jj < bw; ++jj) {
-      uint8_t* dst = tile + jj * ne + r0;
-      for (int64_t k = 0; k < rb; ++k) dst[k] = static_cast<uint8_t>(loc[k][jj] != 0);
-    }
-  }
+// tile[r] bit jj = (B[perm[r], j0 + jj] != 0) for jj < bw <= 64: one word per
+// sorted row, so a column block costs 8 bytes per row whatever its width.
+void build_bit_tile(const uint8_t* B, int64_t m, const int64_t* perm, int64_t ne, int64_t j0,
+                    int64_t bw, uint64_t* tile) {
+  for (int64_t r = 0; r < ne; ++r) tile[r] = bits::pass_bits(B + perm[r] * m + j0, bw);
 }
 
-// LOO-AUC of one column for float weights. col: 0/1 flags in sorted order; sp:
+// LOO-AUC of one column for float weights. tile/jj: bit jj of tile[r] is the
+// column's 0/1 flag at sorted position r; sp:
 // sorted scores; cp: multiplicities; ctot: prefix of cp. Scratch: ppos, fpos (ne),
 // cf (ne + 1). With XL_r = (sp_r - wj) - T and XH_r = (sp_r - wj) + T (both
 // nondecreasing in r), passer p beats failer f iff sp_f < XL_p and ties it iff
 // XL_p <= sp_f <= XH_p. The merge walks the smaller class; each walk advances two
 // forward-only pointers, the second starting from the first so that without
 // near-ties its loop exits at once.
-double weighted_column(const uint8_t* col, const double* sp, const int64_t* cp,
-                       const int64_t* ctot, int64_t ne, double wj, double T, int64_t* ppos,
-                       int64_t* fpos, int64_t* cf) {
+double weighted_column(const uint64_t* tile, int jj, const double* sp, const int64_t* cp,
+                       const int64_t* ctot, int64_t ne, double wj, double T, int32_t* ppos,
+                       int32_t* fpos, int32_t* cf) {
   // Branch-free compaction of both classes; cf[r] = failers' multiplicity before r.
   int64_t np = 0, nf = 0, acc = 0;
   for (int64_t r = 0; r < ne; ++r) {
-    const int64_t bit = col[r];
-    ppos[np] = r;
-    fpos[nf] = r;
+    const int64_t bit = static_cast<int64_t>((tile[r] >> jj) & 1u);
+    ppos[np] = static_cast<int32_t>(r);
+    fpos[nf] = static_cast<int32_t>(r);
     np += bit;
     nf += 1 - bit;
-    cf[r] = acc;
+    cf[r] = static_cast<int32_t>(acc);
     acc += (bit - 1) & cp[r];
   }
-  cf[ne] = acc;
+  cf[ne] = static_cast<int32_t>(acc);
   const int64_t F = acc;
   const int64_t P = ctot[ne] - F;
   if (np == 0 || nf == 0) return kNaN;
@@ -210,62 +218,87 @@ int64_t block_width(int64_t m, int nt, int64_t lo, int64_t hi) {
 
 void loo_auc_uniform(const uint8_t* B, int64_t n, int64_t m, const int64_t* counts, double* out,
                      bool parallel, int n_threads) {
+  UniformScratch ws;
+  loo_auc_uniform_ex(B, n, m, counts, nullptr, out, nullptr, parallel, n_threads, ws);
+}
+
+void loo_auc_uniform_ex(const uint8_t* B, int64_t n, int64_t m, const int64_t* counts,
+                        const int64_t* rowsums, double* out, int64_t* colsum, bool parallel,
+                        int n_threads, UniformScratch& ws) {
   if (m <= 0) return;
   if (n <= 0) {
     std::fill(out, out + m, kNaN);
+    if (colsum) std::fill(colsum, colsum + m, int64_t(0));
     return;
   }
-  const int nt = resolve_threads(parallel, n_threads);
+  const int nt = resolve_threads(parallel && n * m >= kMinParallelCells, n_threads);
 
-  // Integer row sums (levels 0..m).
-  std::vector<int64_t> rs(static_cast<size_t>(n));
+  // Integer row sums (levels 0..m) of the kept rows.
+  const int64_t* rs = rowsums;
+  if (!rs) {
+    ws.rs.resize(static_cast<size_t>(n));
+    int64_t* rsw = ws.rs.data();
 #ifdef _OPENMP
 #pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
 #endif
-  for (int64_t i = 0; i < n; ++i) {
-    const uint8_t* row = B + i * m;
-    int64_t c = 0;
-    for (int64_t j = 0; j < m; ++j) c += static_cast<int64_t>(row[j] != 0);
-    rs[i] = c;
+    for (int64_t i = 0; i < n; ++i) {
+      if (counts && counts[i] <= 0) continue;
+      rsw[i] = bits::count_passes(B + i * m, m);
+    }
+    rs = rsw;
   }
 
   // Counting sort of the kept rows by score.
-  std::vector<int64_t> hist(static_cast<size_t>(m) + 2, 0);
-  std::vector<int64_t> htot(static_cast<size_t>(m) + 1, 0);
-  int64_t ne = 0;
+  ws.hist.assign(static_cast<size_t>(m) + 2, 0);
+  ws.htot.assign(static_cast<size_t>(m) + 1, 0);
+  int64_t* hist = ws.hist.data();
+  int64_t* htot = ws.htot.data();
+  int64_t ne = 0, ntot = 0;
   for (int64_t i = 0; i < n; ++i) {
     const int64_t c = counts ? counts[i] : 1;
     if (c <= 0) continue;
     hist[rs[i] + 1] += 1;
     htot[rs[i]] += c;
+    ntot += c;
     ++ne;
   }
   if (ne == 0) {
     std::fill(out, out + m, kNaN);
+    if (colsum) std::fill(colsum, colsum + m, int64_t(0));
     return;
   }
   for (int64_t v = 0; v <= m; ++v) hist[v + 1] += hist[v];
-  std::vector<int64_t> row_of(static_cast<size_t>(ne));
+  ws.row_of.resize(static_cast<size_t>(ne));
+  ws.pos.assign(ws.hist.begin(), ws.hist.end() - 1);
   {
-    std::vector<int64_t> pos(hist.begin(), hist.end() - 1);
+    int64_t* pos = ws.pos.data();
+    int64_t* row_of = ws.row_of.data();
     for (int64_t i = 0; i < n; ++i) {
       if (counts && counts[i] <= 0) continue;
       row_of[pos[rs[i]]++] = i;
     }
   }
-  std::vector<int64_t> lstart, lval, ltot;
+  ws.lstart.clear();
+  ws.lval.clear();
+  ws.ltot.clear();
   for (int64_t v = 0; v <= m; ++v) {
     if (hist[v + 1] > hist[v]) {
-      lstart.push_back(hist[v]);
-      lval.push_back(v);
-      ltot.push_back(htot[v]);
+      ws.lstart.push_back(hist[v]);
+      ws.lval.push_back(v);
+      ws.ltot.push_back(htot[v]);
     }
   }
-  lstart.push_back(ne);
+  ws.lstart.push_back(ne);
 
   const int64_t W = block_width(m, nt, 64, 512);
   const int64_t nblocks = (m + W - 1) / W;
-  std::vector<int64_t> scratch(static_cast<size_t>(nt) * 7 * W);
+  const bool exact_double = ntot < (int64_t(1) << 26);
+  if (exact_double)
+    ws.dbuf.resize(static_cast<size_t>(nt) * 5 * W);
+  else
+    ws.buf.resize(static_cast<size_t>(nt) * 5 * W);
+  ws.pcur.resize(static_cast<size_t>(nt) * W);
+  const int64_t* row_of = ws.row_of.data();
 
 #ifdef _OPENMP
 #pragma omp parallel for num_threads(nt) if (nt > 1) schedule(dynamic, 1)
@@ -278,11 +311,24 @@ void loo_auc_uniform(const uint8_t* B, int64_t n, int64_t m, const int64_t* coun
 #endif
     const int64_t j0 = b * W;
     const int64_t bw = std::min(W, m - j0);
-    int64_t* buf = scratch.data() + static_cast<size_t>(tid) * 7 * W;
-    if (counts)
-      uniform_block<true>(B, m, counts, row_of.data(), lstart, lval, ltot, j0, bw, buf, out);
-    else
-      uniform_block<false>(B, m, counts, row_of.data(), lstart, lval, ltot, j0, bw, buf, out);
+    int32_t* pcur = ws.pcur.data() + static_cast<size_t>(tid) * W;
+    if (exact_double) {
+      double* dbuf = ws.dbuf.data() + static_cast<size_t>(tid) * 5 * W;
+      if (counts)
+        uniform_block<double, true>(B, m, counts, row_of, ws.lstart, ws.lval, ws.ltot, j0, bw,
+                                    pcur, dbuf, out, colsum);
+      else
+        uniform_block<double, false>(B, m, counts, row_of, ws.lstart, ws.lval, ws.ltot, j0, bw,
+                                     pcur, dbuf, out, colsum);
+    } else {
+      int64_t* buf = ws.buf.data() + static_cast<size_t>(tid) * 5 * W;
+      if (counts)
+        uniform_block<int64_t, true>(B, m, counts, row_of, ws.lstart, ws.lval, ws.ltot, j0, bw,
+                                     pcur, buf, out, colsum);
+      else
+        uniform_block<int64_t, false>(B, m, counts, row_of, ws.lstart, ws.lval, ws.ltot, j0, bw,
+                                      pcur, buf, out, colsum);
+    }
   }
 }
 
@@ -297,49 +343,9 @@ void loo_auc(const uint8_t* B, int64_t n, int64_t m, const double* w, const int6
     std::fill(out, out + m, kNaN);
     return;
   }
-  const int nt = resolve_threads(parallel, n_threads);
+  const int nt = resolve_threads(parallel && n * m >= kMinParallelCells, n_threads);
 
-  // Scores, each summed sequentially in ascending column order; four rows at a
-  // time so the four dependency chains overlap.
-  std::vector<double> s(static_cast<size_t>(n));
-  const int64_t n4 = (n + 3) / 4;
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
-#endif
-  for (int64_t g = 0; g < n4; ++g) {
-    const int64_t i0 = 4 * g;
-    if (i0 + 4 <= n) {
-      const uint8_t* r0 = B + i0 * m;
-      const uint8_t* r1 = r0 + m;
-      const uint8_t* r2 = r1 + m;
-      const uint8_t* r3 = r2 + m;
-      double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0;
-      for (int64_t j = 0; j < m; ++j) {
-        const double wj = w[j];
-        a0 += masked(wj, r0[j]);
-        a1 += masked(wj, r1[j]);
-        a2 += masked(wj, r2[j]);
-        a3 += masked(wj, r3[j]);
-      }
-      s[i0] = a0;
-      s[i0 + 1] = a1;
-      s[i0 + 2] = a2;
-      s[i0 + 3] = a3;
-    } else {
-      for (int64_t i = i0; i < n; ++i) {
-        const uint8_t* row = B + i * m;
-        double acc = 0.0;
-        for (int64_t j = 0; j < m; ++j) acc += masked(w[j], row[j]);
-        s[i] = acc;
-      }
-    }
-  }
-  double wsum = 0.0;
-  for (int64_t j = 0; j < m; ++j) wsum += w[j];
-  const double T = tie_tol * wsum;
-
-  // One stable ascending sort of the kept rows.
-  std::vector<int64_t> perm;
+  std::vector<int64_t> perm;  // kept rows, ascending, then sorted by score
   perm.reserve(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i)
     if (!counts || counts[i] > 0) perm.push_back(i);
@@ -348,23 +354,42 @@ void loo_auc(const uint8_t* B, int64_t n, int64_t m, const double* w, const int6
     std::fill(out, out + m, kNaN);
     return;
   }
-  std::stable_sort(perm.begin(), perm.end(), [&s](int64_t a, int64_t b) { return s[a] < s[b]; });
+
+  // Scores of the kept rows (indexed by kept position), each summed in ascending
+  // column order.
+  std::vector<double> s(static_cast<size_t>(ne));
+  row_scores(B, m, w, nullptr, m, perm.data(), ne, s.data(), nt);
+  double wsum = 0.0;
+  for (int64_t j = 0; j < m; ++j) wsum += w[j];
+  const double T = tie_tol * wsum;
+
+  // One stable ascending sort of the kept rows.
+  std::vector<int64_t> kpos(static_cast<size_t>(ne));
+  std::iota(kpos.begin(), kpos.end(), int64_t(0));
+  std::stable_sort(kpos.begin(), kpos.end(), [&s](int64_t a, int64_t b) { return s[a] < s[b]; });
   std::vector<double> ss(static_cast<size_t>(ne));
   std::vector<int64_t> cs(static_cast<size_t>(ne));
   for (int64_t r = 0; r < ne; ++r) {
-    ss[r] = s[perm[r]];
-    cs[r] = counts ? counts[perm[r]] : 1;
+    ss[r] = s[kpos[r]];
+    kpos[r] = perm[kpos[r]];  // kept position -> row index
+    cs[r] = counts ? counts[kpos[r]] : 1;
   }
+  perm.swap(kpos);
+  std::vector<double>().swap(s);
+  std::vector<int64_t>().swap(kpos);
 
-  // Per thread: a W x ne transposed 0/1 tile of the column block with rows in
-  // sorted order (each column a contiguous stream), the passers' sorted
-  // positions and the failers' prefix multiplicities of one column.
-  constexpr int64_t W = 64;
+  // Per thread: a bit tile of the column block with rows in sorted order (each
+  // column a contiguous stream), the passers' sorted positions and the failers'
+  // prefix multiplicities of one column.
+  // Blocks of up to 64 columns; narrower when that is what gives every thread a
+  // block (a tile costs 8 bytes per row whatever its width).
+  const int64_t W = nt > 1 ? std::max<int64_t>(8, std::min<int64_t>(64, (m + nt - 1) / nt)) : 64;
   const int64_t nblocks = (m + W - 1) / W;
-  const size_t per_thread = static_cast<size_t>(W * ne);
-  std::vector<uint8_t> tiles(static_cast<size_t>(nt) * per_thread);
-  std::vector<int64_t> pos_all(static_cast<size_t>(nt) * 2 * ne);
-  std::vector<int64_t> cf_all(static_cast<size_t>(nt) * (ne + 1));
+  const size_t per_thread = static_cast<size_t>(ne);
+  std::vector<uint64_t> tiles(static_cast<size_t>(nt) * per_thread);
+  // int32: positions < ne and multiplicities < 2^31 (checked by every caller)
+  std::vector<int32_t> pos_all(static_cast<size_t>(nt) * 2 * ne);
+  std::vector<int32_t> cf_all(static_cast<size_t>(nt) * (ne + 1));
   // ctot[r] = total multiplicity before sorted position r
   std::vector<int64_t> ctot(static_cast<size_t>(ne) + 1, 0);
   for (int64_t r = 0; r < ne; ++r) ctot[r + 1] = ctot[r] + cs[r];
@@ -380,14 +405,70 @@ void loo_auc(const uint8_t* B, int64_t n, int64_t m, const double* w, const int6
 #endif
     const int64_t j0 = b * W;
     const int64_t bw = std::min(W, m - j0);
-    uint8_t* tile = tiles.data() + static_cast<size_t>(tid) * per_thread;
-    int64_t* ppos = pos_all.data() + static_cast<size_t>(tid) * 2 * ne;
-    int64_t* fpos = ppos + ne;
-    int64_t* cf = cf_all.data() + static_cast<size_t>(tid) * (ne + 1);
-    build_tile(B, m, perm.data(), ne, j0, bw, tile);
+    uint64_t* tile = tiles.data() + static_cast<size_t>(tid) * per_thread;
+    int32_t* ppos = pos_all.data() + static_cast<size_t>(tid) * 2 * ne;
+    int32_t* fpos = ppos + ne;
+    int32_t* cf = cf_all.data() + static_cast<size_t>(tid) * (ne + 1);
+    build_bit_tile(B, m, perm.data(), ne, j0, bw, tile);
     for (int64_t jj = 0; jj < bw; ++jj) {
-      out[j0 + jj] = weighted_column(tile + jj * ne, ss.data(), cs.data(), ctot.data(), ne,
-                                     w[j0 + jj], T, ppos, fpos, cf);
+      out[j0 + jj] = weighted_column(tile, static_cast<int>(jj), ss.data(), cs.data(), ctot.data(),
+                                     ne, w[j0 + jj], T, ppos, fpos, cf);
+    }
+  }
+}
+
+ACES_FAST_CLONES void row_scores(const uint8_t* B, int64_t m, const double* w, const int64_t* cols,
+                                 int64_t ncols, const int64_t* rows, int64_t nrows, double* s,
+                                 int n_threads) {
+  // Four rows at a time so the four dependency chains overlap; each row's sum
+  // is still sequential in ascending column order.
+  const int nt = n_threads > 1 ? n_threads : 1;
+  const int64_t n4 = (nrows + 3) / 4;
+  auto row_ptr = [&](int64_t k) { return B + (rows ? rows[k] : k) * m; };
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
+#endif
+  for (int64_t g = 0; g < n4; ++g) {
+    const int64_t k0 = 4 * g;
+    if (k0 + 4 <= nrows) {
+      const uint8_t* r0 = row_ptr(k0);
+      const uint8_t* r1 = row_ptr(k0 + 1);
+      const uint8_t* r2 = row_ptr(k0 + 2);
+      const uint8_t* r3 = row_ptr(k0 + 3);
+      double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0;
+      if (cols) {
+        for (int64_t q = 0; q < ncols; ++q) {
+          const int64_t j = cols[q];
+          const double wj = w[j];
+          a0 += masked(wj, r0[j]);
+          a1 += masked(wj, r1[j]);
+          a2 += masked(wj, r2[j]);
+          a3 += masked(wj, r3[j]);
+        }
+      } else {
+        for (int64_t j = 0; j < ncols; ++j) {
+          const double wj = w[j];
+          a0 += masked(wj, r0[j]);
+          a1 += masked(wj, r1[j]);
+          a2 += masked(wj, r2[j]);
+          a3 += masked(wj, r3[j]);
+        }
+      }
+      s[k0] = a0;
+      s[k0 + 1] = a1;
+      s[k0 + 2] = a2;
+      s[k0 + 3] = a3;
+    } else {
+      for (int64_t k = k0; k < nrows; ++k) {
+        const uint8_t* row = row_ptr(k);
+        double acc = 0.0;
+        if (cols) {
+          for (int64_t q = 0; q < ncols; ++q) acc += masked(w[cols[q]], row[cols[q]]);
+        } else {
+          for (int64_t j = 0; j < ncols; ++j) acc += masked(w[j], row[j]);
+        }
+        s[k] = acc;
+      }
     }
   }
 }

@@ -3,13 +3,20 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <exception>
 #include <limits>
+#include <new>
+#include <numeric>
 #include <string>
 #include <vector>
 
+#include "binned.hpp"
+#include "dedup.hpp"
 #include "kernels.hpp"
+#include "methods.hpp"
 
 #ifndef ACES_FAST_VERSION
 #define ACES_FAST_VERSION "0.0.0+unknown"
@@ -152,12 +159,39 @@ void check_weight_sum(const char* fn, const DoubleArray& w) {
   if (!std::isfinite(sum)) throw py::value_error(std::string(fn) + ": sum(weights) overflows");
 }
 
+// dedup: None (auto) -> -1, True -> 1, False -> 0.
+int get_dedup(const char* fn, const py::object& obj) {
+  if (obj.is_none()) return -1;
+  if (!PyBool_Check(obj.ptr()))
+    throw py::type_error(std::string(fn) + ": dedup must be True, False or None (auto), got " +
+                         type_name(obj));
+  return obj.ptr() == Py_True ? 1 : 0;
+}
+
+// Row counts to hand a kernel: the caller's counts, or (dedup) the class
+// multiplicities of identical rows merged with them. plan must outlive the call.
+const int64_t* dedup_counts(const Matrix& M, const int64_t* pc, bool use, aces_fast::RowPlan& plan,
+                            int n_threads) {
+  if (!use || M.n < 2) return pc;
+  aces_fast::dedup_rows(M.data, M.n, M.m, pc, plan, true, n_threads);
+  aces_fast::release_dedup_scratch(plan);
+  int64_t kept = 0;
+  for (int64_t i = 0; i < M.n; ++i) kept += (pc ? pc[i] > 0 : true) ? 1 : 0;
+  if (plan.distinct == kept) {  // nothing merged: keep the caller's counts, free the plan
+    plan = aces_fast::RowPlan();
+    return pc;
+  }
+  return plan.counts.data();
+}
+
 // ---------------------------------------------------------------------------------
 
 py::array_t<double> py_loo_auc(const py::object& B, const py::object& weights,
-                               const py::object& counts, double tie_tol, int n_threads) {
+                               const py::object& counts, double tie_tol, int n_threads,
+                               const py::object& dedup) {
   const char* fn = "loo_auc";
   Matrix M = get_matrix(fn, B);
+  check_rows_int32(fn, M.n);
   const double* pw = nullptr;
   py::object w_keep;
   if (!weights.is_none()) {
@@ -171,18 +205,30 @@ py::array_t<double> py_loo_auc(const py::object& B, const py::object& weights,
   if (!std::isfinite(tie_tol) || tie_tol < 0.0)
     throw py::value_error(std::string(fn) + ": tie_tol must be finite and >= 0");
   check_threads(fn, n_threads);
+  const int dd = get_dedup(fn, dedup);
+  const bool use = dd > 0 || (dd < 0 && aces_fast::dedup_pays_for_loo(M.n, M.m));
 
   py::array_t<double> out(static_cast<py::ssize_t>(M.m));
   double* po = out.mutable_data();
   {
     py::gil_scoped_release release;
-    aces_fast::loo_auc(M.data, M.n, M.m, pw, pc, tie_tol, po, true, n_threads);
+    aces_fast::RowPlan plan;
+    const int64_t* kc = dedup_counts(M, pc, use, plan, n_threads);
+    if (pw == nullptr && kc != pc) {
+      plan.rep = std::vector<int64_t>();  // only counts and row sums are needed
+      // the hash pass already counted every row's passes
+      aces_fast::UniformScratch ws;
+      aces_fast::loo_auc_uniform_ex(M.data, M.n, M.m, kc, plan.rowsum.data(), po, nullptr, true,
+                                    n_threads, ws);
+    } else {
+      aces_fast::loo_auc(M.data, M.n, M.m, pw, kc, tie_tol, po, true, n_threads);
+    }
   }
   return out;
 }
 
 py::tuple py_surrogate(const py::object& B, const py::object& weights, double gamma,
-                       const py::object& counts, int n_threads) {
+                       const py::object& counts, int n_threads, const py::object& dedup) {
   const char* fn = "surrogate_loo_auc";
   Matrix M = get_matrix(fn, B);
   check_rows_int32(fn, M.n);
@@ -193,6 +239,7 @@ py::tuple py_surrogate(const py::object& B, const py::object& weights, double ga
   py::object c = get_counts(fn, counts, M.n);
   const int64_t* pc = counts_ptr(c);
   check_threads(fn, n_threads);
+  const bool use = get_dedup(fn, dedup) != 0;  // auto: on (pair work is quadratic in rows)
 
   py::array_t<double> L(static_cast<py::ssize_t>(M.m));
   py::array_t<double> grad(static_cast<py::ssize_t>(M.m));
@@ -202,14 +249,16 @@ py::tuple py_surrogate(const py::object& B, const py::object& weights, double ga
   double J = 0.0;
   {
     py::gil_scoped_release release;
-    J = aces_fast::surrogate_loo_auc(M.data, M.n, M.m, pw, gamma, pc, pL, pg, true, n_threads);
+    aces_fast::RowPlan plan;
+    const int64_t* kc = dedup_counts(M, pc, use, plan, n_threads);
+    J = aces_fast::surrogate_loo_auc(M.data, M.n, M.m, pw, gamma, kc, pL, pg, true, n_threads);
   }
   return py::make_tuple(L, J, grad);
 }
 
 py::tuple py_aces_o_fit(const py::object& B, const py::object& logits0, const py::object& active,
                         double gamma, double lr, int64_t steps, const py::object& counts,
-                        int n_threads) {
+                        int n_threads, const py::object& dedup) {
   const char* fn = "aces_o_fit";
   Matrix M = get_matrix(fn, B);
   check_rows_int32(fn, M.n);
@@ -244,6 +293,7 @@ py::tuple py_aces_o_fit(const py::object& B, const py::object& logits0, const py
   py::object c = get_counts(fn, counts, M.n);
   const int64_t* pc = counts_ptr(c);
   check_threads(fn, n_threads);
+  const bool use = get_dedup(fn, dedup) != 0;  // auto: on (steps x quadratic pair work)
 
   py::array_t<double> weights(static_cast<py::ssize_t>(M.m));
   py::array_t<double> objective(static_cast<py::ssize_t>(steps + 1));
@@ -252,17 +302,188 @@ py::tuple py_aces_o_fit(const py::object& B, const py::object& logits0, const py
   const double* pl = lg.data();
   {
     py::gil_scoped_release release;
-    aces_fast::aces_o_fit(M.data, M.n, M.m, pl, act.data(), gamma, lr, steps, pc, pw, po, true,
+    aces_fast::RowPlan plan;
+    const int64_t* kc = dedup_counts(M, pc, use, plan, n_threads);
+    aces_fast::aces_o_fit(M.data, M.n, M.m, pl, act.data(), gamma, lr, steps, kc, pw, po, true,
                           n_threads);
   }
   return py::make_tuple(weights, objective);
+}
+
+// ---- whole methods ------------------------------------------------------------------
+
+aces_fast::MethodParams get_params(const char* fn, int method, double tie_tol, double gamma,
+                                   double lr, int64_t steps, const py::object& top_k, bool warm,
+                                   const py::object& dedup) {
+  aces_fast::MethodParams p;
+  if (method < aces_fast::kMethodMajority || method > aces_fast::kMethodAcesO)
+    throw py::value_error(std::string(fn) + ": unknown method code " + std::to_string(method) +
+                          " (0 majority, 1 aces-c, 2 aces-c-filter, 3 aces-o)");
+  p.method = method;
+  if (!std::isfinite(tie_tol) || tie_tol < 0.0)
+    throw py::value_error(std::string(fn) + ": tie_tol must be finite and >= 0");
+  p.tie_tol = tie_tol;
+  if (method == aces_fast::kMethodAcesO) {
+    check_gamma(fn, gamma);
+    if (!std::isfinite(lr) || lr < 0.0)
+      throw py::value_error(std::string(fn) + ": lr must be finite and >= 0");
+    if (steps < 0) throw py::value_error(std::string(fn) + ": steps must be >= 0");
+    if (top_k.is_none()) {
+      p.top_k = -1;
+    } else {
+      if (PyBool_Check(top_k.ptr()) || !PyLong_Check(top_k.ptr()))
+        throw py::type_error(std::string(fn) + ": top_k must be an int or None, got " +
+                             type_name(top_k));
+      const int64_t k = top_k.cast<int64_t>();
+      if (k < 1) throw py::value_error(std::string(fn) + ": top_k must be >= 1 or None");
+      p.top_k = k;
+    }
+  }
+  p.gamma = gamma;
+  p.lr = lr;
+  p.steps = steps;
+  p.warm = warm;
+  p.dedup = get_dedup(fn, dedup);
+  return p;
+}
+
+// One task's matrix and outputs; the outputs are allocated with the GIL held so
+// the method itself can run without it.
+struct Task {
+  Matrix M;
+  py::array_t<double> scores, weights, loo, objective;
+  py::array_t<int64_t> order, rows;
+  aces_fast::MethodOutput out;
+};
+
+void prepare_task(const char* fn, const py::object& B, const aces_fast::MethodParams& p, Task& t) {
+  t.M = get_matrix(fn, B);
+  const int64_t n = t.M.n, m = t.M.m;
+  const bool is_o = p.method == aces_fast::kMethodAcesO;
+  check_rows_int32(fn, n);
+  t.scores = py::array_t<double>(static_cast<py::ssize_t>(n));
+  t.weights = py::array_t<double>(static_cast<py::ssize_t>(m));
+  t.order = py::array_t<int64_t>(static_cast<py::ssize_t>(n));
+  t.out.scores = t.scores.mutable_data();
+  t.out.weights = t.weights.mutable_data();
+  t.out.order = t.order.mutable_data();
+  if (p.method == aces_fast::kMethodAcesC || p.method == aces_fast::kMethodAcesCFilter) {
+    t.loo = py::array_t<double>(static_cast<py::ssize_t>(m));
+    t.out.loo = t.loo.mutable_data();
+  }
+  if (is_o) {
+    t.objective = py::array_t<double>(static_cast<py::ssize_t>(p.steps + 1));
+    t.rows = py::array_t<int64_t>(static_cast<py::ssize_t>(aces_fast::top_k_count(n, p.top_k)));
+    t.out.objective = t.objective.mutable_data();
+    t.out.rows = t.rows.mutable_data();
+  }
+}
+
+py::tuple task_result(Task& t) {
+  py::object none = py::none();
+  return py::make_tuple(t.scores, t.weights, t.order, t.out.loo ? py::object(t.loo) : none,
+                        py::bool_(t.out.fallback),
+                        t.out.objective ? py::object(t.objective) : none,
+                        t.out.rows ? py::object(t.rows) : none);
+}
+
+py::tuple py_rerank(const py::object& B, int method, double tie_tol, double gamma, double lr,
+                    int64_t steps, const py::object& top_k, bool warm, const py::object& dedup,
+                    int n_threads) {
+  const char* fn = "rerank";
+  const aces_fast::MethodParams p =
+      get_params(fn, method, tie_tol, gamma, lr, steps, top_k, warm, dedup);
+  check_threads(fn, n_threads);
+  Task t;
+  prepare_task(fn, B, p, t);
+  {
+    py::gil_scoped_release release;
+    aces_fast::MethodWorkspace ws;
+    aces_fast::run_method(t.M.data, t.M.n, t.M.m, p, t.out, ws, true, n_threads);
+  }
+  return task_result(t);
+}
+
+py::list py_rerank_batch(const py::object& tasks, int method, double tie_tol, double gamma,
+                         double lr, int64_t steps, const py::object& top_k, bool warm,
+                         const py::object& dedup, int n_threads) {
+  const char* fn = "rerank_batch";
+  const aces_fast::MethodParams p =
+      get_params(fn, method, tie_tol, gamma, lr, steps, top_k, warm, dedup);
+  check_threads(fn, n_threads);
+  if (!py::isinstance<py::sequence>(tasks) || py::isinstance<py::str>(tasks) ||
+      py::isinstance<py::array>(tasks))
+    throw py::type_error(std::string(fn) + ": tasks must be a list or tuple of 2-D arrays, got " +
+                         type_name(tasks));
+  const py::sequence seq = py::reinterpret_borrow<py::sequence>(tasks);
+  const size_t T = static_cast<size_t>(py::len(seq));
+  std::vector<Task> ts(T);
+  for (size_t k = 0; k < T; ++k) {
+    // the index goes into every message ("rerank_batch: task 3: B must be 2-D ...")
+    const std::string where = std::string(fn) + ": task " + std::to_string(k);
+    prepare_task(where.c_str(), seq[k], p, ts[k]);
+  }
+
+  std::vector<std::string> errors(T);
+  bool oom = false;
+  {
+    py::gil_scoped_release release;
+    const int nt = aces_fast::resolve_threads(true, n_threads);
+    if (T > 1 && nt > 1) {
+      // Largest tasks first (by cells) so the dynamic schedule ends balanced.
+      std::vector<size_t> order(T);
+      std::iota(order.begin(), order.end(), size_t(0));
+      std::stable_sort(order.begin(), order.end(), [&ts](size_t a, size_t b) {
+        return ts[a].M.n * std::max<int64_t>(ts[a].M.m, 1) >
+               ts[b].M.n * std::max<int64_t>(ts[b].M.m, 1);
+      });
+      const int team = static_cast<int>(std::min<size_t>(static_cast<size_t>(nt), T));
+#ifdef _OPENMP
+#pragma omp parallel num_threads(team)
+#endif
+      {
+        aces_fast::MethodWorkspace ws;
+#ifdef _OPENMP
+#pragma omp for schedule(dynamic, 1)
+#endif
+        for (int64_t q = 0; q < static_cast<int64_t>(T); ++q) {
+          Task& t = ts[order[static_cast<size_t>(q)]];
+          try {
+            aces_fast::run_method(t.M.data, t.M.n, t.M.m, p, t.out, ws, false, 1);
+          } catch (const std::bad_alloc&) {
+            errors[order[static_cast<size_t>(q)]] = "out of memory";
+#ifdef _OPENMP
+#pragma omp atomic write
+#endif
+            oom = true;
+          } catch (const std::exception& e) {
+            errors[order[static_cast<size_t>(q)]] = e.what();
+          }
+        }
+      }
+      (void)team;
+    } else {
+      aces_fast::MethodWorkspace ws;
+      for (size_t k = 0; k < T; ++k)
+        aces_fast::run_method(ts[k].M.data, ts[k].M.n, ts[k].M.m, p, ts[k].out, ws, true,
+                              n_threads);
+    }
+  }
+  if (oom) throw std::bad_alloc();
+  for (size_t k = 0; k < T; ++k)
+    if (!errors[k].empty())
+      throw std::runtime_error(std::string(fn) + ": task " + std::to_string(k) + ": " + errors[k]);
+  py::list result(T);
+  for (size_t k = 0; k < T; ++k) result[k] = task_result(ts[k]);
+  return result;
 }
 
 }  // namespace
 
 PYBIND11_MODULE(_core, mod) {
   mod.doc() =
-      "aces_fast._core: compiled ACES kernels (LOO-AUC, surrogate LOO-AUC, ACES-O fit).\n\n"
+      "aces_fast._core: compiled ACES kernels (LOO-AUC, surrogate LOO-AUC, ACES-O fit) and\n"
+      "whole methods (rerank: majority, ACES-C, ACES-O; rerank_batch: many tasks at once).\n\n"
       "B must be a 2-D C-contiguous numpy array of dtype uint8 or bool (used in place, any\n"
       "nonzero byte is a pass). counts (optional, int, length n) are row multiplicities.\n"
       "Every function releases the GIL; n_threads=0 means the OpenMP default.";
@@ -274,25 +495,72 @@ PYBIND11_MODULE(_core, mod) {
 
   mod.def("loo_auc", &py_loo_auc, py::arg("B"), py::arg("weights") = py::none(),
           py::arg("counts") = py::none(), py::arg("tie_tol") = 1e-9, py::arg("n_threads") = 0,
-          "loo_auc(B, weights=None, counts=None, tie_tol=1e-9, n_threads=0) -> ndarray (m,)\n\n"
+          py::arg("dedup") = py::none(),
+          "loo_auc(B, weights=None, counts=None, tie_tol=1e-9, n_threads=0, dedup=None)\n"
+          "    -> ndarray (m,)\n\n"
           "Leave-one-out AUC of every test: AUC(B @ w - w_j B[:, j], B[:, j]); nan for a\n"
           "column with no passer or no failer (among rows with count > 0).\n"
           "weights=None: uniform integer weights, exact. Float weights (>= 0): with\n"
           "x = s_p - w_j and T = tie_tol * sum(w), a failer f is a win if s_f < x - T and a\n"
-          "tie if x - T <= s_f <= x + T.");
+          "tie if x - T <= s_f <= x + T.\n"
+          "dedup: merge identical rows into one row with a multiplicity first (True/False;\n"
+          "None = when the matrix is large enough to repay the hashing pass). Exact either way.");
 
   mod.def("surrogate_loo_auc", &py_surrogate, py::arg("B"), py::arg("weights"),
           py::arg("gamma"), py::arg("counts") = py::none(), py::arg("n_threads") = 0,
-          "surrogate_loo_auc(B, weights, gamma, counts=None, n_threads=0) -> (L, J, grad)\n\n"
+          py::arg("dedup") = py::none(),
+          "surrogate_loo_auc(B, weights, gamma, counts=None, n_threads=0, dedup=None)\n"
+          "    -> (L, J, grad)\n\n"
           "L_j = mean over pass/fail pairs of sigmoid(gamma (s_p - s_f - w_j)) (nan if a class\n"
-          "is empty), J = sum_j w_j (L_j - 1/2) over nonempty columns, grad = dJ/dw.");
+          "is empty), J = sum_j w_j (L_j - 1/2) over nonempty columns, grad = dJ/dw.\n"
+          "dedup (None = True): merge identical rows first; equal to ~1e-12 (summation order).");
 
   mod.def("aces_o_fit", &py_aces_o_fit, py::arg("B"), py::arg("logits0"), py::arg("active"),
           py::arg("gamma"), py::arg("lr"), py::arg("steps"), py::arg("counts") = py::none(),
-          py::arg("n_threads") = 0,
-          "aces_o_fit(B, logits0, active, gamma, lr, steps, counts=None, n_threads=0)\n"
+          py::arg("n_threads") = 0, py::arg("dedup") = py::none(),
+          "aces_o_fit(B, logits0, active, gamma, lr, steps, counts=None, n_threads=0, dedup=None)\n"
           "    -> (weights (m,), objective (steps+1,))\n\n"
           "ACES-O: Adam (PyTorch semantics, betas (0.9, 0.999), eps 1e-8) maximizing\n"
           "J(softmax(logits)) over the active columns; inactive columns get weight 0.\n"
-          "objective[t] = J after t updates. No active column: all zeros.");
+          "objective[t] = J after t updates. No active column: all zeros.\n"
+          "dedup (None = True): merge identical rows first; equal to ~1e-12 (summation order).");
+
+  py::dict codes;
+  codes["majority"] = static_cast<int>(aces_fast::kMethodMajority);
+  codes["aces-c"] = static_cast<int>(aces_fast::kMethodAcesC);
+  codes["aces-c-filter"] = static_cast<int>(aces_fast::kMethodAcesCFilter);
+  codes["aces-o"] = static_cast<int>(aces_fast::kMethodAcesO);
+  mod.attr("METHOD_CODES") = codes;
+
+  const char* method_doc =
+      "method: 0 majority, 1 aces-c (weighted), 2 aces-c-filter, 3 aces-o (warm=True: init\n"
+      "'aces-c'); see METHOD_CODES. top_k: int >= 1 or None (all rows). dedup: True/False/None\n"
+      "(auto) merges identical rows inside the kernels (exact for LOO-AUC and ACES-C; ACES-O\n"
+      "to ~1e-12). Returns (scores (n,), weights (m,), order (n,) int64, loo_auc (m,) | None,\n"
+      "fallback, objective (steps+1,) | None, rows (k,) int64 | None): weights sum to 1 (zeros\n"
+      "if none), scores = B w summed in ascending column order with ties within\n"
+      "tie_tol * sum(w) snapped to one value, order = stable descending. loo_auc for ACES-C,\n"
+      "objective and the optimized rows for ACES-O.";
+  // docstrings must outlive the module definition
+  static const std::string rerank_doc =
+      std::string("rerank(B, method, tie_tol=1e-9, gamma=10.0, lr=0.01, steps=90, top_k=24,\n"
+                  "       warm=False, dedup=None, n_threads=0) -> tuple\n\n"
+                  "One ranking method on one pass matrix, GIL released.\n") +
+      method_doc;
+  static const std::string batch_doc =
+      std::string("rerank_batch(tasks, method, tie_tol=1e-9, gamma=10.0, lr=0.01, steps=90,\n"
+                  "             top_k=24, warm=False, dedup=None, n_threads=0) -> list\n\n"
+                  "rerank() over a list of pass matrices of any shapes in one call: OpenMP\n"
+                  "across tasks (each task single-threaded; a lone task uses the threads\n"
+                  "itself), GIL released. Results are identical to rerank() one by one.\n") +
+      method_doc;
+  mod.def("rerank", &py_rerank, py::arg("B"), py::arg("method"), py::arg("tie_tol") = 1e-9,
+          py::arg("gamma") = 10.0, py::arg("lr") = 0.01, py::arg("steps") = 90,
+          py::arg("top_k") = 24, py::arg("warm") = false, py::arg("dedup") = py::none(),
+          py::arg("n_threads") = 0, rerank_doc.c_str());
+  mod.def("rerank_batch", &py_rerank_batch, py::arg("tasks"), py::arg("method"),
+          py::arg("tie_tol") = 1e-9, py::arg("gamma") = 10.0, py::arg("lr") = 0.01,
+          py::arg("steps") = 90, py::arg("top_k") = 24, py::arg("warm") = false,
+          py::arg("dedup") = py::none(), py::arg("n_threads") = 0, batch_doc.c_str());
+  bind_binned(mod);
 }

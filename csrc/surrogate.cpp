@@ -309,8 +309,12 @@ double SurrogateWorkspace::evaluate(const double* w, double gamma, double* L, do
     for (int64_t q = 0; q < mc; ++q) {
       const int32_t* pi = idx_.data() + q * ne;
       const int64_t P = npass_[q];
+      // A column every kept row passes has (B^T c v)_q = sum_i c_i v_i, which is
+      // exactly 0 (each u^j sums to 0 over the rows); summing it would leave
+      // rounding noise that Adam, normalizing step sizes, turns into real steps.
       double bv = 0.0;
-      for (int64_t k = 0; k < P; ++k) bv += cnt[pi[k]] * v[pi[k]];
+      if (P < ne)
+        for (int64_t k = 0; k < P; ++k) bv += cnt[pi[k]] * v[pi[k]];
       double g = gamma * bv;
       if (P > 0 && P < ne) g += (L[q] - 0.5) - gamma * c_[q] * D_[q];
       grad[q] = g;

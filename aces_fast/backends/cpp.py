@@ -3,12 +3,48 @@
 The kernels take the validated ``uint8`` matrix without copying it, release the
 GIL and run OpenMP over tests. ``n_threads=0`` lets OpenMP decide (honouring
 ``OMP_NUM_THREADS``).
+
+Majority vote, ACES-C and ACES-O run whole in C++ (``_core.rerank``: weights,
+scores, tie snapping and order in one call, identical in meaning to the NumPy
+glue of :mod:`.base`), and :meth:`CppBackend.rerank_batch` runs many tasks in
+one call with OpenMP across tasks (``_core.rerank_batch``). Identical candidate
+rows are merged inside the kernels when that pays (``dedup=None``).
 """
 
 from __future__ import annotations
 
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy as np
+
 from .._compiled import core, import_error
+from ..result import RerankResult
 from .base import Backend, BackendUnavailableError
+
+#: rerank names computed in C++ -> ``_core`` method code
+_CODES: Dict[str, int] = {
+    "majority": 0,
+    "aces-c": 1,
+    "aces-c-filter": 2,
+    "aces-o": 3,
+    "aces-o-warm": 3,
+}
+
+
+def _pack(name: str, out: tuple, params: Dict[str, Any]) -> RerankResult:
+    """A ``RerankResult`` from a ``_core.rerank`` tuple, fields as the NumPy glue sets them."""
+    scores, weights, order, loo, fallback, objective, rows = out
+    if name == "majority":
+        return RerankResult(scores, weights, order, "majority", "cpp")
+    if name in ("aces-c", "aces-c-filter"):
+        variant = "weighted" if name == "aces-c" else "filter"
+        return RerankResult(scores, weights, order, name, "cpp", loo_auc=loo, fallback=fallback,
+                            info={"variant": variant})
+    init = params["init"]
+    info = {"gamma": params["gamma"], "lr": params["lr"], "steps": params["steps"],
+            "top_k": params["top_k"], "init": init, "rows": rows}
+    method = "aces-o-warm" if init == "aces-c" else "aces-o"
+    return RerankResult(scores, weights, order, method, "cpp", objective=objective, info=info)
 
 
 class CppBackend(Backend):
@@ -19,6 +55,8 @@ class CppBackend(Backend):
     def __init__(self, n_threads: int = 0):
         self.n_threads = n_threads
 
+    # -- kernels ---------------------------------------------------------------
+
     def loo_auc(self, B, weights, tie_tol, counts=None):
         return core.loo_auc(B, weights, counts, tie_tol, self.n_threads)
 
@@ -28,6 +66,47 @@ class CppBackend(Backend):
     def aces_o_fit(self, B, logits0, active, gamma, lr, steps, counts=None):
         return core.aces_o_fit(B, logits0, active, gamma, lr, steps, counts, self.n_threads)
 
+    # -- whole methods in C++ --------------------------------------------------
+
+    def majority_vote(self, B, tie_tol=1e-9):
+        out = core.rerank(B, 0, tie_tol, 10.0, 0.01, 0, None, False, None, self.n_threads)
+        return RerankResult(out[0], out[1], out[2], "majority", "cpp")
+
+    def aces_c(self, B, variant="weighted", tie_tol=1e-9):
+        name = "aces-c" if variant == "weighted" else "aces-c-filter"
+        out = core.rerank(B, _CODES[name], tie_tol, 10.0, 0.01, 0, None, False, None,
+                          self.n_threads)
+        return RerankResult(out[0], out[1], out[2], name, "cpp", loo_auc=out[3],
+                            fallback=out[4], info={"variant": variant})
+
+    def aces_o(self, B, gamma, lr, steps, top_k, init, tie_tol=1e-9):
+        out = core.rerank(B, 3, tie_tol, gamma, lr, steps, top_k, init == "aces-c", None,
+                          self.n_threads)
+        params = {"gamma": gamma, "lr": lr, "steps": steps, "top_k": top_k, "init": init}
+        return _pack("aces-o", out, params)
+
+    def rerank_batch(self, Bs: Sequence[np.ndarray], method: str, params: Dict[str, Any],
+                     n_threads: Optional[int]) -> Optional[List[RerankResult]]:
+        """All tasks in one ``_core.rerank_batch`` call (OpenMP across tasks, GIL released).
+
+        ``Bs``: validated ``uint8`` matrices; ``params``: the method's complete,
+        validated keyword arguments. Returns ``None`` for methods without a C++
+        implementation (CodeT, B4), which the caller then runs task by task.
+        """
+        code = _CODES.get(method)
+        if code is None:
+            return None
+        threads = self.n_threads if n_threads is None else n_threads
+        tie_tol = params.get("tie_tol", 1e-9)
+        if code == 3:
+            outs = core.rerank_batch(Bs, 3, tie_tol, params["gamma"], params["lr"],
+                                     params["steps"], params["top_k"],
+                                     params["init"] == "aces-c", None, threads)
+        else:
+            outs = core.rerank_batch(Bs, code, tie_tol, 10.0, 0.01, 0, None, False, None,
+                                     threads)
+        return [_pack(method, out, params) for out in outs]
+
     def info(self) -> dict:
         return {"version": core.__version__, "openmp": core.has_openmp(),
                 "max_threads": core.max_threads()}
@@ -36,4 +115,8 @@ class CppBackend(Backend):
 def load() -> Backend:
     if core is None:
         raise BackendUnavailableError("cpp", import_error or "aces_fast._core is missing")
+    if not hasattr(core, "rerank_batch"):
+        raise BackendUnavailableError(
+            "cpp", "aces_fast._core is outdated (no rerank_batch): rebuild it with "
+                   "tools/dev_build.sh or `pip install .`")
     return CppBackend()

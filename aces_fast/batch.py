@@ -1,0 +1,187 @@
+"""Rank many problems in one call: :func:`rerank_batch`.
+
+A batch is a list of pass matrices of any shapes (one per problem) ranked with
+the same method and parameters. Every task is validated first (an error names
+the task's index), then the backend runs them all:
+
+* a backend with a ``rerank_batch(Bs, method, params, n_threads)`` method gets
+  the whole list at once (the ``cpp`` backend: one call into C++, OpenMP across
+  tasks, GIL released). It returns one :class:`~aces_fast.result.RerankResult`
+  per task, or ``None`` for a method it has no batch path for;
+* otherwise the tasks run one by one through the backend's method entry points,
+  exactly as :func:`aces_fast.rerank` would run them.
+
+Either way the results equal calling :func:`aces_fast.rerank` task by task.
+
+Backend protocol (for backend authors): ``Bs`` is a list of matrices already
+through :meth:`Backend.prepare`; ``method`` a name of
+:data:`aces_fast.methods.METHODS`; ``params`` the method's complete, validated
+keyword arguments (defaults filled in, see :data:`METHOD_PARAMS`); ``n_threads``
+``None`` (backend default) or an int >= 1.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Iterable, List, Optional
+
+import numpy as np
+
+from ._validation import check_int, check_real, is_torch_tensor
+from .backends import resolve_backend
+from .methods import DEFAULT_TIE_TOL, METHODS
+from .result import RerankResult
+
+__all__ = ["METHOD_PARAMS", "rerank_batch"]
+
+
+def _tie_tol(v: Any) -> float:
+    return check_real(v, "tie_tol", nonneg=True)
+
+
+def _gamma(v: Any) -> float:
+    return check_real(v, "gamma", positive=True)
+
+
+def _lr(v: Any) -> float:
+    return check_real(v, "lr", nonneg=True)
+
+
+def _steps(v: Any) -> int:
+    return check_int(v, "steps", minimum=0)
+
+
+def _top_k(v: Any) -> Optional[int]:
+    return None if v is None else check_int(v, "top_k", minimum=1)
+
+
+def _init(v: Any) -> str:
+    if v not in ("uniform", "aces-c"):
+        raise ValueError(f"init must be 'uniform' or 'aces-c'; got {v!r}")
+    return v
+
+
+def _exponent(v: Any) -> float:
+    return check_real(v, "exponent", nonneg=True)
+
+
+def _positive(name: str) -> Callable[[Any], float]:
+    return lambda v: check_real(v, name, positive=True)
+
+
+_ACES_O = {"gamma": (10.0, _gamma), "lr": (0.01, _lr), "steps": (90, _steps),
+           "top_k": (24, _top_k), "init": ("uniform", _init),
+           "tie_tol": (DEFAULT_TIE_TOL, _tie_tol)}
+
+#: method name -> {parameter: (default, validator)}; the defaults are those of
+#: the public functions in :mod:`aces_fast.methods` (a test keeps them in sync).
+METHOD_PARAMS: Dict[str, Dict[str, Any]] = {
+    "majority": {},
+    "aces-c": {"tie_tol": (DEFAULT_TIE_TOL, _tie_tol)},
+    "aces-c-filter": {"tie_tol": (DEFAULT_TIE_TOL, _tie_tol)},
+    "aces-o": _ACES_O,
+    "aces-o-warm": {**_ACES_O, "init": ("aces-c", _init)},
+    "codet": {"exponent": (0.5, _exponent)},
+    "codet-linear": {"exponent": (1.0, _exponent)},
+    "b4": {"alpha": (1e3, _positive("alpha")), "beta0": (1e4, _positive("beta0"))},
+}
+
+
+def _method_params(method: str, params: Dict[str, Any]) -> Dict[str, Any]:
+    """Validate ``params`` for ``method`` and fill in the defaults."""
+    spec = METHOD_PARAMS[method]
+    unknown = sorted(set(params) - set(spec))
+    if unknown:
+        allowed = ", ".join(spec) or "none"
+        raise TypeError(f"method {method!r} got unexpected parameter(s) {', '.join(unknown)}; "
+                        f"its parameters: {allowed}")
+    return {name: check(params.get(name, default)) for name, (default, check) in spec.items()}
+
+
+def _run_one(be: Any, method: str, B: Any, p: Dict[str, Any]) -> RerankResult:
+    """One task through the backend's method entry points, as :mod:`.methods` calls them."""
+    if method == "majority":
+        return be.majority_vote(B)
+    if method in ("aces-c", "aces-c-filter"):
+        return be.aces_c(B, "weighted" if method == "aces-c" else "filter", p["tie_tol"])
+    if method in ("aces-o", "aces-o-warm"):
+        return be.aces_o(B, p["gamma"], p["lr"], p["steps"], p["top_k"], p["init"],
+                         p["tie_tol"])
+    if method in ("codet", "codet-linear"):
+        return be.codet(B, p["exponent"])
+    return be.b4(B, p["alpha"], p["beta0"])
+
+
+def _task_list(tasks: Any) -> List[Any]:
+    """``tasks`` as a list; a 3-D array or tensor is a stack of equal-shape tasks."""
+    if isinstance(tasks, (str, bytes)) or (
+            (isinstance(tasks, np.ndarray) or is_torch_tensor(tasks)) and tasks.ndim != 3):
+        raise TypeError("tasks must be a list (or other iterable) of 2-D pass matrices, one per "
+                        f"problem; got {type(tasks).__name__}"
+                        + (f" of shape {tasks.shape}" if hasattr(tasks, "shape") else ""))
+    if not isinstance(tasks, Iterable):
+        raise TypeError(f"tasks must be a list of 2-D pass matrices; got {type(tasks).__name__}")
+    return list(tasks)
+
+
+def rerank_batch(tasks: Iterable[Any], method: str = "aces-c", *, backend: Optional[str] = None,
+                 n_threads: Optional[int] = None, **params: Any) -> List[RerankResult]:
+    """Rank the candidates of many problems with one method.
+
+    Parameters
+    ----------
+    tasks : iterable of array_like, each of shape (n_t, m_t)
+        One 0/1 pass matrix per problem; shapes may differ (``m_t = 0`` allowed,
+        ``n_t >= 1``). A 3-D array (or tensor) is a stack of equal-shape tasks.
+    method : str, default "aces-c"
+        A name of :data:`aces_fast.METHODS` (see :func:`aces_fast.rerank`).
+    backend : str, optional
+        As everywhere (explicit > ``ACES_FAST_BACKEND`` > auto); the first task
+        decides ``auto`` (a CUDA tensor picks torch).
+    n_threads : int >= 1, optional
+        Threads across tasks for backends with a batch path (``cpp``: OpenMP,
+        one task per thread at a time). ``None``: the backend's default (``cpp``:
+        the OpenMP default). Results never depend on it.
+    **params
+        The method's parameters, e.g. ``rerank_batch(Bs, "aces-o", lr=0.05)``.
+
+    Returns
+    -------
+    list of RerankResult
+        ``result[t]`` for ``tasks[t]``, equal to ``aces_fast.rerank(tasks[t],
+        method, backend=..., **params)``.
+
+    Raises
+    ------
+    TypeError, ValueError
+        For an unknown method or parameter, or an invalid task; the message of a
+        task error starts with ``"task <index>:"``.
+
+    Notes
+    -----
+    With the ``cpp`` backend majority vote, ACES-C (both variants) and ACES-O
+    run in one call into C++ with the GIL released; CodeT and B4 (NumPy) run
+    task by task. Cost: the sum of the tasks' costs, divided across threads.
+    """
+    if not isinstance(method, str) or method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
+    p = _method_params(method, params)
+    if n_threads is not None:
+        n_threads = check_int(n_threads, "n_threads", minimum=1)
+    items = _task_list(tasks)
+    if not items:
+        return []
+    be = resolve_backend(backend, items[0])
+    Bs = []
+    for t, B in enumerate(items):
+        try:
+            Bs.append(be.prepare(B))
+        except TypeError as exc:
+            raise TypeError(f"task {t}: {exc}") from None
+        except ValueError as exc:
+            raise ValueError(f"task {t}: {exc}") from None
+    batch = getattr(be, "rerank_batch", None)
+    if batch is not None:
+        results = batch(Bs, method, p, n_threads)
+        if results is not None:
+            return results
+    return [_run_one(be, method, B, p) for B in Bs]

@@ -1,0 +1,62 @@
+// Small bit helpers shared by the kernels (internal header).
+#pragma once
+
+#include <cstdint>
+
+#if defined(__SSE2__) || defined(_M_X64)
+#include <emmintrin.h>
+#define ACES_FAST_SSE2 1
+#endif
+
+// An AVX2 clone of a hot function next to the baseline one, chosen at load time
+// (CMake probes that the toolchain supports it). Only for code whose results do
+// not depend on vector width: integer counts, or float sums with a fixed order.
+#if defined(ACES_FAST_HAVE_TARGET_CLONES)
+#define ACES_FAST_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define ACES_FAST_CLONES
+#endif
+
+namespace aces_fast {
+namespace bits {
+
+inline int popcount64(uint64_t x) {
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__POPCNT__)
+  return __builtin_popcountll(x);
+#else
+  // without the popcnt instruction the builtin is a libgcc call; SWAR is faster
+  x = x - ((x >> 1) & 0x5555555555555555ULL);
+  x = (x & 0x3333333333333333ULL) + ((x >> 2) & 0x3333333333333333ULL);
+  x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0FULL;
+  return static_cast<int>((x * 0x0101010101010101ULL) >> 56);
+#endif
+}
+
+// Pass bits of len <= 64 bytes: bit k set iff p[k] != 0. Reads exactly len bytes.
+inline uint64_t pass_bits(const uint8_t* p, int64_t len) {
+  uint64_t out = 0;
+  int64_t k = 0;
+#ifdef ACES_FAST_SSE2
+  const __m128i zero = _mm_setzero_si128();
+  for (; k + 16 <= len; k += 16) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + k));
+    const uint32_t z = static_cast<uint32_t>(_mm_movemask_epi8(_mm_cmpeq_epi8(v, zero)));
+    out |= static_cast<uint64_t>(~z & 0xFFFFu) << k;
+  }
+#endif
+  for (; k < len; ++k) out |= static_cast<uint64_t>(p[k] != 0) << k;
+  return out;
+}
+
+// Number of nonzero bytes among p[0..m).
+inline int64_t count_passes(const uint8_t* p, int64_t m) {
+  int64_t c = 0;
+  for (int64_t j = 0; j < m; j += 64) {
+    const int64_t len = m - j < 64 ? m - j : 64;
+    c += popcount64(pass_bits(p + j, len));
+  }
+  return c;
+}
+
+}  // namespace bits
+}  // namespace aces_fast

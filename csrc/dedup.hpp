@@ -1,0 +1,52 @@
+// Row deduplication: identical candidate rows collapsed into one row with a
+// multiplicity, without copying the matrix (row indices + counts only).
+//
+// Rows are compared as 0/1 patterns (any nonzero byte is a pass, the kernels'
+// convention), hashed to 64 bits and inserted into an open-addressing table;
+// equal hashes are confirmed by comparing the rows, so a hash collision can
+// never merge two different rows.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace aces_fast {
+
+// Result of dedup_rows; the vectors are reused across calls (no reallocation
+// when a later problem is not larger).
+struct RowPlan {
+  std::vector<int64_t> counts;   // (n) total multiplicity at a class's first row, 0 elsewhere
+  std::vector<int64_t> rep;      // (n) first row of i's class; -1 for rows with input count 0
+  std::vector<int64_t> rowsum;   // (n) number of passes of every row
+  std::vector<uint64_t> hash;    // (n) 64-bit hash of every row's 0/1 pattern
+  std::vector<int32_t> table;    // open-addressing slots (row index or -1)
+  int64_t distinct = 0;          // number of classes (rows with count > 0 that are first)
+};
+
+// 64-bit hash of row i's 0/1 pattern and its number of passes, for every row.
+// O(n m); OpenMP over rows when parallel.
+void hash_rows(const uint8_t* B, int64_t n, int64_t m, uint64_t* hash, int64_t* rowsum,
+               bool parallel, int n_threads);
+
+// True iff rows a and b (length m) have the same 0/1 pattern.
+bool rows_equal(const uint8_t* a, const uint8_t* b, int64_t m);
+
+// Free the scratch that only dedup_rows itself needs (hash, table).
+void release_dedup_scratch(RowPlan& plan);
+
+// Group identical rows. counts_in (nullable, length n, >= 0) are input
+// multiplicities (a row with count 0 is absent); a class's multiplicity is the
+// sum of its rows' counts, stored at the class's first row with count > 0.
+// Fills plan.counts, plan.rep, plan.rowsum, plan.hash; returns plan.distinct.
+// O(n m) hashing (parallel over rows) plus an O(n) expected-time table pass.
+// Requires n < 2^31. Memory: 32 bytes per row plus 8 per table slot (< 4 n).
+int64_t dedup_rows(const uint8_t* B, int64_t n, int64_t m, const int64_t* counts_in,
+                   RowPlan& plan, bool parallel, int n_threads);
+
+// dedup = 1 / 0 force it on / off; -1 (auto) applies the rule of each caller:
+// worth it when the work after it grows faster than O(n m) in the row count
+// (surrogate, ACES-O: always) or when the matrix is big enough that the extra
+// hashing pass is small next to the work it can save (LOO-AUC, ACES-C).
+bool dedup_pays_for_loo(int64_t n, int64_t m);
+
+}  // namespace aces_fast

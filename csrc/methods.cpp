@@ -1,0 +1,319 @@
+// Whole ranking methods of one task (see methods.hpp).
+#include "methods.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "bits.hpp"
+
+namespace aces_fast {
+
+namespace {
+
+// Count-weighted column sums: colsum[j] = sum_i c_i [B_ij != 0]. int32 lanes
+// (the total multiplicity is < 2^31) so the byte-to-count loop vectorizes.
+ACES_FAST_CLONES void column_sums(const uint8_t* B, int64_t n, int64_t m, const int64_t* counts,
+                                  int64_t* colsum, std::vector<int32_t>& acc32) {
+  acc32.assign(static_cast<size_t>(m), 0);
+  int32_t* __restrict acc = acc32.data();
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t c = counts ? counts[i] : 1;
+    if (c <= 0) continue;
+    const uint8_t* __restrict row = B + i * m;
+    if (c == 1) {
+      for (int64_t j = 0; j < m; ++j) acc[j] += static_cast<int32_t>(row[j] != 0);
+    } else {
+      const int32_t c32 = static_cast<int32_t>(c);
+      for (int64_t j = 0; j < m; ++j) acc[j] += c32 & -static_cast<int32_t>(row[j] != 0);
+    }
+  }
+  for (int64_t j = 0; j < m; ++j) colsum[j] = acc[j];
+}
+
+// Row sums of every row (used only when dedup did not already compute them).
+void row_sums(const uint8_t* B, int64_t n, int64_t m, int64_t* rs) {
+  for (int64_t i = 0; i < n; ++i) rs[i] = bits::count_passes(B + i * m, m);
+}
+
+inline bool nonconstant(int64_t colsum, int64_t n) { return colsum > 0 && colsum < n; }
+
+// Unnormalized ACES-C weights into w from the uniform LOO-AUC L and the column
+// sums (base.Backend.aces_c_weights). Returns true when it fell back to majority.
+bool aces_c_weights(const double* L, const int64_t* colsum, int64_t n, int64_t m, bool weighted,
+                    double* w) {
+  bool any = false;
+  const double dn = static_cast<double>(n);
+  for (int64_t j = 0; j < m; ++j) {
+    const bool informative = L[j] > 0.5;  // NaN (constant column) compares false
+    double x = 0.0;
+    if (informative) {
+      if (weighted) {
+        const double p = static_cast<double>(colsum[j]) / dn;
+        x = (L[j] - 0.5) * p * (1.0 - p);  // same association as the NumPy glue
+      } else {
+        x = 1.0;
+      }
+    }
+    w[j] = x;
+    any = any || x > 0.0;
+  }
+  if (any) return false;
+  for (int64_t j = 0; j < m; ++j) w[j] = nonconstant(colsum[j], n) ? 1.0 : 0.0;
+  return true;
+}
+
+// out = w / sum(w) (sequential sum), or zeros when the sum is not positive.
+void normalize(const double* w, int64_t m, double* out) {
+  double total = 0.0;
+  for (int64_t j = 0; j < m; ++j) total += w[j];
+  for (int64_t j = 0; j < m; ++j) out[j] = total > 0.0 ? w[j] / total : 0.0;
+}
+
+// Indices of the k rows with the largest row sums (stable: among equal sums the
+// lower index wins), written ascending into rows (k); base.top_k_rows. O(n + m).
+void select_top_rows(const int64_t* rs, int64_t n, int64_t m, int64_t k, int64_t* rows,
+                     std::vector<int64_t>& hist) {
+  if (k >= n) {
+    for (int64_t i = 0; i < n; ++i) rows[i] = i;
+    return;
+  }
+  hist.assign(static_cast<size_t>(m) + 1, 0);
+  for (int64_t i = 0; i < n; ++i) ++hist[rs[i]];
+  // v*: the smallest row sum that still gets (part of) its rows selected
+  int64_t above = 0, v = m;
+  for (; v >= 0; --v) {
+    if (above + hist[v] >= k) break;
+    above += hist[v];
+  }
+  int64_t take_at_v = k - above;  // rows with sum v*, lowest indices first
+  int64_t r = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (rs[i] > v) {
+      rows[r++] = i;
+    } else if (rs[i] == v && take_at_v > 0) {
+      rows[r++] = i;
+      --take_at_v;
+    }
+  }
+}
+
+template <typename T>
+void release(std::vector<T>& v) {
+  std::vector<T>().swap(v);
+}
+
+bool equal_weights(const double* w, const std::vector<int64_t>& cols) {
+  const double w0 = w[cols[0]];
+  for (int64_t j : cols)
+    if (w[j] != w0) return false;
+  return true;
+}
+
+// s (n) = B w over the columns with nonzero weight; with a dedup plan only the
+// first row of each class is summed and the others copy it (identical bytes give
+// identical sums).
+void scores(const uint8_t* B, int64_t n, int64_t m, const double* w, const int64_t* rep,
+            double* s, MethodWorkspace& ws, int nt) {
+  ws.cols.clear();
+  for (int64_t j = 0; j < m; ++j)
+    if (w[j] != 0.0) ws.cols.push_back(j);
+  const int64_t nc = static_cast<int64_t>(ws.cols.size());
+  if (nc > 0 && equal_weights(w, ws.cols)) {
+    // Every nonzero weight equals w0 (majority, ACES-C filter or fallback): the
+    // sequential sum over t passes is the same float whatever the columns, so
+    // s_i = S[t_i] with S[t] = S[t-1] + w0; t_i by popcount. Identical result,
+    // no per-cell float work.
+    const double w0 = w[ws.cols[0]];
+    ws.stmp.resize(static_cast<size_t>(nc) + 1);
+    double* S = ws.stmp.data();
+    S[0] = 0.0;
+    for (int64_t t = 1; t <= nc; ++t) S[t] = S[t - 1] + w0;
+    const int64_t nwords = (m + 63) / 64;
+    ws.mask.assign(static_cast<size_t>(nwords), 0);
+    for (int64_t j : ws.cols) ws.mask[j >> 6] |= uint64_t(1) << (j & 63);
+    const uint64_t* mask = ws.mask.data();
+    for (int64_t i = 0; i < n; ++i) {
+      if (rep && rep[i] != i) {
+        s[i] = s[rep[i]];
+        continue;
+      }
+      const uint8_t* row = B + i * m;
+      int64_t t = 0;
+      for (int64_t q = 0; q < nwords; ++q) {
+        const int64_t j = q * 64;
+        t += bits::popcount64(bits::pass_bits(row + j, std::min<int64_t>(64, m - j)) & mask[q]);
+      }
+      s[i] = S[t];
+    }
+    return;
+  }
+  if (!rep) {
+    row_scores(B, m, w, ws.cols.data(), nc, nullptr, n, s, nt);
+    return;
+  }
+  ws.reps.clear();
+  for (int64_t i = 0; i < n; ++i)
+    if (rep[i] == i) ws.reps.push_back(i);
+  const int64_t nr = static_cast<int64_t>(ws.reps.size());
+  ws.stmp.resize(static_cast<size_t>(nr));
+  row_scores(B, m, w, ws.cols.data(), nc, ws.reps.data(), nr, ws.stmp.data(), nt);
+  for (int64_t k = 0; k < nr; ++k) s[ws.reps[k]] = ws.stmp[k];
+  for (int64_t i = 0; i < n; ++i) s[i] = s[rep[i]];
+}
+
+}  // namespace
+
+int64_t top_k_count(int64_t n, int64_t top_k) { return (top_k <= 0 || top_k >= n) ? n : top_k; }
+
+void snap_and_order(double* s, int64_t n, double tol, int64_t* order, std::vector<ScoreIdx>& buf) {
+  buf.resize(static_cast<size_t>(n));
+  ScoreIdx* b = buf.data();
+  for (int64_t i = 0; i < n; ++i) b[i] = ScoreIdx{s[i], i};
+  std::sort(b, b + n, [](const ScoreIdx& x, const ScoreIdx& y) {
+    return x.s < y.s || (x.s == y.s && x.i < y.i);
+  });
+  if (n >= 2 && tol > 0.0) {
+    double prev = b[0].s;
+    double run = b[0].s;
+    for (int64_t r = 1; r < n; ++r) {
+      const double cur = b[r].s;
+      if (cur - prev > tol) run = cur;  // the comparison of np.diff(sv) > tol
+      prev = cur;
+      b[r].s = run;
+      s[b[r].i] = run;
+    }
+  }
+  // b is ascending in the snapped value; emit its groups of equal value from the
+  // top, each in ascending index order.
+  int64_t k = 0;
+  int64_t hi = n;
+  while (hi > 0) {
+    int64_t lo = hi - 1;
+    while (lo > 0 && b[lo - 1].s == b[hi - 1].s) --lo;
+    bool sorted = true;
+    for (int64_t r = lo + 1; r < hi && sorted; ++r) sorted = b[r - 1].i < b[r].i;
+    if (!sorted)
+      std::sort(b + lo, b + hi, [](const ScoreIdx& x, const ScoreIdx& y) { return x.i < y.i; });
+    for (int64_t r = lo; r < hi; ++r) order[k++] = b[r].i;
+    hi = lo;
+  }
+}
+
+void run_method(const uint8_t* B, int64_t n, int64_t m, const MethodParams& p, MethodOutput& out,
+                MethodWorkspace& ws, bool parallel, int n_threads) {
+  out.fallback = false;
+  const bool par = parallel && n * m >= kMinParallelCells;
+  const int nt = resolve_threads(par, n_threads);
+  const bool is_c = p.method == kMethodAcesC || p.method == kMethodAcesCFilter;
+  const bool is_o = p.method == kMethodAcesO;
+
+  bool use_dedup;
+  if (p.dedup >= 0)
+    use_dedup = p.dedup > 0;
+  else if (is_o)
+    use_dedup = true;
+  else if (is_c)
+    use_dedup = dedup_pays_for_loo(n, m);
+  else
+    use_dedup = false;
+  use_dedup = use_dedup && n > 1;
+
+  const int64_t* cnt = nullptr;     // class multiplicities (dedup found repeats)
+  const int64_t* rep = nullptr;     // class representative of every row
+  const int64_t* rowsum = nullptr;  // passes per row
+  const bool big = n >= kReleaseRows;
+  if (use_dedup) {
+    dedup_rows(B, n, m, nullptr, ws.plan, par, n_threads);
+    rowsum = ws.plan.rowsum.data();
+    if (ws.plan.distinct < n) {
+      cnt = ws.plan.counts.data();
+      rep = ws.plan.rep.data();
+    }
+    if (big) {
+      release_dedup_scratch(ws.plan);
+      if (!cnt) {
+        release(ws.plan.counts);
+        release(ws.plan.rep);
+      }
+    }
+  }
+
+  const size_t mm = static_cast<size_t>(m);
+  ws.colsum.resize(mm);
+  ws.w.resize(mm);
+  int64_t* colsum = ws.colsum.data();
+  double* w = ws.w.data();
+
+  // Uniform LOO-AUC (ACES-C, and the ACES-O warm start) gives the column sums for
+  // free; otherwise count them.
+  const bool need_loo = is_c || (is_o && p.warm);
+  double* L = nullptr;
+  if (need_loo) {
+    if (is_c) {
+      L = out.loo;
+    } else {
+      ws.L.resize(mm);
+      L = ws.L.data();
+    }
+    loo_auc_uniform_ex(B, n, m, cnt, rowsum, L, colsum, par, n_threads, ws.uni);
+    if (big) ws.uni.release();
+  } else {
+    column_sums(B, n, m, cnt, colsum, ws.acc32);
+  }
+
+  if (p.method == kMethodMajority) {
+    for (int64_t j = 0; j < m; ++j) w[j] = nonconstant(colsum[j], n) ? 1.0 : 0.0;
+    normalize(w, m, out.weights);
+  } else if (is_c) {
+    out.fallback = aces_c_weights(L, colsum, n, m, p.method == kMethodAcesC, w);
+    normalize(w, m, out.weights);
+  } else {
+    // ACES-O
+    ws.active.resize(mm);
+    ws.logits.assign(mm, 0.0);
+    for (int64_t j = 0; j < m; ++j) ws.active[j] = nonconstant(colsum[j], n) ? 1 : 0;
+    if (p.warm) {
+      aces_c_weights(L, colsum, n, m, true, w);
+      normalize(w, m, w);
+      for (int64_t j = 0; j < m; ++j)
+        if (ws.active[j]) ws.logits[j] = std::log(w[j] + 1e-3);
+    }
+    const int64_t k = top_k_count(n, p.top_k);
+    if (k < n && !rowsum) {
+      ws.rs.resize(static_cast<size_t>(n));
+      row_sums(B, n, m, ws.rs.data());
+      rowsum = ws.rs.data();
+    }
+    select_top_rows(rowsum, n, m, k, out.rows, ws.hist);
+    // Rows outside the top k get count 0 (no submatrix copy); repeats inside it
+    // are merged onto their class representative.
+    const int64_t* ck = nullptr;
+    if (k < n) {
+      ws.ck.assign(static_cast<size_t>(n), 0);
+      for (int64_t r = 0; r < k; ++r) ws.ck[rep ? rep[out.rows[r]] : out.rows[r]] += 1;
+      ck = ws.ck.data();
+    } else {
+      ck = cnt;
+    }
+    ws.wfit.resize(mm);
+    aces_o_fit(B, n, m, ws.logits.data(), ws.active.data(), p.gamma, p.lr, p.steps, ck,
+               ws.wfit.data(), out.objective, parallel, n_threads);
+    normalize(ws.wfit.data(), m, out.weights);
+  }
+
+  scores(B, n, m, out.weights, rep, out.scores, ws, nt);
+  if (big) {
+    release(ws.reps);
+    release(ws.stmp);
+    release(ws.rs);
+    release(ws.ck);
+    release(ws.plan.counts);
+    release(ws.plan.rep);
+    release(ws.plan.rowsum);
+  }
+  double wsum = 0.0;
+  for (int64_t j = 0; j < m; ++j) wsum += out.weights[j];
+  snap_and_order(out.scores, n, p.tie_tol * wsum, out.order, ws.sortbuf);
+}
+
+}  // namespace aces_fast

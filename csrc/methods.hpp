@@ -1,0 +1,91 @@
+// Whole ranking methods of one task in C++ (SPEC section 3): majority vote,
+// ACES-C (weighted / filter, with the majority fallback) and ACES-O (top-k
+// prefilter, uniform or ACES-C warm start). The NumPy glue of
+// aces_fast/backends/base.py defines the results; this reproduces it:
+//   * weights normalized to sum 1 (all zeros when none is positive);
+//   * scores s = B w, each row summed sequentially in ascending column order;
+//   * ties snapped like base.snap_ties: sort ascending, every run of neighbours
+//     whose consecutive differences are <= tol = tie_tol * sum(w) gets the run's
+//     smallest value;
+//   * order: stable descending sort of the scores (ties by lower index).
+// Everything works on the caller's matrix in place (no copy of B: the top-k
+// submatrix and duplicate rows are expressed as row counts), writes into
+// caller-allocated outputs and keeps its scratch in a reusable workspace, so a
+// batch driver pays no allocation per task once the workspace has grown.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "dedup.hpp"
+#include "kernels.hpp"
+
+namespace aces_fast {
+
+enum MethodCode : int {
+  kMethodMajority = 0,
+  kMethodAcesC = 1,        // ACES-C, variant "weighted"
+  kMethodAcesCFilter = 2,  // ACES-C, variant "filter"
+  kMethodAcesO = 3,        // ACES-O (init "uniform", or "aces-c" when warm)
+};
+
+struct MethodParams {
+  int method = kMethodAcesC;
+  double tie_tol = 1e-9;  // >= 0
+  double gamma = 10.0;    // ACES-O, > 0
+  double lr = 0.01;       // ACES-O, >= 0
+  int64_t steps = 90;     // ACES-O, >= 0
+  int64_t top_k = 24;     // ACES-O; <= 0 keeps every row
+  bool warm = false;      // ACES-O init="aces-c"
+  int dedup = -1;         // 1 on, 0 off, -1 auto (ACES-O on, ACES-C dedup_pays_for_loo,
+                          // majority off)
+};
+
+// Caller-allocated outputs of one task (n candidates, m tests).
+struct MethodOutput {
+  double* scores = nullptr;     // (n)
+  double* weights = nullptr;    // (m)
+  int64_t* order = nullptr;     // (n)
+  double* loo = nullptr;        // (m) uniform LOO-AUC; ACES-C variants only
+  double* objective = nullptr;  // (steps + 1) ACES-O only
+  int64_t* rows = nullptr;      // (top_k_count(n, top_k)) ACES-O only: optimized rows, ascending
+  bool fallback = false;        // set: ACES-C gave every test weight 0 and used majority vote
+};
+
+// Number of rows ACES-O optimizes on: min(top_k, n), or n when top_k <= 0.
+int64_t top_k_count(int64_t n, int64_t top_k);
+
+struct ScoreIdx {
+  double s;
+  int64_t i;
+};
+
+// Rows from which a task frees each phase's scratch as soon as it is done:
+// allocation is then negligible next to the work, and peak memory stays a small
+// multiple of the input instead of the sum of all phases.
+constexpr int64_t kReleaseRows = int64_t(1) << 16;
+
+// Scratch reused across tasks; grows to the largest task seen (below kReleaseRows).
+struct MethodWorkspace {
+  RowPlan plan;
+  UniformScratch uni;
+  std::vector<int64_t> colsum, cols, ck, reps, rs, hist;
+  std::vector<double> w, L, logits, wfit, stmp;
+  std::vector<uint8_t> active;
+  std::vector<int32_t> acc32;
+  std::vector<uint64_t> mask;
+  std::vector<ScoreIdx> sortbuf;
+};
+
+// Snap near-ties of s (n) in place exactly like base.snap_ties(s, tol) and write
+// the stable descending order into order (n). O(n log n).
+void snap_and_order(double* s, int64_t n, double tol, int64_t* order, std::vector<ScoreIdx>& buf);
+
+// Run one method on B (n >= 1 rows, m >= 0 columns, row-major bytes, nonzero =
+// pass). parallel / n_threads as for the kernels (a batch driver running tasks
+// in parallel passes parallel = false). Results do not depend on the number of
+// threads. Throws only std::bad_alloc.
+void run_method(const uint8_t* B, int64_t n, int64_t m, const MethodParams& p, MethodOutput& out,
+                MethodWorkspace& ws, bool parallel, int n_threads);
+
+}  // namespace aces_fast

@@ -1,0 +1,288 @@
+"""``rerank_batch``: many tasks in one call, identical to ranking them one by one.
+
+Also the C++ method path behind it (``_core.rerank``): agreement with the NumPy
+reference, thread-count independence and thread safety under concurrent calls.
+"""
+
+from __future__ import annotations
+
+import inspect
+import threading
+
+import numpy as np
+import pytest
+
+import aces_fast as af
+from aces_fast import methods
+from aces_fast.backends import BackendUnavailableError, get_backend
+from aces_fast.batch import METHOD_PARAMS, rerank_batch
+from conftest import SPEC_EXAMPLE, random_matrix
+
+EXACT = 1e-12
+OPT = 1e-6
+
+
+def _cpp():
+    try:
+        get_backend("cpp")
+    except BackendUnavailableError as exc:
+        pytest.skip(exc.reason)
+    from aces_fast import _core
+
+    return _core
+
+
+def npy(x):
+    if x is None:
+        return None
+    if hasattr(x, "detach"):
+        return x.detach().cpu().numpy()
+    return np.asarray(x)
+
+
+def mixed_tasks(seed=0, count=24):
+    """Tasks of many shapes: m = 0, n = 1, constant columns, heavy duplicates."""
+    rng = np.random.default_rng(seed)
+    tasks = [SPEC_EXAMPLE, np.zeros((4, 0), np.uint8), np.array([[1, 0, 1]], np.uint8),
+             np.ones((3, 5), np.uint8), np.eye(6, dtype=np.uint8).astype(bool)]
+    for _ in range(count):
+        n, m = int(rng.integers(1, 70)), int(rng.integers(0, 40))
+        tasks.append(random_matrix(rng, n, m, rng.uniform(0.1, 0.9), dup_rows=n // 2))
+    tasks.append(random_matrix(rng, 300, 60, 0.5, dup_rows=200))  # > 24 rows: top-k matters
+    return tasks
+
+
+TASKS = mixed_tasks()
+
+#: small ACES-O settings so the exhaustive comparisons stay fast
+FAST_O = {"aces-o": dict(steps=12, lr=0.05), "aces-o-warm": dict(steps=12, lr=0.05)}
+
+
+def assert_same_result(got, want):
+    """Bitwise-equal results (same backend, same computation)."""
+    assert got.method == want.method and got.backend == want.backend
+    assert got.fallback == want.fallback
+    for field in ("scores", "weights", "order", "loo_auc", "objective"):
+        a, b = npy(getattr(got, field)), npy(getattr(want, field))
+        assert (a is None) == (b is None), field
+        if a is not None:
+            assert a.dtype == b.dtype and a.shape == b.shape, field
+            np.testing.assert_array_equal(a, b, err_msg=field)
+    assert got.info.keys() == want.info.keys()
+    for key, value in want.info.items():
+        if isinstance(value, np.ndarray) or hasattr(value, "detach"):
+            np.testing.assert_array_equal(npy(got.info[key]), npy(value))
+        else:
+            assert got.info[key] == value
+
+
+@pytest.mark.parametrize("method", list(af.METHODS))
+def test_batch_equals_one_by_one_cpp(method):
+    _cpp()
+    params = FAST_O.get(method, {})
+    for n_threads in (None, 1, 2):
+        results = rerank_batch(TASKS, method, backend="cpp", n_threads=n_threads, **params)
+        assert len(results) == len(TASKS)
+        for B, res in zip(TASKS, results):
+            assert_same_result(res, af.rerank(B, method, backend="cpp", **params))
+
+
+@pytest.mark.parametrize("backend_name", ["numpy", "torch"])
+@pytest.mark.parametrize("method", ["majority", "aces-c", "codet"])
+def test_batch_equals_one_by_one_other_backends(backend_name, method):
+    """Backends without a batch path run the per-task loop: the same results.
+
+    numpy (plain arrays) and torch (its own ``prepare``: tensors in, tensors out)
+    cover both kinds of backend; numba is left out only for its JIT start-up time.
+    """
+    try:
+        get_backend(backend_name)
+    except BackendUnavailableError as exc:
+        pytest.skip(exc.reason)
+    backend = backend_name
+    tasks = TASKS[:8]
+    params = FAST_O.get(method, {})
+    results = rerank_batch(tasks, method, backend=backend, **params)
+    for B, res in zip(tasks, results):
+        assert_same_result(res, af.rerank(B, method, backend=backend, **params))
+
+
+def test_batch_parameters_reach_every_task():
+    _cpp()
+    kw = dict(gamma=3.0, lr=0.1, steps=7, top_k=5, init="aces-c", tie_tol=1e-6)
+    results = rerank_batch(TASKS[:10], "aces-o", backend="cpp", **kw)
+    for B, res in zip(TASKS[:10], results):
+        assert res.method == "aces-o-warm"
+        assert npy(res.objective).shape == (8,)
+        assert {k: res.info[k] for k in ("gamma", "lr", "steps", "top_k", "init")} == \
+            {k: kw[k] for k in ("gamma", "lr", "steps", "top_k", "init")}
+        assert_same_result(res, af.aces_o(B, backend="cpp", **kw))
+    filt = rerank_batch(TASKS[:6], "aces-c-filter", backend="cpp", tie_tol=0.0)
+    for B, res in zip(TASKS[:6], filt):
+        assert_same_result(res, af.aces_c(B, "filter", tie_tol=0.0, backend="cpp"))
+    lin = rerank_batch(TASKS[:6], "codet-linear", backend="cpp", exponent=2.0)
+    for B, res in zip(TASKS[:6], lin):
+        assert_same_result(res, af.codet(B, 2.0, backend="cpp"))
+
+
+def test_batch_input_forms():
+    _cpp()
+    assert rerank_batch([], "aces-c", backend="cpp") == []
+    stack = np.stack([random_matrix(np.random.default_rng(i), 9, 6) for i in range(4)])
+    from_stack = rerank_batch(stack, "aces-c", backend="cpp")
+    from_list = rerank_batch(list(stack), "aces-c", backend="cpp")
+    for a, b in zip(from_stack, from_list):
+        assert_same_result(a, b)
+    # lists, tuples, generators, bool and float matrices, nested lists
+    gen = (B.astype(np.float64) for B in stack)
+    for a, b in zip(rerank_batch(gen, "majority", backend="cpp"),
+                    rerank_batch(tuple(stack.tolist()), "majority", backend="cpp")):
+        assert_same_result(a, b)
+
+
+def test_batch_errors_name_the_task():
+    _cpp()
+    good = SPEC_EXAMPLE
+    with pytest.raises(ValueError, match=r"^task 2: .*2-D"):
+        rerank_batch([good, good, np.zeros(5), good], backend="cpp")
+    with pytest.raises(ValueError, match=r"^task 1: .*only 0 and 1"):
+        rerank_batch([good, np.full((3, 3), 2)], backend="cpp")
+    with pytest.raises(ValueError, match=r"^task 0: .*empty candidate axis"):
+        rerank_batch([np.zeros((0, 3))], backend="cpp")
+    with pytest.raises(TypeError, match=r"^task 1: .*dtype"):
+        rerank_batch([good, np.array([["a", "b"]])], backend="cpp")
+    with pytest.raises(TypeError, match="list"):
+        rerank_batch(good, backend="cpp")  # one matrix, not a list of them
+    with pytest.raises(TypeError, match="list"):
+        rerank_batch(3, backend="cpp")
+    with pytest.raises(ValueError, match="unknown method"):
+        rerank_batch([good], "aces-x", backend="cpp")
+    with pytest.raises(TypeError, match="unexpected parameter.*lr"):
+        rerank_batch([good], "aces-c", lr=0.1, backend="cpp")
+    with pytest.raises(ValueError, match="gamma"):
+        rerank_batch([good], "aces-o", gamma=-1.0, backend="cpp")
+    with pytest.raises(ValueError, match="init"):
+        rerank_batch([good], "aces-o", init="zeros", backend="cpp")
+    with pytest.raises(TypeError, match="top_k"):
+        rerank_batch([good], "aces-o", top_k=2.5, backend="cpp")
+    with pytest.raises(ValueError, match="n_threads"):
+        rerank_batch([good], n_threads=0, backend="cpp")
+
+
+def test_core_batch_errors_name_the_task():
+    core = _cpp()
+    with pytest.raises(ValueError, match="task 1: B must be 2-D"):
+        core.rerank_batch([SPEC_EXAMPLE, np.zeros(3, np.uint8)], 1)
+    with pytest.raises(TypeError, match="task 0: B must have dtype uint8 or bool"):
+        core.rerank_batch([SPEC_EXAMPLE.astype(np.int64)], 1)
+    with pytest.raises(TypeError, match="tasks must be a list"):
+        core.rerank_batch(SPEC_EXAMPLE, 1)
+    with pytest.raises(ValueError, match="method code"):
+        core.rerank_batch([SPEC_EXAMPLE], 7)
+
+
+def test_method_param_defaults_match_public_functions():
+    """batch.METHOD_PARAMS repeats the defaults of aces_fast.methods; keep them in sync."""
+    sig = {name: inspect.signature(fn).parameters
+           for name, fn in [("aces-c", methods.aces_c), ("aces-o", methods.aces_o),
+                            ("codet", methods.codet), ("b4", methods.b4)]}
+    for method, spec in METHOD_PARAMS.items():
+        base = {"aces-c-filter": "aces-c", "aces-o-warm": "aces-o",
+                "codet-linear": "codet"}.get(method, method)
+        for name, (default, _) in spec.items():
+            if (method, name) in (("aces-o-warm", "init"), ("codet-linear", "exponent")):
+                continue  # the method name fixes these (see methods.METHODS)
+            assert sig[base][name].default == default, (method, name)
+    assert set(METHOD_PARAMS) == set(af.METHODS)
+
+
+# ---------------------------------------------------------------------------
+# the C++ method path
+
+
+def reference_cases():
+    rng = np.random.default_rng(77)
+    out = [SPEC_EXAMPLE, np.eye(5, dtype=np.uint8), np.zeros((3, 0), np.uint8),
+           np.array([[1, 0, 1]], np.uint8)]
+    for n, m, dup in [(30, 12, 10), (80, 40, 50), (200, 60, 150), (25, 100, 5)]:
+        B = random_matrix(rng, n, m, 0.5, dup_rows=dup)
+        B[:, 0] = 1
+        out.append(B)
+    return out
+
+
+@pytest.mark.parametrize("B", reference_cases(), ids=lambda B: f"{B.shape[0]}x{B.shape[1]}")
+def test_cpp_methods_match_reference(B):
+    _cpp()
+    for name, call in [("majority", lambda b: af.majority_vote(B, backend=b)),
+                       ("aces-c", lambda b: af.aces_c(B, backend=b)),
+                       ("aces-c-filter", lambda b: af.aces_c(B, "filter", backend=b))]:
+        got, ref = call("cpp"), call("numpy")
+        assert got.method == ref.method == name and got.fallback == ref.fallback
+        np.testing.assert_allclose(got.weights, ref.weights, rtol=0, atol=EXACT)
+        np.testing.assert_allclose(got.scores, ref.scores, rtol=0, atol=EXACT)
+        np.testing.assert_array_equal(got.order, ref.order)
+        if ref.loo_auc is not None:
+            np.testing.assert_allclose(got.loo_auc, ref.loo_auc, rtol=0, atol=EXACT)
+    for kw in (dict(steps=25), dict(init="aces-c", lr=0.05, steps=25),
+               dict(top_k=None, steps=15), dict(top_k=7, steps=20)):
+        got, ref = af.aces_o(B, backend="cpp", **kw), af.aces_o(B, backend="numpy", **kw)
+        assert got.method == ref.method
+        np.testing.assert_allclose(got.weights, ref.weights, rtol=0, atol=OPT)
+        np.testing.assert_allclose(got.objective, ref.objective, rtol=0, atol=OPT)
+        np.testing.assert_array_equal(got.info["rows"], ref.info["rows"])
+        assert got.info.keys() == ref.info.keys()
+
+
+def test_core_rerank_thread_count_independent():
+    core = _cpp()
+    # above the cells threshold (2^18) from which the kernels use threads
+    B = random_matrix(np.random.default_rng(5), 5000, 64, 0.5, dup_rows=2000)
+    for code in (0, 1, 2):
+        outs = [core.rerank(B, code, n_threads=t) for t in (1, 2, 0)]
+        for out in outs[1:]:
+            for a, b in zip(out[:4], outs[0][:4]):
+                np.testing.assert_array_equal(a, b)
+    outs = [core.rerank(B, 3, top_k=300, steps=5, n_threads=t) for t in (1, 2)]
+    for weights in (None, np.random.default_rng(6).random(64)):
+        outs_l = [core.loo_auc(B, weights, n_threads=t, dedup=d) for t in (1, 2)
+                  for d in (False, True)]
+        for out in outs_l[1:]:
+            np.testing.assert_array_equal(out, outs_l[0])
+    for a, b in zip(outs[0][:3], outs[1][:3]):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_concurrent_calls_from_python_threads():
+    """8 threads hammering the C++ paths at once get exactly the serial results."""
+    _cpp()
+    tasks = TASKS[5:20]
+    calls = [
+        lambda B: af.aces_c(B, backend="cpp"),
+        lambda B: af.majority_vote(B, backend="cpp"),
+        lambda B: af.aces_o(B, steps=8, init="aces-c", backend="cpp"),
+    ]
+    expected = [[call(B) for B in tasks] for call in calls]
+    expected_batch = rerank_batch(tasks, "aces-c", backend="cpp", n_threads=2)
+    failures = []
+    barrier = threading.Barrier(8)
+
+    def worker(k):
+        try:
+            barrier.wait()
+            for rep in range(3):
+                c = (k + rep) % len(calls)
+                for B, want in zip(tasks, expected[c]):
+                    assert_same_result(calls[c](B), want)
+                for got, want in zip(rerank_batch(tasks, "aces-c", backend="cpp", n_threads=2),
+                                     expected_batch):
+                    assert_same_result(got, want)
+        except Exception as exc:  # pragma: no cover - reported below
+            failures.append(repr(exc))
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failures, failures[:3]

@@ -1,0 +1,169 @@
+"""Row deduplication inside the compiled kernels (``dedup=True/False/None``).
+
+Merging identical rows into one row with a multiplicity must not change any
+result: LOO-AUC and the closed-form methods exactly, the surrogate and ACES-O
+up to summation order (1e-12).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import random_matrix
+
+_core = pytest.importorskip("aces_fast._core", reason="the C++ extension is not built")
+
+DATA = Path(__file__).resolve().parents[1] / "aces_fast" / "data"
+
+
+def bundled(name: str, limit: int = 60):
+    """The first ``limit`` pass matrices of a bundled HumanEval file with m >= 1."""
+    with np.load(DATA / name) as d:
+        keys = sorted(k for k in d.files if k.startswith("B_"))
+        mats = [np.ascontiguousarray(d[k]) for k in keys]
+    return [B for B in mats if B.shape[1] > 0][:limit]
+
+
+CODET = bundled("humaneval_codet_codegen16b.npz")
+
+
+def dup_heavy(seed: int, n: int = 60, m: int = 25, distinct: int = 7) -> np.ndarray:
+    """n rows drawn from only ``distinct`` patterns (plus a constant column)."""
+    rng = np.random.default_rng(seed)
+    patterns = random_matrix(rng, distinct, m, density=0.5)
+    B = patterns[rng.integers(0, distinct, size=n)]
+    B[:, 0] = 1
+    return np.ascontiguousarray(B)
+
+
+HEAVY = [dup_heavy(s) for s in range(6)] + [dup_heavy(9, n=300, m=70, distinct=40)]
+
+
+def test_bundled_data_repeats_rows():
+    """The premise: real pools have far fewer distinct rows than candidates."""
+    n_rows = sum(B.shape[0] for B in CODET)
+    n_distinct = sum(len(np.unique(B, axis=0)) for B in CODET)
+    assert n_distinct < 0.6 * n_rows
+
+
+@pytest.mark.parametrize("B", HEAVY + CODET[:20], ids=lambda B: f"{B.shape[0]}x{B.shape[1]}")
+def test_loo_auc_dedup_exact(B):
+    rng = np.random.default_rng(B.shape[1])
+    w = rng.random(B.shape[1])
+    wq = rng.integers(0, 4, B.shape[1]) / 10.0  # rational weights: many float ties
+    counts = rng.integers(0, 3, B.shape[0])
+    for weights in (None, w, wq):
+        for c in (None, counts):
+            off = _core.loo_auc(B, weights, c, dedup=False)
+            np.testing.assert_array_equal(_core.loo_auc(B, weights, c, dedup=True), off)
+            np.testing.assert_array_equal(_core.loo_auc(B, weights, c, dedup=None), off)
+
+
+def test_loo_auc_dedup_matches_expanded_counts():
+    """Dedup merged with caller counts equals the matrix with rows really repeated."""
+    B = HEAVY[0]
+    counts = np.arange(B.shape[0]) % 4
+    expanded = np.repeat(B, counts, axis=0)
+    np.testing.assert_array_equal(_core.loo_auc(B, None, counts, dedup=True),
+                                  _core.loo_auc(expanded, dedup=False))
+
+
+def test_nonzero_bytes_are_one_pattern():
+    """Rows whose bytes differ but whose 0/1 patterns agree are merged (1 == 255)."""
+    B = HEAVY[1].copy()
+    B2 = B.copy()
+    B2[::2][B2[::2] == 1] = 255
+    B2[1::3][B2[1::3] == 1] = 7
+    for dd in (True, False):
+        np.testing.assert_array_equal(_core.loo_auc(B2, dedup=dd), _core.loo_auc(B, dedup=False))
+    for code in (0, 1, 2):
+        a = _core.rerank(B2, code, dedup=True)
+        b = _core.rerank(B, code, dedup=False)
+        for x, y in zip(a[:3], b[:3]):
+            np.testing.assert_array_equal(x, y)
+
+
+def test_distinct_rows_are_never_merged():
+    """All 2^10 patterns are distinct: dedup must keep every one (hash + compare)."""
+    B = np.array(np.unravel_index(np.arange(1024), (2,) * 10)).T.astype(np.uint8)
+    B = np.ascontiguousarray(np.vstack([B, B[:100]]))  # plus 100 true repeats
+    np.testing.assert_array_equal(_core.loo_auc(B, dedup=True), _core.loo_auc(B, dedup=False))
+    a = _core.rerank(B, 0, dedup=True)
+    b = _core.rerank(B, 0, dedup=False)
+    np.testing.assert_array_equal(a[0], b[0])
+    np.testing.assert_array_equal(a[2], b[2])
+
+
+def test_large_multiplicities_use_exact_int64_path():
+    """Total multiplicity >= 2^26 switches the uniform kernel to int64; still exact."""
+    B = np.array([[1, 1, 0], [0, 1, 1], [1, 0, 0], [1, 1, 0]], dtype=np.uint8)
+    counts = np.array([2**26, 3, 2**25 + 1, 5])
+    got = _core.loo_auc(B, None, counts, dedup=True)
+    assert np.array_equal(got, _core.loo_auc(B, None, counts, dedup=False))
+    # exact value by integer arithmetic (rows 0 and 3 are identical)
+    rs = B.sum(1)
+    for j in range(3):
+        P = [i for i in range(4) if B[i, j]]
+        F = [i for i in range(4) if not B[i, j]]
+        num = sum(int(counts[p]) * int(counts[f]) * (2 if rs[p] - 1 > rs[f] else rs[p] - 1 == rs[f])
+                  for p in P for f in F)
+        den = 2 * int(counts[P].sum()) * int(counts[F].sum())
+        assert got[j] == num / den
+
+
+@pytest.mark.parametrize("B", HEAVY + CODET[:12], ids=lambda B: f"{B.shape[0]}x{B.shape[1]}")
+def test_surrogate_dedup(B):
+    m = B.shape[1]
+    w = np.random.default_rng(m).dirichlet(np.ones(m))
+    L0, J0, g0 = _core.surrogate_loo_auc(B, w, 10.0, dedup=False)
+    L1, J1, g1 = _core.surrogate_loo_auc(B, w, 10.0, dedup=True)
+    np.testing.assert_allclose(L1, L0, rtol=0, atol=1e-12)
+    assert J1 == pytest.approx(J0, abs=1e-12)
+    np.testing.assert_allclose(g1, g0, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("B", HEAVY[:4] + CODET[:8], ids=lambda B: f"{B.shape[0]}x{B.shape[1]}")
+def test_aces_o_fit_dedup(B):
+    m = B.shape[1]
+    c = B.sum(0)
+    active = ((c > 0) & (c < B.shape[0])).astype(np.uint8)
+    w0, o0 = _core.aces_o_fit(B, np.zeros(m), active, 10.0, 0.05, 40, dedup=False)
+    w1, o1 = _core.aces_o_fit(B, np.zeros(m), active, 10.0, 0.05, 40, dedup=True)
+    np.testing.assert_allclose(w1, w0, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(o1, o0, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("B", HEAVY + CODET, ids=lambda B: f"{B.shape[0]}x{B.shape[1]}")
+def test_methods_dedup(B):
+    """Whole methods: closed forms bitwise equal, ACES-O weights to 1e-12."""
+    for code in (0, 1, 2):
+        off = _core.rerank(B, code, dedup=False)
+        for dd in (True, None):
+            on = _core.rerank(B, code, dedup=dd)
+            for k in (0, 1, 2, 3):
+                if off[k] is None:
+                    assert on[k] is None
+                else:
+                    np.testing.assert_array_equal(on[k], off[k])
+            assert on[4] == off[4]
+    for warm in (False, True):
+        off = _core.rerank(B, 3, top_k=24, warm=warm, steps=30, lr=0.05, dedup=False)
+        on = _core.rerank(B, 3, top_k=24, warm=warm, steps=30, lr=0.05, dedup=True)
+        np.testing.assert_allclose(on[5], off[5], rtol=0, atol=1e-12)
+        np.testing.assert_array_equal(on[6], off[6])
+        # A flat objective (J = 0 at every step, e.g. one informative test on the
+        # top-k rows) has an exactly-zero gradient that floats only approximate;
+        # Adam normalizes step sizes, so summation order alone moves the weights.
+        flat = np.abs(off[5]).max() < 1e-12
+        np.testing.assert_allclose(on[1], off[1], rtol=0, atol=1e-6 if flat else 1e-12)
+
+
+def test_dedup_argument_checked():
+    B = HEAVY[0]
+    with pytest.raises(TypeError, match="dedup"):
+        _core.loo_auc(B, dedup="yes")
+    with pytest.raises(TypeError, match="dedup"):
+        _core.rerank(B, 1, dedup=1)
