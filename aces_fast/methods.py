@@ -119,7 +119,8 @@ def aces_c(B: Any, variant: str = "weighted", *, tie_tol: float = DEFAULT_TIE_TO
 
 def aces_o(B: Any, gamma: float = 10.0, lr: float = 0.01, steps: int = 90,
            top_k: Optional[int] = 24, init: str = "uniform", *,
-           tie_tol: float = DEFAULT_TIE_TOL, backend: Optional[str] = None) -> RerankResult:
+           tie_tol: float = DEFAULT_TIE_TOL, bins: Optional[int] = None,
+           backend: Optional[str] = None) -> RerankResult:
     """ACES-O: test weights on the simplex maximizing the surrogate LOO-AUC objective.
 
     Maximizes ``J(w) = sum_j w_j (L_j(w) - 1/2)`` over ``w = softmax(l)`` (constant
@@ -141,6 +142,15 @@ def aces_o(B: Any, gamma: float = 10.0, lr: float = 0.01, steps: int = 90,
         Start from equal logits, or from ``log(w_C + 1e-3)`` with ``w_C`` the
         normalized ACES-C weights (a warm start that avoids following a wrong
         majority of tests).
+    bins : int >= 2, optional
+        Opt-in approximation for large candidate pools (``top_k=None`` with
+        thousands of rows), ``cpp`` backend only: pair sums of the surrogate are
+        computed on a grid of ``bins`` score nodes (histogram convolutions), cost
+        O(n m + m bins log bins) per step instead of O(sum_j |P_j||F_j|). The
+        surrogate's error is at most ``gamma^2 h^2 / (24 sqrt 3)`` for grid
+        spacing ``h`` (see ``aces_fast._core.binned_error_bound``); at
+        ``bins=2048`` ACES-O weights agree with the exact run to about 1e-4.
+        ``None`` (default) is exact.
 
     Returns
     -------
@@ -159,7 +169,13 @@ def aces_o(B: Any, gamma: float = 10.0, lr: float = 0.01, steps: int = 90,
         raise ValueError(f"init must be 'uniform' or 'aces-c'; got {init!r}")
     tie_tol = check_real(tie_tol, "tie_tol", nonneg=True)
     be, Bv = _setup(B, backend)
-    return be.aces_o(Bv, gamma, lr, steps, top_k, init, tie_tol)
+    if bins is None:
+        return be.aces_o(Bv, gamma, lr, steps, top_k, init, tie_tol)
+    bins = check_int(bins, "bins", minimum=2)
+    if be.name != "cpp":
+        raise ValueError("bins= (the binned surrogate approximation) is implemented by the cpp "
+                         f"backend only; the selected backend is {be.name!r}")
+    return be.aces_o(Bv, gamma, lr, steps, top_k, init, tie_tol, bins=bins)
 
 
 def codet(B: Any, exponent: float = 0.5, *, backend: Optional[str] = None) -> RerankResult:

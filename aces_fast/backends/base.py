@@ -195,6 +195,13 @@ class Backend:
 
     def aces_o(self, B: np.ndarray, gamma: float, lr: float, steps: int,
                top_k: Optional[int], init: str, tie_tol: float = 1e-9) -> RerankResult:
+        return self._aces_o_glue(B, gamma, lr, steps, top_k, init, tie_tol, self.aces_o_fit)
+
+    def _aces_o_glue(self, B: np.ndarray, gamma: float, lr: float, steps: int,
+                     top_k: Optional[int], init: str, tie_tol: float, fit: Any,
+                     **extra_info: Any) -> RerankResult:
+        """ACES-O around an optimizer ``fit`` with the signature of :meth:`aces_o_fit`:
+        starting logits, top-k prefilter, then scores of every candidate."""
         active = nonconstant_mask(B)
         logits0 = np.zeros(B.shape[1])
         if init == "aces-c":
@@ -202,9 +209,9 @@ class Backend:
             logits0 = np.where(active, np.log(normalized(wc) + 1e-3), 0.0)
         rows = top_k_rows(B, top_k)
         Bk = B if rows.shape[0] == B.shape[0] else np.ascontiguousarray(B[rows])
-        w, objective = self.aces_o_fit(Bk, logits0, active.astype(np.uint8), gamma, lr, steps)
+        w, objective = fit(Bk, logits0, active.astype(np.uint8), gamma, lr, steps)
         info = {"gamma": gamma, "lr": lr, "steps": steps, "top_k": top_k, "init": init,
-                "rows": rows}
+                "rows": rows, **extra_info}
         method = "aces-o-warm" if init == "aces-c" else "aces-o"
         return self._weighted_result(B, w, method, tie_tol, objective=objective, info=info)
 

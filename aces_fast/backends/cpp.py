@@ -1,8 +1,9 @@
 """``cpp``: the compiled pybind11/OpenMP kernels of :mod:`aces_fast._core`.
 
 The kernels take the validated ``uint8`` matrix without copying it, release the
-GIL and run OpenMP over tests. ``n_threads=0`` lets OpenMP decide (honouring
-``OMP_NUM_THREADS``).
+GIL and run OpenMP over tests. The thread count is fixed when the backend loads:
+``OMP_NUM_THREADS`` if set, else OpenMP's default (set ``n_threads`` on the
+backend object to change it).
 
 Majority vote, ACES-C and ACES-O run whole in C++ (``_core.rerank``: weights,
 scores, tie snapping and order in one call, identical in meaning to the NumPy
@@ -13,6 +14,7 @@ rows are merged inside the kernels when that pays (``dedup=None``).
 
 from __future__ import annotations
 
+import os
 from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
@@ -47,13 +49,23 @@ def _pack(name: str, out: tuple, params: Dict[str, Any]) -> RerankResult:
     return RerankResult(scores, weights, order, method, "cpp", objective=objective, info=info)
 
 
+def _default_threads() -> int:
+    """``OMP_NUM_THREADS`` (its first entry) if set and valid, else OpenMP's default."""
+    env = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    return int(core.max_threads())
+
+
 class CppBackend(Backend):
     """Backend calling the C++ extension."""
 
     name = "cpp"
 
     def __init__(self, n_threads: int = 0):
-        self.n_threads = n_threads
+        # Resolve "OpenMP default" once, now: numba's OpenMP layer later calls
+        # omp_set_num_threads in this process, which would silently change it.
+        self.n_threads = n_threads or _default_threads()
 
     # -- kernels ---------------------------------------------------------------
 
@@ -79,7 +91,14 @@ class CppBackend(Backend):
         return RerankResult(out[0], out[1], out[2], name, "cpp", loo_auc=out[3],
                             fallback=out[4], info={"variant": variant})
 
-    def aces_o(self, B, gamma, lr, steps, top_k, init, tie_tol=1e-9):
+    def aces_o(self, B, gamma, lr, steps, top_k, init, tie_tol=1e-9, bins=None):
+        if bins is not None:
+            # opt-in binned surrogate: same glue, approximate pair sums
+            def fit(Bk, logits0, active, gamma, lr, steps):
+                return core.aces_o_fit_binned(Bk, logits0, active, gamma, lr, steps, bins,
+                                              None, self.n_threads)
+
+            return self._aces_o_glue(B, gamma, lr, steps, top_k, init, tie_tol, fit, bins=bins)
         out = core.rerank(B, 3, tie_tol, gamma, lr, steps, top_k, init == "aces-c", None,
                           self.n_threads)
         params = {"gamma": gamma, "lr": lr, "steps": steps, "top_k": top_k, "init": init}
