@@ -10,5 +10,6 @@ cmake -S . -B build/dev -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DSKBUILD_PROJECT_NAME=aces_fast -DSKBUILD_PROJECT_VERSION=0.1.0 \
   -Dpybind11_DIR="$pybind_dir" -DPython_EXECUTABLE="$(command -v "$pyexe")" "$@" >/dev/null
 cmake --build build/dev
-cp build/dev/_core*.so aces_fast/
+# copy then rename: overwriting a loaded .so in place crashes running processes
+for f in build/dev/_core*.so; do cp "$f" "aces_fast/.$(basename "$f").tmp" && mv "aces_fast/.$(basename "$f").tmp" "aces_fast/$(basename "$f")"; done
 echo "built $(ls aces_fast/_core*.so)"
