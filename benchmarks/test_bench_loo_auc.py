@@ -1,0 +1,7 @@
+"""LOO-AUC with uniform weights: backends vs baseline (a), vectorized NumPy rankdata."""
+
+OP = "loo-auc"
+
+
+def test_loo_auc(case, run_case):
+    run_case(case)

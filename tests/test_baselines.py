@@ -1,0 +1,138 @@
+"""The benchmark baselines compute what aces_fast computes, so speed-ups are honest.
+
+Baseline (a) -- rankdata LOO-AUC and ACES-C -- and baseline (b) -- autograd
+ACES-O -- are compared with every available backend; the planted benchmark
+matrices are checked for the properties the benchmark relies on.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import aces_fast as af
+from aces_fast import _baselines as bl
+from aces_fast.backends.base import top_k_rows as library_top_k_rows
+
+from conftest import SPEC_EXAMPLE, random_matrix
+
+SPEC_LOO = np.array([2 / 3, 2 / 3, 1 / 2, 2 / 3, 1 / 2, 2 / 5, 7 / 12, 7 / 24, 0, 0])
+
+
+def _matrices():
+    rng = np.random.default_rng(7)
+    yield SPEC_EXAMPLE
+    yield bl.make_pass_matrix(60, 40, seed=3)
+    yield random_matrix(rng, 35, 25, density=0.5, dup_rows=15)
+    yield random_matrix(rng, 9, 12, density=0.2)
+
+
+# ---------------------------------------------------------------------------
+# the benchmark workload
+
+
+def test_make_pass_matrix_shape_and_determinism():
+    B = bl.make_pass_matrix(200, 50, seed=5)
+    assert B.shape == (200, 50) and B.dtype == np.uint8 and B.flags.c_contiguous
+    assert set(np.unique(B)) <= {0, 1}
+    np.testing.assert_array_equal(B, bl.make_pass_matrix(200, 50, seed=5))
+    assert not np.array_equal(B, bl.make_pass_matrix(200, 50, seed=6))
+
+
+def test_make_pass_matrix_has_duplicates_constant_columns_and_signal():
+    B = bl.make_pass_matrix(400, 200, seed=1, dup_frac=0.5, const_frac=0.05)
+    assert len(np.unique(B, axis=0)) <= 200  # half the rows repeat others
+    col = B.sum(axis=0)
+    assert ((col == 0) | (col == B.shape[0])).sum() >= 10
+    # planted signal: the tests disagree with each other far more than noise
+    L = af.loo_auc(B, backend="numpy")
+    assert np.nanmean(L) > 0.55
+
+
+@pytest.mark.parametrize("kwargs", [dict(n=0, m=3), dict(n=3, m=-1),
+                                    dict(n=3, m=3, dup_frac=1.0)])
+def test_make_pass_matrix_rejects_bad_sizes(kwargs):
+    with pytest.raises(ValueError):
+        bl.make_pass_matrix(**kwargs)
+
+
+# ---------------------------------------------------------------------------
+# baseline (a)
+
+
+def test_numpy_loo_auc_spec_example():
+    np.testing.assert_allclose(bl.numpy_loo_auc(SPEC_EXAMPLE), SPEC_LOO, atol=1e-12)
+
+
+@pytest.mark.parametrize("index", range(4))
+def test_numpy_loo_auc_matches_backends(backend, index):
+    B = list(_matrices())[index]
+    expect = np.asarray(af.loo_auc(B, backend=backend))
+    got = bl.numpy_loo_auc(B)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(expect))
+    np.testing.assert_allclose(got, expect, atol=1e-12, equal_nan=True)
+
+
+@pytest.mark.parametrize("index", range(4))
+def test_numpy_loo_auc_weighted_matches_backends(backend, index):
+    B = list(_matrices())[index]
+    # multiples of 1/8: float sums are exact, so float-equality ties are the exact ties
+    w = np.random.default_rng(index).integers(0, 6, B.shape[1]) / 8
+    expect = np.asarray(af.loo_auc(B, w, backend=backend))
+    np.testing.assert_allclose(bl.numpy_loo_auc(B, w), expect, atol=1e-12, equal_nan=True)
+
+
+def test_numpy_aces_c_spec_example():
+    w, s = bl.numpy_aces_c(SPEC_EXAMPLE)
+    np.testing.assert_allclose(w, np.array([5, 5, 0, 5, 0, 0, 2, 0, 0, 0]) / 17, atol=1e-12)
+    np.testing.assert_allclose(s, SPEC_EXAMPLE @ w, atol=1e-12)
+
+
+@pytest.mark.parametrize("index", range(4))
+def test_numpy_aces_c_matches_backends(backend, index):
+    B = list(_matrices())[index]
+    res = af.aces_c(B, backend=backend)
+    w, s = bl.numpy_aces_c(B)
+    np.testing.assert_allclose(w, np.asarray(res.weights), atol=1e-12)
+    np.testing.assert_allclose(s, np.asarray(res.scores), atol=1e-9)
+
+
+@pytest.mark.parametrize("B", [np.array([[1, 0], [0, 1]]),   # every LOO-AUC is 0: fallback
+                               np.array([[1, 0, 1], [1, 0, 1]])])  # every column constant
+def test_numpy_aces_c_degenerate_cases_match(B):
+    res = af.aces_c(B, backend="numpy")
+    w, _ = bl.numpy_aces_c(B)
+    np.testing.assert_allclose(w, res.weights, atol=1e-15)
+
+
+# ---------------------------------------------------------------------------
+# baseline (b)
+
+
+def test_top_k_rows_matches_library():
+    B = bl.make_pass_matrix(50, 20, seed=2)
+    for k in (1, 7, 24, 50, 80, None):
+        np.testing.assert_array_equal(bl.top_k_rows(B, k), library_top_k_rows(B, k))
+
+
+@pytest.mark.parametrize("top_k", [24, None])
+def test_torch_aces_o_matches_backends(backend, top_k):
+    pytest.importorskip("torch")
+    B = bl.make_pass_matrix(40, 30, seed=11)  # 40 rows: top_k=24 really filters
+    res = af.aces_o(B, lr=0.05, steps=40, top_k=top_k, backend=backend)
+    w, s, objective = bl.torch_aces_o(B, lr=0.05, steps=40, top_k=top_k)
+    np.testing.assert_allclose(w, np.asarray(res.weights), atol=1e-6)
+    np.testing.assert_allclose(objective, np.asarray(res.objective), atol=1e-9)
+    np.testing.assert_allclose(s, np.asarray(res.scores), atol=1e-6)
+    assert objective[-1] > objective[0]  # the optimizer really moved
+
+
+def test_torch_aces_o_without_informative_tests_returns_zero_weights():
+    pytest.importorskip("torch")
+    w, s, objective = bl.torch_aces_o(np.ones((5, 3), dtype=np.uint8), steps=3)
+    assert not w.any() and not s.any() and objective.shape == (4,)
+
+
+def test_torch_aces_o_memory_estimate_grows_quadratically():
+    assert bl.torch_aces_o_bytes(2000, 1000) == 100 * bl.torch_aces_o_bytes(200, 1000)
+    assert bl.torch_aces_o_bytes(20000, 1000) > 1e12  # why 20 000 rows are skipped
