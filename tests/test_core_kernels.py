@@ -14,23 +14,12 @@ from hypothesis import given, settings, strategies as st
 from hypothesis.extra import numpy as hnp
 
 from aces_fast import _core
+from conftest import SPEC_EXAMPLE
 
 SETTINGS = settings(max_examples=60, deadline=None)
 
 # SPEC section 6
-SPEC_B = np.array(
-    [
-        [1, 1, 1, 1, 1, 0, 1, 0, 0, 0],
-        [1, 1, 0, 1, 0, 1, 0, 1, 0, 0],
-        [1, 0, 1, 0, 1, 1, 0, 0, 0, 0],
-        [0, 1, 1, 0, 0, 0, 0, 0, 1, 1],
-        [0, 0, 0, 1, 1, 0, 0, 0, 1, 1],
-        [0, 0, 0, 0, 0, 1, 1, 0, 1, 1],
-        [0, 0, 0, 0, 0, 0, 0, 1, 1, 1],
-        [0, 0, 0, 0, 0, 0, 0, 0, 1, 1],
-    ],
-    dtype=np.uint8,
-)
+SPEC_B = SPEC_EXAMPLE
 SPEC_LOO = np.array([2 / 3, 2 / 3, 1 / 2, 2 / 3, 1 / 2, 2 / 5, 7 / 12, 7 / 24, 0.0, 0.0])
 
 
