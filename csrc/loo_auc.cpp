@@ -66,6 +66,11 @@ inline double auc_value(int64_t wins, int64_t ties, int64_t P, int64_t F) {
   return static_cast<double>(2 * wins + ties) / (2.0 * static_cast<double>(P) * static_cast<double>(F));
 }
 
+// Widest column block of the uniform kernel (see block_width) and an all-fail
+// row of that width.
+constexpr int64_t kMaxUniformBlock = 512;
+alignas(64) const uint8_t kZeroRow[kMaxUniformBlock] = {};
+
 // Per-column-block pass of the uniform kernel. `row_of` lists the kept rows
 // grouped by ascending integer score; level k spans [lstart[k], lstart[k+1]) and
 // has score lval[k] and total multiplicity ltot[k]. Passers of the current level
@@ -77,7 +82,8 @@ ACES_FAST_CLONES void uniform_block(const uint8_t* B, int64_t m, const int64_t* 
                                     const int64_t* row_of, const std::vector<int64_t>& lstart,
                                     const std::vector<int64_t>& lval,
                                     const std::vector<int64_t>& ltot, int64_t j0, int64_t bw,
-                                    int32_t* Pcur, Acc* buf, double* out, int64_t* colsum) {
+                                    int32_t* __restrict Pcur, Acc* __restrict buf, double* out,
+                                    int64_t* colsum) {
   Acc* __restrict cumF = buf;      // failers with score <= v - 2
   Acc* __restrict Fat = buf + bw;  // failers with score == v - 1
   Acc* __restrict wins = buf + 2 * bw;
@@ -88,15 +94,42 @@ ACES_FAST_CLONES void uniform_block(const uint8_t* B, int64_t m, const int64_t* 
   const int64_t nlev = static_cast<int64_t>(lval.size());
   for (int64_t k = 0; k < nlev; ++k) {
     std::fill(Pcur, Pcur + bw, int32_t(0));
-    for (int64_t r = lstart[k]; r < lstart[k + 1]; ++r) {
-      const int64_t i = row_of[r];
-      const uint8_t* __restrict row = B + i * m + j0;
-      int32_t* __restrict pc = Pcur;
+    // Four rows per sweep over Pcur (a quarter of its loads and stores); a
+    // level's last sweep is padded with all-fail rows, because most levels hold
+    // only a few rows. ivdep: B's bytes may alias anything by type; without it
+    // (and with GCC's own unroll-and-jam of a row loop) these loops stay scalar.
+    const int64_t rbeg = lstart[k], rend = lstart[k + 1];
+    int32_t* __restrict pc = Pcur;
+    for (int64_t r = rbeg; r < rend; r += 4) {
+      const uint8_t* rp[4];
+      int32_t cc[4];
+      for (int q = 0; q < 4; ++q) {
+        if (r + q < rend) {
+          const int64_t i = row_of[r + q];
+          rp[q] = B + i * m + j0;
+          cc[q] = kCounts ? static_cast<int32_t>(counts[i]) : 1;
+        } else {
+          rp[q] = kZeroRow;
+          cc[q] = 0;
+        }
+      }
+      const uint8_t* __restrict b0 = rp[0];
+      const uint8_t* __restrict b1 = rp[1];
+      const uint8_t* __restrict b2 = rp[2];
+      const uint8_t* __restrict b3 = rp[3];
       if (kCounts) {
-        const int32_t c = static_cast<int32_t>(counts[i]);
-        for (int64_t jj = 0; jj < bw; ++jj) pc[jj] += c & -static_cast<int32_t>(row[jj] != 0);
+        const int32_t c0 = cc[0], c1 = cc[1], c2 = cc[2], c3 = cc[3];
+#pragma GCC ivdep
+        for (int64_t jj = 0; jj < bw; ++jj)
+          pc[jj] += ((c0 & -static_cast<int32_t>(b0[jj] != 0)) +
+                     (c1 & -static_cast<int32_t>(b1[jj] != 0))) +
+                    ((c2 & -static_cast<int32_t>(b2[jj] != 0)) +
+                     (c3 & -static_cast<int32_t>(b3[jj] != 0)));
       } else {
-        for (int64_t jj = 0; jj < bw; ++jj) pc[jj] += static_cast<int32_t>(row[jj] != 0);
+#pragma GCC ivdep
+        for (int64_t jj = 0; jj < bw; ++jj)
+          pc[jj] += (static_cast<int32_t>(b0[jj] != 0) + static_cast<int32_t>(b1[jj] != 0)) +
+                    (static_cast<int32_t>(b2[jj] != 0) + static_cast<int32_t>(b3[jj] != 0));
       }
     }
     const Acc tot = static_cast<Acc>(ltot[k]);
@@ -129,16 +162,6 @@ ACES_FAST_CLONES void uniform_block(const uint8_t* B, int64_t m, const int64_t* 
   }
   if (colsum)
     for (int64_t jj = 0; jj < bw; ++jj) colsum[j0 + jj] = static_cast<int64_t>(Ptot[jj]);
-}
-
-// b != 0 ? x : +0.0 without a branch (a + 0.0 == a, so sums equal the branchy form).
-inline double masked(double x, uint8_t b) {
-  uint64_t u;
-  std::memcpy(&u, &x, sizeof u);
-  u &= ~(static_cast<uint64_t>(b != 0) - 1);
-  double r;
-  std::memcpy(&r, &u, sizeof r);
-  return r;
 }
 
 // tile[r] bit jj = (B[perm[r], j0 + jj] != 0) for jj < bw <= 64: one word per
@@ -290,10 +313,15 @@ void loo_auc_uniform_ex(const uint8_t* B, int64_t n, int64_t m, const int64_t* c
   }
   ws.lstart.push_back(ne);
 
-  const int64_t W = block_width(m, nt, 64, 512);
+  const int64_t W = block_width(m, nt, 64, kMaxUniformBlock);
   const int64_t nblocks = (m + W - 1) / W;
-  const bool exact_double = ntot < (int64_t(1) << 26);
-  if (exact_double)
+  // int32 lanes (twice the SIMD width of double) when every pair count fits:
+  // wins + ties <= P F <= ntot^2 / 4 < 2^31 for ntot < 2^16.
+  const bool exact_int32 = ntot < (int64_t(1) << 16);
+  const bool exact_double = !exact_int32 && ntot < (int64_t(1) << 26);
+  if (exact_int32)
+    ws.ibuf.resize(static_cast<size_t>(nt) * 5 * W);
+  else if (exact_double)
     ws.dbuf.resize(static_cast<size_t>(nt) * 5 * W);
   else
     ws.buf.resize(static_cast<size_t>(nt) * 5 * W);
@@ -312,7 +340,15 @@ void loo_auc_uniform_ex(const uint8_t* B, int64_t n, int64_t m, const int64_t* c
     const int64_t j0 = b * W;
     const int64_t bw = std::min(W, m - j0);
     int32_t* pcur = ws.pcur.data() + static_cast<size_t>(tid) * W;
-    if (exact_double) {
+    if (exact_int32) {
+      int32_t* ibuf = ws.ibuf.data() + static_cast<size_t>(tid) * 5 * W;
+      if (counts)
+        uniform_block<int32_t, true>(B, m, counts, row_of, ws.lstart, ws.lval, ws.ltot, j0, bw,
+                                     pcur, ibuf, out, colsum);
+      else
+        uniform_block<int32_t, false>(B, m, counts, row_of, ws.lstart, ws.lval, ws.ltot, j0, bw,
+                                      pcur, ibuf, out, colsum);
+    } else if (exact_double) {
       double* dbuf = ws.dbuf.data() + static_cast<size_t>(tid) * 5 * W;
       if (counts)
         uniform_block<double, true>(B, m, counts, row_of, ws.lstart, ws.lval, ws.ltot, j0, bw,
@@ -417,58 +453,63 @@ void loo_auc(const uint8_t* B, int64_t n, int64_t m, const double* w, const int6
   }
 }
 
+namespace {
+typedef double v4d_rs __attribute__((vector_size(32)));
+typedef uint64_t v4u_rs __attribute__((vector_size(32)));
+}  // namespace
+
 ACES_FAST_CLONES void row_scores(const uint8_t* B, int64_t m, const double* w, const int64_t* cols,
                                  int64_t ncols, const int64_t* rows, int64_t nrows, double* s,
                                  int n_threads) {
-  // Four rows at a time so the four dependency chains overlap; each row's sum
-  // is still sequential in ascending column order.
+  // Eight rows at a time, one SIMD lane each: the rows' pass bits are packed
+  // first (words[q * 8 + l] = bits 64q.. of row l), then every column adds
+  // w_j or +0.0 to each lane. Each lane is still one sequential sum in ascending
+  // column order, so the result is the scalar loop's bit for bit, on any CPU.
   const int nt = n_threads > 1 ? n_threads : 1;
-  const int64_t n4 = (nrows + 3) / 4;
+  const int64_t nw = (m + 63) / 64;
+  const int64_t ng = (nrows + 7) / 8;
+  std::vector<uint64_t> wbuf(static_cast<size_t>(nt) * 8 * static_cast<size_t>(std::max<int64_t>(nw, 1)));
   auto row_ptr = [&](int64_t k) { return B + (rows ? rows[k] : k) * m; };
 #ifdef _OPENMP
 #pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
 #endif
-  for (int64_t g = 0; g < n4; ++g) {
-    const int64_t k0 = 4 * g;
-    if (k0 + 4 <= nrows) {
-      const uint8_t* r0 = row_ptr(k0);
-      const uint8_t* r1 = row_ptr(k0 + 1);
-      const uint8_t* r2 = row_ptr(k0 + 2);
-      const uint8_t* r3 = row_ptr(k0 + 3);
-      double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0;
-      if (cols) {
-        for (int64_t q = 0; q < ncols; ++q) {
-          const int64_t j = cols[q];
-          const double wj = w[j];
-          a0 += masked(wj, r0[j]);
-          a1 += masked(wj, r1[j]);
-          a2 += masked(wj, r2[j]);
-          a3 += masked(wj, r3[j]);
-        }
-      } else {
-        for (int64_t j = 0; j < ncols; ++j) {
-          const double wj = w[j];
-          a0 += masked(wj, r0[j]);
-          a1 += masked(wj, r1[j]);
-          a2 += masked(wj, r2[j]);
-          a3 += masked(wj, r3[j]);
-        }
-      }
-      s[k0] = a0;
-      s[k0 + 1] = a1;
-      s[k0 + 2] = a2;
-      s[k0 + 3] = a3;
-    } else {
-      for (int64_t k = k0; k < nrows; ++k) {
+  for (int64_t g = 0; g < ng; ++g) {
+#ifdef _OPENMP
+    const int tid = omp_get_thread_num();
+#else
+    const int tid = 0;
+#endif
+    uint64_t* words = wbuf.data() + static_cast<size_t>(tid) * 8 * nw;
+    const int64_t k0 = 8 * g;
+    for (int l = 0; l < 8; ++l) {
+      const int64_t k = k0 + l;
+      if (k < nrows) {
         const uint8_t* row = row_ptr(k);
-        double acc = 0.0;
-        if (cols) {
-          for (int64_t q = 0; q < ncols; ++q) acc += masked(w[cols[q]], row[cols[q]]);
-        } else {
-          for (int64_t j = 0; j < ncols; ++j) acc += masked(w[j], row[j]);
-        }
-        s[k] = acc;
+        for (int64_t q = 0; q < nw; ++q)
+          words[q * 8 + l] = bits::pass_bits(row + 64 * q, std::min<int64_t>(64, m - 64 * q));
+      } else {
+        for (int64_t q = 0; q < nw; ++q) words[q * 8 + l] = 0;
       }
+    }
+    v4d_rs acc0 = {0.0, 0.0, 0.0, 0.0}, acc1 = acc0;
+    const v4u_rs one = {1, 1, 1, 1};
+    for (int64_t q = 0; q < ncols; ++q) {
+      const int64_t j = cols ? cols[q] : q;
+      uint64_t wb;
+      std::memcpy(&wb, &w[j], sizeof wb);
+      const v4u_rs wv = {wb, wb, wb, wb};
+      v4u_rs x0, x1;
+      std::memcpy(&x0, words + (j >> 6) * 8, sizeof x0);
+      std::memcpy(&x1, words + (j >> 6) * 8 + 4, sizeof x1);
+      const uint64_t sh = static_cast<uint64_t>(j & 63);
+      const v4u_rs m0 = -((x0 >> sh) & one);
+      const v4u_rs m1 = -((x1 >> sh) & one);
+      acc0 += reinterpret_cast<v4d_rs>(wv & m0);
+      acc1 += reinterpret_cast<v4d_rs>(wv & m1);
+    }
+    for (int l = 0; l < 4; ++l) {
+      if (k0 + l < nrows) s[k0 + l] = acc0[l];
+      if (k0 + 4 + l < nrows) s[k0 + 4 + l] = acc1[l];
     }
   }
 }

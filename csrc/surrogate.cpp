@@ -20,6 +20,7 @@
 // the number of columns); each chunk accumulates its own partial v and the
 // partials are summed in chunk order, so results do not depend on the number of
 // threads.
+#include "bits.hpp"
 #include "kernels.hpp"
 
 #include <algorithm>
@@ -38,24 +39,102 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kFastSpanLimit = 600.0;
 constexpr int64_t kMaxChunks = 64;
 
-// Pairs (o, i) for one outer element with t = a * x[i]:
-// returns sum_i ci sigma and sum_i ci sigma'; acc[i] += co sigma'.
-// Callers pad the inner arrays to a multiple of 4 with x = 0, ci = 0 (adds
-// exactly nothing), so the vector loop needs no scalar remainder.
-inline void pairs_fast(double a, double co, const double* __restrict x, const double* __restrict ci,
-                       double* __restrict acc, int64_t ni, double* sum_sig, double* sum_dsig) {
-  double s1 = 0.0, s2 = 0.0;
-#pragma omp simd reduction(+ : s1, s2)
-  for (int64_t i = 0; i < ni; ++i) {
-    const double t = a * x[i];
-    const double sg = 1.0 / (1.0 + t);
-    const double d = t * sg * sg;
-    s1 += ci[i] * sg;
-    s2 += ci[i] * d;
-    acc[i] += co * d;
+// All pairs of one column, fast form t = oa[o] * x[i]: for every outer o,
+// od[o] = sum_i ci sigma' and (sum_sig, sum_dsig) += co * (sum_i ci sigma,
+// sum_i ci sigma'); acc[i] += co sigma'. Callers pad the inner arrays to a
+// multiple of 8 with x = 0, ci = 0 (adds exactly nothing). Each inner sum uses
+// eight explicit lanes (i mod 8, GCC vector extension) combined as a fixed
+// tree, so the SSE2, AVX2 and AVX-512 clones round identically (no
+// reassociation is left to the compiler; -ffp-contract=off rules out FMA).
+// Two outer rows per sweep share the loads and the acc update. The pair loop is
+// bound by the division, hence the AVX-512 clone (2x the lanes per divide).
+typedef double v8d __attribute__((vector_size(64)));
+
+// Helpers pass vectors by reference: by value would change the ABI between
+// the clones (-Wpsabi); everything inlines anyway.
+inline void load8(v8d& v, const double* p) { __builtin_memcpy(&v, p, sizeof v); }
+inline void store8(double* p, const v8d& v) { __builtin_memcpy(p, &v, sizeof v); }
+inline void splat8(v8d& v, double x) {
+  for (int l = 0; l < 8; ++l) v[l] = x;
+}
+inline double hsum8(const v8d& v) {
+  return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
+}
+
+#if defined(ACES_FAST_HAVE_TARGET_CLONES)
+#define ACES_FAST_PAIR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define ACES_FAST_PAIR_CLONES
+#endif
+
+ACES_FAST_PAIR_CLONES void pair_block_fast(const double* __restrict oa,
+                                           const double* __restrict oc, double* __restrict od,
+                                           int64_t no, const double* __restrict x,
+                                           const double* __restrict ci, double* __restrict acc,
+                                           int64_t ni8, double* sum_sig, double* sum_dsig) {
+  v8d one, zero;
+  splat8(one, 1.0);
+  splat8(zero, 0.0);
+  double tot1 = 0.0, tot2 = 0.0;
+  int64_t o = 0;
+  for (; o + 2 <= no; o += 2) {
+    const double c0 = oc[o], c1 = oc[o + 1];
+    v8d a0, a1, vc0, vc1;
+    splat8(a0, oa[o]);
+    splat8(a1, oa[o + 1]);
+    splat8(vc0, c0);
+    splat8(vc1, c1);
+    v8d p1 = zero, p2 = zero, q1 = zero, q2 = zero;
+    for (int64_t i = 0; i < ni8; i += 8) {
+      v8d xi, cc, ai;
+      load8(xi, x + i);
+      load8(cc, ci + i);
+      load8(ai, acc + i);
+      const v8d t0 = a0 * xi;
+      const v8d g0 = one / (one + t0);
+      const v8d d0 = t0 * g0 * g0;
+      const v8d t1 = a1 * xi;
+      const v8d g1 = one / (one + t1);
+      const v8d d1 = t1 * g1 * g1;
+      p1 += cc * g0;
+      p2 += cc * d0;
+      q1 += cc * g1;
+      q2 += cc * d1;
+      store8(acc + i, (ai + vc0 * d0) + vc1 * d1);
+    }
+    const double s1a = hsum8(p1), s2a = hsum8(p2), s1b = hsum8(q1), s2b = hsum8(q2);
+    tot1 += c0 * s1a;
+    tot2 += c0 * s2a;
+    od[o] = s2a;
+    tot1 += c1 * s1b;
+    tot2 += c1 * s2b;
+    od[o + 1] = s2b;
   }
-  *sum_sig = s1;
-  *sum_dsig = s2;
+  for (; o < no; ++o) {
+    const double c0 = oc[o];
+    v8d a0, vc0;
+    splat8(a0, oa[o]);
+    splat8(vc0, c0);
+    v8d p1 = zero, p2 = zero;
+    for (int64_t i = 0; i < ni8; i += 8) {
+      v8d xi, cc, ai;
+      load8(xi, x + i);
+      load8(cc, ci + i);
+      load8(ai, acc + i);
+      const v8d t0 = a0 * xi;
+      const v8d g0 = one / (one + t0);
+      const v8d d0 = t0 * g0 * g0;
+      p1 += cc * g0;
+      p2 += cc * d0;
+      store8(acc + i, ai + vc0 * d0);
+    }
+    const double s1a = hsum8(p1), s2a = hsum8(p2);
+    tot1 += c0 * s1a;
+    tot2 += c0 * s2a;
+    od[o] = s2a;
+  }
+  *sum_sig = tot1;
+  *sum_dsig = tot2;
 }
 
 // Stable variant: z = sgn * (a - x[i]) computed explicitly.
@@ -145,7 +224,7 @@ SurrogateWorkspace::SurrogateWorkspace(const uint8_t* B, int64_t n, int64_t m,
   D_.assign(mc, 0.0);
   c_.assign(mc, 0.0);
   vbuf_.assign(static_cast<size_t>(nchunk_) * ne, 0.0);
-  scratch_.assign(static_cast<size_t>(nt_) * 6 * (ne + 4), 0.0);
+  scratch_.assign(static_cast<size_t>(nt_) * 6 * (ne + 8), 0.0);
 }
 
 void SurrogateWorkspace::column(int64_t q, const double* w, double gamma, bool fast, bool want_v,
@@ -169,7 +248,7 @@ void SurrogateWorkspace::column(int64_t q, const double* w, double gamma, bool f
   const int64_t no = pout ? P : F;
   const int64_t ni = pout ? F : P;
 
-  const int64_t ld = ne + 4;  // room for padding to a multiple of 4
+  const int64_t ld = ne + 8;  // room for padding to a multiple of 8
   double* buf = scratch_.data() + static_cast<size_t>(tid) * 6 * ld;
   double* oa = buf;
   double* oc = buf + ld;
@@ -195,19 +274,13 @@ void SurrogateWorkspace::column(int64_t q, const double* w, double gamma, bool f
       ic[i] = cnt[r];
       iacc[i] = 0.0;
     }
-    const int64_t ni4 = (ni + 3) & ~int64_t(3);
-    for (int64_t i = ni; i < ni4; ++i) {
+    const int64_t ni8 = (ni + 7) & ~int64_t(7);
+    for (int64_t i = ni; i < ni8; ++i) {
       ix[i] = 0.0;
       ic[i] = 0.0;
       iacc[i] = 0.0;
     }
-    for (int64_t o = 0; o < no; ++o) {
-      double s1, s2;
-      pairs_fast(oa[o], oc[o], ix, ic, iacc, ni4, &s1, &s2);
-      sum_sig += oc[o] * s1;
-      sum_dsig += oc[o] * s2;
-      od[o] = s2;
-    }
+    pair_block_fast(oa, oc, od, no, ix, ic, iacc, ni8, &sum_sig, &sum_dsig);
   } else {
     // z = gamma (s_p - w_q) - gamma s_f
     const double* s = s_.data();

@@ -683,3 +683,20 @@ def test_bad_arguments_raise():
         _core.aces_o_fit(B, np.array([0.0, np.nan, 0.0, 0.0]), np.ones(4), 10.0, 0.01, 3)
     with pytest.raises(ValueError):
         _core.aces_o_fit(B, np.zeros(4), np.ones(4), 10.0, 0.01, 3, counts=[-1, 1, 1, 1, 1, 1])
+
+
+@pytest.mark.parametrize("total", [65535, 65536, 65537, 100_000])
+def test_uniform_counts_across_int32_accumulator_boundary(total):
+    # the uniform kernel switches accumulator width when the total multiplicity
+    # reaches 2**16; both sides of the switch must stay exact
+    from aces_fast.backends.numpy_ref import loo_auc as reference
+
+    rng = np.random.default_rng(total)
+    B = (rng.random((7, 5)) < 0.5).astype(np.uint8)
+    B[0], B[1] = 1, 0  # keep every column non-constant
+    counts = rng.integers(1, 100, size=7).astype(np.int64)
+    counts[0] += total - counts.sum()
+    assert counts.sum() == total and counts.min() >= 1
+    got = _core.loo_auc(B, None, counts)
+    want = reference(B, None, 0.0, counts)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-15)
