@@ -8,7 +8,9 @@
 #include <limits>
 #include <unordered_map>
 
+#include "adam.hpp"
 #include "kernels.hpp"
+#include "sigmoid.hpp"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -52,14 +54,6 @@ inline int64_t lowest_bit(uint64_t x) {
   }
   return k;
 #endif
-}
-
-// sigma(x) and sigma'(x) without overflow for any finite x.
-inline void sigmoid2(double x, double* sg, double* dsg) {
-  const double e = std::exp(-std::fabs(x));
-  const double q = 1.0 / (1.0 + e);
-  *sg = x >= 0.0 ? q : e * q;
-  *dsg = e * q * q;
 }
 
 }  // namespace
@@ -471,65 +465,18 @@ double surrogate_loo_auc_binned(const uint8_t* B, int64_t n, int64_t m, const do
   return ws.evaluate(w, gamma, L, grad);
 }
 
-namespace {
-
-constexpr double kBeta1 = 0.9;
-constexpr double kBeta2 = 0.999;
-constexpr double kEps = 1e-8;
-
-void softmax(const std::vector<double>& l, std::vector<double>& w) {
-  double mx = l[0];
-  for (double x : l) mx = std::max(mx, x);
-  double sum = 0.0;
-  for (size_t a = 0; a < l.size(); ++a) {
-    w[a] = std::exp(l[a] - mx);
-    sum += w[a];
-  }
-  for (size_t a = 0; a < l.size(); ++a) w[a] /= sum;
-}
-
-}  // namespace
-
-// Same optimiser as aces_o_fit (aces_o.cpp), operation for operation; only the
+// Same optimiser as aces_o_fit (aces_o.cpp, both in adam.hpp); only the
 // surrogate differs.
 void aces_o_fit_binned(const uint8_t* B, int64_t n, int64_t m, const double* logits0,
                        const uint8_t* active, double gamma, double lr, int64_t steps,
                        const int64_t* counts, int64_t bins, double* weights_out,
                        double* objective_out, bool parallel, int n_threads, BinnedPath path) {
   if (steps < 0) steps = 0;
-  std::fill(weights_out, weights_out + std::max<int64_t>(m, 0), 0.0);
-  std::fill(objective_out, objective_out + steps + 1, 0.0);
-  std::vector<int64_t> act;
-  for (int64_t j = 0; j < m; ++j)
-    if (active[j]) act.push_back(j);
+  const std::vector<int64_t> act = adam::begin_fit(m, active, steps, weights_out, objective_out);
   if (act.empty()) return;
-  const size_t ma = act.size();
-
-  BinnedSurrogate ws(B, n, m, counts, act.data(), static_cast<int64_t>(ma), bins, parallel,
-                     n_threads, path);
-  std::vector<double> l(ma), w(ma), g(ma), L(ma), m1(ma, 0.0), m2(ma, 0.0);
-  for (size_t a = 0; a < ma; ++a) l[a] = logits0[act[a]];
-  softmax(l, w);
-
-  for (int64_t t = 1; t <= steps; ++t) {
-    objective_out[t - 1] = ws.evaluate(w.data(), gamma, L.data(), g.data());
-    double wg = 0.0;
-    for (size_t a = 0; a < ma; ++a) wg += w[a] * g[a];
-    const double bc1 = 1.0 - std::pow(kBeta1, static_cast<double>(t));
-    const double bc2 = 1.0 - std::pow(kBeta2, static_cast<double>(t));
-    const double step_size = lr / bc1;
-    const double bc2_sqrt = std::sqrt(bc2);
-    for (size_t a = 0; a < ma; ++a) {
-      const double grad = -(w[a] * (g[a] - wg));  // gradient of the loss -J w.r.t. l_a
-      m1[a] = kBeta1 * m1[a] + (1.0 - kBeta1) * grad;
-      m2[a] = kBeta2 * m2[a] + (1.0 - kBeta2) * grad * grad;
-      const double denom = std::sqrt(m2[a]) / bc2_sqrt + kEps;
-      l[a] -= step_size * (m1[a] / denom);
-    }
-    softmax(l, w);
-  }
-  objective_out[steps] = ws.evaluate(w.data(), gamma, L.data(), nullptr);
-  for (size_t a = 0; a < ma; ++a) weights_out[act[a]] = w[a];
+  BinnedSurrogate ws(B, n, m, counts, act.data(), static_cast<int64_t>(act.size()), bins,
+                     parallel, n_threads, path);
+  adam::fit(ws, act, logits0, gamma, lr, steps, weights_out, objective_out);
 }
 
 }  // namespace aces_fast

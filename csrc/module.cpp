@@ -7,12 +7,12 @@
 #include <cmath>
 #include <cstdint>
 #include <exception>
-#include <limits>
 #include <new>
 #include <numeric>
 #include <string>
 #include <vector>
 
+#include "bind_util.hpp"
 #include "binned.hpp"
 #include "dedup.hpp"
 #include "kernels.hpp"
@@ -26,138 +26,7 @@ namespace py = pybind11;
 
 namespace {
 
-using DoubleArray = py::array_t<double, py::array::c_style | py::array::forcecast>;
-using Int64Array = py::array_t<int64_t, py::array::c_style | py::array::forcecast>;
-
-constexpr int64_t kMaxTotalCount = (int64_t(1) << 31) - 1;
-
-std::string type_name(const py::handle& h) {
-  return py::str(py::type::handle_of(h).attr("__name__")).cast<std::string>();
-}
-
-std::string dtype_name(const py::array& a) { return py::str(a.dtype()).cast<std::string>(); }
-
-struct Matrix {
-  py::array keep;  // keeps the buffer alive
-  const uint8_t* data = nullptr;
-  int64_t n = 0;
-  int64_t m = 0;
-};
-
-// B: 2-D, C-contiguous numpy array of dtype uint8 or bool; used in place (no copy).
-Matrix get_matrix(const char* fn, const py::object& obj) {
-  if (!py::isinstance<py::array>(obj))
-    throw py::type_error(std::string(fn) +
-                         ": B must be a 2-D numpy.ndarray of dtype uint8 or bool, got " +
-                         type_name(obj));
-  Matrix M;
-  M.keep = py::reinterpret_borrow<py::array>(obj);
-  const py::array& a = M.keep;
-  if (a.ndim() != 2)
-    throw py::value_error(std::string(fn) + ": B must be 2-D (candidates x tests), got ndim=" +
-                          std::to_string(a.ndim()));
-  const char kind = a.dtype().kind();
-  if (!((kind == 'u' || kind == 'b') && a.itemsize() == 1))
-    throw py::type_error(std::string(fn) + ": B must have dtype uint8 or bool, got " +
-                         dtype_name(a) + " (convert with np.ascontiguousarray(B, dtype=np.uint8))");
-  if (!(a.flags() & py::array::c_style))
-    throw py::type_error(std::string(fn) +
-                         ": B must be C-contiguous (use np.ascontiguousarray(B))");
-  M.n = static_cast<int64_t>(a.shape(0));
-  M.m = static_cast<int64_t>(a.shape(1));
-  if (M.n == 0) throw py::value_error(std::string(fn) + ": B has no rows (n = 0 candidates)");
-  M.data = static_cast<const uint8_t*>(a.data());
-  return M;
-}
-
-py::array as_numeric_array(const char* fn, const char* name, const py::object& obj,
-                           const char* kinds) {
-  py::array arr = py::array::ensure(obj);
-  if (!arr) {
-    PyErr_Clear();
-    throw py::type_error(std::string(fn) + ": " + name + " must be array-like, got " +
-                         type_name(obj));
-  }
-  const char kind = arr.dtype().kind();
-  if (std::string(kinds).find(kind) == std::string::npos)
-    throw py::type_error(std::string(fn) + ": " + name + " has unsupported dtype " +
-                         dtype_name(arr));
-  if (arr.ndim() != 1)
-    throw py::value_error(std::string(fn) + ": " + name + " must be 1-D, got ndim=" +
-                          std::to_string(arr.ndim()));
-  return arr;
-}
-
-// Float64 vector of length `len`; finite; >= 0 if nonneg.
-DoubleArray get_vector(const char* fn, const char* name, const py::object& obj, int64_t len,
-                       bool nonneg) {
-  py::array arr = as_numeric_array(fn, name, obj, "biuf");
-  if (static_cast<int64_t>(arr.shape(0)) != len)
-    throw py::value_error(std::string(fn) + ": " + name + " must have length " +
-                          std::to_string(len) + ", got " + std::to_string(arr.shape(0)));
-  DoubleArray out = DoubleArray::ensure(arr);
-  if (!out) throw py::error_already_set();
-  const double* p = out.data();
-  for (int64_t k = 0; k < len; ++k) {
-    if (!std::isfinite(p[k]))
-      throw py::value_error(std::string(fn) + ": " + name + " must be finite (entry " +
-                            std::to_string(k) + " is " + std::to_string(p[k]) + ")");
-    if (nonneg && p[k] < 0.0)
-      throw py::value_error(std::string(fn) + ": " + name + " must be >= 0 (entry " +
-                            std::to_string(k) + " is " + std::to_string(p[k]) + ")");
-  }
-  return out;
-}
-
-// Optional int64 row multiplicities of length n, each >= 0, total < 2^31.
-// Returns None or a validated array (note: a default-constructed array_t is not
-// null in pybind11, so optional arrays are passed around as py::object).
-py::object get_counts(const char* fn, const py::object& obj, int64_t n) {
-  if (obj.is_none()) return py::none();
-  py::array arr = as_numeric_array(fn, "counts", obj, "biu");
-  if (static_cast<int64_t>(arr.shape(0)) != n)
-    throw py::value_error(std::string(fn) + ": counts must have length n = " + std::to_string(n) +
-                          ", got " + std::to_string(arr.shape(0)));
-  Int64Array out = Int64Array::ensure(arr);
-  if (!out) throw py::error_already_set();
-  const int64_t* p = out.data();
-  int64_t total = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    if (p[i] < 0)
-      throw py::value_error(std::string(fn) + ": counts must be >= 0 (entry " +
-                            std::to_string(i) + " is " + std::to_string(p[i]) + ")");
-    total += std::min<int64_t>(p[i], kMaxTotalCount);
-    if (total > kMaxTotalCount)
-      throw py::value_error(std::string(fn) + ": sum(counts) must be < 2**31");
-  }
-  return out;
-}
-
-const int64_t* counts_ptr(const py::object& c) {
-  if (c.is_none()) return nullptr;
-  return static_cast<const int64_t*>(py::reinterpret_borrow<py::array>(c).data());
-}
-
-void check_threads(const char* fn, int n_threads) {
-  if (n_threads < 0)
-    throw py::value_error(std::string(fn) + ": n_threads must be >= 0 (0 = OpenMP default)");
-}
-
-void check_gamma(const char* fn, double gamma) {
-  if (!std::isfinite(gamma) || gamma <= 0.0)
-    throw py::value_error(std::string(fn) + ": gamma must be finite and > 0");
-}
-
-void check_rows_int32(const char* fn, int64_t n) {
-  if (n > static_cast<int64_t>(std::numeric_limits<int32_t>::max()))
-    throw py::value_error(std::string(fn) + ": too many rows (n must be < 2**31)");
-}
-
-void check_weight_sum(const char* fn, const DoubleArray& w) {
-  double sum = 0.0;
-  for (py::ssize_t k = 0; k < w.shape(0); ++k) sum += w.data()[k];
-  if (!std::isfinite(sum)) throw py::value_error(std::string(fn) + ": sum(weights) overflows");
-}
+using namespace aces_fast::bind;
 
 // dedup: None (auto) -> -1, True -> 1, False -> 0.
 int get_dedup(const char* fn, const py::object& obj) {
@@ -232,9 +101,7 @@ py::tuple py_surrogate(const py::object& B, const py::object& weights, double ga
   const char* fn = "surrogate_loo_auc";
   Matrix M = get_matrix(fn, B);
   check_rows_int32(fn, M.n);
-  if (weights.is_none()) throw py::type_error(std::string(fn) + ": weights are required");
-  DoubleArray w = get_vector(fn, "weights", weights, M.m, true);
-  check_weight_sum(fn, w);
+  DoubleArray w = get_weights(fn, weights, M.m);
   check_gamma(fn, gamma);
   py::object c = get_counts(fn, counts, M.n);
   const int64_t* pc = counts_ptr(c);
@@ -262,34 +129,10 @@ py::tuple py_aces_o_fit(const py::object& B, const py::object& logits0, const py
   const char* fn = "aces_o_fit";
   Matrix M = get_matrix(fn, B);
   check_rows_int32(fn, M.n);
-  // active: mask of length m (bool, integer or float), nonzero = active
-  py::array act_arr = as_numeric_array(fn, "active", active, "biuf");
-  if (static_cast<int64_t>(act_arr.shape(0)) != M.m)
-    throw py::value_error(std::string(fn) + ": active must have length m = " +
-                          std::to_string(M.m) + ", got " + std::to_string(act_arr.shape(0)));
-  DoubleArray actd = DoubleArray::ensure(act_arr);
-  if (!actd) throw py::error_already_set();
-  std::vector<uint8_t> act(static_cast<size_t>(M.m));
-  for (int64_t j = 0; j < M.m; ++j) {
-    if (std::isnan(actd.data()[j]))
-      throw py::value_error(std::string(fn) + ": active must not contain nan");
-    act[j] = actd.data()[j] != 0.0;
-  }
-  // logits0: float vector of length m, finite on the active columns
-  py::array lg_arr = as_numeric_array(fn, "logits0", logits0, "biuf");
-  if (static_cast<int64_t>(lg_arr.shape(0)) != M.m)
-    throw py::value_error(std::string(fn) + ": logits0 must have length m = " +
-                          std::to_string(M.m) + ", got " + std::to_string(lg_arr.shape(0)));
-  DoubleArray lg = DoubleArray::ensure(lg_arr);
-  if (!lg) throw py::error_already_set();
-  for (int64_t j = 0; j < M.m; ++j)
-    if (act[j] && !std::isfinite(lg.data()[j]))
-      throw py::value_error(std::string(fn) + ": logits0 must be finite on active columns (entry " +
-                            std::to_string(j) + ")");
+  const std::vector<uint8_t> act = get_active(fn, active, M.m);
+  DoubleArray lg = get_logits0(fn, logits0, act, M.m);
   check_gamma(fn, gamma);
-  if (!std::isfinite(lr) || lr < 0.0)
-    throw py::value_error(std::string(fn) + ": lr must be finite and >= 0");
-  if (steps < 0) throw py::value_error(std::string(fn) + ": steps must be >= 0");
+  check_lr_steps(fn, lr, steps);
   py::object c = get_counts(fn, counts, M.n);
   const int64_t* pc = counts_ptr(c);
   check_threads(fn, n_threads);

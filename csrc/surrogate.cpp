@@ -22,6 +22,7 @@
 // threads.
 #include "bits.hpp"
 #include "kernels.hpp"
+#include "sigmoid.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -143,11 +144,8 @@ inline void pairs_stable(double a, double sgn, double co, const double* __restri
                          double* sum_sig, double* sum_dsig) {
   double s1 = 0.0, s2 = 0.0;
   for (int64_t i = 0; i < ni; ++i) {
-    const double z = sgn * (a - x[i]);
-    const double e = std::exp(-std::fabs(z));
-    const double q = 1.0 / (1.0 + e);
-    const double sg = z >= 0.0 ? q : e * q;
-    const double d = e * q * q;
+    double sg, d;
+    sigmoid2(sgn * (a - x[i]), &sg, &d);
     s1 += ci[i] * sg;
     s2 += ci[i] * d;
     acc[i] += co * d;

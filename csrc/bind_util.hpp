@@ -1,0 +1,217 @@
+// Argument validation and conversion shared by the pybind11 bindings (module.cpp,
+// binned_bind.cpp), so every function of _core accepts the same inputs and raises
+// the same errors. Errors name the calling function (`fn`) and the argument.
+#pragma once
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+// Hidden like pybind11's own namespace: Matrix holds a py::array, and a type
+// more visible than its fields draws -Wattributes.
+#if defined(__GNUC__) || defined(__clang__)
+#define ACES_FAST_BIND_HIDDEN __attribute__((visibility("hidden")))
+#else
+#define ACES_FAST_BIND_HIDDEN
+#endif
+
+namespace aces_fast {
+namespace ACES_FAST_BIND_HIDDEN bind {
+
+namespace py = pybind11;
+
+using DoubleArray = py::array_t<double, py::array::c_style | py::array::forcecast>;
+using Int64Array = py::array_t<int64_t, py::array::c_style | py::array::forcecast>;
+
+constexpr int64_t kMaxTotalCount = (int64_t(1) << 31) - 1;
+
+inline std::string type_name(const py::handle& h) {
+  return py::str(py::type::handle_of(h).attr("__name__")).cast<std::string>();
+}
+
+inline std::string dtype_name(const py::array& a) {
+  return py::str(a.dtype()).cast<std::string>();
+}
+
+struct Matrix {
+  py::array keep;  // keeps the buffer alive
+  const uint8_t* data = nullptr;
+  int64_t n = 0;
+  int64_t m = 0;
+};
+
+// B: 2-D, C-contiguous numpy array of dtype uint8 or bool; used in place (no copy).
+inline Matrix get_matrix(const char* fn, const py::object& obj) {
+  if (!py::isinstance<py::array>(obj))
+    throw py::type_error(std::string(fn) +
+                         ": B must be a 2-D numpy.ndarray of dtype uint8 or bool, got " +
+                         type_name(obj));
+  Matrix M;
+  M.keep = py::reinterpret_borrow<py::array>(obj);
+  const py::array& a = M.keep;
+  if (a.ndim() != 2)
+    throw py::value_error(std::string(fn) + ": B must be 2-D (candidates x tests), got ndim=" +
+                          std::to_string(a.ndim()));
+  const char kind = a.dtype().kind();
+  if (!((kind == 'u' || kind == 'b') && a.itemsize() == 1))
+    throw py::type_error(std::string(fn) + ": B must have dtype uint8 or bool, got " +
+                         dtype_name(a) + " (convert with np.ascontiguousarray(B, dtype=np.uint8))");
+  if (!(a.flags() & py::array::c_style))
+    throw py::type_error(std::string(fn) +
+                         ": B must be C-contiguous (use np.ascontiguousarray(B))");
+  M.n = static_cast<int64_t>(a.shape(0));
+  M.m = static_cast<int64_t>(a.shape(1));
+  if (M.n == 0) throw py::value_error(std::string(fn) + ": B has no rows (n = 0 candidates)");
+  M.data = static_cast<const uint8_t*>(a.data());
+  return M;
+}
+
+// The kernels index rows with int32 in places.
+inline void check_rows_int32(const char* fn, int64_t n) {
+  if (n > static_cast<int64_t>(std::numeric_limits<int32_t>::max()))
+    throw py::value_error(std::string(fn) + ": too many rows (n must be < 2**31)");
+}
+
+inline py::array as_numeric_array(const char* fn, const char* name, const py::object& obj,
+                                  const char* kinds) {
+  py::array arr = py::array::ensure(obj);
+  if (!arr) {
+    PyErr_Clear();
+    throw py::type_error(std::string(fn) + ": " + name + " must be array-like, got " +
+                         type_name(obj));
+  }
+  const char kind = arr.dtype().kind();
+  if (std::string(kinds).find(kind) == std::string::npos)
+    throw py::type_error(std::string(fn) + ": " + name + " has unsupported dtype " +
+                         dtype_name(arr));
+  if (arr.ndim() != 1)
+    throw py::value_error(std::string(fn) + ": " + name + " must be 1-D, got ndim=" +
+                          std::to_string(arr.ndim()));
+  return arr;
+}
+
+// Float64 vector of length `len`; finite; >= 0 if nonneg.
+inline DoubleArray get_vector(const char* fn, const char* name, const py::object& obj,
+                              int64_t len, bool nonneg) {
+  py::array arr = as_numeric_array(fn, name, obj, "biuf");
+  if (static_cast<int64_t>(arr.shape(0)) != len)
+    throw py::value_error(std::string(fn) + ": " + name + " must have length " +
+                          std::to_string(len) + ", got " + std::to_string(arr.shape(0)));
+  DoubleArray out = DoubleArray::ensure(arr);
+  if (!out) throw py::error_already_set();
+  const double* p = out.data();
+  for (int64_t k = 0; k < len; ++k) {
+    if (!std::isfinite(p[k]))
+      throw py::value_error(std::string(fn) + ": " + name + " must be finite (entry " +
+                            std::to_string(k) + " is " + std::to_string(p[k]) + ")");
+    if (nonneg && p[k] < 0.0)
+      throw py::value_error(std::string(fn) + ": " + name + " must be >= 0 (entry " +
+                            std::to_string(k) + " is " + std::to_string(p[k]) + ")");
+  }
+  return out;
+}
+
+inline void check_weight_sum(const char* fn, const DoubleArray& w) {
+  double sum = 0.0;
+  for (py::ssize_t k = 0; k < w.shape(0); ++k) sum += w.data()[k];
+  if (!std::isfinite(sum)) throw py::value_error(std::string(fn) + ": sum(weights) overflows");
+}
+
+// Required weights: m finite values >= 0 with a finite sum.
+inline DoubleArray get_weights(const char* fn, const py::object& weights, int64_t m) {
+  if (weights.is_none()) throw py::type_error(std::string(fn) + ": weights are required");
+  DoubleArray w = get_vector(fn, "weights", weights, m, true);
+  check_weight_sum(fn, w);
+  return w;
+}
+
+// Optional int64 row multiplicities of length n, each >= 0, total < 2^31.
+// Returns None or a validated array (note: a default-constructed array_t is not
+// null in pybind11, so optional arrays are passed around as py::object).
+inline py::object get_counts(const char* fn, const py::object& obj, int64_t n) {
+  if (obj.is_none()) return py::none();
+  py::array arr = as_numeric_array(fn, "counts", obj, "biu");
+  if (static_cast<int64_t>(arr.shape(0)) != n)
+    throw py::value_error(std::string(fn) + ": counts must have length n = " + std::to_string(n) +
+                          ", got " + std::to_string(arr.shape(0)));
+  Int64Array out = Int64Array::ensure(arr);
+  if (!out) throw py::error_already_set();
+  const int64_t* p = out.data();
+  int64_t total = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (p[i] < 0)
+      throw py::value_error(std::string(fn) + ": counts must be >= 0 (entry " +
+                            std::to_string(i) + " is " + std::to_string(p[i]) + ")");
+    total += std::min<int64_t>(p[i], kMaxTotalCount);
+    if (total > kMaxTotalCount)
+      throw py::value_error(std::string(fn) + ": sum(counts) must be < 2**31");
+  }
+  return out;
+}
+
+inline const int64_t* counts_ptr(const py::object& c) {
+  if (c.is_none()) return nullptr;
+  return static_cast<const int64_t*>(py::reinterpret_borrow<py::array>(c).data());
+}
+
+inline void check_threads(const char* fn, int n_threads) {
+  if (n_threads < 0)
+    throw py::value_error(std::string(fn) + ": n_threads must be >= 0 (0 = OpenMP default)");
+}
+
+inline void check_gamma(const char* fn, double gamma) {
+  if (!std::isfinite(gamma) || gamma <= 0.0)
+    throw py::value_error(std::string(fn) + ": gamma must be finite and > 0");
+}
+
+// Float64 copy (or view) of a numeric 1-D vector with one entry per column (m);
+// values unchecked.
+inline DoubleArray get_column_vector(const char* fn, const char* name, const py::object& obj,
+                                     int64_t m) {
+  py::array arr = as_numeric_array(fn, name, obj, "biuf");
+  if (static_cast<int64_t>(arr.shape(0)) != m)
+    throw py::value_error(std::string(fn) + ": " + name + " must have length m = " +
+                          std::to_string(m) + ", got " + std::to_string(arr.shape(0)));
+  DoubleArray out = DoubleArray::ensure(arr);
+  if (!out) throw py::error_already_set();
+  return out;
+}
+
+// ACES-O active: mask of length m (bool, integer or float, no nan), nonzero = active.
+inline std::vector<uint8_t> get_active(const char* fn, const py::object& active, int64_t m) {
+  const DoubleArray actd = get_column_vector(fn, "active", active, m);
+  std::vector<uint8_t> act(static_cast<size_t>(m));
+  for (int64_t j = 0; j < m; ++j) {
+    if (std::isnan(actd.data()[j]))
+      throw py::value_error(std::string(fn) + ": active must not contain nan");
+    act[j] = actd.data()[j] != 0.0;
+  }
+  return act;
+}
+
+// ACES-O logits0: float vector of length m, finite on the active columns.
+inline DoubleArray get_logits0(const char* fn, const py::object& logits0,
+                               const std::vector<uint8_t>& act, int64_t m) {
+  DoubleArray lg = get_column_vector(fn, "logits0", logits0, m);
+  for (int64_t j = 0; j < m; ++j)
+    if (act[j] && !std::isfinite(lg.data()[j]))
+      throw py::value_error(std::string(fn) + ": logits0 must be finite on active columns (entry " +
+                            std::to_string(j) + ")");
+  return lg;
+}
+
+// ACES-O Adam settings: lr finite and >= 0, steps >= 0.
+inline void check_lr_steps(const char* fn, double lr, int64_t steps) {
+  if (!std::isfinite(lr) || lr < 0.0)
+    throw py::value_error(std::string(fn) + ": lr must be finite and >= 0");
+  if (steps < 0) throw py::value_error(std::string(fn) + ": steps must be >= 0");
+}
+
+}  // namespace bind
+}  // namespace aces_fast
