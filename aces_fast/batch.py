@@ -5,8 +5,10 @@ the same method and parameters. Every task is validated first (an error names
 the task's index), then the backend runs them all:
 
 * a backend with a ``rerank_batch(Bs, method, params, n_threads)`` method gets
-  the whole list at once (the ``cpp`` backend: one call into C++, OpenMP across
-  tasks, GIL released). It returns one :class:`~aces_fast.result.RerankResult`
+  the whole list at once (``cpp``: one call into C++, OpenMP across tasks, GIL
+  released, for majority, ACES-C and ACES-O; ``numba``: one prange kernel over
+  tasks for majority and ACES-C, ACES-O tasks on threads; ``torch``: padded
+  (T, n, m) chunks on the input's device for majority and ACES-C). It returns one :class:`~aces_fast.result.RerankResult`
   per task, or ``None`` for a method it has no batch path for;
 * otherwise the tasks run one by one through the backend's method entry points,
   exactly as :func:`aces_fast.rerank` would run them.

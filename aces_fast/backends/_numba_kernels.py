@@ -38,7 +38,9 @@ import os
 import types
 
 import numpy as np
-from numba import njit, prange
+from numba import carray, njit, prange
+from numba import types as nbtypes
+from numba.core.extending import intrinsic
 
 CACHE = os.environ.get("ACES_FAST_NUMBA_CACHE", "") == "1"
 
@@ -701,3 +703,355 @@ def aces_o_fit(B, logits0, active, gamma, lr, steps, cnt, parallel):
         weights[cols[k]] = w[k]
     return weights, objective
 
+
+# ---------------------------------------------------------------------------
+# method glue (SPEC section 3) shared by the per-task methods and the batch kernel
+#
+# The per-task methods of NumbaBackend and the batch kernel below run these same
+# functions, so a batch gives the per-task results bit for bit. Sums are plain
+# ascending loops (no fastmath): their rounding is fixed by the code alone.
+
+#: method codes of :func:`rerank_tasks_c` (ACES_O: :func:`rerank_one_o`)
+MAJORITY = 0
+ACES_C = 1
+ACES_C_FILTER = 2
+ACES_O = 3
+
+
+@_jit()
+def column_counts(B):
+    """Passing candidates per test, int64 (m,). O(n m)."""
+    n, m = B.shape
+    cs = np.zeros(m, dtype=np.int64)
+    for i in range(n):
+        for j in range(m):
+            cs[j] += B[i, j] != 0
+    return cs
+
+
+@_jit()
+def nonconstant(B):
+    """uint8 (m,): 1 for tests some candidate passes and some fails."""
+    n = B.shape[0]
+    cs = column_counts(B)
+    out = np.zeros(cs.shape[0], dtype=np.uint8)
+    for j in range(cs.shape[0]):
+        out[j] = 1 if 0 < cs[j] < n else 0
+    return out
+
+
+@_jit()
+def uniform_loo_auc(B, width):
+    """Uniform-weight LOO-AUC of every column (serial build), float64 (m,); ``nan`` if constant."""
+    n, m = B.shape
+    out = np.full(m, np.nan)
+    if m == 0:
+        return out
+    cnt = np.ones(n, dtype=np.int64)
+    row_of, lstart, lval, ltot = levels_by_count(row_sums(B), cnt, m)
+    ei = np.empty(0, dtype=np.int64)
+    ef = np.empty(0)
+    # np.bool_/np.int64 and not literals: a literal argument makes numba compile
+    # (and optimize) a separate specialization of the callee
+    loo_blocks(B, np.bool_(True), cnt, row_of, lstart, lval, ltot, ei, ef, ei, np.ones(m), 0.0,
+               np.int64(width), out)
+    return out
+
+
+@_jit()
+def aces_c_from_loo(B, L, weighted):
+    """Unnormalized ACES-C weights from the uniform LOO-AUC ``L``; returns ``(w, fallback)``.
+
+    ``weighted``: ``w_j = (L_j - 1/2) p_j (1 - p_j)`` where ``L_j > 1/2`` (``nan``
+    fails the test), else 0; filter: ``w_j = 1`` where ``L_j > 1/2``. All zero ->
+    majority-vote weights and ``fallback = True``. O(n m).
+    """
+    n, m = B.shape
+    cs = column_counts(B)
+    w = np.zeros(m)
+    any_positive = False
+    for j in range(m):
+        if L[j] > 0.5:
+            if weighted:
+                p = cs[j] / n
+                w[j] = (L[j] - 0.5) * p * (1.0 - p)
+            else:
+                w[j] = 1.0
+            any_positive = any_positive or w[j] > 0.0
+    if not any_positive:
+        for j in range(m):
+            w[j] = 1.0 if 0 < cs[j] < n else 0.0
+    return w, not any_positive
+
+
+@_jit()
+def _ascending_sum(x):
+    acc = 0.0
+    for k in range(x.shape[0]):
+        acc += x[k]
+    return acc
+
+
+@_jit()
+def normalized(w):
+    """``w / sum(w)`` (sum in ascending order), or zeros when the sum is not positive."""
+    total = _ascending_sum(w)
+    out = np.zeros(w.shape[0])
+    if total > 0.0:
+        for k in range(w.shape[0]):
+            out[k] = w[k] / total
+    return out
+
+
+@_jit()
+def argsort_stable(keys):
+    """Indices sorting float64 ``keys`` ascending, equal keys by lower index (a
+    bottom-up merge sort; ``np.argsort(kind="stable")`` for non-nan keys). O(n log n)."""
+    n = keys.shape[0]
+    a = np.arange(n)
+    b = np.empty(n, dtype=np.int64)
+    width = 1
+    while width < n:
+        for lo in range(0, n, 2 * width):
+            mid = min(lo + width, n)
+            hi = min(lo + 2 * width, n)
+            i = lo
+            j = mid
+            for k in range(lo, hi):
+                # the left run wins ties: stable
+                if i < mid and (j >= hi or keys[a[i]] <= keys[a[j]]):
+                    b[k] = a[i]
+                    i += 1
+                else:
+                    b[k] = a[j]
+                    j += 1
+        a, b = b, a
+        width *= 2
+    return a
+
+
+@_jit()
+def snap_ties(s, tol, out):
+    """``out[i]`` = smallest score of the run of sorted neighbours closer than ``tol``
+    containing ``s[i]`` (the rule of :func:`aces_fast.backends.base.snap_ties`). O(n log n)."""
+    n = s.shape[0]
+    if n < 2 or not tol > 0.0:
+        out[:] = s
+        return
+    idx = argsort_stable(s)
+    prev = s[idx[0]]
+    run = prev
+    out[idx[0]] = run
+    for r in range(1, n):
+        v = s[idx[r]]
+        if v - prev > tol:
+            run = v
+        out[idx[r]] = run
+        prev = v
+
+
+@_jit()
+def finish_weighted(B, w_raw, tie_tol, w_out, scores_out, order_out):
+    """Normalize weights, score ``B w``, snap ties within ``tie_tol * sum(w)``, order.
+
+    Writes ``w_out`` (m,), ``scores_out`` (n,) and ``order_out`` (n,) (descending,
+    ties by lower index: a stable sort of ``-scores``). O(n m + n log n).
+    """
+    w = normalized(w_raw)
+    w_out[:] = w
+    s = row_scores(B, w)
+    snap_ties(s, tie_tol * _ascending_sum(w), scores_out)
+    neg = np.empty(s.shape[0])
+    for i in range(s.shape[0]):
+        neg[i] = -scores_out[i]
+    order_out[:] = argsort_stable(neg)
+
+
+@_jit()
+def warm_logits(wc, active):
+    """ACES-O's ``init="aces-c"`` logits: ``log(normalized(wc) + 1e-3)`` on active tests, else 0."""
+    wn = normalized(wc)
+    out = np.zeros(wc.shape[0])
+    for j in range(wc.shape[0]):
+        if active[j] != 0:
+            out[j] = np.log(wn[j] + 1e-3)
+    return out
+
+
+@_jit()
+def top_k_rows(B, top_k):
+    """Ascending indices of the ``top_k`` rows with most passes (ties: lower index);
+    every row when ``top_k < 0`` (None) or ``top_k >= n``. int64. O(n m + n log n)."""
+    n = B.shape[0]
+    if top_k < 0 or top_k >= n:
+        return np.arange(n)
+    rs = row_sums(B)
+    neg = np.empty(n)
+    for i in range(n):
+        neg[i] = -rs[i]  # exact: integers far below 2**53
+    by_sum = argsort_stable(neg)
+    keep = np.zeros(n, dtype=np.bool_)
+    for r in range(top_k):
+        keep[by_sum[r]] = True
+    out = np.empty(top_k, dtype=np.int64)
+    k = 0
+    for i in range(n):
+        if keep[i]:
+            out[k] = i
+            k += 1
+    return out
+
+
+@_jit()
+def _row_less(B, a, b):
+    for j in range(B.shape[1]):
+        if B[a, j] != B[b, j]:
+            return B[a, j] < B[b, j]
+    return False
+
+
+@_jit()
+def _rows_equal(B, a, b):
+    for j in range(B.shape[1]):
+        if B[a, j] != B[b, j]:
+            return False
+    return True
+
+
+@_jit()
+def _lex_order(B):
+    """Row indices in lexicographic row order (column 0 most significant), a stable
+    bottom-up merge sort. O(n log n) row comparisons."""
+    n = B.shape[0]
+    a = np.arange(n)
+    b = np.empty(n, dtype=np.int64)
+    width = 1
+    while width < n:
+        for lo in range(0, n, 2 * width):
+            mid = min(lo + width, n)
+            hi = min(lo + 2 * width, n)
+            i = lo
+            j = mid
+            for k in range(lo, hi):
+                if i < mid and (j >= hi or not _row_less(B, a[j], a[i])):
+                    b[k] = a[i]
+                    i += 1
+                else:
+                    b[k] = a[j]
+                    j += 1
+        a, b = b, a
+        width *= 2
+    return a
+
+
+@_jit()
+def distinct_rows(B):
+    """Merge identical rows of a unit-count ``B`` into ``(rows, counts int64)``.
+
+    The same output as ``numba_backend._distinct_rows(B, ones)``: ``B`` itself
+    when no two rows are equal (or n < 2), else the distinct rows in ascending
+    lexicographic order as ``np.unique(B, axis=0)`` sorts them; with no tests, one
+    empty row counting all n. O(n m log n).
+    """
+    n, m = B.shape
+    if n < 2:
+        return B, np.ones(n, dtype=np.int64)
+    if m == 0:
+        return B[:1].copy(), np.full(1, n, dtype=np.int64)
+    perm = _lex_order(B)
+    u = 1
+    for r in range(1, n):
+        u += not _rows_equal(B, perm[r], perm[r - 1])
+    if u == n:
+        return B, np.ones(n, dtype=np.int64)
+    rows = np.empty((u, m), dtype=np.uint8)
+    cnt = np.zeros(u, dtype=np.int64)
+    k = -1
+    for r in range(n):
+        if r == 0 or not _rows_equal(B, perm[r], perm[r - 1]):
+            k += 1
+            rows[k, :] = B[perm[r], :]
+        cnt[k] += 1
+    return rows, cnt
+
+
+@_jit()
+def rerank_one_c(B, code, tie_tol, w_out, scores_out, order_out, loo_out):
+    """Majority vote (``code`` MAJORITY) or ACES-C (ACES_C, ACES_C_FILTER) of one task,
+    as the per-task methods compute it; writes the outputs, returns ``fallback``."""
+    fallback = False
+    if code == MAJORITY:
+        w = nonconstant(B).astype(np.float64)
+    else:
+        L = uniform_loo_auc(B, np.int64(256))
+        w, fallback = aces_c_from_loo(B, L, code == ACES_C)
+        loo_out[:] = L
+    finish_weighted(B, w, tie_tol, w_out, scores_out, order_out)
+    return fallback
+
+
+@_jit()
+def rerank_one_o(B, tie_tol, gamma, lr, steps, top_k, warm, w_out, scores_out, order_out,
+                 obj_out, rows_out):
+    """ACES-O of one task (``warm``: init "aces-c"; ``top_k < 0``: None), as
+    ``NumbaBackend.aces_o`` computes it with the serial surrogate (the same bits as
+    the parallel one); writes the outputs, returns the number of rows kept."""
+    n, m = B.shape
+    active = nonconstant(B)
+    if warm:
+        wc, _ = aces_c_from_loo(B, uniform_loo_auc(B, np.int64(256)), np.bool_(True))
+        logits0 = warm_logits(wc, active)
+    else:
+        logits0 = np.zeros(m)
+    rows = top_k_rows(B, top_k)
+    nrows = rows.shape[0]
+    rows_out[:nrows] = rows
+    if nrows == n:
+        Bd, cd = distinct_rows(B)
+    else:
+        Bk = np.empty((nrows, m), dtype=np.uint8)
+        for r in range(nrows):
+            Bk[r, :] = B[rows[r], :]
+        Bd, cd = distinct_rows(Bk)
+    # np.bool_, not a literal False: see uniform_loo_auc
+    w, objective = aces_o_fit(Bd, logits0, active, gamma, lr, steps, cd, np.bool_(False))
+    obj_out[:] = objective
+    finish_weighted(B, w, tie_tol, w_out, scores_out, order_out)
+    return nrows
+
+
+@intrinsic
+def _uint8_pointer(typingctx, address):
+    """``address`` (an integer) as a ``uint8*``; the caller keeps the memory alive."""
+    if not isinstance(address, nbtypes.Integer):
+        return None
+    sig = nbtypes.CPointer(nbtypes.uint8)(address)
+
+    def codegen(context, builder, signature, args):
+        return builder.inttoptr(args[0], context.get_value_type(signature.return_type))
+
+    return sig, codegen
+
+
+@_jit(parallel=True)
+def rerank_tasks_c(addresses, shapes, todo, code, tie_tol, noff, moff, weights, scores, order,
+                   loo, fallback):
+    """Majority vote or ACES-C of many tasks, one per ``prange`` iteration.
+
+    Task ``t`` is the C-contiguous ``uint8`` (n, m) matrix at memory address
+    ``addresses[t]`` with ``(n, m) = shapes[t]`` (read in place: the caller
+    validated each matrix and keeps it alive); ``todo`` lists the tasks in the
+    order to start them (largest first balances the threads). Outputs are
+    flat: task t's scores and order at ``noff[t]``, weights and LOO-AUC at
+    ``moff[t]``; ``fallback`` per task. Each task runs :func:`rerank_one_c`
+    (serial kernels), so results do not depend on threads or batch.
+    """
+    for q in prange(todo.shape[0]):
+        t = todo[q]
+        n = shapes[t, 0]
+        m = shapes[t, 1]
+        B = carray(_uint8_pointer(addresses[t]), (n, m))
+        a = noff[t]
+        b = moff[t]
+        fallback[t] = rerank_one_c(B, code, tie_tol, weights[b:b + m], scores[a:a + n],
+                                   order[a:a + n], loo[b:b + m])

@@ -118,10 +118,107 @@ def nonconstant_mask(B: torch.Tensor) -> torch.Tensor:
     return (c > 0) & (c < B.shape[0])
 
 
+#: ``row_scores`` splits weights into slices on these grids (relative to a power of
+#: two >= max|w|): 2**-26, 2**-52, 2**-78. A slice has at most 26 significant bits
+#: above its grid, so sums of up to 2**26 of them are exact in float64.
+_SLICE_GRIDS = (2.0**26, 2.0**52, 2.0**78)
+
+
+def weight_slices(w: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Split float64 ``w`` (..., m) into ``(slices (..., m, 3), scale (..., 1))``.
+
+    ``w = scale * (slices.sum(-1) + rest)`` with ``scale`` a power of two
+    >= max|w| (1 when w is all zero) and ``|rest| <= 2**-79``. Every slice is a
+    multiple of its grid (see ``_SLICE_GRIDS``) and at most 2**-26 times the
+    previous grid, so any 0/1 combination of up to 2**26 slices sums exactly,
+    in any order. Each step (scale by a power of two, round to a grid,
+    subtract) is exact. O(m).
+    """
+    top = w.abs().amax(dim=-1, keepdim=True)
+    mant, _ = torch.frexp(top)  # top = mant * 2**e, mant in [0.5, 1)
+    scale = torch.where(top > 0, top / torch.where(top > 0, mant, 1.0), 1.0)  # 2**e, exactly
+    x = w / scale
+    slices = []
+    for grid in _SLICE_GRIDS:
+        part = torch.round(x * grid) / grid
+        slices.append(part)
+        x = x - part
+    return torch.stack(slices, dim=-1), scale
+
+
+def _combine(S: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """``((S_0 + S_1) + S_2) * scale`` from exact slice sums ``S`` (..., 3)."""
+    return ((S[..., 0] + S[..., 1]) + S[..., 2]) * scale
+
+
+def exact_sum(w: torch.Tensor) -> torch.Tensor:
+    """Sum of float64 ``w`` over its last dimension, rounded independently of order.
+
+    The slices of :func:`weight_slices` sum exactly in any order, so the
+    result depends only on the multiset of values: not on the length of the
+    row (zero padding), the reduction kernel, the device or the thread count
+    -- the padded batch path relies on it. Within two roundings (plus
+    ``m * 2**-79 * max|w|``) of the exact sum. Shape ``w.shape[:-1]``; O(m).
+    """
+    if w.shape[-1] == 0:
+        return w.new_zeros(w.shape[:-1])
+    slices, scale = weight_slices(w)
+    return _combine(slices.sum(dim=-2), scale.squeeze(-1))
+
+
 def normalized(w: torch.Tensor) -> torch.Tensor:
-    """``w / w.sum()``, or all zeros when the sum is 0 (no host sync)."""
-    total = w.sum()
+    """``w / sum(w)`` along the last dimension (:func:`exact_sum`), or zeros where
+    the sum is 0. Any leading (task) dimensions; no host sync."""
+    total = exact_sum(w).unsqueeze(-1)
     return torch.where(total > 0, w / torch.where(total > 0, total, 1.0), torch.zeros_like(w))
+
+
+def row_scores(B: torch.Tensor, w: torch.Tensor,
+               chunk_elements: int = DEFAULT_CHUNK_ELEMENTS) -> torch.Tensor:
+    """``s = B @ w`` in float64, rounded independently of summation order.
+
+    ``B`` uint8 (..., n, m), ``w`` float64 (..., m) -> (..., n). One matmul of
+    B with the three exact slices of :func:`weight_slices` gives three exact
+    sums (0/1 times a slice is exact, and the partial sums are representable
+    whatever order BLAS/cuBLAS adds them in); ``s = ((S_0 + S_1) + S_2) * scale``.
+    So a task's scores do not depend on padding, batching, threads or the
+    matmul kernel -- the batch path relies on it -- and are within two
+    roundings (plus ``m * 2**-79 * scale``) of the exact sums. Needs
+    m <= 2**26. Chunked over rows: temporaries of at most ``chunk_elements``
+    float64 entries. O(n m).
+    """
+    n, m = B.shape[-2], B.shape[-1]
+    out = torch.zeros(B.shape[:-1], dtype=torch.float64, device=B.device)
+    if m == 0 or out.numel() == 0:
+        return out
+    if m > 2**26:
+        raise ValueError(f"row_scores supports at most 2**26 tests; got m={m}")
+    slices, scale = weight_slices(w.to(torch.float64))
+    per_row = max(1, out.numel() // n * m)
+    step = max(1, chunk_elements // per_row)
+    for a in range(0, n, step):
+        b = min(n, a + step)
+        S = torch.matmul(B[..., a:b, :].to(torch.float64), slices)  # (..., b - a, 3), exact
+        out[..., a:b] = _combine(S, scale)
+    return out
+
+
+def aces_c_weights(L: torch.Tensor, colsum: torch.Tensor, n_rows: torch.Tensor,
+                   weighted: bool) -> torch.Tensor:
+    """Unnormalized ACES-C weights from the uniform LOO-AUC (before any fallback).
+
+    ``L`` float64 (..., m), ``colsum`` int64 (..., m) passers per test,
+    ``n_rows`` float64 tensor broadcastable to ``L`` (candidates per task).
+    ``weighted``: ``(L - 1/2) p (1 - p)`` with ``p = colsum / n_rows`` where
+    ``L > 1/2`` (``nan`` is not), else 0; filter: 1 where ``L > 1/2``. The
+    division is by a tensor in both the per-task and the batch path, so both
+    round identically.
+    """
+    informative = L > 0.5
+    if not weighted:
+        return informative.to(torch.float64)
+    p = colsum.to(torch.float64) / n_rows
+    return torch.where(informative, (L - 0.5) * p * (1.0 - p), torch.zeros_like(L))
 
 
 def snap_ties(s: torch.Tensor, tol: float) -> torch.Tensor:
@@ -147,6 +244,33 @@ def snap_ties(s: torch.Tensor, tol: float) -> torch.Tensor:
 def descending_order(scores: torch.Tensor) -> torch.Tensor:
     """Indices sorting ``scores`` descending, ties by lower index (int64)."""
     return torch.sort(-scores, stable=True).indices
+
+
+def snap_ties_padded(s: torch.Tensor, valid: torch.Tensor, tol: torch.Tensor) -> torch.Tensor:
+    """:func:`snap_ties` for every row of ``s`` (T, n) at once, row t with ``tol[t]``.
+
+    ``valid`` bool (T, n) marks real candidates; padding sorts after them as
+    ``+inf`` and comes back as ``+inf``. A real entry's value equals
+    ``snap_ties(s[t, valid[t]], tol[t])``: same sorted prefix, same comparisons
+    (with ``tol = 0`` the runs hold exactly equal values, so nothing changes,
+    as the per-task early return). O(T n log n), no host sync.
+    """
+    T, n = s.shape
+    x = s.masked_fill(~valid, math.inf)
+    if n < 2:
+        return x
+    sv, idx = torch.sort(x, dim=1, stable=True)
+    starts = torch.ones((T, n), dtype=torch.bool, device=s.device)
+    starts[:, 1:] = (sv[:, 1:] - sv[:, :-1]) > tol[:, None]
+    pos = torch.arange(n, device=s.device).expand(T, n)
+    run_start = torch.cummax(torch.where(starts, pos, torch.zeros_like(pos)), dim=1).values
+    return torch.empty_like(x).scatter_(1, idx, sv.gather(1, run_start))
+
+
+def descending_order_padded(scores: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """Per row of ``scores`` (T, n): :func:`descending_order` of its ``valid`` entries,
+    which come first (padding last); int64 (T, n)."""
+    return torch.sort(-scores.masked_fill(~valid, -math.inf), dim=1, stable=True).indices
 
 
 def top_k_rows(B: torch.Tensor, top_k: Optional[int]) -> torch.Tensor:
@@ -234,6 +358,125 @@ def loo_auc(B: torch.Tensor, weights: Optional[torch.Tensor], tie_tol: float,
         pairs = passers.sum(dim=0, dtype=torch.int64) * prefix[V].to(torch.int64)
         value = (wins.to(torch.float64) + 0.5 * ties.to(torch.float64)) / pairs.to(torch.float64)
         out[a:b] = torch.where(pairs > 0, value, out[a:b])
+    return out
+
+
+def _count_dtype(*bounds: int) -> torch.dtype:
+    """float32 when every count stays below 2**24 (exact there; torch's float
+    reductions are several times faster than its integer ones), else float64."""
+    return torch.float32 if max(bounds) < 2**24 else torch.float64
+
+
+def loo_auc_uniform_padded(B: torch.Tensor, n_rows: torch.Tensor
+                           ) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Uniform-weight LOO-AUC of every test of every task: ``(L (T, m), passers (T, m))``.
+
+    ``B`` uint8 (T, n, m): task t's pass matrix in its top-left (n_rows[t], m_t)
+    corner, zeros elsewhere; ``n_rows`` int64 (T,). ``L`` is float64 with
+    ``nan`` for constant tests (padding columns have no passer, so they are
+    constant); ``passers`` int64 counts each test's passing candidates.
+
+    Rows of equal integer score u form a level (padding rows are left out).
+    One ``index_add`` sums each level's rows, giving its passers per test
+    (T, levels, m); failers are the rest of the level. A passer of a level has
+    leave-one-out score u - 1: it beats the failers of the levels below u - 1
+    (a running sum over levels, read at ``searchsorted(u - 1)``) and ties those
+    of the level at u - 1, if any -- the same level positions for every test,
+    since the shift is 1 for all. Counts are integers held exactly in floating
+    point (below 2**24 in float32, 2**53 in float64), and the final
+    expression is :func:`loo_auc`'s, so every value equals the per-task one
+    bit for bit. O(T n m + T n log n) time, O(T n m) memory; one host sync
+    (the largest number of levels).
+    """
+    T, n, m = B.shape
+    dev = B.device
+    f64 = torch.float64
+    if T == 0 or m == 0:
+        return (torch.full((T, m), math.nan, dtype=f64, device=dev),
+                torch.zeros((T, m), dtype=torch.int64, device=dev))
+    cdt = _count_dtype(n, m)
+    Bc = B.to(cdt)
+    n_col = n_rows[:, None]
+    valid = torch.arange(n, device=dev)[None, :] < n_col
+    # padding rows score m + 2: sorted last, never a real score minus 1
+    score = Bc.sum(dim=2).to(torch.int64).masked_fill_(~valid, m + 2)
+    sv, perm = torch.sort(score, dim=1)
+    first = torch.ones((T, n), dtype=torch.bool, device=dev)
+    first[:, 1:] = sv[:, 1:] != sv[:, :-1]
+    first &= sv <= m
+    per_task = first.sum(dim=1)
+    levels = int(per_task.max())
+    # level of each sorted row; padding rows go to a spare slot `levels`
+    level = torch.where(sv <= m, torch.cumsum(first, dim=1) - 1, levels)
+    value = torch.full((T, levels + 1), m + 3, dtype=torch.int64, device=dev)
+    value.scatter_(1, torch.where(first, level, levels), sv)  # ascending, unused: m + 3
+    value = value[:, :levels].contiguous()
+    size = torch.zeros((T, levels + 1), dtype=cdt, device=dev)
+    size.scatter_add_(1, level, valid.to(cdt))
+    row_level = torch.empty_like(level).scatter_(1, perm, level)
+    slot = (row_level + torch.arange(T, device=dev)[:, None] * (levels + 1)).reshape(-1)
+    lp = torch.zeros((T * (levels + 1), m), dtype=cdt, device=dev)
+    lp.index_add_(0, slot, Bc.reshape(T * n, m))
+    del Bc
+    level_passers = lp.reshape(T, levels + 1, m)                      # spare slot: 0 passers
+    level_failers = size[:, :, None] - level_passers                  # spare slot: 0 (size 0)
+    failers_below = torch.zeros((T, levels + 1, m), dtype=cdt, device=dev)
+    torch.cumsum(level_failers[:, :levels], dim=1, out=failers_below[:, 1:])
+    target = value - 1
+    lo = torch.searchsorted(value, target, side="left")  # levels scoring < u - 1
+    at = value.gather(1, lo.clamp(max=max(levels - 1, 0))) == target
+    tie_level = torch.where(at & (lo < levels), lo, levels)  # spare slot: no failers
+    base = torch.arange(T, device=dev)[:, None] * (levels + 1)
+
+    def rows(table: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+        flat = table.reshape(T * (levels + 1), m)
+        return flat.index_select(0, (idx + base).reshape(-1)).reshape(T, levels, m).to(f64)
+
+    passers = level_passers[:, :levels].to(f64)
+    wins = (passers * rows(failers_below, lo)).sum(dim=1)
+    ties = (passers * rows(level_failers, tie_level)).sum(dim=1)
+    P = passers.sum(dim=1)
+    pairs = P * (n_col.to(f64) - P)
+    L = torch.where(pairs > 0, (wins + 0.5 * ties) / pairs, math.nan)
+    return L, P.to(torch.int64)
+
+
+def rerank_padded(B: torch.Tensor, n_rows: torch.Tensor, method: str, tie_tol: float,
+                  chunk_elements: int = DEFAULT_CHUNK_ELEMENTS) -> dict:
+    """Majority vote or ACES-C for a padded batch of tasks, all on ``B.device``.
+
+    ``B`` uint8 (T, n, m) padded with zeros (see :func:`loo_auc_uniform_padded`),
+    ``n_rows`` int64 (T,). ``method``: ``"majority"``, ``"aces-c"`` or
+    ``"aces-c-filter"``. Returns tensors ``weights`` (T, m), ``scores`` (T, n),
+    ``order`` (T, n) (a task's real candidates first), and for ACES-C
+    ``loo_auc`` (T, m) and ``fallback`` bool (T,); entries beyond a task's shape
+    are padding. The same operations as the per-task methods of
+    :class:`~aces_fast.backends.torch_backend.TorchBackend` (order-independent
+    sums, division by a tensor), so each task's values equal them bit for bit.
+    No Python loop over tasks; one host sync (in :func:`loo_auc_uniform_padded`).
+    O(T n m + T n log n).
+    """
+    T, n, m = B.shape
+    f64 = torch.float64
+    out = {}
+    if method == "majority":
+        colsum = B.to(_count_dtype(n)).sum(dim=1).to(torch.int64)
+        L = None
+    else:
+        L, colsum = loo_auc_uniform_padded(B, n_rows)
+    nonconstant = (colsum > 0) & (colsum < n_rows[:, None])
+    if L is None:
+        w = nonconstant.to(f64)
+    else:
+        w = aces_c_weights(L, colsum, n_rows.to(f64)[:, None], method == "aces-c")
+        fallback = ~(w > 0).any(dim=1)
+        w = torch.where(fallback[:, None], nonconstant.to(f64), w)
+        out.update(loo_auc=L, fallback=fallback)
+    w = normalized(w)
+    valid = torch.arange(n, device=B.device)[None, :] < n_rows[:, None]
+    scores = snap_ties_padded(row_scores(B, w, chunk_elements), valid,
+                              tie_tol * exact_sum(w))
+    out.update(weights=w, scores=scores, order=descending_order_padded(scores, valid))
     return out
 
 

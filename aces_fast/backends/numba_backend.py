@@ -20,16 +20,22 @@ serial build; both give identical bits. numba's ``workqueue`` threading layer
 cannot run two parallel kernels at once, so under that layer a call that finds
 another parallel call running uses the serial build instead (still releasing
 the GIL: concurrent calls from Python threads stay safe and parallel).
+
+Method glue (normalization, scores ``B w`` summed in ascending test order, tie
+snapping, orders, ACES-C weights, warm-start logits, the top-k prefilter) runs
+in numba too, in the same functions the batch path runs for each task, so
+:meth:`NumbaBackend.rerank_batch` gives the per-task results bit for bit.
 """
 
 from __future__ import annotations
 
 import importlib
 import threading
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
+from ..result import RerankResult
 from .base import Backend, BackendUnavailableError
 
 _UNAVAILABLE = "numba is not installed (pip install aces_fast[numba])"
@@ -183,6 +189,162 @@ def _as_counts(counts: Any, n: int) -> np.ndarray:
     return np.ascontiguousarray(c, dtype=np.int64)
 
 
+#: rerank names with a batch kernel -> method code (MAJORITY, ACES_C, ACES_C_FILTER,
+#: ACES_O of ``_numba_kernels``)
+_BATCH_CODES = {"majority": 0, "aces-c": 1, "aces-c-filter": 2, "aces-o": 3, "aces-o-warm": 3}
+
+
+def _offsets(sizes: np.ndarray) -> np.ndarray:
+    """Exclusive prefix sums: where each task's block starts in a flat output buffer."""
+    out = np.zeros(sizes.shape[0], dtype=np.int64)
+    np.cumsum(sizes[:-1], out=out[1:])
+    return out
+
+
+def _task_costs(shapes: np.ndarray, code: int, params: Dict[str, Any]) -> np.ndarray:
+    """Rough serial cost per task (same units as ``parallel_min_work``)."""
+    n, m = shapes[:, 0].astype(np.float64), shapes[:, 1].astype(np.float64)
+    cost = n * m + n * np.log2(n + 1.0)
+    if code == _BATCH_CODES["aces-o"]:
+        top_k = params["top_k"]
+        k = n if top_k is None else np.minimum(n, top_k)
+        cost += (params["steps"] + 1) * k * m * (1.0 + k / 4.0)
+    return cost
+
+
+def _rerank_batch(be: "NumbaBackend", mats: List[np.ndarray], method: str, code: int,
+                  params: Dict[str, Any], n_threads: Optional[int]) -> List[RerankResult]:
+    """Run the batch kernels (see :meth:`NumbaBackend.rerank_batch`), split the results."""
+    import numba
+
+    k = _kernels
+    T = len(mats)
+    shapes = np.array([B.shape for B in mats], dtype=np.int64).reshape(T, 2)
+    ns, ms = shapes[:, 0], shapes[:, 1]
+    noff, moff = _offsets(ns), _offsets(ms)
+    N, M = int(ns.sum()), int(ms.sum())
+    aces_o = code == k.ACES_O
+    steps = int(params["steps"]) if aces_o else 0
+    no = steps + 1
+    tie_tol = float(params.get("tie_tol", 1e-9))  # majority: majority_vote's default
+    weights, scores, loo = np.empty(M), np.empty(N), np.full(M, np.nan)
+    order, rows = np.empty(N, dtype=np.int64), np.empty(N, dtype=np.int64)
+    fallback = np.zeros(T, dtype=np.bool_)
+    objective = np.zeros(T * no) if aces_o else np.zeros(0)
+    nrows = np.zeros(T, dtype=np.int64)
+    cost = _task_costs(shapes, code, params)
+    # largest first: with one task per thread at a time, the last ones are small
+    todo = np.argsort(-cost, kind="stable")
+    threads = _num_threads() if n_threads is None else min(int(n_threads),
+                                                           numba.config.NUMBA_NUM_THREADS)
+    # a parallel launch (even with one thread) beats a Python call per task
+    parallel = T > 1 and float(cost.sum()) >= be.parallel_min_work
+
+    if aces_o:
+        top_k = params["top_k"]
+        # the scalars as the per-task path hands them to numba: float64, int64, bool
+        o_args = (tie_tol, float(params["gamma"]), float(params["lr"]), np.int64(steps),
+                  np.int64(-1 if top_k is None else top_k), bool(params["init"] == "aces-c"))
+
+        def run_o(t: int) -> None:
+            a, b = noff[t], moff[t]
+            n, m = mats[t].shape
+            nrows[t] = k.rerank_one_o(mats[t], *o_args, weights[b:b + m], scores[a:a + n],
+                                      order[a:a + n], objective[t * no:(t + 1) * no],
+                                      rows[a:a + n])
+
+        # an ACES-O task costs far more than a Python call, so Python threads share
+        # them out (the kernel releases the GIL); no numba parallel region is needed
+        _in_threads(run_o, todo, threads if parallel else 1)
+    else:
+        def one_by_one() -> None:
+            for t in todo:
+                a, b = noff[t], moff[t]
+                n, m = mats[t].shape
+                fallback[t] = k.rerank_one_c(mats[t], np.int64(code), tie_tol,
+                                             weights[b:b + m], scores[a:a + n], order[a:a + n],
+                                             loo[b:b + m])
+
+        def call(par: bool) -> None:
+            if not par:  # small batch, or another parallel launch running (workqueue)
+                return one_by_one()
+            # the matrices are read in place (no packing copy); `mats` keeps them alive
+            addresses = np.array([B.ctypes.data for B in mats], dtype=np.int64)
+            previous = numba.get_num_threads()
+            numba.set_num_threads(threads)
+            try:
+                with numba.parallel_chunksize(1):  # dynamic: tasks differ in cost
+                    k.rerank_tasks_c(addresses, shapes, todo, np.int64(code), tie_tol, noff,
+                                     moff, weights, scores, order, loo, fallback)
+            finally:
+                numba.set_num_threads(previous)
+
+        _run(call, parallel)
+    return _split_results(method, params, shapes, noff, moff, weights, scores, order, loo,
+                          fallback, objective, rows, nrows)
+
+
+def _in_threads(fn, items: np.ndarray, threads: int) -> None:
+    """``fn(item)`` for every item, on ``threads`` Python threads (the caller's included)
+    taking the next item as they finish; the first exception is re-raised."""
+    if threads <= 1 or len(items) <= 1:
+        for item in items:
+            fn(int(item))
+        return
+    queue = iter(items.tolist())
+    lock = threading.Lock()
+    errors: List[BaseException] = []
+
+    def work() -> None:
+        while not errors:
+            with lock:
+                item = next(queue, None)
+            if item is None:
+                return
+            try:
+                fn(item)
+            except BaseException as exc:  # re-raised in the calling thread
+                errors.append(exc)
+
+    helpers = [threading.Thread(target=work, daemon=True)
+               for _ in range(min(threads, len(items)) - 1)]
+    for th in helpers:
+        th.start()
+    work()
+    for th in helpers:
+        th.join()
+    if errors:
+        raise errors[0]
+
+
+def _split_results(method, params, shapes, noff, moff, weights, scores, order, loo, fallback,
+                   objective, rows, nrows) -> List[RerankResult]:
+    """Per-task :class:`RerankResult` views into the flat outputs, fields as the glue sets them."""
+    out = []
+    no = objective.shape[0] // max(1, shapes.shape[0])
+    for t in range(shapes.shape[0]):
+        n, m = int(shapes[t, 0]), int(shapes[t, 1])
+        a, b = int(noff[t]), int(moff[t])
+        common = dict(scores=scores[a:a + n], weights=weights[b:b + m], order=order[a:a + n],
+                      backend="numba")
+        if method == "majority":
+            out.append(RerankResult(method="majority", **common))
+        elif method in ("aces-c", "aces-c-filter"):
+            variant = "weighted" if method == "aces-c" else "filter"
+            out.append(RerankResult(method=method, loo_auc=loo[b:b + m],
+                                    fallback=bool(fallback[t]), info={"variant": variant},
+                                    **common))
+        else:
+            init = params["init"]
+            info = {"gamma": params["gamma"], "lr": params["lr"], "steps": params["steps"],
+                    "top_k": params["top_k"], "init": init,
+                    "rows": rows[a:a + int(nrows[t])]}
+            out.append(RerankResult(method="aces-o-warm" if init == "aces-c" else "aces-o",
+                                    objective=objective[t * no:(t + 1) * no], info=info,
+                                    **common))
+    return out
+
+
 class NumbaBackend(Backend):
     """Backend running the njit kernels of :mod:`._numba_kernels`."""
 
@@ -243,6 +405,76 @@ class NumbaBackend(Backend):
         return _run(lambda par: _kernels.aces_o_fit(Bd, logits0, active, gamma, lr, steps, cd,
                                                     par), self._parallel(work))
 
+    # -- method glue in numba (shared with the batch kernel) ----------------------
+
+    def row_scores(self, B, w):
+        """``B @ w`` summed in ascending test order (float64 (n,)), as the batch kernel does."""
+        return _kernels.row_scores(_as_matrix(B), np.ascontiguousarray(w, dtype=np.float64))
+
+    def _weighted_result(self, B, w, method, tie_tol, **extra):
+        B = _as_matrix(B)
+        n, m = B.shape
+        weights, scores = np.empty(m), np.empty(n)
+        order = np.empty(n, dtype=np.int64)
+        _kernels.finish_weighted(B, np.ascontiguousarray(w, dtype=np.float64), float(tie_tol),
+                                 weights, scores, order)
+        return RerankResult(scores=scores, weights=weights, order=order, method=method,
+                            backend=self.name, **extra)
+
+    def aces_c_weights(self, B, variant, tie_tol):
+        B = _as_matrix(B)
+        L = self.loo_auc(B, None, tie_tol)
+        w, fallback = _kernels.aces_c_from_loo(B, L, variant == "weighted")
+        return w, L, bool(fallback)
+
+    def aces_o(self, B, gamma, lr, steps, top_k, init, tie_tol=1e-9):
+        B = _as_matrix(B)
+        k = _kernels
+        active = k.nonconstant(B)
+        if init == "aces-c":
+            wc, _, _ = self.aces_c_weights(B, "weighted", tie_tol)
+            logits0 = k.warm_logits(wc, active)
+        else:
+            logits0 = np.zeros(B.shape[1])
+        rows = k.top_k_rows(B, -1 if top_k is None else int(top_k))
+        Bk = B if rows.shape[0] == B.shape[0] else np.ascontiguousarray(B[rows])
+        w, objective = self.aces_o_fit(Bk, logits0, active, gamma, lr, steps)
+        info = {"gamma": gamma, "lr": lr, "steps": steps, "top_k": top_k, "init": init,
+                "rows": rows}
+        method = "aces-o-warm" if init == "aces-c" else "aces-o"
+        return self._weighted_result(B, w, method, tie_tol, objective=objective, info=info)
+
+    # -- many tasks at once ------------------------------------------------------
+
+    def rerank_batch(self, Bs: Sequence[np.ndarray], method: str, params: Dict[str, Any],
+                     n_threads: Optional[int]) -> Optional[List[RerankResult]]:
+        """Rank many tasks at once (the protocol of :mod:`aces_fast.batch`).
+
+        Majority vote and ACES-C (both variants): one ``parallel=True`` kernel,
+        ``_numba_kernels.rerank_tasks_c``, with a ``prange`` over tasks, each
+        task running the serial kernels; the matrices are read in place
+        (their addresses and shapes are passed, nothing is packed or copied),
+        largest first, one task per thread at a time (chunk size 1). ACES-O
+        (both inits): each task costs far more than a Python call, so Python
+        threads hand tasks to ``rerank_one_o`` (serial kernels, GIL released)
+        -- no numba parallel region, so no JIT cost for one.
+        ``n_threads``: threads across tasks (``None``: numba's current count;
+        values above ``NUMBA_NUM_THREADS`` are capped there); numba's count is
+        set for the call and restored. Small batches (under
+        :attr:`parallel_min_work`) and calls that find another parallel
+        launch running under the ``workqueue`` layer run the same kernel per
+        task. Results equal :meth:`majority_vote` / :meth:`aces_c` /
+        :meth:`aces_o` task by task bit for bit, whatever the route and thread
+        count; arrays are views into a few flat buffers. Returns ``None`` for
+        CodeT and B4 (the caller loops over the tasks). Cost: the sum of the
+        per-task costs divided across threads.
+        """
+        code = _BATCH_CODES.get(method)
+        if code is None:
+            return None
+        return _rerank_batch(self, [_as_matrix(B) for B in Bs], method, code, params,
+                             n_threads)
+
     def warmup(self) -> Dict[str, Any]:
         """Compile every kernel (serial and parallel builds); see :func:`warmup`."""
         return warmup()
@@ -264,9 +496,10 @@ def warmup() -> Dict[str, Any]:
     """JIT-compile every kernel signature the backend uses, on tiny inputs.
 
     Covers LOO-AUC (uniform and weighted), the surrogate and ACES-O, each with
-    unit and explicit counts, in both the serial and the parallel build (the
-    parallel run also makes numba choose its threading layer). Takes 10-20 s
-    of CPU the first time in a process (about a second with
+    unit and explicit counts, the method glue and the batch kernel
+    (:meth:`NumbaBackend.rerank_batch`), in both the serial and the parallel build (the
+    parallel run also makes numba choose its threading layer). Takes about
+    30 s of CPU the first time in a process (about a second with
     ``ACES_FAST_NUMBA_CACHE=1`` and a warm cache), milliseconds afterwards.
     Returns :meth:`NumbaBackend.info`.
 
@@ -285,6 +518,14 @@ def warmup() -> Dict[str, Any]:
             backend.loo_auc(B, w, 1e-9, counts)
             backend.surrogate(B, w, 10.0, counts)
             backend.aces_o_fit(B, np.zeros(m), active, 10.0, 0.01, 2, counts)
+        # the method glue and the batch kernel
+        backend.majority_vote(B)
+        backend.aces_c(B, "weighted")
+        backend.aces_o(B, 10.0, 0.01, 2, 2, "aces-c")
+        o_params = {"gamma": 10.0, "lr": 0.01, "steps": 2, "top_k": 2, "init": "aces-c",
+                    "tie_tol": 1e-9}
+        backend.rerank_batch([B, B[:2]], "aces-c", {"tie_tol": 1e-9}, None)
+        backend.rerank_batch([B, B[:2]], "aces-o-warm", o_params, None)
     return NumbaBackend().info()
 
 

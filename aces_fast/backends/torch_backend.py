@@ -47,13 +47,21 @@ Adam loop itself runs without any.
 
 Threads: on the CPU, torch's intra-op thread pool (``torch.set_num_threads``)
 applies. For the small matrices of ACES-O, one thread is usually fastest.
+
+Batches: :meth:`TorchBackend.rerank_batch` ranks many tasks (majority vote,
+ACES-C) as zero-padded (T, n, m) tensors on one device. Scores ``B w`` and
+the weight sums are rounded independently of summation order
+(:func:`ops.row_scores`, :func:`ops.exact_sum`), so a task's batch results
+equal its per-task results bit for bit, on any device.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
 import warnings
-from typing import Any, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -212,8 +220,10 @@ class TorchBackend(Backend):
         return to_output(w, numpy_out), to_output(obj, numpy_out)
 
     def row_scores(self, B, w):
+        """``B @ w`` in float64, each row summed left to right (:func:`ops.row_scores`)."""
         Bt, numpy_out = self._matrix(B)
-        return to_output(Bt.to(torch.float64) @ self._vector(w, Bt, torch.float64), numpy_out)
+        return to_output(ops.row_scores(Bt, self._vector(w, Bt, torch.float64),
+                                        self.chunk_elements), numpy_out)
 
     def info(self) -> dict:
         return {"torch": torch.__version__, "dtype": str(self.dtype).replace("torch.", ""),
@@ -234,19 +244,18 @@ class TorchBackend(Backend):
                             backend=self.name, info=info, **extra)
 
     def _weighted_result(self, Bt, w, method, tie_tol, numpy_out, **extra) -> RerankResult:
+        # order-independent sums (ops.exact_sum, ops.row_scores): the batch path
+        # (rerank_batch) gets these exact bits from padded tensors
         w = ops.normalized(w)
-        tol = tie_tol * float(w.sum())
-        scores = ops.snap_ties(Bt.to(torch.float64) @ w, tol)
+        tol = tie_tol * float(ops.exact_sum(w))
+        scores = ops.snap_ties(ops.row_scores(Bt, w, self.chunk_elements), tol)
         return self._result(scores, w, method, numpy_out, **extra)
 
     def _aces_c_weights(self, Bt, variant, tie_tol):
         L = ops.loo_auc(Bt, None, tie_tol, None, self.chunk_elements)
-        informative = L > 0.5  # nan (constant column) compares False
-        if variant == "weighted":
-            p = Bt.sum(dim=0, dtype=torch.int64).to(torch.float64) / Bt.shape[0]
-            w = torch.where(informative, (L - 0.5) * p * (1.0 - p), torch.zeros_like(L))
-        else:
-            w = informative.to(torch.float64)
+        n_rows = torch.full((1,), Bt.shape[0], dtype=torch.float64, device=Bt.device)
+        w = ops.aces_c_weights(L, Bt.sum(dim=0, dtype=torch.int64), n_rows,
+                               variant == "weighted")
         fallback = not bool((w > 0).any())
         if fallback:
             w = ops.nonconstant_mask(Bt).to(torch.float64)
@@ -297,11 +306,139 @@ class TorchBackend(Backend):
         return self._result(scores, None, "b4", numpy_out,
                             info={"alpha": alpha, "beta0": beta0})
 
+    # -- many tasks at once ----------------------------------------------------------
+
+    def rerank_batch(self, Bs: Sequence[Any], method: str, params: Dict[str, Any],
+                     n_threads: Optional[int]) -> Optional[List[RerankResult]]:
+        """Majority vote and ACES-C (both variants) for many tasks in padded batches.
+
+        The protocol of :mod:`aces_fast.batch`. Tasks (all on one device; NumPy
+        inputs count as the CPU) are sorted by shape and grouped into chunks of
+        at most ``chunk_elements`` padded cells (``T n_max m_max``); each chunk
+        is one zero-padded (T, n_max, m_max) ``uint8`` tensor ranked by
+        :func:`ops.rerank_padded` -- LOO-AUC, weights, scores, tie snapping and
+        orders vectorized over tasks and tests, no Python loop over tasks (only
+        the padding copies and the final split into results are per task). A
+        task larger than a chunk runs through the per-task method (which chunks
+        over tests). Results equal :meth:`majority_vote` / :meth:`aces_c` task by
+        task, bit for bit, and mirror each task's input type.
+        ``n_threads`` sets torch's (process-wide) intra-op thread count for the
+        call on the CPU and restores it afterwards; results do not depend on it.
+        Returns ``None`` for ACES-O, CodeT and B4 (the caller loops over tasks).
+        Cost O(sum over chunks of T n_max m_max) plus one copy per task to pad.
+        """
+        if method not in _BATCH_METHODS:
+            return None
+        tie_tol = float(params.get("tie_tol", 1e-9))
+        mats = [self._matrix(B) for B in Bs]
+        if not mats:
+            return []
+        device = mats[0][0].device
+        for t, (Bt, _) in enumerate(mats):
+            if Bt.device != device:
+                raise ValueError(f"task {t}: the pass matrix is on device '{Bt.device}' but task 0 "
+                                 f"is on '{device}'; a torch batch runs on one device: move "
+                                 "every task there first")
+        with _intra_op_threads(n_threads if device.type == "cpu" else None):
+            results: List[Optional[RerankResult]] = [None] * len(mats)
+            for chunk in _chunks([Bt.shape for Bt, _ in mats], self.chunk_elements):
+                if len(chunk) == 1 and mats[chunk[0]][0].numel() > self.chunk_elements:
+                    t = chunk[0]  # too big to pad: the per-task path chunks over tests
+                    results[t] = self._rerank_one(mats[t][0], method, tie_tol, mats[t][1])
+                    continue
+                self._rerank_chunk([mats[t] for t in chunk], chunk, method, tie_tol, results)
+        return results  # type: ignore[return-value]
+
+    def _rerank_one(self, Bt, method, tie_tol, numpy_out) -> RerankResult:
+        B = to_output(Bt, numpy_out)
+        if method == "majority":
+            return self.majority_vote(B)
+        return self.aces_c(B, "weighted" if method == "aces-c" else "filter", tie_tol)
+
+    def _rerank_chunk(self, mats, index, method, tie_tol, results) -> None:
+        """Pad ``mats`` ((tensor, numpy_out) pairs), rank them, store results at ``index``."""
+        device = mats[0][0].device
+        n_max = max(Bt.shape[0] for Bt, _ in mats)
+        m_max = max(Bt.shape[1] for Bt, _ in mats)
+        # packing: one slice copy per task (in NumPy on the CPU: cheaper per call)
+        if device.type == "cpu":
+            buffer = np.zeros((len(mats), n_max, m_max), dtype=np.uint8)
+            for k, (Bt, _) in enumerate(mats):
+                buffer[k, :Bt.shape[0], :Bt.shape[1]] = Bt.numpy()
+            padded = from_numpy(buffer)
+        else:
+            padded = torch.zeros((len(mats), n_max, m_max), dtype=torch.uint8, device=device)
+            for k, (Bt, _) in enumerate(mats):
+                padded[k, :Bt.shape[0], :Bt.shape[1]] = Bt
+        n_rows = torch.tensor([Bt.shape[0] for Bt, _ in mats], dtype=torch.int64, device=device)
+        out = ops.rerank_padded(padded, n_rows, method, 1e-9 if method == "majority" else tie_tol,
+                                self.chunk_elements)
+        host = {}
+        if any(numpy_out for _, numpy_out in mats):  # one transfer per chunk
+            host = {key: value.cpu().numpy() for key, value in out.items()}
+        fallback = out["fallback"].tolist() if "fallback" in out else None
+        for k, (Bt, numpy_out) in enumerate(mats):
+            n, m = Bt.shape
+            arrays = host if numpy_out else out
+            common = dict(scores=arrays["scores"][k, :n], weights=arrays["weights"][k, :m],
+                          order=arrays["order"][k, :n], backend=self.name)
+            if method == "majority":
+                results[index[k]] = RerankResult(method=method, **common)
+            else:
+                variant = "weighted" if method == "aces-c" else "filter"
+                results[index[k]] = RerankResult(
+                    method=method, loo_auc=arrays["loo_auc"][k, :m], fallback=fallback[k],
+                    info={"variant": variant}, **common)
+
     def loo_auc_public(self, B, weights, tie_tol):
         return self.loo_auc(B, weights, tie_tol)
 
     def surrogate_public(self, B, weights, gamma) -> SurrogateResult:
         return SurrogateResult(*self.surrogate(B, weights, gamma))
+
+
+#: methods with a padded batch path (ACES-O, CodeT and B4 run task by task)
+_BATCH_METHODS = ("majority", "aces-c", "aces-c-filter")
+_threads_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def _intra_op_threads(n_threads: Optional[int]):
+    """Run the block with torch's intra-op thread count set to ``n_threads`` (None:
+    unchanged), restored afterwards; serialized because the setting is process-wide."""
+    if n_threads is None:
+        yield
+        return
+    with _threads_lock:
+        previous = torch.get_num_threads()
+        torch.set_num_threads(n_threads)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(previous)
+
+
+def _chunks(shapes: Sequence[Tuple[int, int]], budget: int) -> List[List[int]]:
+    """Group task indices, sorted by shape, into chunks of at most ``budget`` padded cells.
+
+    Sorting by (n, m) keeps similar tasks together, so little of a chunk is
+    padding; a task alone over the budget forms its own chunk. O(T log T).
+    """
+    order = sorted(range(len(shapes)), key=lambda t: (shapes[t][0], shapes[t][1]))
+    chunks: List[List[int]] = []
+    current: List[int] = []
+    n_max = m_max = 0
+    for t in order:
+        n, m = shapes[t]
+        nn, mm = max(n_max, n), max(m_max, m)
+        if current and (len(current) + 1) * nn * max(mm, 1) > budget:
+            chunks.append(current)
+            current, nn, mm = [], n, m
+        current.append(t)
+        n_max, m_max = nn, mm
+    if current:
+        chunks.append(current)
+    return chunks
 
 
 def load() -> Backend:

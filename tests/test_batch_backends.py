@@ -1,0 +1,374 @@
+"""Batch paths of the ``numba`` and ``torch`` backends.
+
+``aces_fast.rerank_batch(tasks, method, backend=...)`` must give, task by task,
+exactly what ``aces_fast.rerank`` gives on the same backend: bit-identical
+arrays, same flags and info. Checked on awkward shapes (n = 1, m = 0,
+constant columns, duplicate rows, fallbacks), on the bundled real data, for
+both the parallel and the serial route of each backend, for 1 and 2 threads,
+and for tensor inputs (tensors out). numba's JIT compilation dominates the
+run time of this module, so ACES-O runs with few steps.
+"""
+
+from __future__ import annotations
+
+import threading
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+import aces_fast as af
+from aces_fast.backends import BackendUnavailableError, get_backend
+from aces_fast.batch import METHOD_PARAMS
+from aces_fast.datasets import load_dataset
+from conftest import SPEC_EXAMPLE, random_matrix
+
+NUMBA_METHODS = ("majority", "aces-c", "aces-c-filter", "aces-o", "aces-o-warm")
+TORCH_METHODS = ("majority", "aces-c", "aces-c-filter")
+#: short ACES-O runs: the comparisons are exact, the number of steps does not matter
+PARAMS = {"aces-o": {"steps": 6, "lr": 0.05}, "aces-o-warm": {"steps": 6, "lr": 0.05, "top_k": 4}}
+
+
+def _require(name: str):
+    try:
+        return get_backend(name)
+    except BackendUnavailableError as exc:
+        pytest.skip(exc.reason)
+
+
+def _mixed_tasks(seed: int = 0):
+    """Awkward shapes: m = 0, n = 1, all-constant, fallback, duplicate rows, > top_k rows."""
+    rng = np.random.default_rng(seed)
+    tasks = [
+        SPEC_EXAMPLE,
+        np.zeros((4, 0), np.uint8),                    # no tests
+        np.array([[1, 0, 1]], np.uint8),               # one candidate: every test constant
+        np.ones((3, 5), np.uint8),                     # every test constant
+        np.eye(6, dtype=bool),                         # every LOO-AUC is 0: ACES-C falls back
+        np.repeat(SPEC_EXAMPLE[:3], 4, axis=0),        # only duplicate rows
+    ]
+    for _ in range(14):
+        n, m = int(rng.integers(1, 60)), int(rng.integers(0, 40))
+        B = random_matrix(rng, n, m, rng.uniform(0.1, 0.9), dup_rows=n // 2)
+        if m >= 4:
+            B[:, 0], B[:, 3] = 1, 0                    # constant columns in the middle
+        tasks.append(B)
+    tasks.append(random_matrix(rng, 120, 50, 0.5, dup_rows=60))
+    return tasks
+
+
+MIXED = _mixed_tasks()
+
+
+@pytest.fixture(scope="module")
+def real_tasks():
+    """All 164 gpt-3.5 problems (5 x m) and a few CodeGen ones (100 x m, incl. m = 0)."""
+    gpt = [p.B for p in load_dataset("humaneval-gpt35")]
+    codegen = list(load_dataset("humaneval-codegen16b"))
+    by_m = sorted(codegen, key=lambda p: p.m)
+    picked = by_m[:2] + by_m[60:63] + by_m[-2:]
+    assert picked[0].m == 0
+    return gpt + [p.B for p in picked]
+
+
+def npy(x):
+    if x is None:
+        return None
+    return x.detach().cpu().numpy() if hasattr(x, "detach") else np.asarray(x)
+
+
+def assert_same(got, want):
+    """Bit-identical results, same array types, dtypes, flags and info."""
+    assert (got.method, got.backend, got.fallback) == (want.method, want.backend, want.fallback)
+    for name in ("scores", "weights", "order", "loo_auc", "objective"):
+        a, b = getattr(got, name), getattr(want, name)
+        assert (a is None) == (b is None), name
+        if a is None:
+            continue
+        assert type(a) is type(b), name
+        if hasattr(b, "device"):
+            assert a.device == b.device, name
+        a, b = npy(a), npy(b)
+        assert a.dtype == b.dtype and a.shape == b.shape, name
+        np.testing.assert_array_equal(a, b, err_msg=name)
+    assert got.info.keys() == want.info.keys()
+    for key, value in want.info.items():
+        if isinstance(value, np.ndarray) or hasattr(value, "detach"):
+            np.testing.assert_array_equal(npy(got.info[key]), npy(value))
+        else:
+            assert got.info[key] == value, key
+
+
+def _one_by_one(tasks, method, backend):
+    return [af.rerank(B, method, backend=backend, **PARAMS.get(method, {})) for B in tasks]
+
+
+def _full_params(method):
+    spec = METHOD_PARAMS[method]
+    given = PARAMS.get(method, {})
+    return {name: given.get(name, default) for name, (default, _) in spec.items()}
+
+
+# ---------------------------------------------------------------------------
+# numba
+
+
+@pytest.fixture(scope="module")
+def numba_routes():
+    """The registry's numba backend plus two forced onto the parallel / serial route."""
+    _require("numba")
+    from aces_fast.backends import numba_backend
+
+    return {"parallel": numba_backend.NumbaBackend(parallel_min_work=0),
+            "serial": numba_backend.NumbaBackend(parallel_min_work=1 << 62)}
+
+
+@pytest.mark.parametrize("method", NUMBA_METHODS)
+def test_numba_batch_equals_one_by_one(numba_routes, method):
+    want = _one_by_one(MIXED, method, "numba")
+    for n_threads in (1, 2):
+        got = af.rerank_batch(MIXED, method, backend="numba", n_threads=n_threads,
+                              **PARAMS.get(method, {}))
+        assert len(got) == len(MIXED)
+        for g, w in zip(got, want):
+            assert_same(g, w)
+    prepared = [get_backend("numba").prepare(B) for B in MIXED]
+    for route, be in numba_routes.items():
+        got = be.rerank_batch(prepared, method, _full_params(method), 2)
+        for g, w in zip(got, want):
+            assert_same(g, w)
+
+
+@pytest.mark.parametrize("method", NUMBA_METHODS)
+def test_numba_batch_real_data(numba_routes, real_tasks, method):
+    got = af.rerank_batch(real_tasks, method, backend="numba", **PARAMS.get(method, {}))
+    for g, w in zip(got, _one_by_one(real_tasks, method, "numba")):
+        assert_same(g, w)
+
+
+@pytest.mark.parametrize("method", ["aces-c", "aces-o-warm"])
+def test_numba_batch_matches_reference(numba_routes, method):
+    tol = 1e-6 if method.startswith("aces-o") else 1e-12
+    got = af.rerank_batch(MIXED, method, backend="numba", **PARAMS.get(method, {}))
+    for g, ref in zip(got, _one_by_one(MIXED, method, "numpy")):
+        np.testing.assert_allclose(g.weights, ref.weights, rtol=0, atol=tol)
+        np.testing.assert_array_equal(g.order, ref.order)
+        if ref.loo_auc is not None:
+            np.testing.assert_allclose(g.loo_auc, ref.loo_auc, rtol=0, atol=1e-12)
+
+
+def test_numba_thread_count_does_not_change_results(numba_routes):
+    import numba
+
+    rng = np.random.default_rng(3)
+    tasks = [random_matrix(rng, int(rng.integers(1, 80)), int(rng.integers(0, 60)), 0.4,
+                           dup_rows=10) for _ in range(40)]
+    be = numba_routes["parallel"]
+    prepared = [be.prepare(B) for B in tasks]
+    before = numba.get_num_threads()
+    for method in ("aces-c", "aces-o-warm"):
+        p = _full_params(method)
+        one, two = be.rerank_batch(prepared, method, p, 1), be.rerank_batch(prepared, method, p, 2)
+        for a, b in zip(one, two):
+            assert_same(a, b)
+    # more threads than numba has are capped, not an error
+    capped = be.rerank_batch(prepared, "aces-c", _full_params("aces-c"), 10_000)
+    for a, b in zip(capped, be.rerank_batch(prepared, "aces-c", _full_params("aces-c"), 1)):
+        assert_same(a, b)
+    assert numba.get_num_threads() == before  # restored after every call
+
+
+def test_numba_batch_from_concurrent_python_threads(numba_routes):
+    rng = np.random.default_rng(5)
+    tasks = [random_matrix(rng, 50, 30, 0.5, dup_rows=5) for _ in range(30)]
+    expected = af.rerank_batch(tasks, "aces-c", backend="numba", n_threads=2)
+    results, errors = [None] * 4, []
+
+    def work(k):
+        try:
+            results[k] = af.rerank_batch(tasks, "aces-c", backend="numba", n_threads=2)
+        except BaseException as exc:  # reported by the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors, errors
+    for res in results:
+        for a, b in zip(res, expected):
+            assert_same(a, b)
+
+
+def test_numba_has_no_batch_kernel_for_consensus_methods(numba_routes):
+    be = get_backend("numba")
+    prepared = [be.prepare(B) for B in MIXED[:5]]
+    assert be.rerank_batch(prepared, "codet", {"exponent": 0.5}, None) is None
+    assert be.rerank_batch(prepared, "b4", {"alpha": 1e3, "beta0": 1e4}, None) is None
+    for g, w in zip(af.rerank_batch(MIXED[:5], "b4", backend="numba"),
+                    _one_by_one(MIXED[:5], "b4", "numba")):
+        assert_same(g, w)
+
+
+# ---------------------------------------------------------------------------
+# torch
+
+
+@pytest.fixture(scope="module")
+def torch_mod():
+    _require("torch")
+    import torch
+
+    return torch
+
+
+@pytest.mark.parametrize("method", TORCH_METHODS)
+def test_torch_batch_equals_one_by_one(torch_mod, method):
+    want = _one_by_one(MIXED, method, "torch")
+    for n_threads in (None, 1, 2):
+        got = af.rerank_batch(MIXED, method, backend="torch", n_threads=n_threads)
+        assert len(got) == len(MIXED)
+        for g, w in zip(got, want):
+            assert isinstance(g.scores, np.ndarray)
+            assert_same(g, w)
+
+
+@pytest.mark.parametrize("method", TORCH_METHODS)
+def test_torch_tensors_in_tensors_out(torch_mod, method):
+    torch = torch_mod
+    tasks = [torch.from_numpy(np.asarray(B)) for B in MIXED]
+    tasks[4] = tasks[4].to(torch.float32)  # any 0/1 dtype
+    got = af.rerank_batch(tasks, method, backend="torch")
+    for g, w in zip(got, _one_by_one(tasks, method, "torch")):
+        assert isinstance(g.scores, torch.Tensor) and isinstance(g.order, torch.Tensor)
+        assert g.scores.device == tasks[0].device
+        assert_same(g, w)
+    # NumPy and tensor tasks may be mixed on the CPU: each result mirrors its input
+    mixed = [MIXED[0], tasks[0]]
+    a, b = af.rerank_batch(mixed, method, backend="torch")
+    assert isinstance(a.scores, np.ndarray) and isinstance(b.scores, torch.Tensor)
+    np.testing.assert_array_equal(a.scores, b.scores.numpy())
+
+
+@pytest.mark.parametrize("method", TORCH_METHODS)
+def test_torch_batch_real_data(torch_mod, real_tasks, method):
+    got = af.rerank_batch(real_tasks, method, backend="torch")
+    for g, w in zip(got, _one_by_one(real_tasks, method, "torch")):
+        assert_same(g, w)
+
+
+@pytest.mark.parametrize("chunk", [1, 64, 2000])
+def test_torch_chunking_does_not_change_results(torch_mod, chunk):
+    from aces_fast.backends.torch_backend import TorchBackend
+
+    be = TorchBackend(chunk_elements=chunk)  # 1: every task alone, over budget (per-task path)
+    prepared = [be.prepare(B) for B in MIXED]
+    want = _one_by_one(MIXED, "aces-c", "torch")
+    for g, w in zip(be.rerank_batch(prepared, "aces-c", {"tie_tol": 1e-9}, None), want):
+        assert_same(g, w)
+
+
+def test_torch_batch_matches_reference(torch_mod):
+    got = af.rerank_batch(MIXED, "aces-c", backend="torch")
+    for g, ref in zip(got, _one_by_one(MIXED, "aces-c", "numpy")):
+        np.testing.assert_allclose(g.weights, ref.weights, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(g.loo_auc, ref.loo_auc, rtol=0, atol=1e-12)
+        np.testing.assert_array_equal(g.order, ref.order)
+        assert g.fallback == ref.fallback
+
+
+def test_torch_aces_o_and_consensus_run_task_by_task(torch_mod):
+    be = get_backend("torch")
+    prepared = [be.prepare(B) for B in MIXED[:6]]
+    for method in ("aces-o", "aces-o-warm", "codet", "b4"):
+        assert be.rerank_batch(prepared, method, _full_params(method), None) is None
+    got = af.rerank_batch(MIXED[:6], "aces-o", backend="torch", **PARAMS["aces-o"])
+    for g, w in zip(got, _one_by_one(MIXED[:6], "aces-o", "torch")):
+        assert_same(g, w)
+
+
+def test_torch_batch_needs_one_device(torch_mod):
+    torch = torch_mod
+    be = get_backend("torch")
+    cpu = torch.from_numpy(SPEC_EXAMPLE)
+    other = torch.zeros((3, 2), dtype=torch.uint8, device="meta")  # a second device, no data
+    with pytest.raises(ValueError, match=r"task 2: .*'meta'.*one device"):
+        be.rerank_batch([cpu, cpu, other], "aces-c", {"tie_tol": 1e-9}, None)
+
+
+def test_torch_n_threads_is_restored(torch_mod):
+    torch = torch_mod
+    before = torch.get_num_threads()
+    af.rerank_batch(MIXED, "aces-c", backend="torch", n_threads=1)
+    assert torch.get_num_threads() == before
+
+
+def test_torch_padded_loo_auc_against_per_task(torch_mod):
+    """Padding rows and columns never count; every value is the per-task one, bit for bit."""
+    torch = torch_mod
+    from aces_fast.backends import _torch_ops as ops
+
+    rng = np.random.default_rng(11)
+    for _ in range(40):
+        T, n, m = int(rng.integers(1, 6)), int(rng.integers(1, 30)), int(rng.integers(1, 25))
+        rows = rng.integers(1, n + 1, size=T)
+        cols = rng.integers(0, m + 1, size=T)
+        B = np.zeros((T, n, m), np.uint8)
+        for t in range(T):
+            B[t, :rows[t], :cols[t]] = random_matrix(rng, rows[t], cols[t], rng.random(),
+                                                     dup_rows=rows[t] // 2)
+        L, passers = ops.loo_auc_uniform_padded(torch.from_numpy(B), torch.from_numpy(rows))
+        for t in range(T):
+            Bt = torch.from_numpy(np.ascontiguousarray(B[t, :rows[t], :cols[t]]))
+            want = ops.loo_auc(Bt, None, 1e-9)
+            np.testing.assert_array_equal(L[t, :cols[t]].numpy(), want.numpy())
+            assert torch.isnan(L[t, cols[t]:]).all()
+            np.testing.assert_array_equal(passers[t, :cols[t]].numpy(), Bt.sum(0).numpy())
+
+
+def test_torch_scores_and_sums_do_not_depend_on_order_or_padding(torch_mod):
+    """Scores and weight sums: padding, batching and order leave them bit-identical, and
+    they are within two roundings of the exact sums (checked with fractions)."""
+    torch = torch_mod
+    from aces_fast.backends import _torch_ops as ops
+
+    rng = np.random.default_rng(12)
+    for trial in range(25):
+        n, m = int(rng.integers(1, 30)), int(rng.integers(1, 80))
+        B = (rng.random((n, m)) < rng.random()).astype(np.uint8)
+        w = rng.random(m) ** int(rng.integers(1, 20))  # wide dynamic range
+        s = ops.row_scores(torch.from_numpy(B), torch.from_numpy(w)).numpy()
+        exact = np.array([float(sum((Fraction(float(x)) for x in w[B[i] == 1]), Fraction(0)))
+                          for i in range(n)])
+        np.testing.assert_allclose(s, exact, rtol=4.5e-16, atol=m * 2.0**-78 * w.max())
+        padded_B = np.zeros((3, n + 4, m + 5), np.uint8)
+        padded_B[1, :n, :m] = B
+        padded_w = rng.random((3, m + 5))
+        padded_w[1] = 0.0
+        padded_w[1, :m] = w
+        batch = ops.row_scores(torch.from_numpy(padded_B), torch.from_numpy(padded_w))
+        np.testing.assert_array_equal(batch[1, :n].numpy(), s)
+        # the weight sum (normalization, tie tolerance) has the same property
+        total = float(ops.exact_sum(torch.from_numpy(w)))
+        exact_total = float(sum((Fraction(float(x)) for x in w), Fraction(0)))
+        assert abs(total - exact_total) <= 4.5e-16 * exact_total + m * 2.0**-78 * w.max()
+        assert float(ops.exact_sum(torch.from_numpy(padded_w))[1]) == total
+        assert float(ops.exact_sum(torch.from_numpy(w[::-1].copy()))) == total  # any order
+
+
+def test_numba_task_threads_reraise_the_first_error(numba_routes):
+    from aces_fast.backends.numba_backend import _in_threads
+
+    done = []
+
+    def fn(item):
+        if item == 3:
+            raise ValueError("task 3 failed")
+        done.append(item)
+
+    with pytest.raises(ValueError, match="task 3 failed"):
+        _in_threads(fn, np.arange(8), 2)
+    done.clear()
+    _in_threads(done.append, np.arange(50), 3)  # every item exactly once
+    assert sorted(done) == list(range(50))
