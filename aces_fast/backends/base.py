@@ -78,6 +78,11 @@ def snap_ties(s: np.ndarray, tol: float) -> np.ndarray:
     return out
 
 
+def codet_method_name(exponent: float) -> str:
+    """The ``rerank`` name of CodeT with this exponent: 1 is ``"codet-linear"``."""
+    return "codet-linear" if exponent == 1 else "codet"
+
+
 def descending_order(scores: np.ndarray) -> np.ndarray:
     """Indices sorting ``scores`` descending, ties by lower index (int64)."""
     return np.argsort(-scores, kind="stable").astype(np.int64, copy=False)
@@ -228,8 +233,8 @@ class Backend:
 
     def codet(self, B: np.ndarray, exponent: float) -> RerankResult:
         scores = consensus.codet_scores(B, exponent)
-        method = "codet" if exponent == 0.5 else "codet-linear" if exponent == 1 else "codet"
-        return self._result(B, scores, None, method, info={"exponent": exponent})
+        return self._result(B, scores, None, codet_method_name(exponent),
+                            info={"exponent": exponent})
 
     def b4(self, B: np.ndarray, alpha: float, beta0: float) -> RerankResult:
         scores = consensus.b4_scores(B, alpha, beta0)

@@ -67,7 +67,7 @@ import numpy as np
 
 from .._validation import as_pass_matrix, as_weights, is_torch_tensor
 from ..result import RerankResult, SurrogateResult
-from .base import Backend, BackendUnavailableError
+from .base import Backend, BackendUnavailableError, codet_method_name
 
 try:
     import torch
@@ -297,8 +297,8 @@ class TorchBackend(Backend):
     def codet(self, B, exponent: float) -> RerankResult:
         Bt, numpy_out = self._matrix(B)
         scores = ops.codet_scores(Bt, exponent)
-        method = "codet" if exponent == 0.5 else "codet-linear" if exponent == 1 else "codet"
-        return self._result(scores, None, method, numpy_out, info={"exponent": exponent})
+        return self._result(scores, None, codet_method_name(exponent), numpy_out,
+                            info={"exponent": exponent})
 
     def b4(self, B, alpha: float, beta0: float) -> RerankResult:
         Bt, numpy_out = self._matrix(B)
