@@ -1,7 +1,8 @@
 // Row deduplication (see dedup.hpp).
 //
-// A row is first reduced to pass bits, 64 columns per 64-bit word (SSE2
-// compare + movemask where available, a byte loop elsewhere). The words feed a
+// A row is first reduced to pass bits, 64 columns per 64-bit word (simd.hpp:
+// one AVX-512 byte test or two AVX2 compare + movemask per word, a byte loop
+// elsewhere). The words feed a
 // multiply-xorshift hash chain and a popcount (the row sum comes for free); the
 // chain costs one multiply per 64 columns, so hashing reads the row about as
 // fast as a plain row sum does.
@@ -9,6 +10,7 @@
 
 #include "bits.hpp"
 #include "kernels.hpp"
+#include "simd.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -18,7 +20,6 @@ namespace aces_fast {
 namespace {
 
 using bits::pass_bits;
-using bits::popcount64;
 
 // splitmix64 finalizer: a bijective mix with full avalanche.
 inline uint64_t mix64(uint64_t x) {
@@ -30,16 +31,13 @@ inline uint64_t mix64(uint64_t x) {
   return x;
 }
 
-inline uint64_t row_hash(const uint8_t* row, int64_t m, int64_t* passes) {
+// Hash of a row's packed pass bits (nw words).
+inline uint64_t words_hash(const uint64_t* words, int64_t nw, int64_t m) {
   uint64_t h = 0x9E3779B97F4A7C15ULL ^ static_cast<uint64_t>(m);
-  int64_t pop = 0;
-  for (int64_t j = 0; j < m; j += 64) {
-    const uint64_t word = pass_bits(row + j, std::min<int64_t>(64, m - j));
-    pop += popcount64(word);
-    h = (h ^ word) * 0xFF51AFD7ED558CCDULL;
+  for (int64_t q = 0; q < nw; ++q) {
+    h = (h ^ words[q]) * 0xFF51AFD7ED558CCDULL;
     h ^= h >> 32;
   }
-  *passes = pop;
   return mix64(h);
 }
 
@@ -64,10 +62,21 @@ bool rows_equal(const uint8_t* a, const uint8_t* b, int64_t m) {
 void hash_rows(const uint8_t* B, int64_t n, int64_t m, uint64_t* hash, int64_t* rowsum,
                bool parallel, int n_threads) {
   const int nt = resolve_threads(parallel, n_threads);
+  const PackRow pack = pack_row_kernel();
+  const int64_t nw = std::max<int64_t>((m + 63) / 64, 1);
 #ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
+#pragma omp parallel num_threads(nt) if (nt > 1)
 #endif
-  for (int64_t i = 0; i < n; ++i) hash[i] = row_hash(B + i * m, m, &rowsum[i]);
+  {
+    std::vector<uint64_t> words(static_cast<size_t>(nw));
+#ifdef _OPENMP
+#pragma omp for schedule(static)
+#endif
+    for (int64_t i = 0; i < n; ++i) {
+      rowsum[i] = pack(B + i * m, m, words.data());
+      hash[i] = words_hash(words.data(), (m + 63) / 64, m);
+    }
+  }
   (void)nt;
 }
 

@@ -42,8 +42,10 @@ void loo_auc_uniform(const uint8_t* B, int64_t n, int64_t m, const int64_t* coun
 
 // Reusable scratch of the uniform kernel (grows to the largest problem seen).
 struct UniformScratch {
-  std::vector<int64_t> rs, hist, htot, row_of, pos, lstart, lval, ltot, buf;
-  std::vector<int32_t> pcur, ibuf;
+  std::vector<int64_t> rs, hist, htot, row_of, pos, lstart, lval, ltot;
+  std::vector<uint64_t> buf;
+  std::vector<uint32_t> ibuf;
+  std::vector<int32_t> pcur;
   std::vector<double> dbuf;
   void release() { *this = UniformScratch(); }
 };

@@ -15,12 +15,14 @@
 // of leave-one-out scores is ever formed.
 #include "bits.hpp"
 #include "kernels.hpp"
+#include "simd.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <numeric>
+#include <type_traits>
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -59,11 +61,15 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-inline double auc_value(int64_t wins, int64_t ties, int64_t P, int64_t F) {
+// (wins + ties/2) / (P F) from twice = 2 wins + ties, with one rounding: both
+// integers are exact in float64 below 2^53.
+inline double auc_twice(int64_t twice, int64_t P, int64_t F) {
   if (P <= 0 || F <= 0) return kNaN;
-  // (wins + ties/2) / (P F) with one rounding: both integers are exact in
-  // float64 below 2^53.
-  return static_cast<double>(2 * wins + ties) / (2.0 * static_cast<double>(P) * static_cast<double>(F));
+  return static_cast<double>(twice) / (2.0 * static_cast<double>(P) * static_cast<double>(F));
+}
+
+inline double auc_value(int64_t wins, int64_t ties, int64_t P, int64_t F) {
+  return auc_twice(2 * wins + ties, P, F);
 }
 
 // Widest column block of the uniform kernel (see block_width) and an all-fail
@@ -73,92 +79,101 @@ alignas(64) const uint8_t kZeroRow[kMaxUniformBlock] = {};
 
 // Per-column-block pass of the uniform kernel. `row_of` lists the kept rows
 // grouped by ascending integer score; level k spans [lstart[k], lstart[k+1]) and
-// has score lval[k] and total multiplicity ltot[k]. Passers of the current level
-// are counted in int32 (total multiplicity < 2^31); the per-level updates use
-// Acc = double when every product and sum is an integer below 2^53 (total
-// multiplicity < 2^26: exact, and SIMD-friendly), else int64.
+// has score lval[k] and total multiplicity ltot[k].
+//
+// A passer at level v has leave-one-out score v - 1, so it beats the failers at
+// score <= v - 2 and ties those at v - 1. Writing failers as all rows minus
+// passers, with p_k the column's passers at level k (count-weighted),
+// C(t) / N(t) all rows at score <= t / == t, and prev_k = p_{k-1} when level
+// k-1 has score v_k - 1 (else 0):
+//   2 wins + ties = sum_k p_k (a_k + p_k + prev_k) - P^2,
+//   a_k = 2 C(v_k - 2) + N(v_k - 1),  P = sum_k p_k,
+// (the passer-passer pairs at distance >= 2, and those at distance 1, are
+// (P^2 - sum p_k^2 - 2 sum p_k prev_k) / 2 and sum p_k prev_k). So each level
+// costs one multiply-add per column on top of counting its passers; a_k is a
+// scalar per level.
+//
+// Passers of a level are counted in int32 (total multiplicity < 2^31). Acc is
+// uint32 when the total multiplicity ntot < 2^16: the sum is then computed
+// modulo 2^32 and the true value 2 wins + ties <= ntot^2 / 2 < 2^32 comes out
+// exactly; double when every partial sum stays below 3 ntot^2 < 2^53 (exact and
+// SIMD-friendly); uint64 (modulo 2^64) otherwise. `step` (uint32 only, may be
+// null) is the hand-vectorized level step; it handles a prefix of the block's
+// columns and the loops below the rest.
 template <typename Acc, bool kCounts>
 ACES_FAST_CLONES void uniform_block(const uint8_t* B, int64_t m, const int64_t* counts,
                                     const int64_t* row_of, const std::vector<int64_t>& lstart,
                                     const std::vector<int64_t>& lval,
                                     const std::vector<int64_t>& ltot, int64_t j0, int64_t bw,
-                                    int32_t* __restrict Pcur, Acc* __restrict buf, double* out,
-                                    int64_t* colsum) {
-  Acc* __restrict cumF = buf;      // failers with score <= v - 2
-  Acc* __restrict Fat = buf + bw;  // failers with score == v - 1
-  Acc* __restrict wins = buf + 2 * bw;
-  Acc* __restrict ties = buf + 3 * bw;
-  Acc* __restrict Ptot = buf + 4 * bw;
-  std::fill(buf, buf + 5 * bw, Acc(0));
-  Acc total = 0;
+                                    UniformLevelStep step, int32_t* pbuf, Acc* __restrict buf,
+                                    double* out, int64_t* colsum) {
+  Acc* __restrict acc = buf;        // sum_k p_k (a_k + p_k + prev_k)
+  Acc* __restrict Ptot = buf + bw;  // P
+  std::fill(buf, buf + 2 * bw, Acc(0));
+  int32_t* Pcur = pbuf;        // passers at the current level
+  int32_t* Pprev = pbuf + bw;  // passers at the previous level
+  Acc total = 0;               // C(v_k - 1): all rows below the current level
   const int64_t nlev = static_cast<int64_t>(lval.size());
   for (int64_t k = 0; k < nlev; ++k) {
-    std::fill(Pcur, Pcur + bw, int32_t(0));
-    // Four rows per sweep over Pcur (a quarter of its loads and stores); a
-    // level's last sweep is padded with all-fail rows, because most levels hold
-    // only a few rows. ivdep: B's bytes may alias anything by type; without it
-    // (and with GCC's own unroll-and-jam of a row loop) these loops stay scalar.
     const int64_t rbeg = lstart[k], rend = lstart[k + 1];
-    int32_t* __restrict pc = Pcur;
-    for (int64_t r = rbeg; r < rend; r += 4) {
-      const uint8_t* rp[4];
-      int32_t cc[4];
-      for (int q = 0; q < 4; ++q) {
-        if (r + q < rend) {
-          const int64_t i = row_of[r + q];
-          rp[q] = B + i * m + j0;
-          cc[q] = kCounts ? static_cast<int32_t>(counts[i]) : 1;
-        } else {
-          rp[q] = kZeroRow;
-          cc[q] = 0;
+    const bool adjacent = k > 0 && lval[k - 1] == lval[k] - 1;
+    const int64_t below = adjacent ? ltot[k - 1] : 0;  // N(v_k - 1)
+    const Acc a = static_cast<Acc>(2 * (static_cast<int64_t>(total) - below) + below);
+    total += static_cast<Acc>(ltot[k]);
+    int64_t done = 0;
+    if constexpr (std::is_same<Acc, uint32_t>::value) {
+      if (step)
+        done = step(B, m, kCounts ? counts : nullptr, row_of, rbeg, rend, j0, bw, a, adjacent,
+                    Pprev, Pcur, acc, Ptot);
+    }
+    if (done < bw) {
+      // Four rows per sweep over Pcur (a quarter of its loads and stores); the
+      // first sweep overwrites and a level's last sweep is padded with all-fail
+      // rows, because most levels hold only a few rows. ivdep: B's bytes may
+      // alias anything by type; without it these loops stay scalar.
+      int32_t* __restrict pc = Pcur + done;
+      const int64_t len = bw - done;
+      for (int64_t r = rbeg; r < rend; r += 4) {
+        const uint8_t* rp[4];
+        int32_t cc[4];
+        for (int q = 0; q < 4; ++q) {
+          if (r + q < rend) {
+            const int64_t i = row_of[r + q];
+            rp[q] = B + i * m + j0 + done;
+            cc[q] = kCounts ? static_cast<int32_t>(counts[i]) : 1;
+          } else {
+            rp[q] = kZeroRow;
+            cc[q] = 0;
+          }
         }
-      }
-      const uint8_t* __restrict b0 = rp[0];
-      const uint8_t* __restrict b1 = rp[1];
-      const uint8_t* __restrict b2 = rp[2];
-      const uint8_t* __restrict b3 = rp[3];
-      if (kCounts) {
+        const uint8_t* __restrict b0 = rp[0];
+        const uint8_t* __restrict b1 = rp[1];
+        const uint8_t* __restrict b2 = rp[2];
+        const uint8_t* __restrict b3 = rp[3];
+        const int32_t keep = r == rbeg ? 0 : -1;
         const int32_t c0 = cc[0], c1 = cc[1], c2 = cc[2], c3 = cc[3];
 #pragma GCC ivdep
-        for (int64_t jj = 0; jj < bw; ++jj)
-          pc[jj] += ((c0 & -static_cast<int32_t>(b0[jj] != 0)) +
-                     (c1 & -static_cast<int32_t>(b1[jj] != 0))) +
-                    ((c2 & -static_cast<int32_t>(b2[jj] != 0)) +
-                     (c3 & -static_cast<int32_t>(b3[jj] != 0)));
-      } else {
-#pragma GCC ivdep
-        for (int64_t jj = 0; jj < bw; ++jj)
-          pc[jj] += (static_cast<int32_t>(b0[jj] != 0) + static_cast<int32_t>(b1[jj] != 0)) +
-                    (static_cast<int32_t>(b2[jj] != 0) + static_cast<int32_t>(b3[jj] != 0));
+        for (int64_t jj = 0; jj < len; ++jj)
+          pc[jj] = (pc[jj] & keep) + (((c0 & -static_cast<int32_t>(b0[jj] != 0)) +
+                                       (c1 & -static_cast<int32_t>(b1[jj] != 0))) +
+                                      ((c2 & -static_cast<int32_t>(b2[jj] != 0)) +
+                                       (c3 & -static_cast<int32_t>(b3[jj] != 0))));
+      }
+      const int32_t* __restrict pp = Pprev;
+      const Acc use_prev = adjacent ? Acc(1) : Acc(0);
+      for (int64_t jj = done; jj < bw; ++jj) {
+        const Acc p = static_cast<Acc>(Pcur[jj]);
+        acc[jj] += p * (a + p + use_prev * static_cast<Acc>(pp[jj]));
+        Ptot[jj] += p;
       }
     }
-    const Acc tot = static_cast<Acc>(ltot[k]);
-    total += tot;
-    const bool next_adjacent = (k + 1 < nlev) && (lval[k + 1] == lval[k] + 1);
-    if (next_adjacent) {
-      for (int64_t jj = 0; jj < bw; ++jj) {
-        const Acc p = static_cast<Acc>(Pcur[jj]);
-        wins[jj] += p * cumF[jj];
-        ties[jj] += p * Fat[jj];
-        Ptot[jj] += p;
-        cumF[jj] += Fat[jj];
-        Fat[jj] = tot - p;
-      }
-    } else {
-      for (int64_t jj = 0; jj < bw; ++jj) {
-        const Acc p = static_cast<Acc>(Pcur[jj]);
-        wins[jj] += p * cumF[jj];
-        ties[jj] += p * Fat[jj];
-        Ptot[jj] += p;
-        cumF[jj] += Fat[jj] + (tot - p);
-        Fat[jj] = 0;
-      }
-    }
+    std::swap(Pcur, Pprev);
   }
   for (int64_t jj = 0; jj < bw; ++jj) {
-    const int64_t P = static_cast<int64_t>(Ptot[jj]);
-    const int64_t F = static_cast<int64_t>(total - Ptot[jj]);
-    out[j0 + jj] = auc_value(static_cast<int64_t>(wins[jj]), static_cast<int64_t>(ties[jj]), P, F);
+    const Acc P = Ptot[jj];
+    const int64_t F = static_cast<int64_t>(total - P);
+    const Acc twice = acc[jj] - P * P;  // 2 wins + ties
+    out[j0 + jj] = auc_twice(static_cast<int64_t>(twice), static_cast<int64_t>(P), F);
   }
   if (colsum)
     for (int64_t jj = 0; jj < bw; ++jj) colsum[j0 + jj] = static_cast<int64_t>(Ptot[jj]);
@@ -317,16 +332,17 @@ void loo_auc_uniform_ex(const uint8_t* B, int64_t n, int64_t m, const int64_t* c
   const int64_t nblocks = (m + W - 1) / W;
   // int32 lanes (twice the SIMD width of double) when every pair count fits:
   // wins + ties <= P F <= ntot^2 / 4 < 2^31 for ntot < 2^16.
-  const bool exact_int32 = ntot < (int64_t(1) << 16);
-  const bool exact_double = !exact_int32 && ntot < (int64_t(1) << 26);
-  if (exact_int32)
-    ws.ibuf.resize(static_cast<size_t>(nt) * 5 * W);
+  const bool exact_u32 = ntot < (int64_t(1) << 16);
+  const bool exact_double = !exact_u32 && ntot < (int64_t(1) << 25);
+  if (exact_u32)
+    ws.ibuf.resize(static_cast<size_t>(nt) * 2 * W);
   else if (exact_double)
-    ws.dbuf.resize(static_cast<size_t>(nt) * 5 * W);
+    ws.dbuf.resize(static_cast<size_t>(nt) * 2 * W);
   else
-    ws.buf.resize(static_cast<size_t>(nt) * 5 * W);
-  ws.pcur.resize(static_cast<size_t>(nt) * W);
+    ws.buf.resize(static_cast<size_t>(nt) * 2 * W);
+  ws.pcur.resize(static_cast<size_t>(nt) * 2 * W);
   const int64_t* row_of = ws.row_of.data();
+  const UniformLevelStep step = uniform_level_step();
 
 #ifdef _OPENMP
 #pragma omp parallel for num_threads(nt) if (nt > 1) schedule(dynamic, 1)
@@ -339,31 +355,31 @@ void loo_auc_uniform_ex(const uint8_t* B, int64_t n, int64_t m, const int64_t* c
 #endif
     const int64_t j0 = b * W;
     const int64_t bw = std::min(W, m - j0);
-    int32_t* pcur = ws.pcur.data() + static_cast<size_t>(tid) * W;
-    if (exact_int32) {
-      int32_t* ibuf = ws.ibuf.data() + static_cast<size_t>(tid) * 5 * W;
+    int32_t* pbuf = ws.pcur.data() + static_cast<size_t>(tid) * 2 * W;
+    if (exact_u32) {
+      uint32_t* ibuf = ws.ibuf.data() + static_cast<size_t>(tid) * 2 * W;
       if (counts)
-        uniform_block<int32_t, true>(B, m, counts, row_of, ws.lstart, ws.lval, ws.ltot, j0, bw,
-                                     pcur, ibuf, out, colsum);
+        uniform_block<uint32_t, true>(B, m, counts, row_of, ws.lstart, ws.lval, ws.ltot, j0, bw,
+                                      step, pbuf, ibuf, out, colsum);
       else
-        uniform_block<int32_t, false>(B, m, counts, row_of, ws.lstart, ws.lval, ws.ltot, j0, bw,
-                                      pcur, ibuf, out, colsum);
+        uniform_block<uint32_t, false>(B, m, counts, row_of, ws.lstart, ws.lval, ws.ltot, j0, bw,
+                                       step, pbuf, ibuf, out, colsum);
     } else if (exact_double) {
-      double* dbuf = ws.dbuf.data() + static_cast<size_t>(tid) * 5 * W;
+      double* dbuf = ws.dbuf.data() + static_cast<size_t>(tid) * 2 * W;
       if (counts)
         uniform_block<double, true>(B, m, counts, row_of, ws.lstart, ws.lval, ws.ltot, j0, bw,
-                                    pcur, dbuf, out, colsum);
+                                    nullptr, pbuf, dbuf, out, colsum);
       else
         uniform_block<double, false>(B, m, counts, row_of, ws.lstart, ws.lval, ws.ltot, j0, bw,
-                                     pcur, dbuf, out, colsum);
+                                     nullptr, pbuf, dbuf, out, colsum);
     } else {
-      int64_t* buf = ws.buf.data() + static_cast<size_t>(tid) * 5 * W;
+      uint64_t* buf = ws.buf.data() + static_cast<size_t>(tid) * 2 * W;
       if (counts)
-        uniform_block<int64_t, true>(B, m, counts, row_of, ws.lstart, ws.lval, ws.ltot, j0, bw,
-                                     pcur, buf, out, colsum);
+        uniform_block<uint64_t, true>(B, m, counts, row_of, ws.lstart, ws.lval, ws.ltot, j0, bw,
+                                      nullptr, pbuf, buf, out, colsum);
       else
-        uniform_block<int64_t, false>(B, m, counts, row_of, ws.lstart, ws.lval, ws.ltot, j0, bw,
-                                      pcur, buf, out, colsum);
+        uniform_block<uint64_t, false>(B, m, counts, row_of, ws.lstart, ws.lval, ws.ltot, j0, bw,
+                                       nullptr, pbuf, buf, out, colsum);
     }
   }
 }

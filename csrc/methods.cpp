@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "bits.hpp"
+#include "simd.hpp"
 
 namespace aces_fast {
 
@@ -109,9 +110,8 @@ bool equal_weights(const double* w, const std::vector<int64_t>& cols) {
   return true;
 }
 
-// s (n) = B w over the columns with nonzero weight; with a dedup plan only the
-// first row of each class is summed and the others copy it (identical bytes give
-// identical sums).
+// s (n) = B w; with a dedup plan only the first row of each class is summed and
+// the others copy it (identical bytes give identical sums).
 void scores(const uint8_t* B, int64_t n, int64_t m, const double* w, const int64_t* rep,
             double* s, MethodWorkspace& ws, int nt) {
   ws.cols.clear();
@@ -132,33 +132,30 @@ void scores(const uint8_t* B, int64_t n, int64_t m, const double* w, const int64
     ws.mask.assign(static_cast<size_t>(nwords), 0);
     for (int64_t j : ws.cols) ws.mask[j >> 6] |= uint64_t(1) << (j & 63);
     const uint64_t* mask = ws.mask.data();
+    ws.words.resize(static_cast<size_t>(nwords));
+    uint64_t* words = ws.words.data();
+    const PackRow pack = pack_row_kernel();
     for (int64_t i = 0; i < n; ++i) {
       if (rep && rep[i] != i) {
         s[i] = s[rep[i]];
         continue;
       }
-      const uint8_t* row = B + i * m;
+      pack(B + i * m, m, words);
       int64_t t = 0;
-      for (int64_t q = 0; q < nwords; ++q) {
-        const int64_t j = q * 64;
-        t += bits::popcount64(bits::pass_bits(row + j, std::min<int64_t>(64, m - j)) & mask[q]);
-      }
+      for (int64_t q = 0; q < nwords; ++q) t += bits::popcount64(words[q] & mask[q]);
       s[i] = S[t];
     }
     return;
   }
-  if (!rep) {
-    row_scores(B, m, w, ws.cols.data(), nc, nullptr, n, s, nt);
-    return;
-  }
-  ws.reps.clear();
+  // General weights: the fixed 32-way association of simd.hpp's RowDot.
+  const RowDot dot = row_dot_kernel();
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
+#endif
   for (int64_t i = 0; i < n; ++i)
-    if (rep[i] == i) ws.reps.push_back(i);
-  const int64_t nr = static_cast<int64_t>(ws.reps.size());
-  ws.stmp.resize(static_cast<size_t>(nr));
-  row_scores(B, m, w, ws.cols.data(), nc, ws.reps.data(), nr, ws.stmp.data(), nt);
-  for (int64_t k = 0; k < nr; ++k) s[ws.reps[k]] = ws.stmp[k];
-  for (int64_t i = 0; i < n; ++i) s[i] = s[rep[i]];
+    if (!rep || rep[i] == i) s[i] = dot(B + i * m, m, w);
+  if (rep)
+    for (int64_t i = 0; i < n; ++i) s[i] = s[rep[i]];
 }
 
 }  // namespace
@@ -303,7 +300,6 @@ void run_method(const uint8_t* B, int64_t n, int64_t m, const MethodParams& p, M
 
   scores(B, n, m, out.weights, rep, out.scores, ws, nt);
   if (big) {
-    release(ws.reps);
     release(ws.stmp);
     release(ws.rs);
     release(ws.ck);

@@ -3,7 +3,7 @@
 // prefilter, uniform or ACES-C warm start). The NumPy glue of
 // aces_fast/backends/base.py defines the results; this reproduces it:
 //   * weights normalized to sum 1 (all zeros when none is positive);
-//   * scores s = B w, each row summed sequentially in ascending column order;
+//   * scores s = B w (to rounding: simd.hpp's RowDot fixes the association);
 //   * ties snapped like base.snap_ties: sort ascending, every run of neighbours
 //     whose consecutive differences are <= tol = tie_tol * sum(w) gets the run's
 //     smallest value;
@@ -69,11 +69,11 @@ constexpr int64_t kReleaseRows = int64_t(1) << 16;
 struct MethodWorkspace {
   RowPlan plan;
   UniformScratch uni;
-  std::vector<int64_t> colsum, cols, ck, reps, rs, hist;
+  std::vector<int64_t> colsum, cols, ck, rs, hist;
   std::vector<double> w, L, logits, wfit, stmp;
   std::vector<uint8_t> active;
   std::vector<int32_t> acc32;
-  std::vector<uint64_t> mask;
+  std::vector<uint64_t> mask, words;
   std::vector<ScoreIdx> sortbuf;
 };
 

@@ -17,6 +17,7 @@
 #include "dedup.hpp"
 #include "kernels.hpp"
 #include "methods.hpp"
+#include "simd.hpp"
 
 #ifndef ACES_FAST_VERSION
 #define ACES_FAST_VERSION "0.0.0+unknown"
@@ -333,6 +334,11 @@ PYBIND11_MODULE(_core, mod) {
   mod.attr("__version__") = ACES_FAST_VERSION;
 
   mod.def("has_openmp", &aces_fast::has_openmp, "True if the extension was built with OpenMP.");
+  mod.def(
+      "simd_level", []() { return std::string(aces_fast::simd_level()); },
+      "Instruction set of the hand-vectorized kernels: 'avx512', 'avx2' or 'none' (portable);\n"
+      "capped by the environment variable ACES_FAST_SIMD=avx2|none, read once per process.\n"
+      "Every level computes bitwise the same results.");
   mod.def("max_threads", &aces_fast::max_threads,
           "Threads a kernel uses with n_threads=0 (omp_get_max_threads(), or 1).");
 

@@ -128,6 +128,7 @@ class CppBackend(Backend):
 
     def info(self) -> dict:
         return {"version": core.__version__, "openmp": core.has_openmp(),
+                "simd": core.simd_level(),
                 "max_threads": core.max_threads()}
 
 

@@ -1,0 +1,335 @@
+// Hand-vectorized kernels (see simd.hpp).
+#include "simd.hpp"
+
+#if defined(ACES_FAST_HAVE_TARGET_CLONES) && defined(__x86_64__) && \
+    (defined(__GNUC__) || defined(__clang__))
+#define ACES_FAST_UNIFORM_SIMD 1
+#include <immintrin.h>
+// GCC 12's _mm512_cvtepu8_epi32 trips a false -Wmaybe-uninitialized (its
+// undefined pass-through operand); vector arguments of static helpers trip -Wpsabi.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+
+#include <cstdlib>
+#include <cstring>
+
+#include "bits.hpp"
+
+namespace aces_fast {
+
+namespace {
+
+// ---- portable versions (the definitions the SIMD ones reproduce) ---------------
+
+int64_t pack_row_portable(const uint8_t* row, int64_t m, uint64_t* words) {
+  int64_t passes = 0;
+  for (int64_t j = 0, q = 0; j < m; j += 64, ++q) {
+    words[q] = bits::pass_bits(row + j, m - j < 64 ? m - j : 64);
+    passes += bits::popcount64(words[q]);
+  }
+  return passes;
+}
+
+// The pairwise combination of the 32 partial sums of RowDot.
+inline double combine32(double* part) {
+  for (int h = 16; h >= 1; h >>= 1)
+    for (int l = 0; l < h; ++l) part[l] += part[l + h];
+  return part[0];
+}
+
+// Adds the columns [j0, m) to the partial sums, one at a time.
+inline void dot_tail(const uint8_t* row, int64_t j0, int64_t m, const double* w, double* part) {
+  for (int64_t j = j0; j < m; ++j) part[j & 31] += row[j] != 0 ? w[j] : 0.0;
+}
+
+double row_dot_portable(const uint8_t* row, int64_t m, const double* w) {
+  double part[32] = {};
+  dot_tail(row, 0, m, w, part);
+  return combine32(part);
+}
+
+}  // namespace
+
+#ifdef ACES_FAST_UNIFORM_SIMD
+namespace {
+
+// Lambdas would not inherit a function's target attribute; these helpers carry it.
+#define ACES_FAST_AVX512 __attribute__((target("avx512f"), always_inline)) inline
+#define ACES_FAST_AVX2 __attribute__((target("avx2"), always_inline)) inline
+
+// Lanes whose byte is nonzero, for 16 bytes at src.
+ACES_FAST_AVX512 __mmask16 pass16(const uint8_t* src) {
+  const __m512i x = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)));
+  return _mm512_test_epi32_mask(x, x);
+}
+
+ACES_FAST_AVX512 void finish16(int64_t jj, __m512i p, __m512i av, bool adjacent,
+                               const int32_t* prev, int32_t* cur, uint32_t* acc, uint32_t* Ptot) {
+  __m512i t = _mm512_add_epi32(av, p);
+  if (adjacent) t = _mm512_add_epi32(t, _mm512_loadu_si512(prev + jj));
+  _mm512_storeu_si512(acc + jj,
+                      _mm512_add_epi32(_mm512_loadu_si512(acc + jj), _mm512_mullo_epi32(p, t)));
+  _mm512_storeu_si512(Ptot + jj, _mm512_add_epi32(_mm512_loadu_si512(Ptot + jj), p));
+  _mm512_storeu_si512(cur + jj, p);
+}
+
+// p + c in the lanes whose byte (8 bytes at src) is nonzero.
+ACES_FAST_AVX2 __m256i add8(__m256i p, const uint8_t* src, __m256i c) {
+  const __m256i x = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(src)));
+  return _mm256_add_epi32(p, _mm256_andnot_si256(_mm256_cmpeq_epi32(x, _mm256_setzero_si256()), c));
+}
+
+ACES_FAST_AVX2 __m256i ld8(const void* p) {
+  return _mm256_loadu_si256(static_cast<const __m256i*>(p));
+}
+
+ACES_FAST_AVX2 void finish8(int64_t jj, __m256i p, __m256i av, bool adjacent, const int32_t* prev,
+                            int32_t* cur, uint32_t* acc, uint32_t* Ptot) {
+  __m256i t = _mm256_add_epi32(av, p);
+  if (adjacent) t = _mm256_add_epi32(t, ld8(prev + jj));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(acc + jj),
+                      _mm256_add_epi32(ld8(acc + jj), _mm256_mullo_epi32(p, t)));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(Ptot + jj), _mm256_add_epi32(ld8(Ptot + jj), p));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(cur + jj), p);
+}
+
+// Counts == nullptr: every row counts once.
+__attribute__((target("avx512f"))) int64_t step_avx512(
+    const uint8_t* B, int64_t m, const int64_t* counts, const int64_t* row_of, int64_t rbeg,
+    int64_t rend, int64_t col0, int64_t bw, uint32_t a, bool adjacent, const int32_t* prev,
+    int32_t* cur, uint32_t* acc, uint32_t* Ptot) {
+  const int64_t len = bw / 16 * 16;
+  const __m512i av = _mm512_set1_epi32(static_cast<int32_t>(a));
+  const __m512i one = _mm512_set1_epi32(1);
+  int64_t jj = 0;
+  // 64 columns (one cache line of each row) per visit of the level's rows
+  for (; jj + 64 <= len; jj += 64) {
+    __m512i p0 = _mm512_setzero_si512(), p1 = p0, p2 = p0, p3 = p0;
+    for (int64_t r = rbeg; r < rend; ++r) {
+      const int64_t i = row_of[r];
+      const uint8_t* row = B + i * m + col0 + jj;
+      const __m512i c = counts ? _mm512_set1_epi32(static_cast<int32_t>(counts[i])) : one;
+      p0 = _mm512_mask_add_epi32(p0, pass16(row), p0, c);
+      p1 = _mm512_mask_add_epi32(p1, pass16(row + 16), p1, c);
+      p2 = _mm512_mask_add_epi32(p2, pass16(row + 32), p2, c);
+      p3 = _mm512_mask_add_epi32(p3, pass16(row + 48), p3, c);
+    }
+    finish16(jj, p0, av, adjacent, prev, cur, acc, Ptot);
+    finish16(jj + 16, p1, av, adjacent, prev, cur, acc, Ptot);
+    finish16(jj + 32, p2, av, adjacent, prev, cur, acc, Ptot);
+    finish16(jj + 48, p3, av, adjacent, prev, cur, acc, Ptot);
+  }
+  for (; jj < len; jj += 16) {
+    __m512i p = _mm512_setzero_si512();
+    for (int64_t r = rbeg; r < rend; ++r) {
+      const int64_t i = row_of[r];
+      const __m512i c = counts ? _mm512_set1_epi32(static_cast<int32_t>(counts[i])) : one;
+      p = _mm512_mask_add_epi32(p, pass16(B + i * m + col0 + jj), p, c);
+    }
+    finish16(jj, p, av, adjacent, prev, cur, acc, Ptot);
+  }
+  return len;
+}
+
+__attribute__((target("avx2"))) int64_t step_avx2(
+    const uint8_t* B, int64_t m, const int64_t* counts, const int64_t* row_of, int64_t rbeg,
+    int64_t rend, int64_t col0, int64_t bw, uint32_t a, bool adjacent, const int32_t* prev,
+    int32_t* cur, uint32_t* acc, uint32_t* Ptot) {
+  const int64_t len = bw / 8 * 8;
+  const __m256i av = _mm256_set1_epi32(static_cast<int32_t>(a));
+  const __m256i one = _mm256_set1_epi32(1);
+  const __m256i zero = _mm256_setzero_si256();
+  int64_t jj = 0;
+  for (; jj + 32 <= len; jj += 32) {
+    __m256i p0 = zero, p1 = zero, p2 = zero, p3 = zero;
+    for (int64_t r = rbeg; r < rend; ++r) {
+      const int64_t i = row_of[r];
+      const uint8_t* row = B + i * m + col0 + jj;
+      const __m256i c = counts ? _mm256_set1_epi32(static_cast<int32_t>(counts[i])) : one;
+      p0 = add8(p0, row, c);
+      p1 = add8(p1, row + 8, c);
+      p2 = add8(p2, row + 16, c);
+      p3 = add8(p3, row + 24, c);
+    }
+    finish8(jj, p0, av, adjacent, prev, cur, acc, Ptot);
+    finish8(jj + 8, p1, av, adjacent, prev, cur, acc, Ptot);
+    finish8(jj + 16, p2, av, adjacent, prev, cur, acc, Ptot);
+    finish8(jj + 24, p3, av, adjacent, prev, cur, acc, Ptot);
+  }
+  for (; jj < len; jj += 8) {
+    __m256i p = zero;
+    for (int64_t r = rbeg; r < rend; ++r) {
+      const int64_t i = row_of[r];
+      const __m256i c = counts ? _mm256_set1_epi32(static_cast<int32_t>(counts[i])) : one;
+      p = add8(p, B + i * m + col0 + jj, c);
+    }
+    finish8(jj, p, av, adjacent, prev, cur, acc, Ptot);
+  }
+  return len;
+}
+
+// ---- bit packing and row dot products ------------------------------------------
+
+#define ACES_FAST_AVX512BW __attribute__((target("avx512bw,popcnt")))
+
+ACES_FAST_AVX512BW int64_t pack_row_avx512(const uint8_t* row, int64_t m, uint64_t* words) {
+  int64_t passes = 0, q = 0, j = 0;
+  for (; j + 64 <= m; j += 64, ++q) {
+    const __m512i x = _mm512_loadu_si512(row + j);
+    words[q] = _mm512_test_epi8_mask(x, x);
+    passes += _mm_popcnt_u64(words[q]);
+  }
+  if (j < m) {
+    // masked-off bytes are neither read nor able to fault
+    const __m512i x = _mm512_maskz_loadu_epi8(~0ULL >> (64 - (m - j)), row + j);
+    words[q] = _mm512_test_epi8_mask(x, x);
+    passes += _mm_popcnt_u64(words[q]);
+  }
+  return passes;
+}
+
+__attribute__((target("avx2,popcnt"))) int64_t pack_row_avx2(const uint8_t* row, int64_t m,
+                                                              uint64_t* words) {
+  int64_t passes = 0, q = 0, j = 0;
+  const __m256i zero = _mm256_setzero_si256();
+  for (; j + 64 <= m; j += 64, ++q) {
+    const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + j));
+    const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + j + 32));
+    const uint32_t zlo = static_cast<uint32_t>(_mm256_movemask_epi8(_mm256_cmpeq_epi8(lo, zero)));
+    const uint32_t zhi = static_cast<uint32_t>(_mm256_movemask_epi8(_mm256_cmpeq_epi8(hi, zero)));
+    words[q] = ~(static_cast<uint64_t>(zhi) << 32 | zlo);
+    passes += _mm_popcnt_u64(words[q]);
+  }
+  if (j < m) {
+    words[q] = bits::pass_bits(row + j, m - j);
+    passes += _mm_popcnt_u64(words[q]);
+  }
+  return passes;
+}
+
+// Four accumulators of eight lanes are the 32 partial sums: column j goes to
+// accumulator (j / 8) % 4, lane j % 8.
+ACES_FAST_AVX512BW double row_dot_avx512(const uint8_t* row, int64_t m, const double* w) {
+  __m512d acc[4] = {_mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_setzero_pd(),
+                    _mm512_setzero_pd()};
+  int64_t j = 0;
+  for (; j + 64 <= m; j += 64) {
+    const __m512i x = _mm512_loadu_si512(row + j);
+    const uint64_t bitsw = _mm512_test_epi8_mask(x, x);
+    for (int t = 0; t < 8; ++t) {
+      const __mmask8 k = static_cast<__mmask8>(bitsw >> (8 * t));
+      acc[t & 3] = _mm512_mask_add_pd(acc[t & 3], k, acc[t & 3], _mm512_loadu_pd(w + j + 8 * t));
+    }
+  }
+  if (j < m) {
+    const int64_t rest = m - j;
+    const __m512i x = _mm512_maskz_loadu_epi8(~0ULL >> (64 - rest), row + j);
+    const uint64_t bitsw = _mm512_test_epi8_mask(x, x);
+    for (int t = 0; 8 * t < rest; ++t) {
+      const __mmask8 k = static_cast<__mmask8>(bitsw >> (8 * t));
+      // lanes past m are off in k (their bytes were not loaded), so w is not read there
+      const __m512d wv = _mm512_maskz_loadu_pd(k, w + j + 8 * t);
+      acc[t & 3] = _mm512_mask_add_pd(acc[t & 3], k, acc[t & 3], wv);
+    }
+  }
+  alignas(64) double part[32];
+  for (int a = 0; a < 4; ++a) _mm512_store_pd(part + 8 * a, acc[a]);
+  return combine32(part);
+}
+
+// Eight accumulators of four lanes: column j goes to accumulator (j / 4) % 8.
+__attribute__((target("avx2"))) double row_dot_avx2(const uint8_t* row, int64_t m,
+                                                     const double* w) {
+  alignas(32) static const uint64_t kLaneMask[16][4] = {
+      {0, 0, 0, 0},   {~0ULL, 0, 0, 0},   {0, ~0ULL, 0, 0},   {~0ULL, ~0ULL, 0, 0},
+      {0, 0, ~0ULL, 0}, {~0ULL, 0, ~0ULL, 0}, {0, ~0ULL, ~0ULL, 0}, {~0ULL, ~0ULL, ~0ULL, 0},
+      {0, 0, 0, ~0ULL}, {~0ULL, 0, 0, ~0ULL}, {0, ~0ULL, 0, ~0ULL}, {~0ULL, ~0ULL, 0, ~0ULL},
+      {0, 0, ~0ULL, ~0ULL}, {~0ULL, 0, ~0ULL, ~0ULL}, {0, ~0ULL, ~0ULL, ~0ULL},
+      {~0ULL, ~0ULL, ~0ULL, ~0ULL}};
+  __m256d acc[8];
+  for (auto& a : acc) a = _mm256_setzero_pd();
+  const __m256i zero = _mm256_setzero_si256();
+  int64_t j = 0;
+  for (; j + 32 <= m; j += 32) {
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + j));
+    const uint32_t bitsw = ~static_cast<uint32_t>(_mm256_movemask_epi8(_mm256_cmpeq_epi8(x, zero)));
+    for (int t = 0; t < 8; ++t) {
+      const __m256d mask = _mm256_load_pd(reinterpret_cast<const double*>(kLaneMask[(bitsw >> (4 * t)) & 15]));
+      acc[t] = _mm256_add_pd(acc[t], _mm256_and_pd(mask, _mm256_loadu_pd(w + j + 4 * t)));
+    }
+  }
+  alignas(32) double part[32];
+  for (int a = 0; a < 8; ++a) _mm256_store_pd(part + 4 * a, acc[a]);
+  dot_tail(row, j, m, w, part);
+  return combine32(part);
+}
+
+// 2: AVX-512 (F, BW) with POPCNT; 1: AVX2 with POPCNT; 0: portable code. The
+// CPU's level, capped by ACES_FAST_SIMD=avx2|none (read once per process) so
+// tests can compare every variant on one machine.
+int detect_level() {
+  __builtin_cpu_init();
+  int level = 0;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt")) level = 1;
+  if (level == 1 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw"))
+    level = 2;
+  if (const char* cap = std::getenv("ACES_FAST_SIMD")) {
+    if (std::strcmp(cap, "none") == 0) level = 0;
+    else if (std::strcmp(cap, "avx2") == 0 && level > 1) level = 1;
+  }
+  return level;
+}
+
+int level() {
+  static const int lv = detect_level();
+  return lv;
+}
+
+UniformLevelStep detect() {
+  const int lv = level();
+  return lv == 2 ? step_avx512 : lv == 1 ? step_avx2 : nullptr;
+}
+
+PackRow detect_pack() {
+  const int lv = level();
+  return lv == 2 ? pack_row_avx512 : lv == 1 ? pack_row_avx2 : pack_row_portable;
+}
+
+RowDot detect_dot() {
+  const int lv = level();
+  return lv == 2 ? row_dot_avx512 : lv == 1 ? row_dot_avx2 : row_dot_portable;
+}
+
+}  // namespace
+
+UniformLevelStep uniform_level_step() {
+  static const UniformLevelStep step = detect();
+  return step;
+}
+
+PackRow pack_row_kernel() {
+  static const PackRow f = detect_pack();
+  return f;
+}
+
+RowDot row_dot_kernel() {
+  static const RowDot f = detect_dot();
+  return f;
+}
+
+const char* simd_level() {
+  static const char* names[] = {"none", "avx2", "avx512"};
+  return names[level()];
+}
+
+#else
+
+UniformLevelStep uniform_level_step() { return nullptr; }
+PackRow pack_row_kernel() { return pack_row_portable; }
+RowDot row_dot_kernel() { return row_dot_portable; }
+const char* simd_level() { return "none"; }
+
+#endif
+
+}  // namespace aces_fast

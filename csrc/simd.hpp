@@ -1,0 +1,47 @@
+// Hand-vectorized kernels (AVX-512 / AVX2 intrinsics, chosen once at run time
+// from the CPU's features, with portable fallbacks). GCC does not find these
+// instruction sequences itself (byte-to-int32 widening into masked adds, byte
+// compares into bit masks); written out they are several times faster.
+// Every variant of a kernel returns bitwise the same result.
+#pragma once
+
+#include <cstdint>
+
+namespace aces_fast {
+
+// One level of uniform_block with uint32 accumulators (see loo_auc.cpp) over the
+// columns [0, len) of a block, for the widest len <= bw the kernel handles
+// (a multiple of its lane count); returns len (0: no SIMD kernel on this CPU).
+// For every handled column jj, with p the count-weighted passers among the
+// level's rows row_of[rbeg..rend) in column col0 + jj:
+//   acc[jj] += p (a + p + (adjacent ? prev[jj] : 0)),  Ptot[jj] += p,  cur[jj] = p
+// (uint32 arithmetic modulo 2^32). Reads exactly B[row, col0 .. col0 + len).
+using UniformLevelStep = int64_t (*)(const uint8_t* B, int64_t m, const int64_t* counts,
+                                     const int64_t* row_of, int64_t rbeg, int64_t rend,
+                                     int64_t col0, int64_t bw, uint32_t a, bool adjacent,
+                                     const int32_t* prev, int32_t* cur, uint32_t* acc,
+                                     uint32_t* Ptot);
+
+// The step for this CPU, or nullptr (no x86 SIMD support compiled or present).
+UniformLevelStep uniform_level_step();
+
+// Packs a row of m bytes into ceil(m / 64) words (bit j % 64 of word j / 64 is
+// set iff row[j] != 0; unused high bits 0) and returns its number of passes.
+// Reads exactly row[0 .. m).
+using PackRow = int64_t (*)(const uint8_t* row, int64_t m, uint64_t* words);
+PackRow pack_row_kernel();  // never null
+
+// Score of one row: sum of w[j] over the columns j < m with row[j] != 0, in a
+// fixed association: 32 partial sums, partial l adding the columns j = l (mod 32)
+// in ascending order (a failing column adds +0.0), then combined pairwise
+// (partial l += partial l + h for h = 16, 8, 4, 2, 1). Every kernel variant gives
+// the same bits. w: m finite weights >= 0. Reads exactly row[0 .. m), w[0 .. m).
+using RowDot = double (*)(const uint8_t* row, int64_t m, const double* w);
+RowDot row_dot_kernel();  // never null
+
+// The instruction set the kernels above use: "avx512", "avx2" or "none"
+// (portable). Capped by the environment variable ACES_FAST_SIMD=avx2|none,
+// read once per process.
+const char* simd_level();
+
+}  // namespace aces_fast
