@@ -339,6 +339,16 @@ PYBIND11_MODULE(_core, mod) {
       "Instruction set of the hand-vectorized kernels: 'avx512', 'avx2' or 'none' (portable);\n"
       "capped by the environment variable ACES_FAST_SIMD=avx2|none, read once per process.\n"
       "Every level computes bitwise the same results.");
+  mod.def(
+      "max_byte",
+      [](const py::object& B) {
+        const aces_fast::bind::Matrix M = aces_fast::bind::get_matrix("max_byte", B);
+        py::gil_scoped_release release;
+        return static_cast<int>(aces_fast::max_byte(M.data, M.n * M.m));
+      },
+      py::arg("B"),
+      "Largest byte of B (2-D C-contiguous uint8 or bool array), 0 when B is empty: a\n"
+      "pass matrix is valid 0/1 data iff this is <= 1.");
   mod.def("max_threads", &aces_fast::max_threads,
           "Threads a kernel uses with n_threads=0 (omp_get_max_threads(), or 1).");
 

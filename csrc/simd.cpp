@@ -51,6 +51,18 @@ double row_dot_portable(const uint8_t* row, int64_t m, const double* w) {
 
 }  // namespace
 
+ACES_FAST_CLONES uint8_t max_byte(const uint8_t* p, int64_t len) {
+  // 64 running maxima (a plain reduction loop is not vectorized by GCC 12)
+  uint8_t lane[64] = {};
+  int64_t i = 0;
+  for (; i + 64 <= len; i += 64)
+    for (int k = 0; k < 64; ++k) lane[k] = p[i + k] > lane[k] ? p[i + k] : lane[k];
+  uint8_t mx = 0;
+  for (; i < len; ++i) mx = p[i] > mx ? p[i] : mx;
+  for (int k = 0; k < 64; ++k) mx = lane[k] > mx ? lane[k] : mx;
+  return mx;
+}
+
 #ifdef ACES_FAST_UNIFORM_SIMD
 namespace {
 

@@ -39,6 +39,11 @@ PackRow pack_row_kernel();  // never null
 using RowDot = double (*)(const uint8_t* row, int64_t m, const double* w);
 RowDot row_dot_kernel();  // never null
 
+// Largest byte of p[0 .. len) (0 when len == 0); an AVX2 clone where available.
+// Lets Python check that a uint8 pass matrix holds only 0 and 1 without NumPy's
+// reduction overhead.
+uint8_t max_byte(const uint8_t* p, int64_t len);
+
 // The instruction set the kernels above use: "avx512", "avx2" or "none"
 // (portable). Capped by the environment variable ACES_FAST_SIMD=avx2|none,
 // read once per process.

@@ -17,6 +17,7 @@ import os
 import threading
 from typing import Any, Dict, List, Optional, Tuple
 
+from .._validation import tensor_device
 from .base import Backend, BackendUnavailableError
 
 __all__ = [
@@ -129,17 +130,19 @@ def resolve_backend(backend: Optional[str], data: Any = None) -> Backend:
         The input; a CUDA tensor makes ``auto`` choose torch.
     """
     choice = backend if backend is not None else os.environ.get(ENV_VAR) or "auto"
-    if not isinstance(choice, str):
-        raise TypeError(f"backend must be a string or None; got {type(choice).__name__}")
-    if choice.strip().lower() != "auto":
-        return get_backend(choice)
-    from .._validation import tensor_device
-
+    if choice != "auto":  # the common spelling skips the normalization
+        if not isinstance(choice, str):
+            raise TypeError(f"backend must be a string or None; got {type(choice).__name__}")
+        if choice.strip().lower() != "auto":
+            return get_backend(choice)
     device = tensor_device(data)
     if device is not None and device != "cpu":
         return get_backend("torch")
     reasons = []
     for name in _AUTO_CPU_ORDER:
+        backend_obj = _loaded.get(name)
+        if backend_obj is not None:
+            return backend_obj
         try:
             return _load(name)
         except BackendUnavailableError as exc:

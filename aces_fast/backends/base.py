@@ -23,6 +23,7 @@ from typing import Any, Optional, Tuple
 import numpy as np
 
 from .. import consensus
+from .._validation import as_pass_matrix, as_weights
 from ..result import RerankResult, SurrogateResult
 
 
@@ -160,14 +161,10 @@ class Backend:
 
     def prepare(self, B: Any) -> np.ndarray:
         """Validate the user's pass matrix into this backend's working form."""
-        from .._validation import as_pass_matrix
-
         return as_pass_matrix(B)
 
     def prepare_weights(self, w: Any, m: int) -> np.ndarray:
         """Validate user weights for an ``m``-test matrix into float64 (m,)."""
-        from .._validation import as_weights
-
         return as_weights(w, m)
 
     def _result(self, B: np.ndarray, scores: np.ndarray, weights: Optional[np.ndarray],
