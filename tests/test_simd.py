@@ -134,3 +134,19 @@ def test_nonzero_bytes_count_as_passes():
             if isinstance(x, np.ndarray):
                 np.testing.assert_array_equal(x, y)
     np.testing.assert_array_equal(_core.loo_auc(B), _core.loo_auc(scaled))
+
+
+@pytest.mark.parametrize("shape", [(1, 0), (1, 1), (3, 21), (7, 64), (9, 130), (200, 500)])
+def test_max_byte_matches_numpy(shape):
+    rng = np.random.default_rng(sum(shape))
+    B = random_matrix(rng, *shape, density=0.5)
+    assert _core.max_byte(B) == (B.max() if B.size else 0)
+    if B.size:
+        # a single large byte anywhere (including the tail past the last 64) is found
+        for pos in {0, B.size // 2, B.size - 1}:
+            C = B.copy()
+            C.flat[pos] = 200
+            assert _core.max_byte(C) == 200
+        assert _core.max_byte(B.astype(bool)) == B.max()
+    with pytest.raises(TypeError):
+        _core.max_byte(B.astype(np.int64))
