@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "bits.hpp"
 #include "simd.hpp"
@@ -162,38 +163,107 @@ void scores(const uint8_t* B, int64_t n, int64_t m, const double* w, const int64
 
 int64_t top_k_count(int64_t n, int64_t top_k) { return (top_k <= 0 || top_k >= n) ? n : top_k; }
 
-void snap_and_order(double* s, int64_t n, double tol, int64_t* order, std::vector<ScoreIdx>& buf) {
-  buf.resize(static_cast<size_t>(n));
-  ScoreIdx* b = buf.data();
-  for (int64_t i = 0; i < n; ++i) b[i] = ScoreIdx{s[i], i};
-  std::sort(b, b + n, [](const ScoreIdx& x, const ScoreIdx& y) {
-    return x.s < y.s || (x.s == y.s && x.i < y.i);
-  });
-  if (n >= 2 && tol > 0.0) {
-    double prev = b[0].s;
-    double run = b[0].s;
+namespace {
+
+// Order-preserving unsigned key of a double that is not NaN: for x < y the key of
+// x is smaller; -0.0 is mapped to +0.0 so the two compare equal, as doubles do.
+inline uint64_t order_key(double x) {
+  if (x == 0.0) x = 0.0;
+  uint64_t u;
+  std::memcpy(&u, &x, sizeof u);
+  return (u >> 63) ? ~u : (u | (uint64_t(1) << 63));
+}
+
+// Sorts b[0..n) ascending by (s, i), given b in ascending i. A stable LSD radix
+// sort over the 8 bytes of order_key (passes where every key has the same byte
+// are skipped): no data-dependent branches, so a batch of different tasks does
+// not pay the branch mispredictions a comparison sort of ~n log n / 2 costs.
+// Small inputs use insertion into the sorted prefix instead. O(n) per pass.
+void sort_by_score(ScoreIdx* b, int64_t n, std::vector<ScoreIdx>& tmpbuf,
+                   std::vector<uint64_t>& keybuf) {
+  if (n < 32) {
     for (int64_t r = 1; r < n; ++r) {
-      const double cur = b[r].s;
-      if (cur - prev > tol) run = cur;  // the comparison of np.diff(sv) > tol
-      prev = cur;
-      b[r].s = run;
-      s[b[r].i] = run;
+      const ScoreIdx x = b[r];
+      int64_t q = r;
+      for (; q > 0 && b[q - 1].s > x.s; --q) b[q] = b[q - 1];
+      b[q] = x;
     }
+    return;
   }
-  // b is ascending in the snapped value; emit its groups of equal value from the
-  // top, each in ascending index order.
-  int64_t k = 0;
-  int64_t hi = n;
-  while (hi > 0) {
-    int64_t lo = hi - 1;
-    while (lo > 0 && b[lo - 1].s == b[hi - 1].s) --lo;
-    bool sorted = true;
-    for (int64_t r = lo + 1; r < hi && sorted; ++r) sorted = b[r - 1].i < b[r].i;
-    if (!sorted)
-      std::sort(b + lo, b + hi, [](const ScoreIdx& x, const ScoreIdx& y) { return x.i < y.i; });
-    for (int64_t r = lo; r < hi; ++r) order[k++] = b[r].i;
-    hi = lo;
+  tmpbuf.resize(static_cast<size_t>(n));
+  keybuf.resize(2 * static_cast<size_t>(n));
+  uint64_t* key = keybuf.data();
+  uint64_t* key2 = key + n;
+  ScoreIdx* src = b;
+  ScoreIdx* dst = tmpbuf.data();
+  int64_t hist[8][256] = {};
+  for (int64_t r = 0; r < n; ++r) {
+    key[r] = order_key(b[r].s);
+    for (int d = 0; d < 8; ++d) ++hist[d][(key[r] >> (8 * d)) & 255];
   }
+  for (int d = 0; d < 8; ++d) {
+    const int shift = 8 * d;
+    if (hist[d][(key[0] >> shift) & 255] == n) continue;  // one bucket: order unchanged
+    int64_t pos[256];
+    int64_t acc = 0;
+    for (int v = 0; v < 256; ++v) {
+      pos[v] = acc;
+      acc += hist[d][v];
+    }
+    for (int64_t r = 0; r < n; ++r) {
+      const int64_t q = pos[(key[r] >> shift) & 255]++;
+      dst[q] = src[r];
+      key2[q] = key[r];
+    }
+    std::swap(src, dst);
+    std::swap(key, key2);
+  }
+  if (src != b) std::memcpy(b, src, static_cast<size_t>(n) * sizeof(ScoreIdx));
+}
+
+}  // namespace
+
+void snap_and_order(double* s, int64_t n, double tol, const int64_t* rep, int64_t* order,
+                    SortScratch& sc) {
+  if (n <= 0) return;
+  // Sort the distinct rows only: a row with rep[i] != i has its representative's
+  // score (identical bytes give identical sums).
+  sc.buf.clear();
+  for (int64_t i = 0; i < n; ++i)
+    if (!rep || rep[i] == i) sc.buf.push_back(ScoreIdx{s[i], i});
+  ScoreIdx* b = sc.buf.data();
+  const int64_t d = static_cast<int64_t>(sc.buf.size());
+  sort_by_score(b, d, sc.tmp, sc.keys);
+  // Snap and number the groups of equal snapped value, ascending.
+  sc.group.resize(static_cast<size_t>(n));
+  int64_t* group = sc.group.data();
+  int64_t g = 0;
+  double prev = b[0].s;
+  double run = b[0].s;
+  group[b[0].i] = 0;
+  for (int64_t r = 1; r < d; ++r) {
+    const double cur = b[r].s;
+    if (cur - prev > tol) {  // the comparison of np.diff(sv) > tol
+      run = cur;
+      ++g;
+    }
+    prev = cur;
+    group[b[r].i] = g;
+    s[b[r].i] = run;
+  }
+  if (rep)
+    for (int64_t i = 0; i < n; ++i) {
+      group[i] = group[rep[i]];
+      s[i] = s[rep[i]];
+    }
+  // Counting sort of the rows by group, highest group first; rows enter in
+  // ascending index, so ties come out by lower index. O(n + groups).
+  const int64_t ng = g + 1;
+  sc.start.assign(static_cast<size_t>(ng) + 1, 0);
+  int64_t* start = sc.start.data();
+  for (int64_t i = 0; i < n; ++i) ++start[ng - 1 - group[i] + 1];
+  for (int64_t q = 0; q < ng; ++q) start[q + 1] += start[q];
+  for (int64_t i = 0; i < n; ++i) order[start[ng - 1 - group[i]]++] = i;
 }
 
 void run_method(const uint8_t* B, int64_t n, int64_t m, const MethodParams& p, MethodOutput& out,
@@ -309,7 +379,7 @@ void run_method(const uint8_t* B, int64_t n, int64_t m, const MethodParams& p, M
   }
   double wsum = 0.0;
   for (int64_t j = 0; j < m; ++j) wsum += out.weights[j];
-  snap_and_order(out.scores, n, p.tie_tol * wsum, out.order, ws.sortbuf);
+  snap_and_order(out.scores, n, p.tie_tol * wsum, rep, out.order, ws.sort);
 }
 
 }  // namespace aces_fast

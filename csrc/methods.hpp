@@ -60,6 +60,13 @@ struct ScoreIdx {
   int64_t i;
 };
 
+// Scratch of snap_and_order.
+struct SortScratch {
+  std::vector<ScoreIdx> buf, tmp;
+  std::vector<uint64_t> keys;
+  std::vector<int64_t> group, start;
+};
+
 // Rows from which a task frees each phase's scratch as soon as it is done:
 // allocation is then negligible next to the work, and peak memory stays a small
 // multiple of the input instead of the sum of all phases.
@@ -74,12 +81,16 @@ struct MethodWorkspace {
   std::vector<uint8_t> active;
   std::vector<int32_t> acc32;
   std::vector<uint64_t> mask, words;
-  std::vector<ScoreIdx> sortbuf;
+  SortScratch sort;
 };
 
 // Snap near-ties of s (n) in place exactly like base.snap_ties(s, tol) and write
-// the stable descending order into order (n). O(n log n).
-void snap_and_order(double* s, int64_t n, double tol, int64_t* order, std::vector<ScoreIdx>& buf);
+// the stable descending order into order (n). rep (nullable, n): representative
+// row of every row's class of identical rows (s[i] == s[rep[i]]); only the
+// representatives are sorted. O(d log d + n) for d representatives (a radix
+// sort: O(d) per byte of the key).
+void snap_and_order(double* s, int64_t n, double tol, const int64_t* rep, int64_t* order,
+                    SortScratch& sc);
 
 // Run one method on B (n >= 1 rows, m >= 0 columns, row-major bytes, nonzero =
 // pass). parallel / n_threads as for the kernels (a batch driver running tasks
