@@ -24,79 +24,17 @@ keyword arguments (defaults filled in, see :data:`METHOD_PARAMS`); ``n_threads``
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Iterable, List, Optional
+from typing import Any, Dict, Iterable, List, Optional
 
 import numpy as np
 
-from ._validation import check_int, check_real, is_torch_tensor
+from ._params import METHOD_PARAMS, method_params
+from ._validation import check_int, is_torch_tensor
 from .backends import resolve_backend
-from .methods import DEFAULT_TIE_TOL, METHODS
+from .methods import METHODS
 from .result import RerankResult
 
 __all__ = ["METHOD_PARAMS", "rerank_batch"]
-
-
-def _tie_tol(v: Any) -> float:
-    return check_real(v, "tie_tol", nonneg=True)
-
-
-def _gamma(v: Any) -> float:
-    return check_real(v, "gamma", positive=True)
-
-
-def _lr(v: Any) -> float:
-    return check_real(v, "lr", nonneg=True)
-
-
-def _steps(v: Any) -> int:
-    return check_int(v, "steps", minimum=0)
-
-
-def _top_k(v: Any) -> Optional[int]:
-    return None if v is None else check_int(v, "top_k", minimum=1)
-
-
-def _init(v: Any) -> str:
-    if v not in ("uniform", "aces-c"):
-        raise ValueError(f"init must be 'uniform' or 'aces-c'; got {v!r}")
-    return v
-
-
-def _exponent(v: Any) -> float:
-    return check_real(v, "exponent", nonneg=True)
-
-
-def _positive(name: str) -> Callable[[Any], float]:
-    return lambda v: check_real(v, name, positive=True)
-
-
-_ACES_O = {"gamma": (10.0, _gamma), "lr": (0.01, _lr), "steps": (90, _steps),
-           "top_k": (24, _top_k), "init": ("uniform", _init),
-           "tie_tol": (DEFAULT_TIE_TOL, _tie_tol)}
-
-#: method name -> {parameter: (default, validator)}; the defaults are those of
-#: the public functions in :mod:`aces_fast.methods` (a test keeps them in sync).
-METHOD_PARAMS: Dict[str, Dict[str, Any]] = {
-    "majority": {},
-    "aces-c": {"tie_tol": (DEFAULT_TIE_TOL, _tie_tol)},
-    "aces-c-filter": {"tie_tol": (DEFAULT_TIE_TOL, _tie_tol)},
-    "aces-o": _ACES_O,
-    "aces-o-warm": {**_ACES_O, "init": ("aces-c", _init)},
-    "codet": {"exponent": (0.5, _exponent)},
-    "codet-linear": {"exponent": (1.0, _exponent)},
-    "b4": {"alpha": (1e3, _positive("alpha")), "beta0": (1e4, _positive("beta0"))},
-}
-
-
-def _method_params(method: str, params: Dict[str, Any]) -> Dict[str, Any]:
-    """Validate ``params`` for ``method`` and fill in the defaults."""
-    spec = METHOD_PARAMS[method]
-    unknown = sorted(set(params) - set(spec))
-    if unknown:
-        allowed = ", ".join(spec) or "none"
-        raise TypeError(f"method {method!r} got unexpected parameter(s) {', '.join(unknown)}; "
-                        f"its parameters: {allowed}")
-    return {name: check(params.get(name, default)) for name, (default, check) in spec.items()}
 
 
 def _run_one(be: Any, method: str, B: Any, p: Dict[str, Any]) -> RerankResult:
@@ -166,7 +104,7 @@ def rerank_batch(tasks: Iterable[Any], method: str = "aces-c", *, backend: Optio
     """
     if not isinstance(method, str) or method not in METHODS:
         raise ValueError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
-    p = _method_params(method, params)
+    p = method_params(method, params)
     if n_threads is not None:
         n_threads = check_int(n_threads, "n_threads", minimum=1)
     items = _task_list(tasks)

@@ -12,12 +12,13 @@ from typing import Any, Callable, Dict, Optional
 import numpy as np
 
 from . import consensus
+from . import _params
+from ._params import DEFAULT_TIE_TOL
 from ._validation import (as_scores, as_weights, check_int, check_real, is_torch_tensor)
 from .backends import check_backend_choice, resolve_backend
 from .backends.base import descending_order
 from .result import RerankResult, SurrogateResult
 
-DEFAULT_TIE_TOL = 1e-9
 
 
 def _setup(B: Any, backend: Optional[str]):
@@ -55,7 +56,7 @@ def loo_auc(B: Any, weights: Any = None, *, tie_tol: float = DEFAULT_TIE_TOL,
     One sort of the scores serves all tests, then a merge per test:
     O(n log n + n m) time, O(n + m) extra memory besides an optional uint8 copy.
     """
-    tie_tol = check_real(tie_tol, "tie_tol", nonneg=True)
+    tie_tol = _params.tie_tol(tie_tol)
     be, Bv = _setup(B, backend)
     w = None if weights is None else be.prepare_weights(weights, Bv.shape[1])
     return be.loo_auc_public(Bv, w, tie_tol)
@@ -82,7 +83,7 @@ def surrogate_loo_auc(B: Any, weights: Any, gamma: float = 10.0, *,
         ``(values (m,), objective float, gradient (m,))`` with ``gradient = dJ/dw``
         computed analytically in O(sum_j |P_j||F_j| + n m).
     """
-    gamma = check_real(gamma, "gamma", positive=True)
+    gamma = _params.gamma(gamma)
     be, Bv = _setup(B, backend)
     w = be.prepare_weights(weights, Bv.shape[1])
     return be.surrogate_public(Bv, w, gamma)
@@ -112,7 +113,7 @@ def aces_c(B: Any, variant: str = "weighted", *, tie_tol: float = DEFAULT_TIE_TO
     """
     if variant not in ("weighted", "filter"):
         raise ValueError(f"variant must be 'weighted' or 'filter'; got {variant!r}")
-    tie_tol = check_real(tie_tol, "tie_tol", nonneg=True)
+    tie_tol = _params.tie_tol(tie_tol)
     be, Bv = _setup(B, backend)
     return be.aces_c(Bv, variant, tie_tol)
 
@@ -160,14 +161,12 @@ def aces_o(B: Any, gamma: float = 10.0, lr: float = 0.01, steps: int = 90,
 
     Cost: O(steps * (sum_j |P_j||F_j| + k m)) on the ``k = top_k`` rows.
     """
-    gamma = check_real(gamma, "gamma", positive=True)
-    lr = check_real(lr, "lr", nonneg=True)
-    steps = check_int(steps, "steps", minimum=0)
-    if top_k is not None:
-        top_k = check_int(top_k, "top_k", minimum=1)
-    if init not in ("uniform", "aces-c"):
-        raise ValueError(f"init must be 'uniform' or 'aces-c'; got {init!r}")
-    tie_tol = check_real(tie_tol, "tie_tol", nonneg=True)
+    gamma = _params.gamma(gamma)
+    lr = _params.lr(lr)
+    steps = _params.steps(steps)
+    top_k = _params.top_k(top_k)
+    init = _params.init(init)
+    tie_tol = _params.tie_tol(tie_tol)
     be, Bv = _setup(B, backend)
     if bins is None:
         return be.aces_o(Bv, gamma, lr, steps, top_k, init, tie_tol)
@@ -185,7 +184,7 @@ def codet(B: Any, exponent: float = 0.5, *, backend: Optional[str] = None) -> Re
     ``(#non-constant tests passed) * (set size) ** exponent`` (0.5 as in CodeT's
     released code, 1 for the paper's linear form). O(n m log n).
     """
-    exponent = check_real(exponent, "exponent", nonneg=True)
+    exponent = _params.exponent(exponent)
     be, Bv = _setup(B, backend)
     return be.codet(Bv, exponent)
 
@@ -197,8 +196,8 @@ def b4(B: Any, alpha: float = 1e3, beta0: float = 1e4, *,
     See :func:`aces_fast.consensus.b4_scores` for the formula; ``alpha`` and
     ``beta0`` are the Beta prior parameters ``a`` and ``b`` (defaults 1e3, 1e4).
     """
-    alpha = check_real(alpha, "alpha", positive=True)
-    beta0 = check_real(beta0, "beta0", positive=True)
+    alpha = _params.b4_alpha(alpha)
+    beta0 = _params.b4_beta0(beta0)
     be, Bv = _setup(B, backend)
     return be.b4(Bv, alpha, beta0)
 

@@ -182,7 +182,7 @@ def test_core_batch_errors_name_the_task():
 
 
 def test_method_param_defaults_match_public_functions():
-    """batch.METHOD_PARAMS repeats the defaults of aces_fast.methods; keep them in sync."""
+    """METHOD_PARAMS repeats the defaults of the public functions; keep them in sync."""
     sig = {name: inspect.signature(fn).parameters
            for name, fn in [("aces-c", methods.aces_c), ("aces-o", methods.aces_o),
                             ("codet", methods.codet), ("b4", methods.b4)]}
