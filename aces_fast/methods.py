@@ -14,7 +14,7 @@ import numpy as np
 from . import consensus
 from . import _params
 from ._params import DEFAULT_TIE_TOL
-from ._validation import (as_scores, as_weights, check_int, check_real, is_torch_tensor)
+from ._validation import as_scores, check_int, check_real, is_torch_tensor
 from .backends import check_backend_choice, resolve_backend
 from .backends.base import descending_order
 from .result import RerankResult, SurrogateResult
