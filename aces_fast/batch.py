@@ -8,12 +8,15 @@ the task's index), then the backend runs them all:
   the whole list at once (``cpp``: one call into C++, OpenMP across tasks, GIL
   released, for majority, ACES-C and ACES-O; ``numba``: one prange kernel over
   tasks for majority and ACES-C, ACES-O tasks on threads; ``torch``: padded
-  (T, n, m) chunks on the input's device for majority and ACES-C). It returns one :class:`~aces_fast.result.RerankResult`
-  per task, or ``None`` for a method it has no batch path for;
+  (T, n, m) chunks on the input's device for majority, ACES-C and ACES-O). It
+  returns one :class:`~aces_fast.result.RerankResult` per task, or ``None`` for a
+  method it has no batch path for;
 * otherwise the tasks run one by one through the backend's method entry points,
   exactly as :func:`aces_fast.rerank` would run them.
 
-Either way the results equal calling :func:`aces_fast.rerank` task by task.
+Either way the results equal calling :func:`aces_fast.rerank` task by task:
+bitwise, except torch's batched ACES-O, whose batched matrix products sum in
+another order (weights equal to ~1e-12, orders equal).
 
 Backend protocol (for backend authors): ``Bs`` is a list of matrices already
 through :meth:`Backend.prepare`; ``method`` a name of

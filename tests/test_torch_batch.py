@@ -1,0 +1,382 @@
+"""Batched ACES-O of the ``torch`` backend (``rerank_batch(..., "aces-o")``).
+
+The batch runs ACES-O for many tasks at once on zero-padded tensors. It must
+give, task by task, what the per-task :meth:`TorchBackend.aces_o` gives: the
+same operations with a task axis in front, so only the summation order inside
+the surrogate's matrix products differs -- weights agree to 1e-12 on the
+synthetic tasks here and to 1e-9 on real data -- and what the NumPy reference
+gives within SPEC's 1e-6. Orders, top-k rows, method names and types are
+identical. Padding must be inert: padding rows are absent and padding columns
+inactive, whatever else shares the batch.
+
+Only a CPU is available in CI; the packing code meant for CUDA tensors runs
+here on CPU tensors (``_pad(..., via_numpy=False)``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import aces_fast as af  # noqa: E402
+from aces_fast.backends import _torch_ops as ops  # noqa: E402
+from aces_fast.backends import torch_backend  # noqa: E402
+from aces_fast.backends.torch_backend import (FLOAT32_WEIGHT_ATOL, TorchBackend,  # noqa: E402
+                                              _pad)
+from aces_fast._params import METHOD_PARAMS, method_params  # noqa: E402
+from aces_fast.datasets import load_dataset  # noqa: E402
+
+from conftest import SPEC_EXAMPLE, random_matrix  # noqa: E402
+
+TB = TorchBackend()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_torch_thread():
+    # small inputs: intra-op threads only add barrier waits on a busy machine
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def _tasks(seed: int = 0):
+    """Mixed shapes: n < top_k, n = 1, m = 0, constant columns, all-constant,
+    duplicate rows (also among the top-k rows), and n > top_k."""
+    rng = np.random.default_rng(seed)
+    const_cols = random_matrix(rng, 30, 12, 0.5, dup_rows=5)
+    const_cols[:, [0, 5]] = 1
+    const_cols[:, 7] = 0
+    tasks = [
+        SPEC_EXAMPLE,                                   # n = 8 < top_k
+        np.array([[1, 0, 1, 1]], np.uint8),             # n = 1: every test constant
+        np.zeros((5, 0), np.uint8),                     # no tests
+        np.ones((4, 6), np.uint8),                      # every test constant
+        const_cols,                                     # constant columns inside, n > top_k
+        np.repeat(SPEC_EXAMPLE[:4], 3, axis=0),         # only duplicate rows
+        np.array([[1, 1], [0, 1], [1, 1]], np.uint8),   # one active test: its weight is 1
+        random_matrix(rng, 50, 25, 0.6, dup_rows=30),   # duplicates among the top-k rows
+    ]
+    for _ in range(7):
+        n, m = int(rng.integers(2, 45)), int(rng.integers(1, 30))
+        tasks.append(random_matrix(rng, n, m, rng.uniform(0.2, 0.8), dup_rows=n // 3))
+    return tasks
+
+
+TASKS = _tasks()
+
+#: parameter sets: the defaults' shape with fewer steps, each option once
+PARAM_SETS = {
+    "uniform": dict(steps=25, lr=0.05),
+    "warm": dict(steps=25, lr=0.05, init="aces-c"),
+    "top_k_none": dict(steps=15, top_k=None),
+    "top_k_3": dict(steps=15, top_k=3, init="aces-c"),
+    "steps_0": dict(steps=0, init="aces-c"),
+    "sigmoid_path": dict(steps=10, gamma=750.0),  # gamma * 1 > 700: no exp trick
+}
+
+
+def npy(x):
+    return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
+
+
+def assert_close(got, want, atol):
+    """Same method, types, dtypes, devices, shapes, orders and info; arrays to ``atol``."""
+    assert (got.method, got.backend, got.fallback) == (want.method, want.backend, want.fallback)
+    assert got.loo_auc is None and want.loo_auc is None
+    for name in ("scores", "weights", "order", "objective"):
+        a, b = getattr(got, name), getattr(want, name)
+        assert type(a) is type(b), name
+        if isinstance(b, torch.Tensor):
+            assert a.device == b.device, name
+        a, b = npy(a), npy(b)
+        assert a.dtype == b.dtype and a.shape == b.shape, name
+        if name == "order":
+            np.testing.assert_array_equal(a, b)
+        else:
+            np.testing.assert_allclose(a, b, rtol=0, atol=atol, err_msg=name)
+    assert got.info.keys() == want.info.keys()
+    for key, value in want.info.items():
+        if key == "rows":
+            assert type(got.info[key]) is type(value)
+            np.testing.assert_array_equal(npy(got.info[key]), npy(value))
+        else:
+            assert got.info[key] == value, key
+
+
+def _per_task(tasks, params, be=TB):
+    p = method_params("aces-o", params)
+    return [be.aces_o(be.prepare(B), p["gamma"], p["lr"], p["steps"], p["top_k"], p["init"],
+                      p["tie_tol"]) for B in tasks]
+
+
+# ---------------------------------------------------------------------------
+# whole method: batch against per-task and the reference
+
+
+@pytest.mark.parametrize("name", list(PARAM_SETS))
+def test_batch_equals_per_task(name):
+    params = PARAM_SETS[name]
+    got = af.rerank_batch(TASKS, "aces-o", backend="torch", **params)
+    want = _per_task(TASKS, params)
+    assert len(got) == len(TASKS)
+    for g, w in zip(got, want):
+        assert isinstance(g.weights, np.ndarray)
+        assert_close(g, w, atol=1e-12)
+    if params.get("steps") == 0:
+        assert all(g.objective.shape == (1,) for g in got)
+
+
+@pytest.mark.parametrize("name", ["uniform", "warm", "top_k_none"])
+def test_batch_matches_reference(name):
+    params = PARAM_SETS[name]
+    got = af.rerank_batch(TASKS, "aces-o", backend="torch", **params)
+    for g, B in zip(got, TASKS):
+        ref = af.rerank(B, "aces-o", backend="numpy", **params)
+        np.testing.assert_allclose(g.weights, ref.weights, rtol=0, atol=1e-6)
+        np.testing.assert_allclose(g.objective, ref.objective, rtol=0, atol=1e-6)
+        np.testing.assert_array_equal(g.order, ref.order)
+        np.testing.assert_array_equal(g.info["rows"], ref.info["rows"])
+        assert g.method == ref.method
+
+
+def test_warm_method_name_and_paper_defaults():
+    """"aces-o-warm" defaults to init="aces-c"; 90 steps at the defaults stay within 1e-12."""
+    tasks = TASKS[:6]
+    got = af.rerank_batch(tasks, "aces-o-warm", backend="torch")
+    for g, w in zip(got, _per_task(tasks, {"init": "aces-c"})):
+        assert g.method == "aces-o-warm" and g.objective.shape == (91,)
+        assert_close(g, w, atol=1e-12)
+
+
+def test_padding_is_inert():
+    """A task's result does not depend on what shares its batch (padding rows and
+    columns, other tasks' sizes), on the task order, or on being alone."""
+    rng = np.random.default_rng(4)
+    B = random_matrix(rng, 20, 15, 0.5, dup_rows=6)
+    big = random_matrix(rng, 60, 40, 0.5)
+    alone = af.rerank_batch([B], "aces-o", backend="torch", steps=20)[0]
+    for batch in ([B, big], [big, B, np.ones((70, 3), np.uint8)], [np.eye(5, dtype=bool), B]):
+        k = next(i for i, x in enumerate(batch) if x is B)
+        res = af.rerank_batch(batch, "aces-o", backend="torch", steps=20)[k]
+        np.testing.assert_allclose(res.weights, alone.weights, rtol=0, atol=1e-12)
+        np.testing.assert_array_equal(res.order, alone.order)
+        assert res.weights.shape == (15,) and res.scores.shape == (20,)
+
+
+def test_real_data_equals_per_task():
+    tasks = [p.B for p in load_dataset("humaneval-gpt35")][:60]
+    codegen = sorted(load_dataset("humaneval-codegen16b"), key=lambda p: p.m)
+    tasks += [p.B for p in codegen[::20]]  # m from 0 up
+    for params in ({}, {"init": "aces-c"}):
+        got = af.rerank_batch(tasks, "aces-o", backend="torch", **params)
+        for g, w in zip(got, _per_task(tasks, params)):
+            assert_close(g, w, atol=1e-9)
+
+
+# ---------------------------------------------------------------------------
+# types, routes, chunking, dtypes
+
+
+def test_tensors_in_tensors_out():
+    tasks = [torch.from_numpy(np.asarray(B)) for B in TASKS]
+    tasks[4] = tasks[4].to(torch.float32)  # any 0/1 dtype
+    tasks[6] = tasks[6].to(torch.bool)
+    params = PARAM_SETS["warm"]
+    got = af.rerank_batch(tasks, "aces-o", backend="torch", **params)
+    for g, w in zip(got, _per_task(tasks, params)):
+        assert isinstance(g.scores, torch.Tensor) and isinstance(g.info["rows"], torch.Tensor)
+        assert g.weights.dtype == torch.float64 and g.order.dtype == torch.int64
+        assert_close(g, w, atol=1e-12)
+    # NumPy and tensor tasks may be mixed on the CPU: each result mirrors its input
+    a, b = af.rerank_batch([TASKS[0], tasks[0]], "aces-o", backend="torch", **params)
+    assert isinstance(a.weights, np.ndarray) and isinstance(b.weights, torch.Tensor)
+    np.testing.assert_array_equal(a.weights, b.weights.numpy())
+    np.testing.assert_array_equal(a.info["rows"], b.info["rows"].numpy())
+
+
+def test_hot_path_never_runs_the_per_task_method(monkeypatch):
+    def forbidden(*args, **kwargs):
+        raise AssertionError("the batch called a per-task ACES-O function")
+
+    want = _per_task(TASKS, PARAM_SETS["warm"])
+    monkeypatch.setattr(TorchBackend, "aces_o", forbidden)
+    monkeypatch.setattr(TorchBackend, "aces_c", forbidden)
+    monkeypatch.setattr(ops, "aces_o_fit", forbidden)
+    monkeypatch.setattr(ops, "surrogate_core", forbidden)
+    monkeypatch.setattr(ops, "SurrogateData", forbidden)
+    monkeypatch.setattr(ops, "loo_auc", forbidden)
+    got = af.rerank_batch(TASKS, "aces-o", backend="torch", **PARAM_SETS["warm"])
+    for g, w in zip(got, want):
+        assert_close(g, w, atol=1e-12)
+
+
+@pytest.mark.parametrize("chunk", [1, 40, 300, 5000])
+def test_chunking_does_not_change_results(chunk, monkeypatch):
+    """Small budgets: tasks alone (1: every task over budget, per-task route),
+    several padded chunks, Adam groups split and pair tensors split over tests."""
+    be = TorchBackend(chunk_elements=chunk)
+    prepared = [be.prepare(B) for B in TASKS]
+    params = PARAM_SETS["warm"]
+    want = _per_task(TASKS, params)
+    calls = []
+    fit = ops.aces_o_fit_padded
+    monkeypatch.setattr(ops, "aces_o_fit_padded", lambda *a, **k: calls.append(1) or fit(*a, **k))
+    got = be.rerank_batch(prepared, "aces-o", method_params("aces-o", params), None)
+    for g, w in zip(got, want):
+        assert_close(g, w, atol=1e-12)
+    if chunk == 1:
+        assert not calls  # every task went through the per-task method
+    else:
+        assert calls
+
+
+def test_pair_tensors_split_over_tests_are_exact():
+    """surrogate_core_padded with column chunks of 1 and of all tests agree, and both
+    equal the per-task surrogate_core of every task (padding rows and columns add 0)."""
+    rng = np.random.default_rng(8)
+    shapes = [(9, 7), (4, 11), (15, 3), (1, 5)]
+    mats = [torch.from_numpy(random_matrix(rng, n, m, 0.5, dup_rows=2)) for n, m in shapes]
+    B, n_rows = _pad(mats)
+    rows, k_rows = ops.top_k_rows_padded(B, n_rows, None)
+    Bu, counts, distinct = ops.distinct_rows_padded(B, rows, k_rows, torch.float64)
+    data = ops.PaddedSurrogateData(Bu.contiguous(), counts.contiguous())
+    w = torch.from_numpy(rng.random(B.shape[::2]))
+    for t, (_, m) in enumerate(shapes):
+        w[t, m:] = 0  # padding columns are inactive: weight 0
+    w = w / w.sum(dim=1, keepdim=True)
+    for exp_trick in (True, False):
+        J1, g1 = ops.surrogate_core_padded(data, w, 10.0, exp_trick, chunk_elements=1)
+        J2, g2 = ops.surrogate_core_padded(data, w, 10.0, exp_trick)
+        np.testing.assert_allclose(J1.numpy(), J2.numpy(), rtol=0, atol=1e-14)
+        np.testing.assert_allclose(g1.numpy(), g2.numpy(), rtol=0, atol=1e-13)
+        for t, (n, m) in enumerate(shapes):
+            _, J, g = ops.surrogate_core(ops.SurrogateData(mats[t], None, torch.float64),
+                                         w[t, :m].contiguous(), 10.0,
+                                         max_w=1.0 if exp_trick else None)
+            assert abs(float(J2[t]) - float(J)) <= 1e-14
+            np.testing.assert_allclose(g2[t, :m].numpy(), g.numpy(), rtol=0, atol=1e-13)
+            np.testing.assert_array_equal(g2[t, m:].numpy(), 0.0)
+
+
+def test_float32_mode(monkeypatch):
+    """The working dtype option applies to the batch too: within the documented
+    bound of the float64 reference, and close to the per-task float32 run."""
+    monkeypatch.setenv(torch_backend.DTYPE_ENV_VAR, "float32")
+    be = torch_backend.load()
+    assert be.dtype == torch.float32
+    tasks = TASKS[:8]
+    params = dict(steps=40, lr=0.05, init="aces-c")
+    p = method_params("aces-o", params)
+    got = be.rerank_batch([be.prepare(B) for B in tasks], "aces-o", p, None)
+    for g, w, B in zip(got, _per_task(tasks, params, be), tasks):
+        ref = af.rerank(B, "aces-o", backend="numpy", **params)
+        assert g.weights.dtype == np.float64
+        np.testing.assert_allclose(g.weights, ref.weights, rtol=0, atol=FLOAT32_WEIGHT_ATOL)
+        np.testing.assert_allclose(g.weights, w.weights, rtol=0, atol=1e-5)
+
+
+def test_gpu_packing_route_on_cpu():
+    """_pad's torch route (used off the CPU) builds the same batch as the NumPy route."""
+    rng = np.random.default_rng(2)
+    mats = [torch.from_numpy(random_matrix(rng, n, m)) for n, m in [(3, 5), (7, 0), (1, 2)]]
+    a, rows_a = _pad(mats, via_numpy=True)
+    b, rows_b = _pad(mats, via_numpy=False)
+    assert a.dtype == b.dtype == torch.uint8 and a.shape == b.shape == (3, 7, 5)
+    np.testing.assert_array_equal(a.numpy(), b.numpy())
+    np.testing.assert_array_equal(rows_a.numpy(), [3, 7, 1])
+    np.testing.assert_array_equal(rows_b.numpy(), [3, 7, 1])
+    for k, Bt in enumerate(mats):
+        n, m = Bt.shape
+        np.testing.assert_array_equal(b[k, :n, :m].numpy(), Bt.numpy())
+        assert not b[k, n:].any() and not b[k, :, m:].any()
+
+
+def test_consensus_methods_still_run_task_by_task():
+    be = TB
+    prepared = [be.prepare(B) for B in TASKS[:4]]
+    for method in ("codet", "codet-linear", "b4"):
+        assert be.rerank_batch(prepared, method, method_params(method, {}), None) is None
+    assert {"aces-o", "aces-o-warm"} <= set(METHOD_PARAMS)
+
+
+# ---------------------------------------------------------------------------
+# the padded building blocks against their per-task counterparts
+
+
+def test_top_k_rows_padded_matches_per_task():
+    rng = np.random.default_rng(5)
+    mats = [torch.from_numpy(random_matrix(rng, n, m, 0.5, dup_rows=n // 2))
+            for n, m in [(1, 4), (6, 3), (30, 8), (12, 0), (25, 5)]]
+    B, n_rows = _pad(mats)
+    for top_k in (None, 1, 5, 24, 100):
+        rows, k_rows = ops.top_k_rows_padded(B, n_rows, top_k)
+        for t, Bt in enumerate(mats):
+            want = ops.top_k_rows(Bt, top_k)
+            assert int(k_rows[t]) == want.shape[0]
+            np.testing.assert_array_equal(rows[t, :want.shape[0]].numpy(), want.numpy())
+
+
+def test_distinct_rows_padded_matches_unique():
+    """Same distinct rows in the same (lexicographic) order and multiplicities as
+    torch.unique, beyond 62 columns too (several key words); padding rows never count."""
+    rng = np.random.default_rng(6)
+    mats = []
+    for n, m in [(1, 3), (10, 2), (40, 70), (20, 130), (8, 0), (30, 124)]:
+        B = random_matrix(rng, n, m, 0.5, dup_rows=n // 2)
+        if m > 64:
+            B[:, :64] = 0  # rows equal in the first word, different later
+        mats.append(torch.from_numpy(B))
+    B, n_rows = _pad(mats)
+    for top_k in (None, 7):
+        rows, k_rows = ops.top_k_rows_padded(B, n_rows, top_k)
+        Bu, counts, distinct = ops.distinct_rows_padded(B, rows, k_rows, torch.float64)
+        assert Bu.shape[1] == counts.shape[1] == max(distinct)
+        for t, Bt in enumerate(mats):
+            n, m = Bt.shape
+            sub = Bt[ops.top_k_rows(Bt, top_k)]
+            if m == 0:
+                assert distinct[t] == 1 and float(counts[t, 0]) == sub.shape[0]
+                continue
+            want, inverse = torch.unique(sub, dim=0, return_inverse=True)
+            want_counts = torch.bincount(inverse.reshape(-1), minlength=want.shape[0])
+            u = distinct[t]
+            assert u == want.shape[0]
+            np.testing.assert_array_equal(Bu[t, :u, :m].numpy(), want.numpy())
+            np.testing.assert_array_equal(counts[t, :u].numpy(), want_counts.numpy())
+            assert not counts[t, u:].any() and not Bu[t, u:].any() and not Bu[t, :, m:].any()
+
+
+def test_softmax_masked_padded_without_active_tests_gives_zeros():
+    logits = torch.tensor([[0.5, 1.0, -2.0], [3.0, 0.0, 1.0]], dtype=torch.float64)
+    active = torch.tensor([[True, False, True], [False, False, False]])
+    w = ops.softmax_masked_padded(logits, active, active.any(dim=1, keepdim=True))
+    assert not torch.isnan(w).any()
+    np.testing.assert_array_equal(w[1].numpy(), 0.0)
+    np.testing.assert_allclose(w[0].numpy(), ops.softmax_masked(logits[0], active[0]).numpy(),
+                               rtol=0, atol=1e-16)
+    assert float(w[0, 1]) == 0.0
+
+
+def test_shape_chunks_budget_and_waste():
+    shapes = [(1, 100), (4, 100), (400, 100), (1, 3), (576, 500)]
+    # budget only: every chunk within it unless alone
+    for budget in (10, 1000, 10**5, 10**9):
+        chunks = ops.shape_chunks(shapes, budget)
+        assert sorted(t for c in chunks for t in c) == list(range(len(shapes)))
+        for c in chunks:
+            cells = len(c) * max(shapes[t][0] for t in c) * max(max(shapes[t][1] for t in c), 1)
+            assert len(c) == 1 or cells <= budget
+    # waste: padded cells at most twice the chunk's own cells; the budget alone
+    # would put everything in one chunk
+    assert len(ops.shape_chunks(shapes, 10**9)) == 1
+    chunks = ops.shape_chunks(shapes, 10**9, max_waste=2.0, slack=0)
+    assert sorted(t for c in chunks for t in c) == list(range(len(shapes)))
+    assert [4] in chunks  # (576, 500) padded with anything smaller would waste cells
+    for c in chunks:
+        cells = len(c) * max(shapes[t][0] for t in c) * max(shapes[t][1] for t in c)
+        assert len(c) == 1 or cells <= 2.0 * sum(shapes[t][0] * shapes[t][1] for t in c)
+    # slack lets small items share a chunk whatever their padding
+    assert len(ops.shape_chunks(shapes[:2] + shapes[3:4], 10**9, 2.0, slack=10**4)) == 1
