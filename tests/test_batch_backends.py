@@ -317,6 +317,7 @@ def test_torch_n_threads_is_restored(torch_mod):
 def test_torch_padded_loo_auc_against_per_task(torch_mod):
     """Padding rows and columns never count; every value is the per-task one, bit for bit."""
     torch = torch_mod
+    from aces_fast.backends import _torch_batch as batch_ops
     from aces_fast.backends import _torch_ops as ops
 
     rng = np.random.default_rng(11)
@@ -328,7 +329,7 @@ def test_torch_padded_loo_auc_against_per_task(torch_mod):
         for t in range(T):
             B[t, :rows[t], :cols[t]] = random_matrix(rng, rows[t], cols[t], rng.random(),
                                                      dup_rows=rows[t] // 2)
-        L, passers = ops.loo_auc_uniform_padded(torch.from_numpy(B), torch.from_numpy(rows))
+        L, passers = batch_ops.loo_auc_uniform_padded(torch.from_numpy(B), torch.from_numpy(rows))
         for t in range(T):
             Bt = torch.from_numpy(np.ascontiguousarray(B[t, :rows[t], :cols[t]]))
             want = ops.loo_auc(Bt, None, 1e-9)

@@ -70,7 +70,6 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-import warnings
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -81,10 +80,14 @@ from .base import Backend, BackendUnavailableError, codet_method_name
 
 try:
     import torch
+    from . import _torch_batch as batch_ops
     from . import _torch_ops as ops
+    from ._torch_batch import _host_copy, _pad
+    from ._torch_ops import from_numpy
 except Exception as exc:  # ImportError, or a broken install failing to load its libraries
     torch = None
     ops = None
+    batch_ops = None
     _IMPORT_ERROR: Optional[BaseException] = exc
 else:
     _IMPORT_ERROR = None
@@ -114,17 +117,6 @@ def _parse_dtype(dtype: Any) -> "torch.dtype":
     if isinstance(dtype, str) and dtype.strip().lower() in _DTYPE_NAMES:
         return getattr(torch, dtype.strip().lower())
     raise ValueError(f"torch backend dtype must be 'float64' or 'float32'; got {dtype!r}")
-
-
-def from_numpy(a: np.ndarray) -> "torch.Tensor":
-    """``torch.from_numpy`` without copying, also for read-only arrays.
-
-    torch warns that writing to a tensor over a read-only array is undefined;
-    this backend never writes to its inputs, so the warning is silenced.
-    """
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*not writable.*")
-        return torch.from_numpy(a)
 
 
 def to_device(x: Any, device: Any, dtype: "torch.dtype") -> "torch.Tensor":
@@ -333,10 +325,10 @@ class TorchBackend(Backend):
         vectorized over tasks and tests -- no Python loop over tasks (only the
         padding copies and the final split into results are per task):
 
-        * majority / ACES-C: :func:`ops.rerank_padded` (LOO-AUC, weights,
+        * majority / ACES-C: :func:`batch_ops.rerank_padded` (LOO-AUC, weights,
           scores, tie snapping, orders).
         * ACES-O (``"aces-o"``, ``"aces-o-warm"``, either ``init``):
-          :func:`ops.aces_o_padded` -- active tests, warm start, top-k rows
+          :func:`batch_ops.aces_o_padded` -- active tests, warm start, top-k rows
           merged to distinct rows, the Adam loop, normalization, scores of all
           rows, tie snapping, orders. Python loops run only over Adam steps and
           over groups of tasks with similar (distinct top-k rows U, tests m):
@@ -373,7 +365,7 @@ class TorchBackend(Backend):
         shapes = [tuple(Bt.shape) for Bt, _ in mats]
         with _intra_op_threads(n_threads if device.type == "cpu" else None):
             results: List[Optional[RerankResult]] = [None] * len(mats)
-            for chunk in ops.shape_chunks(shapes, self.chunk_elements):
+            for chunk in batch_ops.shape_chunks(shapes, self.chunk_elements):
                 if len(chunk) == 1 and mats[chunk[0]][0].numel() > self.chunk_elements:
                     t = chunk[0]  # too big to pad: the per-task path chunks over tests
                     results[t] = self._rerank_one(mats[t][0], method, params, mats[t][1])
@@ -396,8 +388,9 @@ class TorchBackend(Backend):
     def _rerank_chunk(self, mats, index, method, tie_tol, results) -> None:
         """Pad ``mats`` ((tensor, numpy_out) pairs), rank them, store results at ``index``."""
         padded, n_rows = _pad([Bt for Bt, _ in mats])
-        out = ops.rerank_padded(padded, n_rows, method, 1e-9 if method == "majority" else tie_tol,
-                                self.chunk_elements)
+        out = batch_ops.rerank_padded(padded, n_rows, method,
+                                      1e-9 if method == "majority" else tie_tol,
+                                      self.chunk_elements)
         host = _host_copy(out, mats)
         fallback = out["fallback"].tolist() if "fallback" in out else None
         for k, (Bt, numpy_out) in enumerate(mats):
@@ -426,10 +419,10 @@ class TorchBackend(Backend):
         padded, n_rows = _pad([Bt for Bt, _ in mats])
         gamma, lr, steps, top_k, init = (params[key] for key in
                                          ("gamma", "lr", "steps", "top_k", "init"))
-        out = ops.aces_o_padded(padded, n_rows, [Bt.shape[1] for Bt, _ in mats], gamma, lr,
-                                steps, top_k, init == "aces-c",
-                                float(params.get("tie_tol", 1e-9)), self.dtype,
-                                self.chunk_elements, self._pair_elements(padded.device))
+        out = batch_ops.aces_o_padded(padded, n_rows, [Bt.shape[1] for Bt, _ in mats], gamma,
+                                      lr, steps, top_k, init == "aces-c",
+                                      float(params.get("tie_tol", 1e-9)), self.dtype,
+                                      self.chunk_elements, self._pair_elements(padded.device))
         host = _host_copy(out, mats)
         method = "aces-o-warm" if init == "aces-c" else "aces-o"
         for k, (Bt, numpy_out) in enumerate(mats):
@@ -470,40 +463,6 @@ def _intra_op_threads(n_threads: Optional[int]):
             yield
         finally:
             torch.set_num_threads(previous)
-
-
-def _pad(mats: Sequence["torch.Tensor"], via_numpy: Optional[bool] = None
-         ) -> Tuple["torch.Tensor", "torch.Tensor"]:
-    """Stack uint8 (n_t, m_t) tensors (one device) zero-padded: ``(B (T, n, m), n_rows (T,))``.
-
-    One slice copy per task; on the CPU (``via_numpy`` None) through NumPy,
-    cheaper per call than torch's slice assignment, which runs elsewhere (and
-    on the CPU with ``via_numpy=False``, as the tests do). O(T n m).
-    """
-    device = mats[0].device
-    n_max = max(Bt.shape[0] for Bt in mats)
-    m_max = max(Bt.shape[1] for Bt in mats)
-    if via_numpy is None:
-        via_numpy = device.type == "cpu"
-    if via_numpy:
-        buffer = np.zeros((len(mats), n_max, m_max), dtype=np.uint8)
-        for k, Bt in enumerate(mats):
-            buffer[k, :Bt.shape[0], :Bt.shape[1]] = Bt.numpy()
-        padded = from_numpy(buffer)
-    else:
-        padded = torch.zeros((len(mats), n_max, m_max), dtype=torch.uint8, device=device)
-        for k, Bt in enumerate(mats):
-            padded[k, :Bt.shape[0], :Bt.shape[1]] = Bt
-    n_rows = torch.tensor([Bt.shape[0] for Bt in mats], dtype=torch.int64, device=device)
-    return padded, n_rows
-
-
-def _host_copy(out: Dict[str, Any], mats) -> Dict[str, Any]:
-    """NumPy copies of the batch tensors in ``out`` if any task wants NumPy out
-    (one transfer per chunk), else ``{}``."""
-    if not any(numpy_out for _, numpy_out in mats):
-        return {}
-    return {key: value.cpu().numpy() for key, value in out.items()}
 
 
 def load() -> Backend:
