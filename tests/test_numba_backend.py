@@ -223,6 +223,139 @@ def test_aces_o_fit_degenerate(nb):
     assert W.shape == (0,) and np.all(obj == 0)
 
 
+def _kernels():
+    return numba_backend._load_kernels()
+
+
+def _forced_kernels(B, w, gamma, counts, parallel):
+    """``{"rows": (L, J, grad), "columns": (L, J, grad)}``: the surrogate of the
+    row-pair kernel and of the per-column kernel, each forced, on the same merged rows."""
+    k = _kernels()
+    n, m = B.shape
+    Bd, cd = k.distinct_rows(B, np.ones(n, np.int64) if counts is None else counts)
+    c = cd.astype(np.float64)
+    BT, _, PF = k._surrogate_layout(Bd, np.arange(m), c)
+    Bc = np.zeros((Bd.shape[0], PF.shape[0]), np.uint8)
+    Bc[:, :m] = Bd != 0
+    out = {}
+    L, grad = np.full(m, np.nan), np.zeros(m)
+    J, done = k._surrogate_rows(Bc, PF, w, gamma, c, L, grad, parallel)
+    assert done
+    out["rows"] = (L, J, grad)
+    L, grad = np.full(m, np.nan), np.zeros(m)
+    out["columns"] = (L, k.surrogate_bt(BT, w, gamma, c, L, grad, parallel), grad)
+    return out
+
+
+def _kernel_cases():
+    """The cases of :func:`_cases` with a test and a present row (the row-pair
+    kernel needs both; its layout is never chosen otherwise)."""
+    return [(B, w, c) for B, w, c in _cases(3)
+            if B.shape[1] > 0 and (B.shape[0] if c is None else np.count_nonzero(c)) > 0]
+
+
+@pytest.mark.parametrize("case", range(len(_kernel_cases())))
+def test_both_surrogate_kernels_match_reference(warm, case):
+    # the cost model picks one kernel per input: force each on every case
+    B, w, counts = _kernel_cases()[case]
+    w = w / w.sum()
+    Lr, Jr, gr = numpy_ref.surrogate(B, w, 10.0, counts)
+    serial = _forced_kernels(B, w, 10.0, counts, False)
+    for name, (L, J, g) in serial.items():
+        np.testing.assert_allclose(L, Lr, **EXACT, err_msg=name)
+        np.testing.assert_array_equal(np.isnan(L), np.isnan(Lr))
+        assert J == pytest.approx(Jr, abs=1e-12), name
+        np.testing.assert_allclose(g, gr, **EXACT, err_msg=name)
+    for name, got in _forced_kernels(B, w, 10.0, counts, True).items():
+        for a, b in zip(got, serial[name]):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_row_pair_kernel_several_blocks(warm):
+    # more columns than one row-pair block: partial gradients summed across blocks,
+    # padded columns, serial and parallel builds identical
+    k = _kernels()
+    rng = np.random.default_rng(17)
+    m = 2 * k.ROW_PAIR_BLOCK + 37
+    B = random_matrix(rng, 24, m, density=0.4, dup_rows=8)
+    B[:, :5] = 1
+    counts = rng.integers(0, 4, size=24)
+    w = rng.random(m)
+    w /= w.sum()
+    Lr, Jr, gr = numpy_ref.surrogate(B, w, 10.0, counts)
+    for parallel in (False, True):
+        L, J, g = _forced_kernels(B, w, 10.0, counts, parallel)["rows"]
+        np.testing.assert_allclose(L, Lr, **EXACT)
+        assert J == pytest.approx(Jr, abs=1e-12)
+        np.testing.assert_allclose(g, gr, **EXACT)
+    serial = numba_backend.NumbaBackend(parallel_min_work=10**18)
+    parallel = numba_backend.NumbaBackend(parallel_min_work=0)
+    active = np.ones(m, np.uint8)
+    for a, b in zip(serial.aces_o_fit(B, np.zeros(m), active, 10.0, 0.01, 5, counts),
+                    parallel.aces_o_fit(B, np.zeros(m), active, 10.0, 0.01, 5, counts)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_row_pair_kernel_declines_overflow(warm):
+    # gamma * (score span + w_j) beyond the factorized form's limit: the row-pair
+    # kernel leaves the outputs alone and the public call falls back per column
+    k = _kernels()
+    rng = np.random.default_rng(2)
+    B = random_matrix(rng, 12, 40, density=0.5)
+    w = rng.random(40) * 2.0
+    c = np.ones(12)
+    BT, Bc, PF = k._surrogate_layout(B, np.arange(40), c)
+    assert Bc.shape[0] == 12  # few rows: the row-pair layout
+    L, grad = np.full(40, 7.0), np.full(40, 7.0)
+    J, done = k._surrogate_rows(Bc, PF, w, 100.0, c, L, grad, False)
+    assert not done and np.all(L == 7.0) and np.all(grad == 7.0)
+    L, J, g = numba_backend.NumbaBackend().surrogate(B, w, 100.0)
+    Lr, Jr, gr = numpy_ref.surrogate(B, w, 100.0)
+    np.testing.assert_allclose(L, Lr, **EXACT)
+    assert J == pytest.approx(Jr, rel=1e-12, abs=1e-12)
+    np.testing.assert_allclose(g, gr, rtol=0, atol=1e-15 * 100.0 * w.sum())
+
+
+def test_cost_model_picks_row_pairs_for_aces_o_rows(warm):
+    k = _kernels()
+    rng = np.random.default_rng(6)
+    top = random_matrix(rng, 24, 500)  # ACES-O's default top_k rows
+    many = random_matrix(rng, 300, 200)
+    assert k._surrogate_layout(top, np.arange(500), np.ones(24))[1].shape == (24, 512)
+    assert k._surrogate_layout(many, np.arange(200), np.ones(300))[1].shape[0] == 0
+
+
+def test_stable_order_sorts_keys_and_rows(warm):
+    k = _kernels()
+    rng = np.random.default_rng(12)
+    keys = rng.integers(0, 6, size=301).astype(np.float64)  # many ties
+    np.testing.assert_array_equal(k.stable_order(keys), np.argsort(keys, kind="stable"))
+    B = random_matrix(rng, 301, 6, dup_rows=120)
+    # np.lexsort: stable, last key most significant
+    np.testing.assert_array_equal(k.stable_order(B), np.lexsort(B.T[::-1]))
+    assert k.stable_order(np.empty(0)).shape == (0,)
+
+
+def test_distinct_rows_merges_counts(warm):
+    k = _kernels()
+    rng = np.random.default_rng(13)
+    B = random_matrix(rng, 80, 9, dup_rows=40)
+    counts = rng.integers(0, 3, size=80)
+    rows, cnt = k.distinct_rows(B, counts)
+    keep = counts > 0
+    want_rows, inverse = np.unique(B[keep], axis=0, return_inverse=True)
+    want_cnt = np.zeros(want_rows.shape[0], np.int64)
+    np.add.at(want_cnt, inverse.reshape(-1), counts[keep])
+    np.testing.assert_array_equal(rows, want_rows)
+    np.testing.assert_array_equal(cnt, want_cnt)
+    # nothing to drop or merge: the input itself, no copy
+    rows, cnt = k.distinct_rows(want_rows, want_cnt)
+    assert np.shares_memory(rows, want_rows) and np.array_equal(cnt, want_cnt)
+    # no tests: one empty row counting every present row
+    rows, cnt = k.distinct_rows(np.zeros((5, 0), np.uint8), np.array([1, 0, 2, 1, 1]))
+    assert rows.shape == (1, 0) and cnt.tolist() == [5]
+
+
 # ---------------------------------------------------------------------------
 # builds, threads, warmup
 
@@ -244,6 +377,10 @@ def test_serial_and_parallel_builds_agree_bitwise(warm):
     for a, b in zip(serial.aces_o_fit(B[:24], np.zeros(200), active, 10.0, 0.01, 20),
                     parallel.aces_o_fit(B[:24], np.zeros(200), active, 10.0, 0.01, 20)):
         np.testing.assert_array_equal(a, b)
+    for init in ("uniform", "aces-c"):
+        a, b = (be.aces_o(B, 10.0, 0.01, 20, 24, init) for be in (serial, parallel))
+        for field in ("weights", "scores", "order", "objective"):
+            np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
 
 
 def _hammer(backend, jobs, n_threads=4, rounds=3):
@@ -315,6 +452,57 @@ def test_warmup_compiles_every_signature(warm):
                 be.aces_o_fit(B, np.zeros(m), np.ones(m, np.uint8), 10.0, 0.01, 2, c)
     after = {name: len(d.signatures) for name, d in _dispatchers().items()}
     assert after == before
+
+
+def _read_only(*arrays):
+    out = []
+    for a in arrays:
+        a = np.array(a)  # a copy: the original stays writeable
+        a.flags.writeable = False
+        out.append(a)
+    return out
+
+
+def test_read_only_inputs_reuse_the_warm_signatures(warm):
+    # numba types a read-only array as a type of its own; the backend must hand the
+    # kernels writeable aliases so such inputs compile nothing after warmup()
+    from numba import types
+
+    rng = np.random.default_rng(14)
+    B = random_matrix(rng, 40, 30, dup_rows=12)
+    B[:, 0] = 1
+    w = rng.random(30)
+    w /= w.sum()
+    counts = rng.integers(0, 3, size=40)
+    active = np.ones(30, np.uint8)
+    logits0 = rng.normal(size=30)
+    Br, wr, cr, ar, lr = _read_only(B, w, counts, active, logits0)
+    before = {name: len(d.signatures) for name, d in _dispatchers().items()}
+    for min_work in (0, 10**18):
+        be = numba_backend.NumbaBackend(parallel_min_work=min_work)
+        pairs = [
+            (be.loo_auc(Br, None, 1e-9, cr), be.loo_auc(B, None, 1e-9, counts)),
+            (be.loo_auc(Br, wr, 1e-9, cr), be.loo_auc(B, w, 1e-9, counts)),
+            (be.surrogate(Br, wr, 10.0, cr), be.surrogate(B, w, 10.0, counts)),
+            (be.aces_o_fit(Br, lr, ar, 10.0, 0.01, 3, cr),
+             be.aces_o_fit(B, logits0, active, 10.0, 0.01, 3, counts)),
+            (be.row_scores(Br, wr), be.row_scores(B, w)),
+        ]
+        for got, want in pairs:
+            for a, b in zip(got if isinstance(got, tuple) else (got,),
+                            want if isinstance(want, tuple) else (want,)):
+                np.testing.assert_array_equal(a, b)
+    for method in ("majority", "aces-c", "aces-o", "aces-o-warm"):
+        got = af.rerank(Br, method=method, backend="numba")
+        want = af.rerank(B, method=method, backend="numba")
+        np.testing.assert_array_equal(got.scores, want.scores)
+        got = af.rerank_batch([Br, Br[:20]], method, backend="numba")
+        np.testing.assert_array_equal(got[0].scores, want.scores)
+    after = {name: len(d.signatures) for name, d in _dispatchers().items()}
+    assert after == before
+    read_only = [(name, sig) for name, d in _dispatchers().items() for sig in d.signatures
+                 if any(isinstance(t, types.Array) and not t.mutable for t in sig)]
+    assert not read_only
 
 
 def test_registry_and_public_api(warm):

@@ -10,9 +10,11 @@ Conventions (the wrapper guarantees them):
   row with count 0 is absent.
 * column loops exist as a serial build and a ``parallel=True`` (prange) build
   (``loo_blocks``/``loo_blocks_parallel``; the ``parallel`` flag of
-  ``surrogate_bt`` and ``aces_o_fit``). Both run the same per-column code over
+  ``surrogate`` and ``aces_o_fit``). Both run the same per-column code over
   the same fixed column blocks, so their results are identical bit for bit and
   do not depend on the number of threads.
+* inputs are never written; the wrapper passes read-only arrays as writeable
+  aliases, so every kernel has one signature per input dtype.
 
 LOO-AUC (SPEC section 2), never an (n, m) matrix of scores:
 
@@ -21,12 +23,17 @@ LOO-AUC (SPEC section 2), never an (n, m) matrix of scores:
 * float weights: one stable sort of ``s = B w`` (done by the caller), then per
   column a two-pointer merge over the sorted order -- O(n log n + n m).
 
-Surrogate (SPEC section 3), on ``BT``, the transposed (tests x candidates)
-``uint8`` copy of B: per column one sigmoid per (passer, failer) pair of rows,
-the larger side in a vectorized inner loop, with ``exp(-z) = E_p F_f G_j`` (one
-multiply, no exp) while no factor can overflow and a stable sigmoid beyond.
-The caller merges identical rows into multiplicities first, so the pair count
-is over distinct rows.
+Surrogate (SPEC section 3): identical rows are merged into multiplicities
+first, so pairs are over distinct rows, and ``exp(-z) = E_p F_f G_j`` (one
+multiply, no exp; per-row tables E, F and one exp per test) while no factor can
+overflow, a stable sigmoid beyond. Two kernels, chosen by a cost model:
+
+* per column (``surrogate_bt``, on the transposed ``uint8`` copy of B): one
+  sigmoid per (passer, failer) pair, the larger side in a vectorized inner loop
+  -- for many distinct rows;
+* by row pairs (``_surrogate_rows``): per unordered pair of rows, one
+  contiguous, branch-free sweep over all columns -- for few distinct rows, as
+  ACES-O's top_k rows, where the per-column loops are too short to vectorize.
 
 Caching to disk is on only when ``ACES_FAST_NUMBA_CACHE=1`` (read at import):
 an installed package may live on a read-only file system.
@@ -40,7 +47,7 @@ import types
 import numpy as np
 from numba import carray, njit, prange
 from numba import types as nbtypes
-from numba.core.extending import intrinsic
+from numba.core.extending import intrinsic, overload
 
 CACHE = os.environ.get("ACES_FAST_NUMBA_CACHE", "") == "1"
 
@@ -54,10 +61,29 @@ FAST_SPAN_LIMIT = 600.0
 MAX_BLOCKS = 64
 BLOCK_CELLS = 1 << 10
 _MAX_VPART_DOUBLES = 1 << 23
+#: Vector loops over doubles are zero-padded to a multiple of LANES (a multiple
+#: of every vector width x unroll LLVM picks: 8 doubles x 4 with AVX-512), so
+#: they never end in a scalar remainder: the inner rows of a column's pair loop,
+#: the columns of the row-pair layout.
+LANES = 32
+#: Columns per block of the row-pair surrogate (a multiple of LANES). Blocks are
+#: what its parallel build shares out; each is one sweep per row pair, so fewer,
+#: wider blocks cost less per-sweep overhead.
+ROW_PAIR_BLOCK = 512
+#: Cost model choosing between the two surrogate kernels, in units of one
+#: row-pair sweep element (~0.33 ns single-threaded with AVX-512): a sweep costs
+#: SWEEP_OVERHEAD plus its columns; the per-column kernel COLUMN_OVERHEAD per
+#: column plus about one per (passer, failer) pair. Measured on 8-96 rows x
+#: 8-500 columns; the choice changes speed only, never results beyond rounding.
+SWEEP_OVERHEAD = 48
+COLUMN_OVERHEAD = 800
 
 # The pair loops are reductions: letting LLVM reassociate them (and fuse
-# multiply-adds) is what vectorizes them. Results stay deterministic: the same
-# helper code runs in the serial and the parallel build.
+# multiply-adds) is what vectorizes them. These flags change rounding only (the
+# order of a sum, a fused multiply-add); nnan/ninf/arcp/afn stay off, so inf,
+# nan and divisions keep IEEE semantics. Results stay deterministic (the same
+# helper code runs in the serial and the parallel build) and within ~1e-15 of
+# the reference, far inside the 1e-12 the tests demand.
 _VEC_MATH = {"reassoc", "contract", "nsz"}
 
 
@@ -83,6 +109,18 @@ def _serial_and_parallel(fn):
 
 # ---------------------------------------------------------------------------
 # layout
+
+
+@_jit()
+def _copy(dst, src):
+    """``dst[k] = src[k]`` for k < len(src) (1-D; ``dst`` at least as long).
+
+    A loop rather than ``dst[:] = src``: numba's array-to-array slice assignment
+    checks shapes with an error message whose formatting code alone costs
+    seconds of JIT in :func:`warmup`.
+    """
+    for k in range(src.shape[0]):
+        dst[k] = src[k]
 
 
 @_jit()
@@ -452,7 +490,7 @@ def _surrogate_column(btj, wj, gamma, c, s, E, F, fast, vb, ws, iw):
     ``c_j u^j`` to the block's partial ``vb`` (SPEC section 3 notation).
 
     Rows must have ``c > 0``. The smaller of the passers/failers is the outer
-    loop, the larger the inner, vectorized one. ``ws`` (6, n) float64 and
+    loop, the larger the inner, vectorized one. ``ws`` (6, n + LANES) float64 and
     ``iw`` (2, n) int64 are scratch. O(n + |P_j| |F_j|).
     """
     n = btj.shape[0]
@@ -493,6 +531,13 @@ def _surrogate_column(btj, wj, gamma, c, s, E, F, fast, vb, ws, iw):
         r = iidx[k]
         ic[k] = c[r]
         iacc[k] = 0.0
+    # pad the inner rows to a multiple of LANES with x = 0, c = 0 (exact zeros
+    # in every sum, in both forms): the vectorized loop then runs no scalar remainder
+    nip = (ni + LANES - 1) // LANES * LANES
+    for k in range(ni, nip):
+        ix[k] = 0.0
+        ic[k] = 0.0
+        iacc[k] = 0.0
     for o in range(no):
         oc[o] = c[oidx[o]]
     sum_sig = 0.0
@@ -511,7 +556,7 @@ def _surrogate_column(btj, wj, gamma, c, s, E, F, fast, vb, ws, iw):
             for k in range(ni):
                 ix[k] = E[iidx[k]] * Gj
         for o in range(no):
-            s1, s2 = _pairs_fast(oa[o], oc[o], ix, ic, iacc, ni)
+            s1, s2 = _pairs_fast(oa[o], oc[o], ix, ic, iacc, nip)
             sum_sig += oc[o] * s1
             sum_dsig += oc[o] * s2
             od[o] = s2
@@ -522,7 +567,7 @@ def _surrogate_column(btj, wj, gamma, c, s, E, F, fast, vb, ws, iw):
         for k in range(ni):
             ix[k] = s[iidx[k]]
         for o in range(no):
-            s1, s2 = _pairs_stable(oa[o], sign, wj, gamma, oc[o], ix, ic, iacc, ni)
+            s1, s2 = _pairs_stable(oa[o], sign, wj, gamma, oc[o], ix, ic, iacc, nip)
             sum_sig += oc[o] * s1
             sum_dsig += oc[o] * s2
             od[o] = s2
@@ -543,7 +588,7 @@ def _surrogate_column(btj, wj, gamma, c, s, E, F, fast, vb, ws, iw):
 def _surrogate_block(BT, w, gamma, c, s, E, F, fast_cols, L, gloc, vb, j0, j1):
     """Columns [j0, j1) into ``L``/``gloc``; their ``c_j u^j`` summed into ``vb`` (n,)."""
     n = BT.shape[1]
-    ws = np.empty((6, n))
+    ws = np.empty((6, n + LANES))
     iw = np.empty((2, n), dtype=np.int64)
     vb[:] = 0.0
     for j in range(j0, j1):
@@ -633,6 +678,209 @@ def surrogate_bt(BT, w, gamma, c, L, grad, parallel):
 
 
 # ---------------------------------------------------------------------------
+# logistic surrogate by row pairs (few distinct rows)
+#
+# ACES-O optimizes on its top_k (24) rows, fewer once identical rows are merged:
+# a column then has a handful of passers and failers, the per-column pair loops
+# above run a few iterations each and the per-column work (split, gathers,
+# scatter) dominates. Here the loops are turned around: for each unordered pair
+# {p, q} of rows, one sweep over the columns. In column j, x = B_pj - B_qj is
+# +1 (p passes, q fails), -1 (the reverse) or 0 (the pair is not a
+# passer-failer pair there): x selects the factor of t = exp(-z) and masks the
+# rest, so the sweep is long, contiguous and branch-free and vectorizes fully.
+# It evaluates n (n - 1) / 2 sigmoids per column where sum_j |P_j| |F_j| do
+# work (about half of them at pass rate 1/2); :func:`_surrogate_layout` picks
+# this kernel only when that is cheaper than the per-column one.
+
+
+@_jit(fastmath=_VEC_MATH)
+def _pair_sweep(bp, bq, alpha, beta, cpq, G, cw, Ls, Ds):
+    """Rows p and q (0/1 rows ``bp``, ``bq``) over the columns of a block.
+
+    ``alpha = E_p F_q``, ``beta = E_q F_p``, ``cpq = c_p c_q``. Where the rows
+    differ, adds ``cpq sigma`` to ``Ls[j]`` and ``cpq sigma'`` to ``Ds[j]``;
+    returns ``R = sum_j x_j cw_j sigma'_j``, so that ``v_p += c_q R`` and
+    ``v_q -= c_p R``. One multiply and one division per element, no exp.
+    """
+    # The arrays are the block's slices and the loop starts at 0: with an index
+    # that might be negative numba emits a wraparound select per access, and
+    # LLVM no longer vectorizes the loop.
+    R = 0.0
+    for j in range(bp.shape[0]):
+        x = np.float64(bp[j]) - np.float64(bq[j])
+        t = (alpha if x > 0.0 else beta) * G[j]
+        sg = 1.0 / (1.0 + t)
+        d = (t * sg) * sg
+        cx = cpq * (x * x)
+        Ls[j] += cx * sg
+        Ds[j] += cx * d
+        R += x * (cw[j] * d)
+    return R
+
+
+def _row_pair_blocks(Bc, c, E, F, G, cw, Ls, Ds, vpart):
+    """All row pairs over each block of ROW_PAIR_BLOCK columns (serial or prange build).
+
+    Block b fills ``Ls``/``Ds`` on its columns and its own partial ``vpart[b]``
+    (n,), so blocks share no output.
+    """
+    n, mp = Bc.shape
+    for b in prange(vpart.shape[0]):
+        j0 = b * ROW_PAIR_BLOCK
+        j1 = min(j0 + ROW_PAIR_BLOCK, mp)
+        vb = vpart[b]
+        vb[:] = 0.0
+        Gb = G[j0:j1]
+        cwb = cw[j0:j1]
+        Lb = Ls[j0:j1]
+        Db = Ds[j0:j1]
+        Lb[:] = 0.0
+        Db[:] = 0.0
+        for p in range(n - 1):
+            bp = Bc[p, j0:j1]
+            for q in range(p + 1, n):
+                R = _pair_sweep(bp, Bc[q, j0:j1], E[p] * F[q], E[q] * F[p], c[p] * c[q], Gb, cwb,
+                                Lb, Db)
+                vb[p] += c[q] * R
+                vb[q] -= c[p] * R
+
+
+_row_pair_blocks, _row_pair_blocks_parallel = _serial_and_parallel(_row_pair_blocks)
+
+
+@_jit()
+def _surrogate_rows(Bc, PF, w, gamma, c, L, grad, parallel):
+    """The surrogate by row pairs on the layout of :func:`_surrogate_layout`.
+
+    ``Bc`` uint8 (n, mp) and ``PF`` float64 (mp,) padded with zero columns;
+    ``w`` (m,). Fills ``L``, ``grad`` (m,) and returns ``(J, True)``; returns
+    ``(0.0, False)`` without touching them when some ``exp(-z)`` could
+    overflow (the caller then runs :func:`surrogate_bt`). O(n^2 mp).
+    """
+    n, mp = Bc.shape
+    m = w.shape[0]
+    wp = np.zeros(mp)
+    _copy(wp, w)
+    s = np.empty(n)
+    for i in range(n):
+        s[i] = _dot_column(Bc[i], wp)
+    smin = s.min()
+    smax = s.max()
+    # False for inf/nan spans too
+    if not gamma * ((smax - smin) + wp.max()) <= FAST_SPAN_LIMIT:
+        return 0.0, False
+    center = 0.5 * (smin + smax)
+    E = np.empty(n)
+    F = np.empty(n)
+    for i in range(n):
+        E[i] = np.exp(-gamma * (s[i] - center))
+        F[i] = np.exp(gamma * (s[i] - center))
+    # padding: G = 1, cw = 0, so padded columns add exact zeros
+    G = np.ones(mp)
+    cw = np.zeros(mp)
+    for j in range(m):
+        G[j] = np.exp(gamma * w[j])
+        if PF[j] > 0.0:
+            cw[j] = w[j] / PF[j]
+    Ls = np.empty(mp)
+    Ds = np.empty(mp)
+    vpart = np.empty(((mp + ROW_PAIR_BLOCK - 1) // ROW_PAIR_BLOCK, n))
+    if parallel and vpart.shape[0] > 1:  # one block: threads would only add a launch
+        _row_pair_blocks_parallel(Bc, c, E, F, G, cw, Ls, Ds, vpart)
+    else:
+        _row_pair_blocks(Bc, c, E, F, G, cw, Ls, Ds, vpart)
+    # partials summed in block order: the bits do not depend on the thread count
+    cv = np.zeros(n)
+    for b in range(vpart.shape[0]):
+        for i in range(n):
+            cv[i] += vpart[b, i]
+    # (B^T (c v))_j accumulated row by row, along the contiguous columns
+    bv = np.zeros(mp)
+    for i in range(n):
+        ci = c[i] * cv[i]
+        row = Bc[i]
+        for j in range(mp):
+            bv[j] += ci * row[j]
+    J = 0.0
+    for j in range(m):
+        if PF[j] > 0.0:
+            Lj = Ls[j] / PF[j]
+            L[j] = Lj
+            J += w[j] * (Lj - 0.5)
+            grad[j] = ((Lj - 0.5) - gamma * cw[j] * Ds[j]) + gamma * bv[j]
+        else:
+            L[j] = np.nan
+            grad[j] = gamma * bv[j]
+    return J, True
+
+
+@_jit()
+def _surrogate_layout(B, cols, c):
+    """The data of every surrogate evaluation on columns ``cols`` of ``B`` (rows with
+    multiplicities ``c`` float64 (n,), all > 0): ``(BT, Bc, PF)``.
+
+    ``BT`` (len(cols), n) uint8: the transposed copy the per-column kernel reads.
+    ``Bc`` (n, mp) uint8, the columns 0/1 and zero-padded to mp (a multiple of
+    LANES), and ``PF`` (mp,) float64 ``|P_j| |F_j|`` with multiplicities: the
+    row-pair layout, with no rows when the per-column kernel costs less
+    (many distinct rows, or few pairs per column). O(n m).
+    """
+    n = B.shape[0]
+    mq = cols.shape[0]
+    BT = transposed(B, cols)
+    mp = (mq + LANES - 1) // LANES * LANES
+    PF = np.zeros(mp)
+    pairs = 0
+    for j in range(mq):
+        Pc = 0.0
+        Fc = 0.0
+        npass = 0
+        for i in range(n):
+            if BT[j, i] != 0:
+                Pc += c[i]
+                npass += 1
+            else:
+                Fc += c[i]
+        PF[j] = Pc * Fc
+        pairs += npass * (n - npass)
+    nblocks = (mp + ROW_PAIR_BLOCK - 1) // ROW_PAIR_BLOCK
+    row_pair_cost = (n * (n - 1) // 2) * (mp + SWEEP_OVERHEAD * nblocks)
+    if n >= 2 and mq > 0 and row_pair_cost <= COLUMN_OVERHEAD * mq + pairs:
+        Bc = np.zeros((n, mp), dtype=np.uint8)
+        for j in range(mq):
+            for i in range(n):
+                Bc[i, j] = BT[j, i]
+    else:
+        Bc = np.zeros((0, mp), dtype=np.uint8)
+    return BT, Bc, PF
+
+
+@_jit()
+def _surrogate_eval(BT, Bc, PF, w, gamma, c, L, grad, parallel):
+    """One surrogate evaluation on a :func:`_surrogate_layout`: fills ``L``, ``grad``; returns J."""
+    if Bc.shape[0] > 0:
+        J, done = _surrogate_rows(Bc, PF, w, gamma, c, L, grad, parallel)
+        if done:
+            return J
+    return surrogate_bt(BT, w, gamma, c, L, grad, parallel)
+
+
+@_jit()
+def surrogate(B, w, gamma, cnt, L, grad, parallel):
+    """Surrogate LOO-AUC ``L`` (m,), ``J`` and ``dJ/dw`` (``grad`` (m,)) of ``B`` uint8
+    (n, m) with row multiplicities ``cnt`` int64 (n,) (0 = absent); returns J.
+
+    Identical rows are merged first (the pair work is quadratic in the rows);
+    then row pairs or per-column pair loops, whichever is cheaper.
+    O(n m log n + sum_j |P_j| |F_j|), at most O(n^2 m / 2 + n m).
+    """
+    Bd, cd = distinct_rows(B, cnt)
+    c = cd.astype(np.float64)
+    BT, Bc, PF = _surrogate_layout(Bd, np.arange(B.shape[1]), c)
+    return _surrogate_eval(BT, Bc, PF, w, gamma, c, L, grad, parallel)
+
+
+# ---------------------------------------------------------------------------
 # ACES-O
 
 
@@ -655,20 +903,23 @@ def aces_o_fit(B, logits0, active, gamma, lr, steps, cnt, parallel):
 
     ``B`` uint8 (n, m); ``logits0`` float64 (m,); ``active`` uint8 (m,) (inactive
     columns keep weight 0 and are left out of the surrogate: with ``w_j = 0`` they
-    change neither scores, J nor any active gradient); ``cnt`` int64 (n,), all
-    > 0 (see :func:`surrogate_bt`).
+    change neither scores, J nor any active gradient); ``cnt`` int64 (n,) row
+    multiplicities (0 = absent; identical rows are merged first, as in
+    :func:`surrogate`).
     Returns ``(weights (m,), objective (steps + 1,))`` with ``objective[t] = J(w_t)``.
-    O(steps * surrogate cost) on the active columns; one transposed copy.
+    O(n m log n + steps * surrogate cost) on the active columns; the layout is
+    built once.
     """
-    n, m = B.shape
+    m = B.shape[1]
     weights = np.zeros(m)
     objective = np.zeros(steps + 1)
     cols = np.nonzero(active)[0]
     ma = cols.shape[0]
     if ma == 0:
         return weights, objective
-    BT = transposed(B, cols)
-    c = cnt.astype(np.float64)
+    Bd, cd = distinct_rows(B, cnt)
+    c = cd.astype(np.float64)
+    BT, Bc, PF = _surrogate_layout(Bd, cols, c)
     logits = np.empty(ma)
     for k in range(ma):
         logits[k] = logits0[cols[k]]
@@ -682,7 +933,7 @@ def aces_o_fit(B, logits0, active, gamma, lr, steps, cnt, parallel):
     grad = np.empty(ma)
     for t in range(1, steps + 2):
         _softmax(logits, w)
-        objective[t - 1] = surrogate_bt(BT, w, gamma, c, L, grad, parallel)
+        objective[t - 1] = _surrogate_eval(BT, Bc, PF, w, gamma, c, L, grad, parallel)
         if t == steps + 1:
             break
         wg = 0.0
@@ -803,11 +1054,35 @@ def normalized(w):
     return out
 
 
+def _before(data, a, b):
+    """Whether item a of ``data`` sorts strictly before item b: 1-D keys by value,
+    2-D rows lexicographically (column 0 most significant). Jitted code only."""
+    raise TypeError("_before runs only inside numba-compiled code")
+
+
+@overload(_before)
+def _before_typed(data, a, b):
+    # chosen while typing, per array type: one sort serves keys and rows
+    if data.ndim == 1:
+        def key_before(data, a, b):
+            return data[a] < data[b]
+        return key_before
+
+    def row_before(data, a, b):
+        for j in range(data.shape[1]):
+            if data[a, j] != data[b, j]:
+                return data[a, j] < data[b, j]
+        return False
+    return row_before
+
+
 @_jit()
-def argsort_stable(keys):
-    """Indices sorting float64 ``keys`` ascending, equal keys by lower index (a
-    bottom-up merge sort; ``np.argsort(kind="stable")`` for non-nan keys). O(n log n)."""
-    n = keys.shape[0]
+def stable_order(data):
+    """Indices sorting the items of ``data`` ascending, equal items by lower index:
+    float64 keys (n,) by value (``np.argsort(kind="stable")`` for non-nan keys),
+    or the rows of a (n, m) array lexicographically. A bottom-up merge sort,
+    O(n log n) comparisons."""
+    n = data.shape[0]
     a = np.arange(n)
     b = np.empty(n, dtype=np.int64)
     width = 1
@@ -818,13 +1093,13 @@ def argsort_stable(keys):
             i = lo
             j = mid
             for k in range(lo, hi):
-                # the left run wins ties: stable
-                if i < mid and (j >= hi or keys[a[i]] <= keys[a[j]]):
-                    b[k] = a[i]
-                    i += 1
-                else:
+                # the right run's head goes first only when strictly before: stable
+                if j < hi and (i >= mid or _before(data, a[j], a[i])):
                     b[k] = a[j]
                     j += 1
+                else:
+                    b[k] = a[i]
+                    i += 1
         a, b = b, a
         width *= 2
     return a
@@ -836,9 +1111,9 @@ def snap_ties(s, tol, out):
     containing ``s[i]`` (the rule of :func:`aces_fast.backends.base.snap_ties`). O(n log n)."""
     n = s.shape[0]
     if n < 2 or not tol > 0.0:
-        out[:] = s
+        _copy(out, s)
         return
-    idx = argsort_stable(s)
+    idx = stable_order(s)
     prev = s[idx[0]]
     run = prev
     out[idx[0]] = run
@@ -858,13 +1133,13 @@ def finish_weighted(B, w_raw, tie_tol, w_out, scores_out, order_out):
     ties by lower index: a stable sort of ``-scores``). O(n m + n log n).
     """
     w = normalized(w_raw)
-    w_out[:] = w
+    _copy(w_out, w)
     s = row_scores(B, w)
     snap_ties(s, tie_tol * _ascending_sum(w), scores_out)
     neg = np.empty(s.shape[0])
     for i in range(s.shape[0]):
         neg[i] = -scores_out[i]
-    order_out[:] = argsort_stable(neg)
+    _copy(order_out, stable_order(neg))
 
 
 @_jit()
@@ -889,7 +1164,7 @@ def top_k_rows(B, top_k):
     neg = np.empty(n)
     for i in range(n):
         neg[i] = -rs[i]  # exact: integers far below 2**53
-    by_sum = argsort_stable(neg)
+    by_sum = stable_order(neg)
     keep = np.zeros(n, dtype=np.bool_)
     for r in range(top_k):
         keep[by_sum[r]] = True
@@ -903,14 +1178,6 @@ def top_k_rows(B, top_k):
 
 
 @_jit()
-def _row_less(B, a, b):
-    for j in range(B.shape[1]):
-        if B[a, j] != B[b, j]:
-            return B[a, j] < B[b, j]
-    return False
-
-
-@_jit()
 def _rows_equal(B, a, b):
     for j in range(B.shape[1]):
         if B[a, j] != B[b, j]:
@@ -919,60 +1186,57 @@ def _rows_equal(B, a, b):
 
 
 @_jit()
-def _lex_order(B):
-    """Row indices in lexicographic row order (column 0 most significant), a stable
-    bottom-up merge sort. O(n log n) row comparisons."""
-    n = B.shape[0]
-    a = np.arange(n)
-    b = np.empty(n, dtype=np.int64)
-    width = 1
-    while width < n:
-        for lo in range(0, n, 2 * width):
-            mid = min(lo + width, n)
-            hi = min(lo + 2 * width, n)
-            i = lo
-            j = mid
-            for k in range(lo, hi):
-                if i < mid and (j >= hi or not _row_less(B, a[j], a[i])):
-                    b[k] = a[i]
-                    i += 1
-                else:
-                    b[k] = a[j]
-                    j += 1
-        a, b = b, a
-        width *= 2
-    return a
-
-
-@_jit()
-def distinct_rows(B):
-    """Merge identical rows of a unit-count ``B`` into ``(rows, counts int64)``.
-
-    The same output as ``numba_backend._distinct_rows(B, ones)``: ``B`` itself
-    when no two rows are equal (or n < 2), else the distinct rows in ascending
-    lexicographic order as ``np.unique(B, axis=0)`` sorts them; with no tests, one
-    empty row counting all n. O(n m log n).
-    """
+def _merge_identical(B, cnt):
+    """Rows of ``B`` merged with ``cnt`` (all > 0); see :func:`distinct_rows`."""
     n, m = B.shape
     if n < 2:
-        return B, np.ones(n, dtype=np.int64)
+        return B, cnt
     if m == 0:
-        return B[:1].copy(), np.full(1, n, dtype=np.int64)
-    perm = _lex_order(B)
+        return B[:1].copy(), np.full(1, cnt.sum(), dtype=np.int64)
+    perm = stable_order(B)
     u = 1
     for r in range(1, n):
         u += not _rows_equal(B, perm[r], perm[r - 1])
     if u == n:
-        return B, np.ones(n, dtype=np.int64)
+        return B, cnt
     rows = np.empty((u, m), dtype=np.uint8)
-    cnt = np.zeros(u, dtype=np.int64)
+    counts = np.zeros(u, dtype=np.int64)
     k = -1
     for r in range(n):
         if r == 0 or not _rows_equal(B, perm[r], perm[r - 1]):
             k += 1
-            rows[k, :] = B[perm[r], :]
-        cnt[k] += 1
-    return rows, cnt
+            _copy(rows[k], B[perm[r]])
+        counts[k] += cnt[perm[r]]
+    return rows, counts
+
+
+@_jit()
+def distinct_rows(B, cnt):
+    """Drop the rows of ``B`` uint8 (n, m) with count 0 and merge identical rows,
+    adding their counts (``cnt`` int64 (n,)): returns ``(rows, counts int64)``.
+
+    A row with count c stands for c identical rows, so this changes no value of
+    the surrogate (beyond rounding) while its pair work is quadratic in the
+    rows. Returns the inputs themselves when there is nothing to drop or merge;
+    merged rows come in ascending lexicographic order (as ``np.unique(B,
+    axis=0)`` sorts them); with no tests, one empty row counting all.
+    O(n m log n).
+    """
+    n, m = B.shape
+    kept = 0
+    for i in range(n):
+        kept += cnt[i] > 0
+    if kept == n:
+        return _merge_identical(B, cnt)
+    Bk = np.empty((kept, m), dtype=np.uint8)
+    ck = np.empty(kept, dtype=np.int64)
+    k = 0
+    for i in range(n):
+        if cnt[i] > 0:
+            _copy(Bk[k], B[i])
+            ck[k] = cnt[i]
+            k += 1
+    return _merge_identical(Bk, ck)
 
 
 @_jit()
@@ -985,17 +1249,18 @@ def rerank_one_c(B, code, tie_tol, w_out, scores_out, order_out, loo_out):
     else:
         L = uniform_loo_auc(B, np.int64(256))
         w, fallback = aces_c_from_loo(B, L, code == ACES_C)
-        loo_out[:] = L
+        _copy(loo_out, L)
     finish_weighted(B, w, tie_tol, w_out, scores_out, order_out)
     return fallback
 
 
 @_jit()
-def rerank_one_o(B, tie_tol, gamma, lr, steps, top_k, warm, w_out, scores_out, order_out,
-                 obj_out, rows_out):
-    """ACES-O of one task (``warm``: init "aces-c"; ``top_k < 0``: None), as
-    ``NumbaBackend.aces_o`` computes it with the serial surrogate (the same bits as
-    the parallel one); writes the outputs, returns the number of rows kept."""
+def rerank_one_o(B, tie_tol, gamma, lr, steps, top_k, warm, parallel, w_out, scores_out,
+                 order_out, obj_out, rows_out):
+    """ACES-O of one task (``warm``: init "aces-c"; ``top_k < 0``: None), the whole
+    method in one call: :meth:`NumbaBackend.aces_o` and the batch path (serial,
+    ``parallel`` False) both run it, so they give the same bits. Writes the
+    outputs, returns the number of rows kept (``rows_out[:nrows]``)."""
     n, m = B.shape
     active = nonconstant(B)
     if warm:
@@ -1005,17 +1270,16 @@ def rerank_one_o(B, tie_tol, gamma, lr, steps, top_k, warm, w_out, scores_out, o
         logits0 = np.zeros(m)
     rows = top_k_rows(B, top_k)
     nrows = rows.shape[0]
-    rows_out[:nrows] = rows
+    _copy(rows_out, rows)
     if nrows == n:
-        Bd, cd = distinct_rows(B)
+        Bk = B
     else:
         Bk = np.empty((nrows, m), dtype=np.uint8)
         for r in range(nrows):
-            Bk[r, :] = B[rows[r], :]
-        Bd, cd = distinct_rows(Bk)
-    # np.bool_, not a literal False: see uniform_loo_auc
-    w, objective = aces_o_fit(Bd, logits0, active, gamma, lr, steps, cd, np.bool_(False))
-    obj_out[:] = objective
+            _copy(Bk[r], B[rows[r]])
+    w, objective = aces_o_fit(Bk, logits0, active, gamma, lr, steps,
+                              np.ones(nrows, dtype=np.int64), parallel)
+    _copy(obj_out, objective)
     finish_weighted(B, w, tie_tol, w_out, scores_out, order_out)
     return nrows
 

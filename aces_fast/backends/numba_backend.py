@@ -10,9 +10,13 @@ serving so no call pays it unknowingly. Set ``ACES_FAST_NUMBA_CACHE=1`` to
 cache the compiled code on disk (off by default: installs may be read-only).
 
 LOO-AUC sorts the scores in NumPy and runs the rest in numba; the surrogate
-and ACES-O first drop rows with count 0 and merge identical rows into counts
-(the pair work is quadratic in the rows), then run in numba -- ACES-O as one
-njit call for the whole Adam run.
+and ACES-O run entirely in numba (dropping rows with count 0 and merging
+identical rows into counts first: the pair work is quadratic in the rows) --
+ACES-O as one njit call for the whole method, Adam run included.
+
+Read-only input arrays are passed to the kernels as writeable aliases of the
+same memory (the kernels never write their inputs), so they reuse the
+signatures :func:`warmup` compiled instead of compiling their own.
 
 Threads: inputs with at least :attr:`NumbaBackend.parallel_min_work` units of
 work run the ``parallel=True`` kernels (prange over columns), smaller ones the
@@ -128,38 +132,39 @@ def _loo_auc(B: np.ndarray, w: np.ndarray, uniform: bool, tie_tol: float, cnt: n
     return out
 
 
-def _distinct_rows(B: np.ndarray, cnt: np.ndarray):
-    """Drop absent rows and merge identical ones, adding their multiplicities.
-
-    The surrogate's cost is quadratic in the rows of a column, and a row with
-    count c is by definition c identical rows, so this changes no value (beyond
-    rounding). O(n m log n); returns the inputs when there is nothing to merge.
-    """
-    keep = cnt > 0
-    if not keep.all():
-        B = np.ascontiguousarray(B[keep])
-        cnt = cnt[keep]
-    if B.shape[0] < 2 or B.shape[1] == 0:
-        if B.shape[1] == 0 and B.shape[0] > 1:
-            return B[:1], np.array([cnt.sum()], dtype=np.int64)
-        return B, cnt
-    rows, inverse = np.unique(B, axis=0, return_inverse=True)
-    if rows.shape[0] == B.shape[0]:
-        return B, cnt
-    merged = np.zeros(rows.shape[0], dtype=np.int64)
-    np.add.at(merged, inverse.reshape(-1), cnt)
-    return np.ascontiguousarray(rows), merged
-
-
 def _surrogate(B: np.ndarray, cnt: np.ndarray, w: np.ndarray, gamma: float, parallel: bool):
-    """``(L, J, grad)`` of distinct-row, count > 0 inputs (see :func:`_distinct_rows`)."""
+    """``(L, J, grad)`` (see :meth:`NumbaBackend.surrogate`), one kernel call."""
     m = B.shape[1]
     L = np.full(m, np.nan)
     grad = np.zeros(m)
-    BT = _kernels.transposed(B, np.arange(m))
-    c = cnt.astype(np.float64)
-    J = _run(lambda par: _kernels.surrogate_bt(BT, w, gamma, c, L, grad, par), parallel)
+    J = _run(lambda par: _kernels.surrogate(B, w, gamma, cnt, L, grad, par), parallel)
     return L, float(J), grad
+
+
+class _WriteableAlias:
+    """The memory of a read-only array under a writeable array interface (see
+    :func:`_for_kernels`); holds the array, so the memory outlives the alias."""
+
+    def __init__(self, a: np.ndarray):
+        self._array = a
+        interface = dict(a.__array_interface__)
+        interface["data"] = (interface["data"][0], False)
+        self.__array_interface__ = interface
+
+
+def _for_kernels(a: np.ndarray) -> np.ndarray:
+    """``a`` as the kernels receive it: a writeable array over the same memory.
+
+    numba types a read-only array as a type of its own, so a read-only input
+    (``np.load(mmap_mode="r")``, ``np.broadcast_to``, arrays from other
+    libraries) would JIT-compile a second copy of every kernel it reaches, for
+    seconds, after :func:`warmup`. The kernels never write their inputs, so a
+    read-only array is passed as a writeable alias of its memory: no copy, no
+    new signature.
+    """
+    if a.flags.writeable:
+        return a
+    return np.asarray(_WriteableAlias(a))
 
 
 def _as_matrix(B: Any) -> np.ndarray:
@@ -168,14 +173,14 @@ def _as_matrix(B: Any) -> np.ndarray:
         raise ValueError(f"B must be 2-D (n, m); got shape {B.shape}")
     if B.dtype == np.bool_:
         B = B.view(np.uint8)
-    return np.ascontiguousarray(B, dtype=np.uint8)
+    return _for_kernels(np.ascontiguousarray(B, dtype=np.uint8))
 
 
 def _as_vector(x: Any, size: int, name: str) -> np.ndarray:
     x = np.ascontiguousarray(x, dtype=np.float64)
     if x.shape != (size,):
         raise ValueError(f"{name} must have shape ({size},); got {x.shape}")
-    return x
+    return _for_kernels(x)
 
 
 def _as_counts(counts: Any, n: int) -> np.ndarray:
@@ -186,7 +191,7 @@ def _as_counts(counts: Any, n: int) -> np.ndarray:
         raise ValueError(f"counts must have shape ({n},); got {c.shape}")
     if c.dtype.kind not in "biu" or np.any(c < 0):
         raise ValueError("counts must be non-negative integer row multiplicities")
-    return np.ascontiguousarray(c, dtype=np.int64)
+    return _for_kernels(np.ascontiguousarray(c, dtype=np.int64))
 
 
 #: rerank names with a batch kernel -> method code (MAJORITY, ACES_C, ACES_C_FILTER,
@@ -249,9 +254,9 @@ def _rerank_batch(be: "NumbaBackend", mats: List[np.ndarray], method: str, code:
         def run_o(t: int) -> None:
             a, b = noff[t], moff[t]
             n, m = mats[t].shape
-            nrows[t] = k.rerank_one_o(mats[t], *o_args, weights[b:b + m], scores[a:a + n],
-                                      order[a:a + n], objective[t * no:(t + 1) * no],
-                                      rows[a:a + n])
+            nrows[t] = k.rerank_one_o(mats[t], *o_args, False, weights[b:b + m],
+                                      scores[a:a + n], order[a:a + n],
+                                      objective[t * no:(t + 1) * no], rows[a:a + n])
 
         # an ACES-O task costs far more than a Python call, so Python threads share
         # them out (the kernel releases the GIL); no numba parallel region is needed
@@ -385,9 +390,8 @@ class NumbaBackend(Backend):
         B = _as_matrix(B)
         n, m = B.shape
         w = _as_vector(weights, m, "weights")
-        Bd, cd = _distinct_rows(B, _as_counts(counts, n))
-        return _surrogate(Bd, cd, w, float(gamma),
-                          self._parallel(self._surrogate_work(Bd.shape[0], m)))
+        return _surrogate(B, _as_counts(counts, n), w, float(gamma),
+                          self._parallel(self._surrogate_work(n, m)))
 
     def aces_o_fit(self, B, logits0, active, gamma, lr, steps, counts=None):
         B = _as_matrix(B)
@@ -396,20 +400,22 @@ class NumbaBackend(Backend):
         active = np.ascontiguousarray(active, dtype=np.uint8)
         if active.shape != (m,):
             raise ValueError(f"active must have shape ({m},); got {active.shape}")
+        active = _for_kernels(active)
         steps = int(steps)
         if steps < 0:
             raise ValueError(f"steps must be >= 0; got {steps}")
-        Bd, cd = _distinct_rows(B, _as_counts(counts, n))
-        work = self._surrogate_work(Bd.shape[0], int(active.sum()))
+        cnt = _as_counts(counts, n)
+        work = self._surrogate_work(n, int(active.sum()))
         gamma, lr = float(gamma), float(lr)
-        return _run(lambda par: _kernels.aces_o_fit(Bd, logits0, active, gamma, lr, steps, cd,
+        return _run(lambda par: _kernels.aces_o_fit(B, logits0, active, gamma, lr, steps, cnt,
                                                     par), self._parallel(work))
 
     # -- method glue in numba (shared with the batch kernel) ----------------------
 
     def row_scores(self, B, w):
         """``B @ w`` summed in ascending test order (float64 (n,)), as the batch kernel does."""
-        return _kernels.row_scores(_as_matrix(B), np.ascontiguousarray(w, dtype=np.float64))
+        return _kernels.row_scores(_as_matrix(B),
+                                   _for_kernels(np.ascontiguousarray(w, dtype=np.float64)))
 
     def _weighted_result(self, B, w, method, tie_tol, **extra):
         B = _as_matrix(B)
@@ -428,21 +434,27 @@ class NumbaBackend(Backend):
         return w, L, bool(fallback)
 
     def aces_o(self, B, gamma, lr, steps, top_k, init, tie_tol=1e-9):
+        """The whole method in one kernel call, ``_numba_kernels.rerank_one_o`` (the
+        batch path runs it too)."""
         B = _as_matrix(B)
-        k = _kernels
-        active = k.nonconstant(B)
-        if init == "aces-c":
-            wc, _, _ = self.aces_c_weights(B, "weighted", tie_tol)
-            logits0 = k.warm_logits(wc, active)
-        else:
-            logits0 = np.zeros(B.shape[1])
-        rows = k.top_k_rows(B, -1 if top_k is None else int(top_k))
-        Bk = B if rows.shape[0] == B.shape[0] else np.ascontiguousarray(B[rows])
-        w, objective = self.aces_o_fit(Bk, logits0, active, gamma, lr, steps)
+        n, m = B.shape
+        steps = int(steps)
+        if steps < 0:
+            raise ValueError(f"steps must be >= 0; got {steps}")
+        weights, scores = np.empty(m), np.empty(n)
+        order, rows = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+        objective = np.zeros(steps + 1)
+        k = n if top_k is None else min(n, int(top_k))
+        args = (B, float(tie_tol), float(gamma), float(lr), np.int64(steps),
+                np.int64(-1 if top_k is None else top_k), bool(init == "aces-c"))
+        nrows = _run(lambda par: _kernels.rerank_one_o(*args, par, weights, scores, order,
+                                                       objective, rows),
+                     self._parallel(self._surrogate_work(k, m)))
         info = {"gamma": gamma, "lr": lr, "steps": steps, "top_k": top_k, "init": init,
-                "rows": rows}
-        method = "aces-o-warm" if init == "aces-c" else "aces-o"
-        return self._weighted_result(B, w, method, tie_tol, objective=objective, info=info)
+                "rows": rows[:nrows]}
+        return RerankResult(scores=scores, weights=weights, order=order,
+                            method="aces-o-warm" if init == "aces-c" else "aces-o",
+                            backend=self.name, objective=objective, info=info)
 
     # -- many tasks at once ------------------------------------------------------
 
@@ -497,10 +509,12 @@ def warmup() -> Dict[str, Any]:
 
     Covers LOO-AUC (uniform and weighted), the surrogate and ACES-O, each with
     unit and explicit counts, the method glue and the batch kernel
-    (:meth:`NumbaBackend.rerank_batch`), in both the serial and the parallel build (the
-    parallel run also makes numba choose its threading layer). Takes about
-    30 s of CPU the first time in a process (about a second with
-    ``ACES_FAST_NUMBA_CACHE=1`` and a warm cache), milliseconds afterwards.
+    (:meth:`NumbaBackend.rerank_batch`), in both the serial and the parallel
+    build (the parallel run also makes numba choose its threading layer).
+    Read-only inputs need nothing more: they reach the kernels as writeable
+    aliases, with the same signatures. Takes about 30 s of CPU the first time
+    in a process (about a second with ``ACES_FAST_NUMBA_CACHE=1`` and a warm
+    cache), milliseconds afterwards.
     Returns :meth:`NumbaBackend.info`.
 
     Raises :class:`BackendUnavailableError` when numba is not installed.
