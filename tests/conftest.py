@@ -48,6 +48,18 @@ def fast_backend(request) -> str:
     return _require(request.param)
 
 
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """One torch intra-op thread for a test module (its inputs are tiny, and the
+    threads' barrier waits cost seconds on a busy machine); restored afterwards."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture
 def spec_example():
     return SPEC_EXAMPLE.copy(), SPEC_LABELS.copy()

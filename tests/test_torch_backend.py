@@ -33,14 +33,8 @@ NP = numpy_ref.NumpyBackend()
 TB = TorchBackend()
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    # The inputs here are tiny: intra-op threads only add barrier waits, which on a
-    # busy machine cost seconds. Restored afterwards for other test modules.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+# tiny inputs: intra-op threads only add barrier waits (conftest.one_torch_thread)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _cases():

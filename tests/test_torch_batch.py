@@ -34,13 +34,8 @@ from conftest import SPEC_EXAMPLE, random_matrix  # noqa: E402
 TB = TorchBackend()
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    # small inputs: intra-op threads only add barrier waits on a busy machine
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+# tiny inputs: intra-op threads only add barrier waits (conftest.one_torch_thread)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _tasks(seed: int = 0):

@@ -43,8 +43,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
-from ._torch_ops import (_EXP_SAFE, DEFAULT_CHUNK_ELEMENTS, aces_c_weights, column_chunks,
-                         exact_sum, from_numpy, normalized, row_scores)
+from ._torch_ops import (_EXP_SAFE, DEFAULT_CHUNK_ELEMENTS, aces_c_weights, adam_ascent_step,
+                         column_chunks, exact_sum, from_numpy, normalized, row_scores)
 
 # ---------------------------------------------------------------------------
 # grouping tasks into padded chunks
@@ -443,7 +443,6 @@ def aces_o_fit_padded(data: PaddedSurrogateData, logits0: torch.Tensor, active: 
     any_active = active.any(dim=1, keepdim=True)
     exp_trick = gamma * 1.0 < _EXP_SAFE.get(dtype, 0.0)  # w on the simplex: max_w = 1
     logits = logits0.clone()
-    beta1, beta2, eps = 0.9, 0.999, 1e-8
     m1 = torch.zeros_like(logits)
     m2 = torch.zeros_like(logits)
     for t in range(1, steps + 2):
@@ -453,13 +452,7 @@ def aces_o_fit_padded(data: PaddedSurrogateData, logits0: torch.Tensor, active: 
         if t == steps + 1:
             break
         dl = w * (g - torch.linalg.vecdot(w, g)[:, None])
-        loss_grad = torch.where(active, -dl, torch.zeros_like(dl))
-        m1 = beta1 * m1 + (1 - beta1) * loss_grad
-        m2 = beta2 * m2 + (1 - beta2) * loss_grad * loss_grad
-        bc1 = 1 - beta1 ** t
-        bc2 = 1 - beta2 ** t
-        denom = torch.sqrt(m2) / math.sqrt(bc2) + eps
-        logits = torch.where(active, logits - (lr / bc1) * m1 / denom, logits)
+        logits, m1, m2 = adam_ascent_step(logits, dl, m1, m2, t, lr, active)
     # a task without active tests has w = 0 throughout, hence J = 0 as per task
     return softmax_masked_padded(logits, active, any_active), objective
 

@@ -500,6 +500,24 @@ def softmax_masked(logits: torch.Tensor, active: torch.Tensor) -> torch.Tensor:
     return torch.softmax(logits.masked_fill(~active, -math.inf), dim=0)
 
 
+def adam_ascent_step(logits: torch.Tensor, dl: torch.Tensor, m1: torch.Tensor,
+                     m2: torch.Tensor, t: int, lr: float, active: torch.Tensor
+                     ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Adam step ``t`` (1-based; PyTorch semantics: beta = (0.9, 0.999), eps 1e-8,
+    bias correction) on the loss ``-J`` given ``dl = dJ/dlogits``; inactive
+    entries keep their logits. Any shape (per task ``(m,)`` or batched ``(T, m)``),
+    elementwise; returns ``(logits, m1, m2)``.
+    """
+    beta1, beta2, eps = 0.9, 0.999, 1e-8
+    loss_grad = torch.where(active, -dl, torch.zeros_like(dl))
+    m1 = beta1 * m1 + (1 - beta1) * loss_grad
+    m2 = beta2 * m2 + (1 - beta2) * loss_grad * loss_grad
+    bc1 = 1 - beta1 ** t
+    bc2 = 1 - beta2 ** t
+    denom = torch.sqrt(m2) / math.sqrt(bc2) + eps
+    return torch.where(active, logits - (lr / bc1) * m1 / denom, logits), m1, m2
+
+
 def aces_o_fit(B: torch.Tensor, logits0: torch.Tensor, active: torch.Tensor, gamma: float,
                lr: float, steps: int, counts: Optional[torch.Tensor] = None,
                dtype: torch.dtype = torch.float64,
@@ -523,7 +541,6 @@ def aces_o_fit(B: torch.Tensor, logits0: torch.Tensor, active: torch.Tensor, gam
         return torch.zeros(m, dtype=dtype, device=dev), objective
     data = SurrogateData(B, counts, dtype)
     logits = logits0.to(device=dev, dtype=dtype).clone()
-    beta1, beta2, eps = 0.9, 0.999, 1e-8
     m1 = torch.zeros_like(logits)
     m2 = torch.zeros_like(logits)
     for t in range(1, steps + 2):
@@ -533,13 +550,7 @@ def aces_o_fit(B: torch.Tensor, logits0: torch.Tensor, active: torch.Tensor, gam
         if t == steps + 1:
             break
         dl = w * (g - torch.dot(w, g))
-        loss_grad = torch.where(active, -dl, torch.zeros_like(dl))
-        m1 = beta1 * m1 + (1 - beta1) * loss_grad
-        m2 = beta2 * m2 + (1 - beta2) * loss_grad * loss_grad
-        bc1 = 1 - beta1 ** t
-        bc2 = 1 - beta2 ** t
-        denom = torch.sqrt(m2) / math.sqrt(bc2) + eps
-        logits = torch.where(active, logits - (lr / bc1) * m1 / denom, logits)
+        logits, m1, m2 = adam_ascent_step(logits, dl, m1, m2, t, lr, active)
     return softmax_masked(logits, active), objective
 
 
