@@ -174,51 +174,62 @@ inline uint64_t order_key(double x) {
   return (u >> 63) ? ~u : (u | (uint64_t(1) << 63));
 }
 
-// Sorts b[0..n) ascending by (s, i), given b in ascending i. A stable LSD radix
-// sort over the 8 bytes of order_key (passes where every key has the same byte
-// are skipped): no data-dependent branches, so a batch of different tasks does
-// not pay the branch mispredictions a comparison sort of ~n log n / 2 costs.
-// Small inputs use insertion into the sorted prefix instead. O(n) per pass.
-void sort_by_score(ScoreIdx* b, int64_t n, std::vector<ScoreIdx>& tmpbuf,
-                   std::vector<uint64_t>& keybuf) {
-  if (n < 32) {
-    for (int64_t r = 1; r < n; ++r) {
-      const ScoreIdx x = b[r];
+inline double key_value(uint64_t k) {
+  const uint64_t u = (k >> 63) ? (k & ~(uint64_t(1) << 63)) : ~k;
+  double x;
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+}
+
+// Sorts the pairs (key[r], idx[r]), r < d, ascending by key, stably. A LSD radix
+// sort over the 8 key bytes (passes where every key has the same byte are
+// skipped): no data-dependent branches, so a batch of different tasks does not
+// pay the mispredictions a comparison sort of ~d log d / 2 costs. Small inputs
+// use insertion into the sorted prefix. key2/idx2: scratch of length d.
+// O(d) per pass, 24 bytes per entry in all.
+void radix_sort(uint64_t* key, int32_t* idx, int64_t d, uint64_t* key2, int32_t* idx2) {
+  if (d < 32) {
+    for (int64_t r = 1; r < d; ++r) {
+      const uint64_t k = key[r];
+      const int32_t v = idx[r];
       int64_t q = r;
-      for (; q > 0 && b[q - 1].s > x.s; --q) b[q] = b[q - 1];
-      b[q] = x;
+      for (; q > 0 && key[q - 1] > k; --q) {
+        key[q] = key[q - 1];
+        idx[q] = idx[q - 1];
+      }
+      key[q] = k;
+      idx[q] = v;
     }
     return;
   }
-  tmpbuf.resize(static_cast<size_t>(n));
-  keybuf.resize(2 * static_cast<size_t>(n));
-  uint64_t* key = keybuf.data();
-  uint64_t* key2 = key + n;
-  ScoreIdx* src = b;
-  ScoreIdx* dst = tmpbuf.data();
-  int64_t hist[8][256] = {};
-  for (int64_t r = 0; r < n; ++r) {
-    key[r] = order_key(b[r].s);
-    for (int d = 0; d < 8; ++d) ++hist[d][(key[r] >> (8 * d)) & 255];
-  }
-  for (int d = 0; d < 8; ++d) {
-    const int shift = 8 * d;
-    if (hist[d][(key[0] >> shift) & 255] == n) continue;  // one bucket: order unchanged
-    int64_t pos[256];
-    int64_t acc = 0;
+  uint32_t hist[8][256] = {};  // d < 2^31 (rows are checked by the bindings)
+  for (int64_t r = 0; r < d; ++r)
+    for (int b = 0; b < 8; ++b) ++hist[b][(key[r] >> (8 * b)) & 255];
+  uint64_t* ks = key;
+  int32_t* is = idx;
+  uint64_t* kd = key2;
+  int32_t* id = idx2;
+  for (int b = 0; b < 8; ++b) {
+    const int shift = 8 * b;
+    if (hist[b][(ks[0] >> shift) & 255] == static_cast<uint32_t>(d)) continue;
+    uint32_t pos[256];
+    uint32_t acc = 0;
     for (int v = 0; v < 256; ++v) {
       pos[v] = acc;
-      acc += hist[d][v];
+      acc += hist[b][v];
     }
-    for (int64_t r = 0; r < n; ++r) {
-      const int64_t q = pos[(key[r] >> shift) & 255]++;
-      dst[q] = src[r];
-      key2[q] = key[r];
+    for (int64_t r = 0; r < d; ++r) {
+      const uint32_t q = pos[(ks[r] >> shift) & 255]++;
+      kd[q] = ks[r];
+      id[q] = is[r];
     }
-    std::swap(src, dst);
-    std::swap(key, key2);
+    std::swap(ks, kd);
+    std::swap(is, id);
   }
-  if (src != b) std::memcpy(b, src, static_cast<size_t>(n) * sizeof(ScoreIdx));
+  if (ks != key) {
+    std::memcpy(key, ks, static_cast<size_t>(d) * sizeof(uint64_t));
+    std::memcpy(idx, is, static_cast<size_t>(d) * sizeof(int32_t));
+  }
 }
 
 }  // namespace
@@ -228,28 +239,39 @@ void snap_and_order(double* s, int64_t n, double tol, const int64_t* rep, int64_
   if (n <= 0) return;
   // Sort the distinct rows only: a row with rep[i] != i has its representative's
   // score (identical bytes give identical sums).
-  sc.buf.clear();
+  sc.key.clear();
+  sc.idx.clear();
   for (int64_t i = 0; i < n; ++i)
-    if (!rep || rep[i] == i) sc.buf.push_back(ScoreIdx{s[i], i});
-  ScoreIdx* b = sc.buf.data();
-  const int64_t d = static_cast<int64_t>(sc.buf.size());
-  sort_by_score(b, d, sc.tmp, sc.keys);
+    if (!rep || rep[i] == i) {
+      sc.key.push_back(order_key(s[i]));
+      sc.idx.push_back(static_cast<int32_t>(i));
+    }
+  const int64_t d = static_cast<int64_t>(sc.key.size());
+  sc.key2.resize(static_cast<size_t>(d));
+  sc.idx2.resize(static_cast<size_t>(d));
+  radix_sort(sc.key.data(), sc.idx.data(), d, sc.key2.data(), sc.idx2.data());
+  if (n >= kReleaseRows) {
+    release(sc.key2);
+    release(sc.idx2);
+  }
   // Snap and number the groups of equal snapped value, ascending.
+  const uint64_t* key = sc.key.data();
+  const int32_t* idx = sc.idx.data();
   sc.group.resize(static_cast<size_t>(n));
-  int64_t* group = sc.group.data();
-  int64_t g = 0;
-  double prev = b[0].s;
-  double run = b[0].s;
-  group[b[0].i] = 0;
+  int32_t* group = sc.group.data();
+  int32_t g = 0;
+  double prev = key_value(key[0]);
+  double run = prev;
+  group[idx[0]] = 0;
   for (int64_t r = 1; r < d; ++r) {
-    const double cur = b[r].s;
+    const double cur = key_value(key[r]);
     if (cur - prev > tol) {  // the comparison of np.diff(sv) > tol
       run = cur;
       ++g;
     }
     prev = cur;
-    group[b[r].i] = g;
-    s[b[r].i] = run;
+    group[idx[r]] = g;
+    s[idx[r]] = run;
   }
   if (rep)
     for (int64_t i = 0; i < n; ++i) {
@@ -258,10 +280,10 @@ void snap_and_order(double* s, int64_t n, double tol, const int64_t* rep, int64_
     }
   // Counting sort of the rows by group, highest group first; rows enter in
   // ascending index, so ties come out by lower index. O(n + groups).
-  const int64_t ng = g + 1;
+  const int64_t ng = static_cast<int64_t>(g) + 1;
   sc.start.assign(static_cast<size_t>(ng) + 1, 0);
   int64_t* start = sc.start.data();
-  for (int64_t i = 0; i < n; ++i) ++start[ng - 1 - group[i] + 1];
+  for (int64_t i = 0; i < n; ++i) ++start[ng - group[i]];
   for (int64_t q = 0; q < ng; ++q) start[q + 1] += start[q];
   for (int64_t i = 0; i < n; ++i) order[start[ng - 1 - group[i]]++] = i;
 }
@@ -374,12 +396,18 @@ void run_method(const uint8_t* B, int64_t n, int64_t m, const MethodParams& p, M
     release(ws.rs);
     release(ws.ck);
     release(ws.plan.counts);
-    release(ws.plan.rep);
     release(ws.plan.rowsum);
   }
   double wsum = 0.0;
   for (int64_t j = 0; j < m; ++j) wsum += out.weights[j];
-  snap_and_order(out.scores, n, p.tie_tol * wsum, rep, out.order, ws.sort);
+  snap_and_order(out.scores, n, p.tie_tol * wsum, rep, out.order, ws.sort);  // reads rep
+  if (big) {
+    release(ws.plan.rep);
+    release(ws.sort.key);
+    release(ws.sort.idx);
+    release(ws.sort.group);
+    release(ws.sort.start);
+  }
 }
 
 }  // namespace aces_fast

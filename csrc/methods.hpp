@@ -55,16 +55,11 @@ struct MethodOutput {
 // Number of rows ACES-O optimizes on: min(top_k, n), or n when top_k <= 0.
 int64_t top_k_count(int64_t n, int64_t top_k);
 
-struct ScoreIdx {
-  double s;
-  int64_t i;
-};
-
 // Scratch of snap_and_order.
 struct SortScratch {
-  std::vector<ScoreIdx> buf, tmp;
-  std::vector<uint64_t> keys;
-  std::vector<int64_t> group, start;
+  std::vector<uint64_t> key, key2;
+  std::vector<int32_t> idx, idx2, group;
+  std::vector<int64_t> start;
 };
 
 // Rows from which a task frees each phase's scratch as soon as it is done:
@@ -87,8 +82,8 @@ struct MethodWorkspace {
 // Snap near-ties of s (n) in place exactly like base.snap_ties(s, tol) and write
 // the stable descending order into order (n). rep (nullable, n): representative
 // row of every row's class of identical rows (s[i] == s[rep[i]]); only the
-// representatives are sorted. O(d log d + n) for d representatives (a radix
-// sort: O(d) per byte of the key).
+// representatives are sorted. O(n) time (a radix sort of the d representatives'
+// scores, then a counting sort of the rows); 24 d + 4 n bytes of scratch. n < 2^31.
 void snap_and_order(double* s, int64_t n, double tol, const int64_t* rep, int64_t* order,
                     SortScratch& sc);
 
