@@ -81,6 +81,16 @@ void row_scores(const uint8_t* B, int64_t m, const double* w, const int64_t* col
 // ---- logistic surrogate of LOO-AUC (surrogate.cpp) -----------------------------
 // Precomputed structure of one (B, counts) problem restricted to a subset of
 // columns; evaluate() may be called repeatedly without allocating.
+//
+// Two kernels with equal results up to rounding (~1e-15): per column (pairs of
+// a passer and a failer; many distinct rows) and by row pairs (one contiguous
+// sweep over all columns per pair of rows; few distinct rows, as ACES-O's
+// top_k). The constructor picks one from the problem shape alone (never from
+// the threads), so results stay bitwise independent of n_threads and of
+// batching. For tests only, the environment variable
+// ACES_FAST_SURROGATE_KERNEL=rows|columns (read by each constructor) forces
+// the choice; the row-pair kernel still falls back to the per-column one in an
+// evaluation where some exp(-z) could overflow.
 class SurrogateWorkspace {
  public:
   // cols: indices of the columns to use (nullptr = all m, in order); n_cols its length.
@@ -95,10 +105,14 @@ class SurrogateWorkspace {
 
   int64_t n_rows() const { return ne_; }
   int64_t n_cols() const { return mc_; }
+  // True when evaluate() runs the row-pair kernel (while no exp can overflow).
+  bool row_pairs() const { return rows_; }
 
  private:
   void column(int64_t q, const double* w, double gamma, bool fast, bool want_v, double* vb,
               double* L, int tid);
+  void columns(const double* w, double gamma, bool fast, double* L, double* grad);
+  void row_pair_eval(const double* w, double gamma, double* L, double* grad);
 
   int64_t ne_ = 0;  // rows with count > 0
   int64_t mc_ = 0;  // selected columns
@@ -114,6 +128,14 @@ class SurrogateWorkspace {
   std::vector<double> G_, D_, c_;  // (mc) exp(g w_j), D_j, c_j
   std::vector<double> vbuf_;       // (nchunk * ne) per-chunk partial v
   std::vector<double> scratch_;    // (nt * 6 * ne) per-thread gather buffers
+  // Row-pair kernel (few distinct rows), columns zero-padded to mp_ (multiple of 8):
+  bool rows_ = false;
+  int64_t mp_ = 0;
+  int64_t nrb_ = 0;                    // column blocks of kRowPairBlock
+  std::vector<double> xb_;             // ((ne + 1) * mp) kept rows of B as 0.0 / 1.0, a zero row
+  std::vector<double> pf_;             // (mp) |P_j| |F_j| with multiplicities; 0 = constant
+  std::vector<double> Gp_, cw_, Ls_, Ds_, bv_;  // (mp) exp(g w_j), c_j, sums, B^T (c v)
+  std::vector<double> rvbuf_;          // (nrb * ne) per-block partial v
 };
 
 // One-shot surrogate over all m columns. L (m), grad (m, nullable). Returns J.

@@ -26,6 +26,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <limits>
 
 #ifdef _OPENMP
@@ -39,6 +41,26 @@ namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kFastSpanLimit = 600.0;
 constexpr int64_t kMaxChunks = 64;
+// Columns per block of the row-pair kernel (a multiple of 8): the unit its
+// threads share out, each with its own partial v.
+constexpr int64_t kRowPairBlock = 512;
+// Cost model choosing the kernel, in units of one row-pair sweep element: a
+// sweep costs kSweepOverhead plus its columns; the per-column kernel
+// kColumnOverhead + kColumnPerRow * rows per column plus its padded pairs.
+// Fitted to ACES-O runs on 8-48 rows x 100-1000 columns, pass rates 0.15 and
+// 0.5 (one element ~0.35 ns, AVX-512 clone); changes speed only.
+constexpr double kSweepOverhead = 24.0;
+constexpr double kColumnOverhead = 150.0;
+constexpr double kColumnPerRow = 2.6;
+
+// Kernel forced by ACES_FAST_SURROGATE_KERNEL (for tests): 1 rows, 0 columns, -1 auto.
+int forced_kernel() {
+  const char* e = std::getenv("ACES_FAST_SURROGATE_KERNEL");
+  if (!e) return -1;
+  if (std::strcmp(e, "rows") == 0) return 1;
+  if (std::strcmp(e, "columns") == 0) return 0;
+  return -1;
+}
 
 // All pairs of one column, fast form t = oa[o] * x[i]: for every outer o,
 // od[o] = sum_i ci sigma' and (sum_sig, sum_dsig) += co * (sum_i ci sigma,
@@ -138,6 +160,65 @@ ACES_FAST_PAIR_CLONES void pair_block_fast(const double* __restrict oa,
   *sum_dsig = tot2;
 }
 
+// The pairs of rows (p, q0) and (p, q1) over columns [0, n8) (n8 a multiple
+// of 8) of the row-pair kernel, in one pass (shared loads). bp, bq: rows as
+// 0.0 / 1.0, so x = bp - bq is +1 (p passes, q fails), -1 (the reverse) or 0
+// (no passer-failer pair: masked by x^2 = 0). Per pair k, ab[3k..3k+2] =
+// (alpha, beta, cpq) with alpha = E_p F_q, beta = E_q F_p, cpq = c_p c_q and
+// t = exp(-z) = (x > 0 ? alpha : beta) G_j. Ls[j] += cpq sigma and
+// Ds[j] += cpq sigma' (pair q0 first, then q1); r[k] = sum_j x_j cw_j sigma'_j
+// (v_p += c_q r[k], v_q -= c_p r[k]). Vectorized across columns; r in eight
+// fixed lanes (as pair_block_fast), so every clone rounds alike. Padded columns
+// (G = 1, cw = 0, bp = bq = 0) and a pair with cpq = 0 add exact zeros.
+ACES_FAST_PAIR_CLONES void pair_sweep2(const double* __restrict bp, const double* __restrict bq0,
+                                       const double* __restrict bq1, const double* ab,
+                                       const double* __restrict G, const double* __restrict cw,
+                                       double* __restrict Ls, double* __restrict Ds, int64_t n8,
+                                       double* r) {
+  v8d one, zero, va0, vb0, vc0, va1, vb1, vc1;
+  splat8(one, 1.0);
+  splat8(zero, 0.0);
+  splat8(va0, ab[0]);
+  splat8(vb0, ab[1]);
+  splat8(vc0, ab[2]);
+  splat8(va1, ab[3]);
+  splat8(vb1, ab[4]);
+  splat8(vc1, ab[5]);
+  v8d R0 = zero, R1 = zero;
+  for (int64_t j = 0; j < n8; j += 8) {
+    v8d xp, xq0, xq1, g, c, ls, ds;
+    load8(xp, bp + j);
+    load8(xq0, bq0 + j);
+    load8(xq1, bq1 + j);
+    load8(g, G + j);
+    load8(c, cw + j);
+    load8(ls, Ls + j);
+    load8(ds, Ds + j);
+    const v8d x0 = xp - xq0;
+    const v8d x1 = xp - xq1;
+    const v8d t0 = (x0 > zero ? va0 : vb0) * g;
+    const v8d t1 = (x1 > zero ? va1 : vb1) * g;
+    const v8d sg0 = one / (one + t0);
+    const v8d sg1 = one / (one + t1);
+    const v8d d0 = t0 * sg0 * sg0;
+    const v8d d1 = t1 * sg1 * sg1;
+    const v8d cx0 = vc0 * (x0 * x0);
+    const v8d cx1 = vc1 * (x1 * x1);
+    store8(Ls + j, (ls + cx0 * sg0) + cx1 * sg1);
+    store8(Ds + j, (ds + cx0 * d0) + cx1 * d1);
+    R0 += x0 * (c * d0);
+    R1 += x1 * (c * d1);
+  }
+  r[0] = hsum8(R0);
+  r[1] = hsum8(R1);
+}
+
+// acc[j] += a * x[j], j < n (one multiply, one add each: same bits in every clone).
+ACES_FAST_PAIR_CLONES void add_scaled_row(double* __restrict acc, const double* __restrict x,
+                                          double a, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) acc[j] += a * x[j];
+}
+
 // Stable variant: z = sgn * (a - x[i]) computed explicitly.
 inline void pairs_stable(double a, double sgn, double co, const double* __restrict x,
                          const double* __restrict ci, double* __restrict acc, int64_t ni,
@@ -213,6 +294,44 @@ SurrogateWorkspace::SurrogateWorkspace(const uint8_t* B, int64_t n, int64_t m,
   for (size_t q = 0; q < mc; ++q)
     pair_work += static_cast<double>(npass_[q]) * static_cast<double>(ne_ - npass_[q]);
   if (pair_work + static_cast<double>(ne_) * static_cast<double>(mc_) < 20000.0) parallel_ = false;
+
+  // Row pairs or columns: from the shape alone (see kernels.hpp).
+  {
+    double col_cost = 0.0;
+    for (size_t q = 0; q < mc; ++q) {
+      const int64_t P = npass_[q], F = ne_ - P;
+      if (P == 0 || F == 0) continue;
+      const int64_t no = std::min(P, F), ni = std::max(P, F);
+      col_cost += kColumnOverhead + kColumnPerRow * static_cast<double>(ne_) +
+                  static_cast<double>(no) * static_cast<double>((ni + 7) & ~int64_t(7));
+    }
+    const int64_t mp = (mc_ + 7) & ~int64_t(7);
+    const int64_t nrb = (mp + kRowPairBlock - 1) / kRowPairBlock;
+    const double npairs = 0.5 * static_cast<double>(ne_) * static_cast<double>(ne_ - 1);
+    const double row_cost =
+        npairs * (static_cast<double>(mp) + kSweepOverhead * static_cast<double>(nrb));
+    const int forced = forced_kernel();
+    rows_ = ne_ >= 2 && mc_ > 0 && (forced >= 0 ? forced == 1 : row_cost <= col_cost);
+    if (rows_) {
+      mp_ = mp;
+      nrb_ = nrb;
+      const size_t mps = static_cast<size_t>(mp);
+      xb_.assign((ne + 1) * mps, 0.0);  // row ne stays 0: see row_pair_eval
+      for (size_t r = 0; r < ne; ++r) {
+        const uint8_t* row = B + keep[r] * m;
+        double* xr = xb_.data() + r * mps;
+        for (size_t q = 0; q < mc; ++q) xr[q] = row[cols ? cols[q] : static_cast<int64_t>(q)] ? 1.0 : 0.0;
+      }
+      pf_.assign(mps, 0.0);
+      for (size_t q = 0; q < mc; ++q) pf_[q] = pw_[q] * fw_[q];
+      Gp_.assign(mps, 1.0);
+      cw_.assign(mps, 0.0);
+      Ls_.assign(mps, 0.0);
+      Ds_.assign(mps, 0.0);
+      bv_.assign(mps, 0.0);
+      rvbuf_.assign(static_cast<size_t>(nrb) * ne, 0.0);
+    }
+  }
 
   nchunk_ = std::min<int64_t>(mc_, kMaxChunks);
   s_.assign(ne, 0.0);
@@ -349,6 +468,22 @@ double SurrogateWorkspace::evaluate(const double* w, double gamma, double* L, do
     }
   }
 
+  if (rows_ && fast)
+    row_pair_eval(w, gamma, L, grad);
+  else
+    columns(w, gamma, fast, L, grad);
+
+  double J = 0.0;
+  for (int64_t q = 0; q < mc; ++q) {
+    const int64_t P = npass_[q];
+    if (P > 0 && P < ne) J += w[q] * (L[q] - 0.5);
+  }
+  return J;
+}
+
+void SurrogateWorkspace::columns(const double* w, double gamma, bool fast, double* L,
+                                 double* grad) {
+  const int64_t ne = ne_, mc = mc_;
   const bool want_v = grad != nullptr;
   const int64_t nchunk = nchunk_;
 #ifdef _OPENMP
@@ -392,12 +527,93 @@ double SurrogateWorkspace::evaluate(const double* w, double gamma, double* L, do
     }
   }
 
-  double J = 0.0;
+}
+
+void SurrogateWorkspace::row_pair_eval(const double* w, double gamma, double* L, double* grad) {
+  const int64_t ne = ne_, mc = mc_, mp = mp_;
+  const double* cnt = cnt_.data();
+  const double* E = E_.data();
+  const double* Fx = F_.data();
+  double* G = Gp_.data();
+  double* cw = cw_.data();
   for (int64_t q = 0; q < mc; ++q) {
-    const int64_t P = npass_[q];
-    if (P > 0 && P < ne) J += w[q] * (L[q] - 0.5);
+    G[q] = std::exp(gamma * w[q]);
+    cw[q] = pf_[q] > 0.0 ? w[q] / pf_[q] : 0.0;
   }
-  return J;
+  const int64_t nrb = nrb_;
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nt_) if (parallel_ && nrb > 1) schedule(dynamic, 1)
+#endif
+  for (int64_t b = 0; b < nrb; ++b) {
+    const int64_t j0 = b * kRowPairBlock;
+    const int64_t len = std::min(kRowPairBlock, mp - j0);
+    double* vb = rvbuf_.data() + static_cast<size_t>(b) * ne;
+    double* Ls = Ls_.data() + j0;
+    double* Ds = Ds_.data() + j0;
+    std::fill(vb, vb + ne, 0.0);
+    std::fill(Ls, Ls + len, 0.0);
+    std::fill(Ds, Ds + len, 0.0);
+    for (int64_t p = 0; p + 1 < ne; ++p) {
+      const double* bp = xb_.data() + static_cast<size_t>(p) * mp + j0;
+      const double cp = cnt[p];
+      double vp = 0.0;
+      int64_t r = p + 1;
+      for (; r + 2 <= ne; r += 2) {
+        const double* br = xb_.data() + static_cast<size_t>(r) * mp + j0;
+        const double ab[6] = {E[p] * Fx[r],     E[r] * Fx[p],     cp * cnt[r],
+                              E[p] * Fx[r + 1], E[r + 1] * Fx[p], cp * cnt[r + 1]};
+        double R[2];
+        pair_sweep2(bp, br, br + mp, ab, G + j0, cw + j0, Ls, Ds, len, R);
+        vp += cnt[r] * R[0];
+        vb[r] -= cp * R[0];
+        vp += cnt[r + 1] * R[1];
+        vb[r + 1] -= cp * R[1];
+      }
+      if (r < ne) {  // odd one out: paired with the zero row at cost 0
+        const double* br = xb_.data() + static_cast<size_t>(r) * mp + j0;
+        const double ab[6] = {E[p] * Fx[r], E[r] * Fx[p], cp * cnt[r], 1.0, 1.0, 0.0};
+        double R[2];
+        pair_sweep2(bp, br, xb_.data() + static_cast<size_t>(ne) * mp + j0, ab, G + j0,
+                    cw + j0, Ls, Ds, len, R);
+        vp += cnt[r] * R[0];
+        vb[r] -= cp * R[0];
+      }
+      vb[p] += vp;
+    }
+  }
+  const double* pf = pf_.data();
+  for (int64_t q = 0; q < mc; ++q) {
+    if (pf[q] > 0.0) {
+      L[q] = Ls_[q] / pf[q];
+      D_[q] = Ds_[q];
+      c_[q] = cw[q];
+    } else {
+      L[q] = kNaN;
+      D_[q] = 0.0;
+      c_[q] = 0.0;
+    }
+  }
+  if (!grad) return;
+  // v summed over the blocks in block order (independent of the threads), then
+  // B^T (c v) row by row along the contiguous columns.
+  for (int64_t r = 0; r < ne; ++r) {
+    double v = 0.0;
+    for (int64_t b = 0; b < nrb; ++b) v += rvbuf_[static_cast<size_t>(b) * ne + r];
+    v_[r] = v;
+  }
+  double* bv = bv_.data();
+  std::fill(bv, bv + mp, 0.0);
+  for (int64_t r = 0; r < ne; ++r)
+    add_scaled_row(bv, xb_.data() + static_cast<size_t>(r) * mp, cnt[r] * v_[r], mp);
+  for (int64_t q = 0; q < mc; ++q) {
+    // a column constant over the kept rows gets exactly 0 (see columns())
+    double g = 0.0;
+    if (pf[q] > 0.0) {
+      g = gamma * bv[q];
+      g += (L[q] - 0.5) - gamma * c_[q] * D_[q];
+    }
+    grad[q] = g;
+  }
 }
 
 double surrogate_loo_auc(const uint8_t* B, int64_t n, int64_t m, const double* w, double gamma,
