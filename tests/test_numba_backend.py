@@ -609,3 +609,43 @@ def test_workqueue_layer_concurrent_calls():
     """, NUMBA_THREADING_LAYER="workqueue", NUMBA_NUM_THREADS="2")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "ok" in proc.stdout
+
+
+def test_row_sums_and_reps_merges_passing_patterns(warm):
+    k = _kernels()
+    rng = np.random.default_rng(21)
+    B = random_matrix(rng, 90, 70, density=0.5, dup_rows=40)
+    B[B != 0] = rng.integers(1, 4, size=int((B != 0).sum()))  # nonzero bytes all mean pass
+    cnt = rng.integers(0, 3, size=90).astype(np.int64)
+    rs, c, rep = k.row_sums_and_reps(B, cnt, True)
+    passes = B != 0
+    np.testing.assert_array_equal(rs, passes.sum(axis=1))
+    kept = cnt > 0
+    first = {}
+    for i in range(90):  # the representative is the first kept row with the same passes
+        if kept[i]:
+            first.setdefault(passes[i].tobytes(), i)
+            assert rep[i] == first[passes[i].tobytes()]
+    assert c.sum() == cnt.sum()
+    for key, i in first.items():
+        same = kept & (passes == passes[i]).all(axis=1)
+        assert c[i] == cnt[same].sum()
+    assert (c[kept & (rep != np.arange(90))] == 0).all()
+
+
+@pytest.mark.parametrize("scale", [1, 700])
+def test_uniform_loo_auc_merged_rows_match_reference(nb, scale):
+    """Inputs past the merge threshold, with small and (scale 700: total
+    multiplicity >= 2^16, 64-bit accumulators) large counts: exact values."""
+    rng = np.random.default_rng(22 + scale)
+    B = random_matrix(rng, 200, 60, density=0.4, dup_rows=120)
+    counts = rng.integers(0, 3, size=200) * scale
+    for c in (None, counts):
+        got = nb.loo_auc(B, None, 1e-9, c)
+        want = numpy_ref.NumpyBackend().loo_auc(B, None, 1e-9, c)
+        np.testing.assert_array_equal(got, want)
+    r, ref = nb.aces_c(B), numpy_ref.NumpyBackend().aces_c(B)
+    np.testing.assert_allclose(r.weights, ref.weights, **EXACT)
+    np.testing.assert_allclose(r.scores, ref.scores, **EXACT)
+    np.testing.assert_array_equal(r.order, ref.order)
+    np.testing.assert_array_equal(r.loo_auc, ref.loo_auc)

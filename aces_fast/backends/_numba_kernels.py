@@ -152,53 +152,77 @@ def _auc_value(wins, ties, P, F):
 
 
 @_jit()
-def _uniform_block(B, cnt, row_of, lstart, lval, ltot, j0, j1, out):
+def _uniform_block(B, cnt, row_of, lstart, lval, ltot, j0, j1, pcur, pprev, acc, ptot, out,
+                   colsum):
     """Uniform-weight LOO-AUC of columns [j0, j1) by streaming rows level by level.
 
     Rows come grouped by ascending integer score ``lval[k]`` (level k holds
     ``row_of[lstart[k]:lstart[k+1]]`` with total multiplicity ``ltot[k]``). A
     passer at score v has leave-one-out score v - 1: it beats the failers at
-    score <= v - 2 (``cum_f``) and ties those at v - 1 (``at_f``). Reads B row by
-    row, all loops over the block's columns: O(n (j1 - j0)), integer counts.
+    score <= v - 2 and ties those at v - 1. Writing the failers as all rows
+    minus the passers, with p_k the column's passers at level k, C(t) / N(t)
+    all rows at score <= t / == t and prev_k = p_{k-1} when level k - 1 has
+    score v_k - 1 (else 0):
+        2 wins + ties = sum_k p_k (a_k + p_k + prev_k) - P^2,
+        a_k = 2 C(v_k - 2) + N(v_k - 1),  P = sum_k p_k
+    (passer pairs at distance >= 2 and at distance 1 cancel out), so a level
+    costs one multiply-add per column on top of counting its passers.
+
+    Scratch (length >= j1 - j0): ``pcur``/``pprev`` int32, ``acc``/``ptot``
+    int64 or uint32 (uint32 only when the total multiplicity is below 2^16:
+    sums run modulo 2^32 and the true 2 wins + ties <= ntot^2 / 2 comes out
+    exactly; int64 wraps modulo 2^64 likewise). ``colsum`` (m,) int64 gets P
+    per column when it is non-empty. O(n (j1 - j0)), integer counts.
     """
     bw = j1 - j0
-    cum_f = np.zeros(bw, dtype=np.int64)
-    at_f = np.zeros(bw, dtype=np.int64)
-    pcur = np.empty(bw, dtype=np.int64)
-    wins = np.zeros(bw, dtype=np.int64)
-    ties = np.zeros(bw, dtype=np.int64)
-    ptot = np.zeros(bw, dtype=np.int64)
-    ftot = np.zeros(bw, dtype=np.int64)
+    for jj in range(bw):
+        acc[jj] = 0
+        ptot[jj] = 0
+        pprev[jj] = 0
+    total = np.int64(0)  # all rows below the current level
     nlev = lval.shape[0]
     for k in range(nlev):
-        pcur[:] = 0
-        for r in range(lstart[k], lstart[k + 1]):
+        rbeg = lstart[k]
+        rend = lstart[k + 1]
+        adjacent = k > 0 and lval[k - 1] == lval[k] - 1
+        below = ltot[k - 1] if adjacent else np.int64(0)
+        a = 2 * (total - below) + below
+        total += ltot[k]
+        for jj in range(bw):
+            pcur[jj] = 0
+        for r in range(rbeg, rend):
             i = row_of[r]
             ci = cnt[i]
             row = B[i, j0:j1]
-            if ci == 1:  # the common case: no multiply in the widest loop
+            if ci == 1:  # no multiply in the widest loop
                 for jj in range(bw):
                     pcur[jj] += row[jj] != 0
             else:
                 for jj in range(bw):
                     pcur[jj] += ci * (row[jj] != 0)
-        tot = ltot[k]
-        adjacent = k + 1 < nlev and lval[k + 1] == lval[k] + 1
+        up = np.int32(1) if adjacent else np.int32(0)
         for jj in range(bw):
             p = pcur[jj]
-            f = tot - p
-            wins[jj] += p * cum_f[jj]
-            ties[jj] += p * at_f[jj]
+            # int64 arithmetic stored into acc's type: modulo 2^32 for uint32
+            acc[jj] += p * (a + p + up * pprev[jj])
             ptot[jj] += p
-            ftot[jj] += f
-            if adjacent:
-                cum_f[jj] += at_f[jj]
-                at_f[jj] = f
-            else:
-                cum_f[jj] += at_f[jj] + f
-                at_f[jj] = 0
+        pcur, pprev = pprev, pcur
     for jj in range(bw):
-        out[j0 + jj] = _auc_value(wins[jj], ties[jj], ptot[jj], ftot[jj])
+        P = np.int64(ptot[jj])
+        twice = np.int64(acc[jj]) - P * P
+        if acc.itemsize == 4:
+            twice &= 0xFFFFFFFF
+        out[j0 + jj] = _auc_value2(twice, P, total - P)
+    if colsum.shape[0] > 0:
+        for jj in range(bw):
+            colsum[j0 + jj] = np.int64(ptot[jj])
+
+
+@_jit()
+def _auc_value2(twice, P, F):
+    if P <= 0 or F <= 0:
+        return np.nan
+    return twice / (2.0 * P * F)
 
 
 @_jit()
@@ -327,22 +351,37 @@ def _weighted_block(B, perm, ss, cs, w, tol, j0, j1, out):
         out[j0 + jj] = _auc_value(wins, ties, P, F)
 
 
-def _loo_blocks(B, uniform, cnt, row_of, lstart, lval, ltot, perm, ss, cs, w, tol, width, out):
+def _loo_blocks(B, uniform, cnt, row_of, lstart, lval, ltot, perm, ss, cs, w, tol, width, out,
+                colsum):
     """LOO-AUC of every column into ``out`` (float64 (m,)), ``width`` columns per block.
 
     Uniform (``row_of``.. from :func:`levels_by_count`): rows streamed level by
-    level, O(n m). Weighted (``perm``: kept rows in stable ascending order of
-    ``s = B w``, ``ss = s[perm]``, ``cs = cnt[perm]``, ``tol = tie_tol * sum(w)``):
-    a two-pointer merge per column, O(n m). Each column's value is computed
-    independently of the blocking, so ``width`` only tunes speed.
+    level, O(n m); ``colsum`` (int64 (m,), or empty) gets each column's
+    count-weighted passers. Weighted (``perm``: kept rows in stable ascending
+    order of ``s = B w``, ``ss = s[perm]``, ``cs = cnt[perm]``, ``tol = tie_tol *
+    sum(w)``): a two-pointer merge per column, O(n m). Each column's value is
+    computed independently of the blocking, so ``width`` only tunes speed.
     """
     m = B.shape[1]
     nb = (m + width - 1) // width
+    ntot = np.int64(0)
+    for k in range(ltot.shape[0]):
+        ntot += ltot[k]
     for b in prange(nb):
         j0 = b * width
         j1 = min(j0 + width, m)
         if uniform:
-            _uniform_block(B, cnt, row_of, lstart, lval, ltot, j0, j1, out)
+            bw = j1 - j0
+            pc = np.empty(bw, dtype=np.int32)
+            pp = np.empty(bw, dtype=np.int32)
+            if ntot < (1 << 16):  # 2 wins + ties < 2^31: uint32 lanes, twice the SIMD width
+                _uniform_block(B, cnt, row_of, lstart, lval, ltot, j0, j1, pc, pp,
+                               np.empty(bw, dtype=np.uint32), np.empty(bw, dtype=np.uint32),
+                               out, colsum)
+            else:
+                _uniform_block(B, cnt, row_of, lstart, lval, ltot, j0, j1, pc, pp,
+                               np.empty(bw, dtype=np.int64), np.empty(bw, dtype=np.int64),
+                               out, colsum)
         else:
             _weighted_block(B, perm, ss, cs, w, tol, j0, j1, out)
 
@@ -369,29 +408,42 @@ def row_scores(B, w):
 
     Four rows at a time so four addition chains overlap. O(n m).
     """
-    n, m = B.shape
+    return _row_scores_of(B, w, np.arange(B.shape[0]))
+
+
+@_jit()
+def _row_scores_of(B, w, idx):
+    """:func:`row_scores` of the rows ``idx`` (int64), float64 (len(idx),); each row's
+    sum is the same ascending loop whatever the other rows."""
+    n = idx.shape[0]
+    m = B.shape[1]
     s = np.zeros(n)
     n4 = n - n % 4
-    for i in range(0, n4, 4):
+    for k in range(0, n4, 4):
+        i0 = idx[k]
+        i1 = idx[k + 1]
+        i2 = idx[k + 2]
+        i3 = idx[k + 3]
         a0 = 0.0
         a1 = 0.0
         a2 = 0.0
         a3 = 0.0
         for j in range(m):
             wj = w[j]
-            a0 += wj * (B[i, j] != 0)
-            a1 += wj * (B[i + 1, j] != 0)
-            a2 += wj * (B[i + 2, j] != 0)
-            a3 += wj * (B[i + 3, j] != 0)
-        s[i] = a0
-        s[i + 1] = a1
-        s[i + 2] = a2
-        s[i + 3] = a3
-    for i in range(n4, n):
+            a0 += wj * (B[i0, j] != 0)
+            a1 += wj * (B[i1, j] != 0)
+            a2 += wj * (B[i2, j] != 0)
+            a3 += wj * (B[i3, j] != 0)
+        s[k] = a0
+        s[k + 1] = a1
+        s[k + 2] = a2
+        s[k + 3] = a3
+    for k in range(n4, n):
+        i = idx[k]
         acc = 0.0
         for j in range(m):
             acc += w[j] * (B[i, j] != 0)
-        s[i] = acc
+        s[k] = acc
     return s
 
 
@@ -432,6 +484,103 @@ def levels_by_count(rs, cnt, m):
             k += 1
     lstart[nlev] = start[m + 1]
     return row_of, lstart, lval, ltot
+
+
+#: Identical rows are merged into counts before the uniform LOO-AUC from this
+#: many rows and cells on (below, hashing costs more than it saves).
+DEDUP_MIN_ROWS = 8
+DEDUP_MIN_CELLS = 4096
+
+
+@_jit()
+def _same_passes(B, a, b):
+    """Whether rows a and b pass the same tests: no early exit, so it vectorizes
+    (a hash match almost always means equal rows)."""
+    d = np.int64(0)
+    for j in range(B.shape[1]):
+        d += (B[a, j] != 0) != (B[b, j] != 0)
+    return d == 0
+
+
+@_jit()
+def row_sums_and_reps(B, cnt, dedup):
+    """Integer row sums and, when ``dedup``, identical rows merged into counts.
+
+    Returns ``(rs int64 (n,), c int64 (n,), rep int64 (n,))``: ``c`` is ``cnt``
+    with each kept row's count added to the first identical kept row (its
+    representative, ``rep[i]``) and zeroed on the others; without ``dedup``,
+    ``c`` is ``cnt`` itself and ``rep[i] = i``. Rows are hashed by a sum of
+    per-column random words over their passes (one vectorized pass that also
+    gives the row sums) into an open-addressing table; equal hashes are
+    confirmed by comparing the rows. O(n m) expected.
+    """
+    n, m = B.shape
+    rs = np.empty(n, dtype=np.int64)
+    rep = np.arange(n)
+    if not dedup:
+        for i in range(n):
+            acc = np.int64(0)
+            for j in range(m):
+                acc += B[i, j] != 0
+            rs[i] = acc
+        return rs, cnt, rep
+    R = np.empty(m, dtype=np.int64)
+    for j in range(m):
+        # int64 arithmetic wraps: a multiplicative mix of the column index
+        x = (j + 1) * np.int64(-7046029254386353131)
+        x ^= x >> 29
+        R[j] = x * np.int64(-4658895280553007687)
+    hsh = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        acc = np.int64(0)
+        h = np.int64(0)
+        for j in range(m):
+            b = np.int64(B[i, j] != 0)
+            acc += b
+            h += R[j] & -b
+        rs[i] = acc
+        hsh[i] = h ^ (h >> 31)
+    size = 1
+    while size < 2 * n:
+        size *= 2
+    table = np.full(size, -1, dtype=np.int64)
+    c = cnt.copy()
+    for i in range(n):
+        if cnt[i] <= 0:
+            continue
+        slot = hsh[i] & (size - 1)
+        while True:
+            t = table[slot]
+            if t < 0:
+                table[slot] = i
+                break
+            if hsh[t] == hsh[i] and rs[t] == rs[i] and _same_passes(B, t, i):
+                rep[i] = t
+                c[t] += cnt[i]
+                c[i] = 0
+                break
+            slot = (slot + 1) & (size - 1)
+    return rs, c, rep
+
+
+@_jit()
+def uniform_loo_auc(B, cnt, out, colsum):
+    """Uniform-weight LOO-AUC of every column into ``out`` (float64 (m,); ``nan`` if
+    constant), serially, with row multiplicities ``cnt`` (int64 (n,)); ``colsum``
+    (int64 (m,) or empty) gets the count-weighted passers per column. Merges
+    identical rows first on large enough inputs. Returns ``rep`` (int64 (n,), see
+    :func:`row_sums_and_reps`). O(n m)."""
+    n, m = B.shape
+    dedup = n >= DEDUP_MIN_ROWS and n * m >= DEDUP_MIN_CELLS
+    rs, c, rep = row_sums_and_reps(B, cnt, dedup)
+    row_of, lstart, lval, ltot = levels_by_count(rs, c, m)
+    ei = np.empty(0, dtype=np.int64)
+    ef = np.empty(0)
+    # np.bool_/np.int64 and not literals: a literal argument makes numba compile
+    # (and optimize) a separate specialization of the callee
+    loo_blocks(B, np.bool_(True), c, row_of, lstart, lval, ltot, ei, ef, ei, ef, 0.0,
+               np.int64(256), out, colsum)
+    return rep
 
 
 # ---------------------------------------------------------------------------
@@ -992,33 +1141,24 @@ def nonconstant(B):
 
 
 @_jit()
-def uniform_loo_auc(B, width):
-    """Uniform-weight LOO-AUC of every column (serial build), float64 (m,); ``nan`` if constant."""
-    n, m = B.shape
-    out = np.full(m, np.nan)
-    if m == 0:
-        return out
-    cnt = np.ones(n, dtype=np.int64)
-    row_of, lstart, lval, ltot = levels_by_count(row_sums(B), cnt, m)
-    ei = np.empty(0, dtype=np.int64)
-    ef = np.empty(0)
-    # np.bool_/np.int64 and not literals: a literal argument makes numba compile
-    # (and optimize) a separate specialization of the callee
-    loo_blocks(B, np.bool_(True), cnt, row_of, lstart, lval, ltot, ei, ef, ei, np.ones(m), 0.0,
-               np.int64(width), out)
-    return out
-
-
-@_jit()
 def aces_c_from_loo(B, L, weighted):
     """Unnormalized ACES-C weights from the uniform LOO-AUC ``L``; returns ``(w, fallback)``.
 
+    See :func:`aces_c_weights`; counts the passers per column first. O(n m).
+    """
+    return aces_c_weights(column_counts(B), B.shape[0], L, weighted)
+
+
+@_jit()
+def aces_c_weights(cs, n, L, weighted):
+    """ACES-C weights from the passers per column ``cs`` (int64 (m,)) of ``n`` rows
+    and the uniform LOO-AUC ``L``; returns ``(w, fallback)``.
+
     ``weighted``: ``w_j = (L_j - 1/2) p_j (1 - p_j)`` where ``L_j > 1/2`` (``nan``
     fails the test), else 0; filter: ``w_j = 1`` where ``L_j > 1/2``. All zero ->
-    majority-vote weights and ``fallback = True``. O(n m).
+    majority-vote weights and ``fallback = True``. O(m).
     """
-    n, m = B.shape
-    cs = column_counts(B)
+    m = cs.shape[0]
     w = np.zeros(m)
     any_positive = False
     for j in range(m):
@@ -1126,15 +1266,47 @@ def snap_ties(s, tol, out):
 
 
 @_jit()
+def row_scores_rep(B, w, rep):
+    """:func:`row_scores` computed for the rows with ``rep[i] == i`` only, copied to
+    the others (``rep[i]`` is an identical row): the same bits, per row."""
+    n = B.shape[0]
+    own = 0
+    for i in range(n):
+        own += rep[i] == i
+    if own == n:
+        return row_scores(B, w)
+    idx = np.empty(own, dtype=np.int64)
+    k = 0
+    for i in range(n):
+        if rep[i] == i:
+            idx[k] = i
+            k += 1
+    s = np.empty(n)
+    sk = _row_scores_of(B, w, idx)
+    for k in range(own):
+        s[idx[k]] = sk[k]
+    for i in range(n):
+        s[i] = s[rep[i]]
+    return s
+
+
+@_jit()
 def finish_weighted(B, w_raw, tie_tol, w_out, scores_out, order_out):
     """Normalize weights, score ``B w``, snap ties within ``tie_tol * sum(w)``, order.
 
     Writes ``w_out`` (m,), ``scores_out`` (n,) and ``order_out`` (n,) (descending,
     ties by lower index: a stable sort of ``-scores``). O(n m + n log n).
     """
+    finish_weighted_rep(B, w_raw, tie_tol, np.arange(B.shape[0]), w_out, scores_out, order_out)
+
+
+@_jit()
+def finish_weighted_rep(B, w_raw, tie_tol, rep, w_out, scores_out, order_out):
+    """:func:`finish_weighted`, scoring only the rows with ``rep[i] == i`` (``rep``
+    from :func:`row_sums_and_reps`): the same bits."""
     w = normalized(w_raw)
     _copy(w_out, w)
-    s = row_scores(B, w)
+    s = row_scores_rep(B, w, rep)
     snap_ties(s, tie_tol * _ascending_sum(w), scores_out)
     neg = np.empty(s.shape[0])
     for i in range(s.shape[0]):
@@ -1242,15 +1414,18 @@ def distinct_rows(B, cnt):
 @_jit()
 def rerank_one_c(B, code, tie_tol, w_out, scores_out, order_out, loo_out):
     """Majority vote (``code`` MAJORITY) or ACES-C (ACES_C, ACES_C_FILTER) of one task,
-    as the per-task methods compute it; writes the outputs, returns ``fallback``."""
-    fallback = False
+    as the per-task methods compute it; writes the outputs (``loo_out`` for ACES-C
+    only), returns ``fallback``. ACES-C merges identical rows once, for the LOO-AUC
+    and the scores alike."""
+    n = B.shape[0]
     if code == MAJORITY:
         w = nonconstant(B).astype(np.float64)
-    else:
-        L = uniform_loo_auc(B, np.int64(256))
-        w, fallback = aces_c_from_loo(B, L, code == ACES_C)
-        _copy(loo_out, L)
-    finish_weighted(B, w, tie_tol, w_out, scores_out, order_out)
+        finish_weighted(B, w, tie_tol, w_out, scores_out, order_out)
+        return False
+    cs = np.empty(B.shape[1], dtype=np.int64)
+    rep = uniform_loo_auc(B, np.ones(n, dtype=np.int64), loo_out, cs)
+    w, fallback = aces_c_weights(cs, n, loo_out, code == ACES_C)
+    finish_weighted_rep(B, w, tie_tol, rep, w_out, scores_out, order_out)
     return fallback
 
 
@@ -1264,7 +1439,10 @@ def rerank_one_o(B, tie_tol, gamma, lr, steps, top_k, warm, parallel, w_out, sco
     n, m = B.shape
     active = nonconstant(B)
     if warm:
-        wc, _ = aces_c_from_loo(B, uniform_loo_auc(B, np.int64(256)), np.bool_(True))
+        L = np.empty(m)
+        cs = np.empty(m, dtype=np.int64)
+        uniform_loo_auc(B, np.ones(n, dtype=np.int64), L, cs)
+        wc, _ = aces_c_weights(cs, n, L, np.bool_(True))
         logits0 = warm_logits(wc, active)
     else:
         logits0 = np.zeros(m)

@@ -9,6 +9,9 @@ JIT compilation happens on the first call of each kernel (seconds). Call
 serving so no call pays it unknowingly. Set ``ACES_FAST_NUMBA_CACHE=1`` to
 cache the compiled code on disk (off by default: installs may be read-only).
 
+Uniform LOO-AUC and per-task ACES-C below the parallel threshold are one
+kernel call each (``uniform_loo_auc``, ``rerank_one_c``: identical rows merged
+into counts by hashing, scores computed once per distinct row); weighted
 LOO-AUC sorts the scores in NumPy and runs the rest in numba; the surrogate
 and ACES-O run entirely in numba (dropping rows with count 0 and merging
 identical rows into counts first: the pair work is quadratic in the rows) --
@@ -107,27 +110,35 @@ _EMPTY_I = np.empty(0, dtype=np.int64)
 _EMPTY_F = np.empty(0)
 
 
-def _loo_auc(B: np.ndarray, w: np.ndarray, uniform: bool, tie_tol: float, cnt: np.ndarray,
+def _loo_auc(B: np.ndarray, w: Optional[np.ndarray], tie_tol: float, cnt: np.ndarray,
              parallel: bool) -> np.ndarray:
-    """LOO-AUC (see :meth:`NumbaBackend.loo_auc`); the sort runs in NumPy, the rest in numba."""
+    """LOO-AUC (see :meth:`NumbaBackend.loo_auc`; ``w`` None = uniform). Uniform and
+    serial: one kernel call; weighted: the sort runs in NumPy, the rest in numba."""
+    k = _kernels
     m = B.shape[1]
+    if w is None and not parallel:
+        out = np.empty(m)
+        k.uniform_loo_auc(B, cnt, out, _EMPTY_I)
+        return out
     out = np.full(m, np.nan)
     keep = np.flatnonzero(cnt > 0)
     if m == 0 or keep.size == 0:
         return out
-    k = _kernels
-    if uniform:
+    if w is None:
         # wide blocks (the inner loops run along a block's columns), but enough
         # of them to keep every thread busy
         per_thread = -(-m // (2 * _num_threads()))
         width = min(512, max(64, -(-per_thread // 64) * 64))
-        args = (B, True, cnt, *k.levels_by_count(k.row_sums(B), cnt, m),
-                _EMPTY_I, _EMPTY_F, _EMPTY_I, w, 0.0, width, out)
+        n = B.shape[0]
+        dedup = n >= k.DEDUP_MIN_ROWS and n * m >= k.DEDUP_MIN_CELLS
+        rs, c, _ = k.row_sums_and_reps(B, cnt, dedup)
+        args = (B, True, c, *k.levels_by_count(rs, c, m), _EMPTY_I, _EMPTY_F, _EMPTY_I,
+                _EMPTY_F, 0.0, width, out, _EMPTY_I)
     else:
         s = k.row_scores(B, w)
         perm = keep[np.argsort(s[keep], kind="stable")]
         args = (B, False, cnt, _EMPTY_I, _EMPTY_I, _EMPTY_I, _EMPTY_I, perm, s[perm], cnt[perm],
-                w, tie_tol * float(w.sum()), 64, out)
+                w, tie_tol * float(w.sum()), 64, out, _EMPTY_I)
     _run(lambda par: (k.loo_blocks_parallel if par else k.loo_blocks)(*args), parallel)
     return out
 
@@ -379,12 +390,11 @@ class NumbaBackend(Backend):
         B = _as_matrix(B)
         n, m = B.shape
         c = _as_counts(counts, n)
-        uniform = weights is None
-        w = np.ones(m) if uniform else _as_vector(weights, m, "weights")
-        # the uniform kernel spends a fraction of a nanosecond per cell, the
-        # weighted merge several
-        work = n * m // 8 if uniform else n * m
-        return _loo_auc(B, w, uniform, float(tie_tol), c, self._parallel(work))
+        if weights is None:
+            # the uniform kernel spends a fraction of a nanosecond per cell
+            return _loo_auc(B, None, 0.0, c, self._parallel(n * m // 8))
+        w = _as_vector(weights, m, "weights")
+        return _loo_auc(B, w, float(tie_tol), c, self._parallel(n * m))
 
     def surrogate(self, B, weights, gamma, counts=None):
         B = _as_matrix(B)
@@ -426,6 +436,23 @@ class NumbaBackend(Backend):
                                  weights, scores, order)
         return RerankResult(scores=scores, weights=weights, order=order, method=method,
                             backend=self.name, **extra)
+
+    def aces_c(self, B, variant="weighted", tie_tol=1e-9):
+        """The whole method in one kernel call, ``_numba_kernels.rerank_one_c`` (the
+        batch path runs it too); inputs large enough for the parallel LOO-AUC take
+        the generic glue (same results)."""
+        B = _as_matrix(B)
+        n, m = B.shape
+        if self._parallel(n * m // 8):
+            return super().aces_c(B, variant, tie_tol)
+        weights, scores, L = np.empty(m), np.empty(n), np.empty(m)
+        order = np.empty(n, dtype=np.int64)
+        code = _BATCH_CODES["aces-c" if variant == "weighted" else "aces-c-filter"]
+        fallback = _kernels.rerank_one_c(B, code, float(tie_tol), weights, scores, order, L)
+        return RerankResult(scores=scores, weights=weights, order=order,
+                            method="aces-c" if variant == "weighted" else "aces-c-filter",
+                            backend=self.name, loo_auc=L, fallback=bool(fallback),
+                            info={"variant": variant})
 
     def aces_c_weights(self, B, variant, tie_tol):
         B = _as_matrix(B)
