@@ -148,13 +148,23 @@ void scores(const uint8_t* B, int64_t n, int64_t m, const double* w, const int64
     }
     return;
   }
-  // General weights: the fixed 32-way association of simd.hpp's RowDot.
-  const RowDot dot = row_dot_kernel();
+  // General weights: the fixed 32-way association of simd.hpp's RowsDot, over
+  // the class representatives (all rows without a plan), 256 rows per chunk.
+  const RowsDot dot = rows_dot_kernel();
+  constexpr int64_t kChunk = 256;
+  const int64_t nchunks = (n + kChunk - 1) / kChunk;
 #ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
+#pragma omp parallel for num_threads(nt) if (nt > 1 && nchunks > 1) schedule(static)
 #endif
-  for (int64_t i = 0; i < n; ++i)
-    if (!rep || rep[i] == i) s[i] = dot(B + i * m, m, w);
+  for (int64_t c = 0; c < nchunks; ++c) {
+    int64_t rows[kChunk];
+    double out[kChunk];
+    int64_t nr = 0;
+    for (int64_t i = c * kChunk; i < std::min(n, (c + 1) * kChunk); ++i)
+      if (!rep || rep[i] == i) rows[nr++] = i;
+    dot(B, m, rows, nr, w, out);
+    for (int64_t k = 0; k < nr; ++k) s[rows[k]] = out[k];
+  }
   if (rep)
     for (int64_t i = 0; i < n; ++i) s[i] = s[rep[i]];
 }

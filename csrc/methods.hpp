@@ -3,7 +3,7 @@
 // prefilter, uniform or ACES-C warm start). The NumPy glue of
 // aces_fast/backends/base.py defines the results; this reproduces it:
 //   * weights normalized to sum 1 (all zeros when none is positive);
-//   * scores s = B w (to rounding: simd.hpp's RowDot fixes the association);
+//   * scores s = B w (to rounding: simd.hpp's RowsDot fixes the association);
 //   * ties snapped like base.snap_ties: sort ascending, every run of neighbours
 //     whose consecutive differences are <= tol = tie_tol * sum(w) gets the run's
 //     smallest value;

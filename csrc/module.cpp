@@ -242,7 +242,11 @@ py::tuple py_rerank(const py::object& B, int method, double tie_tol, double gamm
   prepare_task(fn, B, p, t);
   {
     py::gil_scoped_release release;
-    aces_fast::MethodWorkspace ws;
+    // One workspace per calling thread, reused across calls: a small call then
+    // allocates nothing but its outputs. Concurrent Python threads each get their
+    // own; run_method frees the big scratch of large tasks itself, so what stays
+    // is O(n + m) of the largest small task seen.
+    thread_local aces_fast::MethodWorkspace ws;
     aces_fast::run_method(t.M.data, t.M.n, t.M.m, p, t.out, ws, true, n_threads);
   }
   return task_result(t);

@@ -31,7 +31,7 @@ int64_t pack_row_portable(const uint8_t* row, int64_t m, uint64_t* words) {
   return passes;
 }
 
-// The pairwise combination of the 32 partial sums of RowDot.
+// The pairwise combination of the 32 partial sums of RowsDot.
 inline double combine32(double* part) {
   for (int h = 16; h >= 1; h >>= 1)
     for (int l = 0; l < h; ++l) part[l] += part[l + h];
@@ -47,6 +47,11 @@ double row_dot_portable(const uint8_t* row, int64_t m, const double* w) {
   double part[32] = {};
   dot_tail(row, 0, m, w, part);
   return combine32(part);
+}
+
+void rows_dot_portable(const uint8_t* B, int64_t m, const int64_t* rows, int64_t nrows,
+                       const double* w, double* out) {
+  for (int64_t k = 0; k < nrows; ++k) out[k] = row_dot_portable(B + rows[k] * m, m, w);
 }
 
 }  // namespace
@@ -67,13 +72,32 @@ ACES_FAST_CLONES uint8_t max_byte(const uint8_t* p, int64_t len) {
 namespace {
 
 // Lambdas would not inherit a function's target attribute; these helpers carry it.
-#define ACES_FAST_AVX512 __attribute__((target("avx512f"), always_inline)) inline
+#define ACES_FAST_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline
 #define ACES_FAST_AVX2 __attribute__((target("avx2"), always_inline)) inline
 
 // Lanes whose byte is nonzero, for 16 bytes at src.
 ACES_FAST_AVX512 __mmask16 pass16(const uint8_t* src) {
   const __m512i x = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)));
   return _mm512_test_epi32_mask(x, x);
+}
+
+// pass16 for the first lanes of k only (bytes past them are not read).
+ACES_FAST_AVX512 __mmask16 pass16_masked(const uint8_t* src, __mmask16 k) {
+  const __m512i x = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(k, src));
+  return _mm512_test_epi32_mask(x, x);
+}
+
+// finish16 for the lanes of k only.
+ACES_FAST_AVX512 void finish16_masked(int64_t jj, __m512i p, __m512i av, bool adjacent,
+                                      const int32_t* prev, int32_t* cur, uint32_t* acc,
+                                      uint32_t* Ptot, __mmask16 k) {
+  __m512i t = _mm512_add_epi32(av, p);
+  if (adjacent) t = _mm512_add_epi32(t, _mm512_maskz_loadu_epi32(k, prev + jj));
+  _mm512_mask_storeu_epi32(acc + jj, k, _mm512_add_epi32(_mm512_maskz_loadu_epi32(k, acc + jj),
+                                                         _mm512_mullo_epi32(p, t)));
+  _mm512_mask_storeu_epi32(Ptot + jj, k,
+                           _mm512_add_epi32(_mm512_maskz_loadu_epi32(k, Ptot + jj), p));
+  _mm512_mask_storeu_epi32(cur + jj, k, p);
 }
 
 ACES_FAST_AVX512 void finish16(int64_t jj, __m512i p, __m512i av, bool adjacent,
@@ -107,7 +131,7 @@ ACES_FAST_AVX2 void finish8(int64_t jj, __m256i p, __m256i av, bool adjacent, co
 }
 
 // Counts == nullptr: every row counts once.
-__attribute__((target("avx512f"))) int64_t step_avx512(
+__attribute__((target("avx512f,avx512bw,avx512vl"))) int64_t step_avx512(
     const uint8_t* B, int64_t m, const int64_t* counts, const int64_t* row_of, int64_t rbeg,
     int64_t rend, int64_t col0, int64_t bw, uint32_t a, bool adjacent, const int32_t* prev,
     int32_t* cur, uint32_t* acc, uint32_t* Ptot) {
@@ -141,7 +165,18 @@ __attribute__((target("avx512f"))) int64_t step_avx512(
     }
     finish16(jj, p, av, adjacent, prev, cur, acc, Ptot);
   }
-  return len;
+  if (len < bw) {
+    // the last bw - len < 16 columns through masks (no scalar tail)
+    const __mmask16 k = static_cast<__mmask16>((1u << (bw - len)) - 1);
+    __m512i p = _mm512_setzero_si512();
+    for (int64_t r = rbeg; r < rend; ++r) {
+      const int64_t i = row_of[r];
+      const __m512i c = counts ? _mm512_set1_epi32(static_cast<int32_t>(counts[i])) : one;
+      p = _mm512_mask_add_epi32(p, pass16_masked(B + i * m + col0 + len, k), p, c);
+    }
+    finish16_masked(len, p, av, adjacent, prev, cur, acc, Ptot, k);
+  }
+  return bw;
 }
 
 __attribute__((target("avx2"))) int64_t step_avx2(
@@ -183,7 +218,7 @@ __attribute__((target("avx2"))) int64_t step_avx2(
 
 // ---- bit packing and row dot products ------------------------------------------
 
-#define ACES_FAST_AVX512BW __attribute__((target("avx512bw,popcnt")))
+#define ACES_FAST_AVX512BW __attribute__((target("avx512f,avx512bw,avx512vl,popcnt")))
 
 ACES_FAST_AVX512BW int64_t pack_row_avx512(const uint8_t* row, int64_t m, uint64_t* words) {
   int64_t passes = 0, q = 0, j = 0;
@@ -220,34 +255,66 @@ __attribute__((target("avx2,popcnt"))) int64_t pack_row_avx2(const uint8_t* row,
   return passes;
 }
 
-// Four accumulators of eight lanes are the 32 partial sums: column j goes to
-// accumulator (j / 8) % 4, lane j % 8.
-ACES_FAST_AVX512BW double row_dot_avx512(const uint8_t* row, int64_t m, const double* w) {
-  __m512d acc[4] = {_mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_setzero_pd(),
-                    _mm512_setzero_pd()};
+// Four accumulators of eight lanes are the 32 partial sums of a row: column j
+// goes to accumulator (j / 8) % 4, lane j % 8. R rows at once share the loads of
+// w and give the add units R independent chains (one row is latency-bound).
+template <int R>
+ACES_FAST_AVX512BW void dot_rows_avx512(const uint8_t* const* row, int64_t m, const double* w,
+                                        double* out) {
+  __m512d acc[R][4];
+  for (int q = 0; q < R; ++q)
+    for (int a = 0; a < 4; ++a) acc[q][a] = _mm512_setzero_pd();
   int64_t j = 0;
   for (; j + 64 <= m; j += 64) {
-    const __m512i x = _mm512_loadu_si512(row + j);
-    const uint64_t bitsw = _mm512_test_epi8_mask(x, x);
+    uint64_t bitsw[R];
+    for (int q = 0; q < R; ++q) {
+      const __m512i x = _mm512_loadu_si512(row[q] + j);
+      bitsw[q] = _mm512_test_epi8_mask(x, x);
+    }
     for (int t = 0; t < 8; ++t) {
-      const __mmask8 k = static_cast<__mmask8>(bitsw >> (8 * t));
-      acc[t & 3] = _mm512_mask_add_pd(acc[t & 3], k, acc[t & 3], _mm512_loadu_pd(w + j + 8 * t));
+      const __m512d wv = _mm512_loadu_pd(w + j + 8 * t);
+      for (int q = 0; q < R; ++q) {
+        const __mmask8 k = static_cast<__mmask8>(bitsw[q] >> (8 * t));
+        acc[q][t & 3] = _mm512_mask_add_pd(acc[q][t & 3], k, acc[q][t & 3], wv);
+      }
     }
   }
   if (j < m) {
     const int64_t rest = m - j;
-    const __m512i x = _mm512_maskz_loadu_epi8(~0ULL >> (64 - rest), row + j);
-    const uint64_t bitsw = _mm512_test_epi8_mask(x, x);
+    const uint64_t lanes = ~0ULL >> (64 - rest);
+    uint64_t bitsw[R];
+    for (int q = 0; q < R; ++q) {
+      const __m512i x = _mm512_maskz_loadu_epi8(lanes, row[q] + j);
+      bitsw[q] = _mm512_test_epi8_mask(x, x);
+    }
     for (int t = 0; 8 * t < rest; ++t) {
-      const __mmask8 k = static_cast<__mmask8>(bitsw >> (8 * t));
-      // lanes past m are off in k (their bytes were not loaded), so w is not read there
-      const __m512d wv = _mm512_maskz_loadu_pd(k, w + j + 8 * t);
-      acc[t & 3] = _mm512_mask_add_pd(acc[t & 3], k, acc[t & 3], wv);
+      // lanes past m are off (their bytes were not loaded), so w is not read there
+      const __m512d wv = _mm512_maskz_loadu_pd(static_cast<__mmask8>(lanes >> (8 * t)),
+                                               w + j + 8 * t);
+      for (int q = 0; q < R; ++q) {
+        const __mmask8 k = static_cast<__mmask8>(bitsw[q] >> (8 * t));
+        acc[q][t & 3] = _mm512_mask_add_pd(acc[q][t & 3], k, acc[q][t & 3], wv);
+      }
     }
   }
-  alignas(64) double part[32];
-  for (int a = 0; a < 4; ++a) _mm512_store_pd(part + 8 * a, acc[a]);
-  return combine32(part);
+  for (int q = 0; q < R; ++q) {
+    alignas(64) double part[32];
+    for (int a = 0; a < 4; ++a) _mm512_store_pd(part + 8 * a, acc[q][a]);
+    out[q] = combine32(part);
+  }
+}
+
+ACES_FAST_AVX512BW void rows_dot_avx512(const uint8_t* B, int64_t m, const int64_t* rows,
+                                        int64_t nrows, const double* w, double* out) {
+  int64_t k = 0;
+  for (; k + 2 <= nrows; k += 2) {
+    const uint8_t* pair[2] = {B + rows[k] * m, B + rows[k + 1] * m};
+    dot_rows_avx512<2>(pair, m, w, out + k);
+  }
+  if (k < nrows) {
+    const uint8_t* one[1] = {B + rows[k] * m};
+    dot_rows_avx512<1>(one, m, w, out + k);
+  }
 }
 
 // Eight accumulators of four lanes: column j goes to accumulator (j / 4) % 8.
@@ -284,7 +351,8 @@ int detect_level() {
   __builtin_cpu_init();
   int level = 0;
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt")) level = 1;
-  if (level == 1 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw"))
+  if (level == 1 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl"))
     level = 2;
   if (const char* cap = std::getenv("ACES_FAST_SIMD")) {
     if (std::strcmp(cap, "none") == 0) level = 0;
@@ -308,9 +376,14 @@ PackRow detect_pack() {
   return lv == 2 ? pack_row_avx512 : lv == 1 ? pack_row_avx2 : pack_row_portable;
 }
 
-RowDot detect_dot() {
+void rows_dot_avx2(const uint8_t* B, int64_t m, const int64_t* rows, int64_t nrows,
+                   const double* w, double* out) {
+  for (int64_t k = 0; k < nrows; ++k) out[k] = row_dot_avx2(B + rows[k] * m, m, w);
+}
+
+RowsDot detect_dot() {
   const int lv = level();
-  return lv == 2 ? row_dot_avx512 : lv == 1 ? row_dot_avx2 : row_dot_portable;
+  return lv == 2 ? rows_dot_avx512 : lv == 1 ? rows_dot_avx2 : rows_dot_portable;
 }
 
 }  // namespace
@@ -325,8 +398,8 @@ PackRow pack_row_kernel() {
   return f;
 }
 
-RowDot row_dot_kernel() {
-  static const RowDot f = detect_dot();
+RowsDot rows_dot_kernel() {
+  static const RowsDot f = detect_dot();
   return f;
 }
 
@@ -339,7 +412,7 @@ const char* simd_level() {
 
 UniformLevelStep uniform_level_step() { return nullptr; }
 PackRow pack_row_kernel() { return pack_row_portable; }
-RowDot row_dot_kernel() { return row_dot_portable; }
+RowsDot rows_dot_kernel() { return rows_dot_portable; }
 const char* simd_level() { return "none"; }
 
 #endif

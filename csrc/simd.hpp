@@ -11,7 +11,8 @@ namespace aces_fast {
 
 // One level of uniform_block with uint32 accumulators (see loo_auc.cpp) over the
 // columns [0, len) of a block, for the widest len <= bw the kernel handles
-// (a multiple of its lane count); returns len (0: no SIMD kernel on this CPU).
+// (AVX-512: all bw columns, the tail through masks; AVX2: a multiple of 8);
+// returns len.
 // For every handled column jj, with p the count-weighted passers among the
 // level's rows row_of[rbeg..rend) in column col0 + jj:
 //   acc[jj] += p (a + p + (adjacent ? prev[jj] : 0)),  Ptot[jj] += p,  cur[jj] = p
@@ -31,13 +32,15 @@ UniformLevelStep uniform_level_step();
 using PackRow = int64_t (*)(const uint8_t* row, int64_t m, uint64_t* words);
 PackRow pack_row_kernel();  // never null
 
-// Score of one row: sum of w[j] over the columns j < m with row[j] != 0, in a
-// fixed association: 32 partial sums, partial l adding the columns j = l (mod 32)
-// in ascending order (a failing column adds +0.0), then combined pairwise
-// (partial l += partial l + h for h = 16, 8, 4, 2, 1). Every kernel variant gives
-// the same bits. w: m finite weights >= 0. Reads exactly row[0 .. m), w[0 .. m).
-using RowDot = double (*)(const uint8_t* row, int64_t m, const double* w);
-RowDot row_dot_kernel();  // never null
+// Scores of rows: out[k] = sum of w[j] over the columns j < m with
+// B[rows[k], j] != 0 (B row-major, m columns), each in a fixed association: 32
+// partial sums, partial l adding the columns j = l (mod 32) in ascending order (a
+// failing column adds +0.0), then combined pairwise (partial l += partial l + h
+// for h = 16, 8, 4, 2, 1). Every kernel variant gives the same bits. w: m finite
+// weights >= 0. Reads exactly the listed rows' m bytes and w[0 .. m).
+using RowsDot = void (*)(const uint8_t* B, int64_t m, const int64_t* rows, int64_t nrows,
+                         const double* w, double* out);
+RowsDot rows_dot_kernel();  // never null
 
 // Largest byte of p[0 .. len) (0 when len == 0); an AVX2 clone where available.
 // Lets Python check that a uint8 pass matrix holds only 0 and 1 without NumPy's

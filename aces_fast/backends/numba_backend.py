@@ -539,7 +539,7 @@ def warmup() -> Dict[str, Any]:
     (:meth:`NumbaBackend.rerank_batch`), in both the serial and the parallel
     build (the parallel run also makes numba choose its threading layer).
     Read-only inputs need nothing more: they reach the kernels as writeable
-    aliases, with the same signatures. Takes about 30 s of CPU the first time
+    aliases, with the same signatures. Takes about 30-40 s of CPU the first time
     in a process (about a second with ``ACES_FAST_NUMBA_CACHE=1`` and a warm
     cache), milliseconds afterwards.
     Returns :meth:`NumbaBackend.info`.
