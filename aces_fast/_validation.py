@@ -174,7 +174,8 @@ def as_scores(s: Any, name: str = "scores") -> np.ndarray:
 def check_real(x: Any, name: str, *, positive: bool = False, nonneg: bool = False,
                lo: Optional[float] = None, hi: Optional[float] = None) -> float:
     """Validate a finite real scalar hyperparameter and return it as ``float``."""
-    if isinstance(x, bool) or not isinstance(x, numbers.Real):
+    # a plain float skips the (slow) ABC check: small calls pay for every check
+    if type(x) is not float and (isinstance(x, bool) or not isinstance(x, numbers.Real)):
         raise TypeError(f"{name} must be a real number; got {type(x).__name__}")
     v = float(x)
     if not math.isfinite(v):
