@@ -9,12 +9,9 @@
 #include <unordered_map>
 
 #include "adam.hpp"
+#include "bits.hpp"
 #include "kernels.hpp"
 #include "sigmoid.hpp"
-
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 namespace aces_fast {
 
@@ -33,13 +30,15 @@ int64_t fft_size(int64_t bins) {
   return n;
 }
 
-inline uint64_t mix64(uint64_t x) {  // splitmix64 finaliser
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebULL;
-  x ^= x >> 31;
-  return x;
+// Grid cell of a row's leave-one-out score t (in grid units: tfu, minus shift for
+// a passer, bit = 1; t >= 0): left node a = min(floor(t), amax) and the offset
+// al = t - a towards node a + 1. Shared by the deposit and the gather so both
+// use the same cells.
+inline void grid_cell(double tfu, int64_t bit, double shift, int32_t amax, int32_t* a,
+                      double* al) {
+  const double t = std::max(0.0, tfu - static_cast<double>(bit) * shift);
+  *a = std::min(static_cast<int32_t>(t), amax);
+  *al = t - static_cast<double>(*a);
 }
 
 // Index of the lowest set bit of x != 0.
@@ -94,7 +93,7 @@ BinnedSurrogate::BinnedSurrogate(const uint8_t* B, int64_t n, int64_t m, const i
       tmp[q >> 6] |= static_cast<uint64_t>(row[j] != 0) << (q & 63);
     }
     uint64_t hv = 0x9e3779b97f4a7c15ULL;
-    for (uint64_t x : tmp) hv = mix64(hv ^ x);
+    for (uint64_t x : tmp) hv = bits::mix64(hv ^ x);
     auto it = head.find(hv);
     int32_t u = it == head.end() ? -1 : it->second;
     for (; u >= 0; u = next_same[u])
@@ -194,9 +193,9 @@ bool BinnedSurrogate::column(int64_t q, double wq, bool want_v, double* vb, doub
     for (int64_t b = 0; b < ub; ++b) {
       const int64_t u = u0 + b;
       const int64_t bit = static_cast<int64_t>((x >> b) & 1);
-      const double t = std::max(0.0, tf[u] - static_cast<double>(bit) * shift);
-      const int32_t a = std::min(static_cast<int32_t>(t), amax);
-      const double al = t - static_cast<double>(a);
+      int32_t a;
+      double al;
+      grid_cell(tf[u], bit, shift, amax, &a, &al);
       double* H = hist + bit * G;
       const double c = cnt[u];
       H[a] += c - c * al;
@@ -309,9 +308,9 @@ bool BinnedSurrogate::column(int64_t q, double wq, bool want_v, double* vb, doub
       for (int64_t b = 0; b < ub; ++b) {
         const int64_t u = u0 + b;
         const int64_t bit = static_cast<int64_t>((x >> b) & 1);
-        const double t = std::max(0.0, tf[u] - static_cast<double>(bit) * shift);
-        const int32_t a = std::min(static_cast<int32_t>(t), amax);
-        const double al = t - static_cast<double>(a);
+        int32_t a;
+        double al;
+        grid_cell(tf[u], bit, shift, amax, &a, &al);
         const double* Rb = R + bit * G;
         vb[u] += Rb[a] + al * (Rb[a + 1] - Rb[a]);
       }
@@ -407,11 +406,7 @@ double BinnedSurrogate::evaluate(const double* w, double gamma, double* L, doubl
 #pragma omp parallel for num_threads(nt_) if (parallel_) schedule(dynamic, 1) reduction(+ : nfft)
 #endif
   for (int64_t c = 0; c < nchunk; ++c) {
-#ifdef _OPENMP
-    const int tid = omp_get_thread_num();
-#else
-    const int tid = 0;
-#endif
+    const int tid = thread_index();
     Scratch& sc = scratch_[static_cast<size_t>(tid)];
     double* vb = vbuf_.data() + static_cast<size_t>(c) * nu;
     if (want_v) std::fill(vb, vb + nu, 0.0);

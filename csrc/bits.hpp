@@ -48,6 +48,16 @@ inline uint64_t pass_bits(const uint8_t* p, int64_t len) {
   return out;
 }
 
+// splitmix64 finalizer: a bijective mix with full avalanche (row hashing).
+inline uint64_t mix64(uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xBF58476D1CE4E5B9ULL;
+  x ^= x >> 27;
+  x *= 0x94D049BB133111EBULL;
+  x ^= x >> 31;
+  return x;
+}
+
 // Number of nonzero bytes among p[0..m).
 inline int64_t count_passes(const uint8_t* p, int64_t m) {
   int64_t c = 0;

@@ -21,16 +21,6 @@ namespace {
 
 using bits::pass_bits;
 
-// splitmix64 finalizer: a bijective mix with full avalanche.
-inline uint64_t mix64(uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xBF58476D1CE4E5B9ULL;
-  x ^= x >> 27;
-  x *= 0x94D049BB133111EBULL;
-  x ^= x >> 31;
-  return x;
-}
-
 // Hash of a row's packed pass bits (nw words).
 inline uint64_t words_hash(const uint64_t* words, int64_t nw, int64_t m) {
   uint64_t h = 0x9E3779B97F4A7C15ULL ^ static_cast<uint64_t>(m);
@@ -38,7 +28,7 @@ inline uint64_t words_hash(const uint64_t* words, int64_t nw, int64_t m) {
     h = (h ^ words[q]) * 0xFF51AFD7ED558CCDULL;
     h ^= h >> 32;
   }
-  return mix64(h);
+  return bits::mix64(h);
 }
 
 inline uint64_t next_pow2(uint64_t x) {

@@ -25,6 +25,9 @@ int max_threads();
 // Number of threads a kernel will use: 1 if !parallel or no OpenMP, else
 // n_threads (> 0) or omp_get_max_threads() (n_threads == 0).
 int resolve_threads(bool parallel, int n_threads);
+// Index of the calling thread in the innermost OpenMP team (0 outside one, or
+// without OpenMP): selects a thread's slice of per-thread scratch.
+int thread_index();
 
 // Problems with fewer cells (n * m) than this stay on one thread: a parallel
 // region costs microseconds (far more on a busy machine), as much as the ~100 us

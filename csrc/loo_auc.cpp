@@ -46,6 +46,14 @@ int max_threads() {
 #endif
 }
 
+int thread_index() {
+#ifdef _OPENMP
+  return omp_get_thread_num();
+#else
+  return 0;
+#endif
+}
+
 int resolve_threads(bool parallel, int n_threads) {
 #ifdef _OPENMP
   if (!parallel) return 1;
@@ -348,11 +356,7 @@ void loo_auc_uniform_ex(const uint8_t* B, int64_t n, int64_t m, const int64_t* c
 #pragma omp parallel for num_threads(nt) if (nt > 1) schedule(dynamic, 1)
 #endif
   for (int64_t b = 0; b < nblocks; ++b) {
-#ifdef _OPENMP
-    const int tid = omp_get_thread_num();
-#else
-    const int tid = 0;
-#endif
+    const int tid = thread_index();
     const int64_t j0 = b * W;
     const int64_t bw = std::min(W, m - j0);
     int32_t* pbuf = ws.pcur.data() + static_cast<size_t>(tid) * 2 * W;
@@ -450,11 +454,7 @@ void loo_auc(const uint8_t* B, int64_t n, int64_t m, const double* w, const int6
 #pragma omp parallel for num_threads(nt) if (nt > 1) schedule(dynamic, 1)
 #endif
   for (int64_t b = 0; b < nblocks; ++b) {
-#ifdef _OPENMP
-    const int tid = omp_get_thread_num();
-#else
-    const int tid = 0;
-#endif
+    const int tid = thread_index();
     const int64_t j0 = b * W;
     const int64_t bw = std::min(W, m - j0);
     uint64_t* tile = tiles.data() + static_cast<size_t>(tid) * per_thread;
@@ -490,11 +490,7 @@ ACES_FAST_CLONES void row_scores(const uint8_t* B, int64_t m, const double* w, c
 #pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
 #endif
   for (int64_t g = 0; g < ng; ++g) {
-#ifdef _OPENMP
-    const int tid = omp_get_thread_num();
-#else
-    const int tid = 0;
-#endif
+    const int tid = thread_index();
     uint64_t* words = wbuf.data() + static_cast<size_t>(tid) * 8 * nw;
     const int64_t k0 = 8 * g;
     for (int l = 0; l < 8; ++l) {

@@ -30,10 +30,6 @@
 #include <cstring>
 #include <limits>
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
 namespace aces_fast {
 
 namespace {
@@ -490,11 +486,7 @@ void SurrogateWorkspace::columns(const double* w, double gamma, bool fast, doubl
 #pragma omp parallel for num_threads(nt_) if (parallel_) schedule(dynamic, 1)
 #endif
   for (int64_t c = 0; c < nchunk; ++c) {
-#ifdef _OPENMP
-    const int tid = omp_get_thread_num();
-#else
-    const int tid = 0;
-#endif
+    const int tid = thread_index();
     double* vb = vbuf_.data() + static_cast<size_t>(c) * ne;
     if (want_v) std::fill(vb, vb + ne, 0.0);
     const int64_t q0 = c * mc / nchunk, q1 = (c + 1) * mc / nchunk;
