@@ -140,9 +140,6 @@ def resolve_backend(backend: Optional[str], data: Any = None) -> Backend:
         return get_backend("torch")
     reasons = []
     for name in _AUTO_CPU_ORDER:
-        backend_obj = _loaded.get(name)
-        if backend_obj is not None:
-            return backend_obj
         try:
             return _load(name)
         except BackendUnavailableError as exc:
