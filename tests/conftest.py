@@ -74,3 +74,33 @@ def random_matrix(rng: np.random.Generator, n: int, m: int, density: float = 0.4
         dst = rng.integers(0, n, size=dup_rows)
         B[dst] = B[src]
     return B
+
+
+def npy(x):
+    """An array result as NumPy (the torch backend hands back tensors); None stays None."""
+    if x is None:
+        return None
+    return x.detach().cpu().numpy() if hasattr(x, "detach") else np.asarray(x)
+
+
+def assert_same_result(got, want):
+    """Bit-identical results: same method, backend, fallback, array types (and
+    devices), dtypes, shapes, values and info."""
+    assert (got.method, got.backend, got.fallback) == (want.method, want.backend, want.fallback)
+    for name in ("scores", "weights", "order", "loo_auc", "objective"):
+        a, b = getattr(got, name), getattr(want, name)
+        assert (a is None) == (b is None), name
+        if a is None:
+            continue
+        assert type(a) is type(b), name
+        if hasattr(b, "device"):
+            assert a.device == b.device, name
+        a, b = npy(a), npy(b)
+        assert a.dtype == b.dtype and a.shape == b.shape, name
+        np.testing.assert_array_equal(a, b, err_msg=name)
+    assert got.info.keys() == want.info.keys()
+    for key, value in want.info.items():
+        if isinstance(value, np.ndarray) or hasattr(value, "detach"):
+            np.testing.assert_array_equal(npy(got.info[key]), npy(value))
+        else:
+            assert got.info[key] == value, key

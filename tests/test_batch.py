@@ -16,7 +16,7 @@ import aces_fast as af
 from aces_fast import methods
 from aces_fast.backends import BackendUnavailableError, get_backend
 from aces_fast.batch import METHOD_PARAMS, rerank_batch
-from conftest import SPEC_EXAMPLE, random_matrix
+from conftest import SPEC_EXAMPLE, assert_same_result, npy, random_matrix
 
 EXACT = 1e-12
 OPT = 1e-6
@@ -30,14 +30,6 @@ def _cpp():
     from aces_fast import _core
 
     return _core
-
-
-def npy(x):
-    if x is None:
-        return None
-    if hasattr(x, "detach"):
-        return x.detach().cpu().numpy()
-    return np.asarray(x)
 
 
 def mixed_tasks(seed=0, count=24):
@@ -56,24 +48,6 @@ TASKS = mixed_tasks()
 
 #: small ACES-O settings so the exhaustive comparisons stay fast
 FAST_O = {"aces-o": dict(steps=12, lr=0.05), "aces-o-warm": dict(steps=12, lr=0.05)}
-
-
-def assert_same_result(got, want):
-    """Bitwise-equal results (same backend, same computation)."""
-    assert got.method == want.method and got.backend == want.backend
-    assert got.fallback == want.fallback
-    for field in ("scores", "weights", "order", "loo_auc", "objective"):
-        a, b = npy(getattr(got, field)), npy(getattr(want, field))
-        assert (a is None) == (b is None), field
-        if a is not None:
-            assert a.dtype == b.dtype and a.shape == b.shape, field
-            np.testing.assert_array_equal(a, b, err_msg=field)
-    assert got.info.keys() == want.info.keys()
-    for key, value in want.info.items():
-        if isinstance(value, np.ndarray) or hasattr(value, "detach"):
-            np.testing.assert_array_equal(npy(got.info[key]), npy(value))
-        else:
-            assert got.info[key] == value
 
 
 @pytest.mark.parametrize("method", list(af.METHODS))

@@ -21,7 +21,7 @@ import aces_fast as af
 from aces_fast.backends import BackendUnavailableError, get_backend
 from aces_fast.batch import METHOD_PARAMS
 from aces_fast.datasets import load_dataset
-from conftest import SPEC_EXAMPLE, random_matrix
+from conftest import SPEC_EXAMPLE, assert_same_result, random_matrix
 
 NUMBA_METHODS = ("majority", "aces-c", "aces-c-filter", "aces-o", "aces-o-warm")
 TORCH_METHODS = ("majority", "aces-c", "aces-c-filter")
@@ -71,34 +71,6 @@ def real_tasks():
     return gpt + [p.B for p in picked]
 
 
-def npy(x):
-    if x is None:
-        return None
-    return x.detach().cpu().numpy() if hasattr(x, "detach") else np.asarray(x)
-
-
-def assert_same(got, want):
-    """Bit-identical results, same array types, dtypes, flags and info."""
-    assert (got.method, got.backend, got.fallback) == (want.method, want.backend, want.fallback)
-    for name in ("scores", "weights", "order", "loo_auc", "objective"):
-        a, b = getattr(got, name), getattr(want, name)
-        assert (a is None) == (b is None), name
-        if a is None:
-            continue
-        assert type(a) is type(b), name
-        if hasattr(b, "device"):
-            assert a.device == b.device, name
-        a, b = npy(a), npy(b)
-        assert a.dtype == b.dtype and a.shape == b.shape, name
-        np.testing.assert_array_equal(a, b, err_msg=name)
-    assert got.info.keys() == want.info.keys()
-    for key, value in want.info.items():
-        if isinstance(value, np.ndarray) or hasattr(value, "detach"):
-            np.testing.assert_array_equal(npy(got.info[key]), npy(value))
-        else:
-            assert got.info[key] == value, key
-
-
 def _one_by_one(tasks, method, backend):
     return [af.rerank(B, method, backend=backend, **PARAMS.get(method, {})) for B in tasks]
 
@@ -131,19 +103,19 @@ def test_numba_batch_equals_one_by_one(numba_routes, method):
                               **PARAMS.get(method, {}))
         assert len(got) == len(MIXED)
         for g, w in zip(got, want):
-            assert_same(g, w)
+            assert_same_result(g, w)
     prepared = [get_backend("numba").prepare(B) for B in MIXED]
     for route, be in numba_routes.items():
         got = be.rerank_batch(prepared, method, _full_params(method), 2)
         for g, w in zip(got, want):
-            assert_same(g, w)
+            assert_same_result(g, w)
 
 
 @pytest.mark.parametrize("method", NUMBA_METHODS)
 def test_numba_batch_real_data(numba_routes, real_tasks, method):
     got = af.rerank_batch(real_tasks, method, backend="numba", **PARAMS.get(method, {}))
     for g, w in zip(got, _one_by_one(real_tasks, method, "numba")):
-        assert_same(g, w)
+        assert_same_result(g, w)
 
 
 @pytest.mark.parametrize("method", ["aces-c", "aces-o-warm"])
@@ -170,11 +142,11 @@ def test_numba_thread_count_does_not_change_results(numba_routes):
         p = _full_params(method)
         one, two = be.rerank_batch(prepared, method, p, 1), be.rerank_batch(prepared, method, p, 2)
         for a, b in zip(one, two):
-            assert_same(a, b)
+            assert_same_result(a, b)
     # more threads than numba has are capped, not an error
     capped = be.rerank_batch(prepared, "aces-c", _full_params("aces-c"), 10_000)
     for a, b in zip(capped, be.rerank_batch(prepared, "aces-c", _full_params("aces-c"), 1)):
-        assert_same(a, b)
+        assert_same_result(a, b)
     assert numba.get_num_threads() == before  # restored after every call
 
 
@@ -198,7 +170,7 @@ def test_numba_batch_from_concurrent_python_threads(numba_routes):
     assert not errors, errors
     for res in results:
         for a, b in zip(res, expected):
-            assert_same(a, b)
+            assert_same_result(a, b)
 
 
 def test_numba_has_no_batch_kernel_for_consensus_methods(numba_routes):
@@ -208,7 +180,7 @@ def test_numba_has_no_batch_kernel_for_consensus_methods(numba_routes):
     assert be.rerank_batch(prepared, "b4", {"alpha": 1e3, "beta0": 1e4}, None) is None
     for g, w in zip(af.rerank_batch(MIXED[:5], "b4", backend="numba"),
                     _one_by_one(MIXED[:5], "b4", "numba")):
-        assert_same(g, w)
+        assert_same_result(g, w)
 
 
 # ---------------------------------------------------------------------------
@@ -231,7 +203,7 @@ def test_torch_batch_equals_one_by_one(torch_mod, method):
         assert len(got) == len(MIXED)
         for g, w in zip(got, want):
             assert isinstance(g.scores, np.ndarray)
-            assert_same(g, w)
+            assert_same_result(g, w)
 
 
 @pytest.mark.parametrize("method", TORCH_METHODS)
@@ -243,7 +215,7 @@ def test_torch_tensors_in_tensors_out(torch_mod, method):
     for g, w in zip(got, _one_by_one(tasks, method, "torch")):
         assert isinstance(g.scores, torch.Tensor) and isinstance(g.order, torch.Tensor)
         assert g.scores.device == tasks[0].device
-        assert_same(g, w)
+        assert_same_result(g, w)
     # NumPy and tensor tasks may be mixed on the CPU: each result mirrors its input
     mixed = [MIXED[0], tasks[0]]
     a, b = af.rerank_batch(mixed, method, backend="torch")
@@ -255,7 +227,7 @@ def test_torch_tensors_in_tensors_out(torch_mod, method):
 def test_torch_batch_real_data(torch_mod, real_tasks, method):
     got = af.rerank_batch(real_tasks, method, backend="torch")
     for g, w in zip(got, _one_by_one(real_tasks, method, "torch")):
-        assert_same(g, w)
+        assert_same_result(g, w)
 
 
 @pytest.mark.parametrize("chunk", [1, 64, 2000])
@@ -266,7 +238,7 @@ def test_torch_chunking_does_not_change_results(torch_mod, chunk):
     prepared = [be.prepare(B) for B in MIXED]
     want = _one_by_one(MIXED, "aces-c", "torch")
     for g, w in zip(be.rerank_batch(prepared, "aces-c", {"tie_tol": 1e-9}, None), want):
-        assert_same(g, w)
+        assert_same_result(g, w)
 
 
 def test_torch_batch_matches_reference(torch_mod):

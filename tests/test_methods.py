@@ -17,19 +17,10 @@ import aces_fast as af
 import brute
 from aces_fast.backends import get_backend
 from aces_fast.backends.base import nonconstant_mask
-from conftest import SPEC_EXAMPLE, SPEC_LABELS, random_matrix
+from conftest import SPEC_EXAMPLE, SPEC_LABELS, npy, random_matrix
 
 EXACT = 1e-12
 OPT = 1e-6
-
-
-def npy(x):
-    """A result array as NumPy (the torch backend may hand back tensors)."""
-    if x is None:
-        return None
-    if hasattr(x, "detach"):
-        return x.detach().cpu().numpy()
-    return np.asarray(x)
 
 
 def cases():

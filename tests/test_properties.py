@@ -14,15 +14,12 @@ from hypothesis.extra.numpy import arrays
 
 import aces_fast as af
 from aces_fast.backends.base import nonconstant_mask
+from conftest import npy
 
 # the backend fixture only returns a name, so reusing it across examples is safe
 SETTINGS = settings(max_examples=20, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.function_scoped_fixture])
 EXACT = 1e-12
-
-
-def npy(x):
-    return x.detach().cpu().numpy() if hasattr(x, "detach") else np.asarray(x)
 
 
 @st.composite

@@ -29,7 +29,7 @@ from aces_fast.backends.torch_backend import FLOAT32_WEIGHT_ATOL, TorchBackend  
 from aces_fast._params import METHOD_PARAMS, method_params  # noqa: E402
 from aces_fast.datasets import load_dataset  # noqa: E402
 
-from conftest import SPEC_EXAMPLE, random_matrix  # noqa: E402
+from conftest import SPEC_EXAMPLE, npy, random_matrix  # noqa: E402
 
 TB = TorchBackend()
 
@@ -72,10 +72,6 @@ PARAM_SETS = {
     "steps_0": dict(steps=0, init="aces-c"),
     "sigmoid_path": dict(steps=10, gamma=750.0),  # gamma * 1 > 700: no exp trick
 }
-
-
-def npy(x):
-    return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
 
 
 def assert_close(got, want, atol):

@@ -11,11 +11,7 @@ import pytest
 import aces_fast as af
 from aces_fast import backends as registry
 from aces_fast._validation import as_pass_matrix
-from conftest import SPEC_EXAMPLE
-
-
-def npy(x):
-    return x.detach().cpu().numpy() if hasattr(x, "detach") else np.asarray(x)
+from conftest import SPEC_EXAMPLE, npy
 
 
 # ---------------------------------------------------------------------------
