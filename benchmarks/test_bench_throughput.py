@@ -32,6 +32,7 @@ import pytest
 
 import aces_fast as af
 from aces_fast import bench
+from aces_fast._peak_memory import peak_bytes, reset_peak
 from aces_fast.backends import BackendUnavailableError, get_backend
 from aces_fast.batch import rerank_batch
 
@@ -170,27 +171,10 @@ def test_small_call_latency(benchmark, what):
     assert scores.shape == (LATENCY_SHAPE[0],)
 
 
-def _reset_peak() -> bool:
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
-
-
-def _peak_rss() -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    raise OSError("no VmHWM")  # pragma: no cover
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("what", ["aces_c", "loo_auc", "loo_auc_weighted"])
 def test_large_pool_memory(benchmark, what):
-    if not _reset_peak():
+    if not reset_peak():
         pytest.skip("needs Linux /proc/self/clear_refs to reset the peak RSS")
     n, m = 1_000_000, 64
     rng = np.random.default_rng(0)
@@ -204,10 +188,10 @@ def test_large_pool_memory(benchmark, what):
           "loo_auc_weighted": lambda: af.loo_auc(B, w, backend="cpp")}[what]
     benchmark.group = "memory 1e6x64"
     fn()
-    _reset_peak()
-    before = _peak_rss()
+    reset_peak()
+    before = peak_bytes(exact=True)
     fn()
-    extra = _peak_rss() - before
+    extra = peak_bytes(exact=True) - before
     benchmark.extra_info.update(what=what, input_mb=round(B.nbytes / 2**20, 1),
                                 extra_mb=round(extra / 2**20, 1),
                                 extra_over_input=round(extra / B.nbytes, 3))

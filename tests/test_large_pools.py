@@ -23,27 +23,11 @@ pytest.importorskip("aces_fast._core", reason="the C++ extension is not built")
 ROOT = Path(__file__).resolve().parents[1]
 
 SCRIPT = textwrap.dedent(r"""
-    import json, resource, sys
+    import json, sys
     import numpy as np
     import aces_fast as af
     from aces_fast import _core
-
-    def reset_peak():
-        try:
-            with open("/proc/self/clear_refs", "w") as f:
-                f.write("5")
-            return True
-        except OSError:
-            return False
-
-    def peak_bytes(exact):
-        if exact:
-            with open("/proc/self/status") as f:
-                for line in f:
-                    if line.startswith("VmHWM:"):
-                        return int(line.split()[1]) * 1024
-        scale = 1 if sys.platform == "darwin" else 1024
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
+    from aces_fast._peak_memory import peak_bytes, reset_peak
 
     n, m, distinct = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
     rng = np.random.default_rng(n + m)
