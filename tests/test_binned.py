@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import aces_fast
 from aces_fast._compiled import core
 
 from conftest import random_matrix
@@ -26,7 +27,7 @@ pytestmark = pytest.mark.skipif(
     reason="compiled extension without the binned kernels",
 )
 
-DATA = Path(__file__).resolve().parents[1] / "aces_fast" / "data" / "humaneval_codet_codegen16b.npz"
+DATA = Path(aces_fast.__file__).resolve().parent / "data" / "humaneval_codet_codegen16b.npz"
 
 
 def nonempty(B: np.ndarray, counts=None) -> np.ndarray:

@@ -10,13 +10,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+
+import aces_fast
 import pytest
 
 from conftest import random_matrix
 
 _core = pytest.importorskip("aces_fast._core", reason="the C++ extension is not built")
 
-DATA = Path(__file__).resolve().parents[1] / "aces_fast" / "data"
+DATA = Path(aces_fast.__file__).resolve().parent / "data"
 
 
 def bundled(name: str, limit: int = 60):

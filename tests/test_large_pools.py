@@ -70,7 +70,11 @@ SCRIPT = textwrap.dedent(r"""
 
 
 def run_pool(n: int, m: int, distinct: int = 0) -> dict:
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    # A fixed mmap threshold: glibc otherwise raises it after the first large free,
+    # and later blocks of the same size come from the heap, where a freed block
+    # may stay resident; the peak then depends on the allocation history of the
+    # process (8 MB apart between a wheel and a developer build of the same code).
+    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="131072")
     proc = subprocess.run([sys.executable, "-c", SCRIPT, str(n), str(m), str(distinct)],
                           capture_output=True, text=True, env=env, cwd=str(ROOT), timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -7,7 +7,7 @@
 #include <stdexcept>
 #include <utility>
 
-#include "binned.hpp"
+#include "kernels/binned.hpp"
 
 namespace aces_fast {
 

@@ -1,12 +1,12 @@
 // Whole ranking methods of one task (see methods.hpp).
-#include "methods.hpp"
+#include "methods/methods.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
-#include "bits.hpp"
-#include "simd.hpp"
+#include "kernels/bits.hpp"
+#include "simd/simd.hpp"
 
 namespace aces_fast {
 

@@ -13,9 +13,9 @@
 // word per row, bit jj = column j0 + jj) so each column is a contiguous stream at
 // 8 bytes per row and thread, whatever m is. O(n log n + n m); no n x m matrix
 // of leave-one-out scores is ever formed.
-#include "bits.hpp"
-#include "kernels.hpp"
-#include "simd.hpp"
+#include "kernels/bits.hpp"
+#include "kernels/kernels.hpp"
+#include "simd/simd.hpp"
 
 #include <algorithm>
 #include <cmath>

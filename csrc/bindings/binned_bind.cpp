@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "bind_util.hpp"
-#include "binned.hpp"
+#include "bindings/bind_util.hpp"
+#include "kernels/binned.hpp"
 
 namespace py = pybind11;
 

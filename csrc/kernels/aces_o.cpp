@@ -4,8 +4,8 @@
 // so they change neither the scores nor J). The optimiser (softmax, Adam) lives
 // in adam.hpp, shared with the binned fit; this file supplies the exact
 // surrogate workspace (no allocation per step).
-#include "adam.hpp"
-#include "kernels.hpp"
+#include "kernels/adam.hpp"
+#include "kernels/kernels.hpp"
 
 namespace aces_fast {
 

@@ -6,11 +6,11 @@
 // multiply-xorshift hash chain and a popcount (the row sum comes for free); the
 // chain costs one multiply per 64 columns, so hashing reads the row about as
 // fast as a plain row sum does.
-#include "dedup.hpp"
+#include "kernels/dedup.hpp"
 
-#include "bits.hpp"
-#include "kernels.hpp"
-#include "simd.hpp"
+#include "kernels/bits.hpp"
+#include "kernels/kernels.hpp"
+#include "simd/simd.hpp"
 
 #include <algorithm>
 #include <cstring>

@@ -1,6 +1,6 @@
 // Binned surrogate LOO-AUC, its gradient and ACES-O on it. The maths, the grid
 // and the error bound are stated in binned.hpp; this file holds the numerics.
-#include "binned.hpp"
+#include "kernels/binned.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -8,10 +8,10 @@
 #include <limits>
 #include <unordered_map>
 
-#include "adam.hpp"
-#include "bits.hpp"
-#include "kernels.hpp"
-#include "sigmoid.hpp"
+#include "kernels/adam.hpp"
+#include "kernels/bits.hpp"
+#include "kernels/kernels.hpp"
+#include "kernels/sigmoid.hpp"
 
 namespace aces_fast {
 

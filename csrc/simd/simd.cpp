@@ -1,5 +1,5 @@
 // Hand-vectorized kernels (see simd.hpp).
-#include "simd.hpp"
+#include "simd/simd.hpp"
 
 #if defined(ACES_FAST_HAVE_TARGET_CLONES) && defined(__x86_64__) && \
     (defined(__GNUC__) || defined(__clang__))
@@ -14,7 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "bits.hpp"
+#include "kernels/bits.hpp"
 
 namespace aces_fast {
 

@@ -12,12 +12,12 @@
 #include <string>
 #include <vector>
 
-#include "bind_util.hpp"
-#include "binned.hpp"
-#include "dedup.hpp"
-#include "kernels.hpp"
-#include "methods.hpp"
-#include "simd.hpp"
+#include "bindings/bind_util.hpp"
+#include "kernels/binned.hpp"
+#include "kernels/dedup.hpp"
+#include "kernels/kernels.hpp"
+#include "methods/methods.hpp"
+#include "simd/simd.hpp"
 
 #ifndef ACES_FAST_VERSION
 #define ACES_FAST_VERSION "0.0.0+unknown"

@@ -20,9 +20,9 @@
 // the number of columns); each chunk accumulates its own partial v and the
 // partials are summed in chunk order, so results do not depend on the number of
 // threads.
-#include "bits.hpp"
-#include "kernels.hpp"
-#include "sigmoid.hpp"
+#include "kernels/bits.hpp"
+#include "kernels/kernels.hpp"
+#include "kernels/sigmoid.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -17,8 +17,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "dedup.hpp"
-#include "kernels.hpp"
+#include "kernels/dedup.hpp"
+#include "kernels/kernels.hpp"
 
 namespace aces_fast {
 
