@@ -81,7 +81,7 @@ def surrogate_loo_auc(B: Any, weights: Any, gamma: float = 10.0, *,
     -------
     SurrogateResult
         ``(values (m,), objective float, gradient (m,))`` with ``gradient = dJ/dw``
-        computed analytically in O(sum_j |P_j||F_j| + n m).
+        computed analytically in ``O(sum_j |P_j||F_j| + n m)``.
     """
     gamma = _params.gamma(gamma)
     be, Bv = _setup(B, backend)
@@ -147,7 +147,7 @@ def aces_o(B: Any, gamma: float = 10.0, lr: float = 0.01, steps: int = 90,
         Opt-in approximation for large candidate pools (``top_k=None`` with
         thousands of rows), ``cpp`` backend only: pair sums of the surrogate are
         computed on a grid of ``bins`` score nodes (histogram convolutions), cost
-        O(n m + m bins log bins) per step instead of O(sum_j |P_j||F_j|). The
+        O(n m + m bins log bins) per step instead of ``O(sum_j |P_j||F_j|)``. The
         surrogate's error is at most ``gamma^2 h^2 / (24 sqrt 3)`` for grid
         spacing ``h`` (see ``aces_fast._core.binned_error_bound``); at
         ``bins=2048`` ACES-O weights agree with the exact run to about 1e-4.
@@ -159,7 +159,9 @@ def aces_o(B: Any, gamma: float = 10.0, lr: float = 0.01, steps: int = 90,
         ``objective`` holds ``J`` at the start and after each step (length
         ``steps + 1``); ``info["rows"]`` the optimized rows.
 
-    Cost: O(steps * (sum_j |P_j||F_j| + k m)) on the ``k = top_k`` rows.
+    Notes
+    -----
+    Cost: ``O(steps * (sum_j |P_j||F_j| + k m))`` on the ``k = top_k`` rows.
     """
     gamma = _params.gamma(gamma)
     lr = _params.lr(lr)
@@ -214,7 +216,10 @@ def mbr_exec(outputs: Any, *, backend: Optional[str] = None) -> RerankResult:
     backend : str, optional
         Validated only; grouping identical rows runs in NumPy (O(n t log n)).
 
-    Returns ``scores[i] = #{i' : outputs[i'] == outputs[i]}`` (including ``i``).
+    Returns
+    -------
+    RerankResult
+        ``scores[i] = #{i' : outputs[i'] == outputs[i]}`` (including ``i``).
     """
     ran = check_backend_choice(backend)
     if is_torch_tensor(outputs):

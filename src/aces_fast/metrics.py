@@ -49,7 +49,8 @@ def pass_at_k(scores: Any, labels: Any, k: int = 1, *, backend: Optional[str] = 
 
     Returns
     -------
-    float in [0, 1]. O(n log n).
+    float
+        In [0, 1]. Cost O(n log n).
     """
     check_backend_choice(backend)
     s = as_scores(scores.scores if isinstance(scores, RerankResult) else scores)

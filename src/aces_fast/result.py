@@ -12,6 +12,9 @@ from ._types import Array
 class RerankResult:
     """A ranking of ``n`` candidates produced by one method on one backend.
 
+    Arrays are NumPy arrays, or torch tensors on the input's device when the
+    torch backend ran.
+
     Attributes
     ----------
     scores : array (n,) float64
@@ -38,9 +41,6 @@ class RerankResult:
         ACES-O: the objective ``J(w_t)`` at the start and after every step.
     info : dict
         Hyperparameters and other method-specific details.
-
-    Arrays are NumPy arrays, or torch tensors on the input's device when the
-    torch backend ran.
     """
 
     scores: Array
@@ -85,11 +85,15 @@ class RerankResult:
 class SurrogateResult(NamedTuple):
     """Output of :func:`aces_fast.surrogate_loo_auc`.
 
-    values : array (m,) -- logistic surrogate ``L_j(w)``; ``nan`` where test ``j``
-        has no passer or no failer.
-    objective : float (a 0-d tensor when the torch backend got a tensor) --
+    Attributes
+    ----------
+    values : array (m,)
+        Logistic surrogate ``L_j(w)``; ``nan`` where test ``j`` has no passer or
+        no failer.
+    objective : float (a 0-d tensor when the torch backend got a tensor)
         ``J(w) = sum_j w_j (L_j(w) - 1/2)`` over the other tests.
-    gradient : array (m,) -- ``dJ/dw`` (with respect to the weights, not logits).
+    gradient : array (m,)
+        ``dJ/dw`` (with respect to the weights, not logits).
     """
 
     values: Array
