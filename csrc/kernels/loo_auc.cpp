@@ -163,7 +163,11 @@ ACES_FAST_KERNEL_BODY void uniform_block_body(const uint8_t* B, int64_t m, const
         const uint8_t* __restrict b3 = rp[3];
         const int32_t keep = r == rbeg ? 0 : -1;
         const int32_t c0 = cc[0], c1 = cc[1], c2 = cc[2], c3 = cc[3];
+#if defined(__clang__)
+#pragma clang loop vectorize(assume_safety)
+#elif defined(__GNUC__)
 #pragma GCC ivdep
+#endif
         for (int64_t jj = 0; jj < len; ++jj)
           pc[jj] = (pc[jj] & keep) + (((c0 & -static_cast<int32_t>(b0[jj] != 0)) +
                                        (c1 & -static_cast<int32_t>(b1[jj] != 0))) +

@@ -159,6 +159,8 @@ void scores(const uint8_t* B, int64_t n, int64_t m, const double* w, const int64
   const int64_t nchunks = (n + kChunk - 1) / kChunk;
 #ifdef _OPENMP
 #pragma omp parallel for num_threads(nt) if (nt > 1 && nchunks > 1) schedule(static)
+#else
+  (void)nt;
 #endif
   for (int64_t c = 0; c < nchunks; ++c) {
     int64_t rows[kChunk];

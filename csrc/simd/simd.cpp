@@ -7,7 +7,9 @@
 #include <immintrin.h>
 // GCC 12's _mm512_cvtepu8_epi32 trips a false -Wmaybe-uninitialized (its
 // undefined pass-through operand); vector arguments of static helpers trip -Wpsabi.
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #pragma GCC diagnostic ignored "-Wpsabi"
 #endif
 
