@@ -1,10 +1,15 @@
-"""The hand-vectorized C++ kernels (csrc/simd.cpp): every instruction-set variant
-gives bitwise the same results, and the row scores follow their documented
-summation order.
+"""The vectorized C++ kernels (csrc/simd/): every instruction-set variant of every
+kernel gives bitwise the same results, and the row scores follow their
+documented summation order.
 
-``ACES_FAST_SIMD=avx2|none`` caps the variant the extension picks (read once per
-process), so each variant this CPU supports runs in its own subprocess and the
-outputs are compared bit for bit.
+``ACES_FAST_SIMD=avx512|avx2|none`` caps the variant of every dispatched kernel
+(read once per process), so each level this CPU supports runs the same workload
+in its own subprocess and the outputs are compared byte for byte. The workload
+reaches every dispatched kernel: the uniform LOO-AUC level step and block
+(with and without row counts), the weighted LOO-AUC row scores, the column
+sums, row packing (dedup), the 32-way row dot products (method scores), both
+surrogate kernels (``ACES_FAST_SURROGATE_KERNEL=rows|columns``) and their
+ACES-O fits, and max_byte.
 """
 
 from __future__ import annotations
@@ -13,7 +18,6 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,43 +26,132 @@ from conftest import random_matrix
 
 _core = pytest.importorskip("aces_fast._core", reason="the C++ extension is not built")
 
-ROOT = Path(__file__).resolve().parents[1]
 LEVELS = ("none", "avx2", "avx512")
 
 # Column counts around every vector width and tail the kernels special-case
-# (8, 16, 32, 64 lanes/bytes), rows with and without repeats, bytes other than 1.
+# (4, 8, 16, 32, 64 lanes or bytes, the 512-column blocks), rows with and without
+# repeats, bytes other than 1.
 SHAPES = [(1, 1), (3, 7), (9, 8), (17, 15), (24, 16), (30, 31), (40, 32), (33, 33),
-          (50, 63), (64, 64), (70, 65), (24, 100), (120, 129), (200, 500)]
+          (50, 63), (64, 64), (70, 65), (24, 100), (120, 129), (200, 500), (11, 517)]
 
+# Runs the workload at the SIMD level of its environment and prints
+# {"level": ..., "<shape index>": {"<output name>": "<dtype>:<hex bytes>"}}.
+# argv: shapes (JSON), then "permute" to permute the columns of every input and
+# un-permute the per-column outputs (same values up to rounding, other bits).
 _WORKER = r"""
-import json, sys
+import json, os, sys
 import numpy as np
-from aces_fast._compiled import core
+from aces_fast import _core as core
 
-def matrices():
-    rng = np.random.default_rng(7)
-    for n, m in json.loads(sys.argv[1]):
-        B = (rng.random((n, m)) < 0.45).astype(np.uint8)
-        if n > 4:
-            B[rng.integers(0, n, n // 3)] = B[rng.integers(0, n, n // 3)]  # repeats
-        B[rng.random((n, m)) < 0.05] *= np.uint8(7)  # nonzero bytes other than 1 pass too
-        yield B
+shapes = json.loads(sys.argv[1])
+permute = len(sys.argv) > 2 and sys.argv[2] == "permute"
 
-out = {"level": core.simd_level()}
-for t, B in enumerate(matrices()):
-    m = B.shape[1]
-    w = np.random.default_rng(t).random(m)
-    counts = np.random.default_rng(t + 1).integers(0, 4, B.shape[0])
-    res = [core.loo_auc(B, None, None, n_threads=1), core.loo_auc(B, None, counts, n_threads=1),
-           core.loo_auc(B, w, None, n_threads=1)]
-    for method in ("majority", "aces-c", "aces-c-filter", "aces-o"):
-        for dedup in (True, False):
-            r = core.rerank(B, core.METHOD_CODES[method], 1e-9, 10.0, 0.01, 5, 8, False,
-                            dedup, 1)
-            res += [x for x in r if isinstance(x, np.ndarray)]
-    out[str(t)] = [np.asarray(x, dtype=np.float64).tobytes().hex() for x in res]
-print(json.dumps(out))
+def inputs(t, n, m):
+    rng = np.random.default_rng(1000 + t)
+    B = (rng.random((n, m)) < rng.uniform(0.2, 0.6)).astype(np.uint8)
+    if n > 4:
+        B[rng.integers(0, n, n // 3)] = B[rng.integers(0, n, n // 3)]  # repeated rows
+    if n > 2 and m > 3:
+        # near-constant columns (the last one too): a column sum off by one
+        # changes which tests count
+        B[:, -1] = 0
+        B[rng.integers(0, n), -1] = 1
+        B[:, 1] = 1
+        B[rng.integers(0, n), 1] = 0
+        B[:, 2] = 0  # constant
+    w = rng.random(m)
+    wtie = rng.integers(1, 6, m) * 0.1  # sums of tenths: ties decided by rounding
+    counts = rng.integers(0, 4, n)
+    return B, w, wtie, counts
+
+def record(out, name, x, per_column=False, inv=None):
+    if x is None:
+        out[name] = None
+        return
+    x = np.asarray(x)
+    if per_column and inv is not None:
+        x = x[..., inv]
+    x = np.ascontiguousarray(x)
+    out[name] = f"{x.dtype.str}{x.shape}:{x.tobytes().hex()}"
+
+def kernel(name):
+    os.environ["ACES_FAST_SURROGATE_KERNEL"] = name  # read by each surrogate set-up
+
+result = {"level": core.simd_level()}
+for t, (n, m) in enumerate(shapes):
+    B, w, wtie, counts = inputs(t, n, m)
+    inv = None
+    if permute:
+        perm = np.random.default_rng(t).permutation(m)
+        B, w, wtie = np.ascontiguousarray(B[:, perm]), w[perm], wtie[perm]
+        inv = np.argsort(perm)
+    out = {}
+    col = dict(per_column=True, inv=inv)
+    for dedup in (False, True):
+        for cname, c in (("", None), ("counts", counts)):
+            tag = f"{cname}{'/dedup' if dedup else ''}"
+            record(out, f"loo_auc uniform {tag}",
+                   core.loo_auc(B=B, weights=None, counts=c, tie_tol=1e-9, n_threads=1,
+                                dedup=dedup), **col)
+            record(out, f"loo_auc weighted {tag}",
+                   core.loo_auc(B=B, weights=w, counts=c, tie_tol=1e-9, n_threads=1,
+                                dedup=dedup), **col)
+            # tie_tol 0: exact float ties, so the bits of every row score matter
+            record(out, f"loo_auc tenths tie_tol=0 {tag}",
+                   core.loo_auc(B=B, weights=wtie, counts=c, tie_tol=0.0, n_threads=1,
+                                dedup=dedup), **col)
+    for kern in ("rows", "columns"):
+        kernel(kern)
+        for gamma in (10.0, 3.0):
+            for cname, c in (("", None), ("counts", counts)):
+                L, J, grad = core.surrogate_loo_auc(B=B, weights=w, gamma=gamma, counts=c,
+                                                    n_threads=1, dedup=False)
+                tag = f"{kern} gamma={gamma} {cname}"
+                record(out, f"surrogate L {tag}", L, **col)
+                record(out, f"surrogate J {tag}", np.float64(J))
+                record(out, f"surrogate grad {tag}", grad, **col)
+        for top_k, warm in ((None, False), (8, True)):
+            r = core.rerank(B=B, method=core.METHOD_CODES["aces-o"], tie_tol=1e-9, gamma=10.0,
+                            lr=0.05, steps=4, top_k=top_k, warm=warm, dedup=None, n_threads=1)
+            tag = f"{kern} top_k={top_k} warm={warm}"
+            record(out, f"aces-o scores {tag}", r[0])
+            record(out, f"aces-o weights {tag}", r[1], **col)
+            record(out, f"aces-o order {tag}", r[2])
+            record(out, f"aces-o objective {tag}", r[5])
+    kernel("auto")
+    for method in ("majority", "aces-c", "aces-c-filter"):
+        for dedup in (False, True):
+            r = core.rerank(B=B, method=core.METHOD_CODES[method], tie_tol=1e-9, gamma=10.0,
+                            lr=0.01, steps=0, top_k=None, warm=False, dedup=dedup, n_threads=1)
+            tag = f"{method} dedup={dedup}"
+            record(out, f"{tag} scores", r[0])
+            record(out, f"{tag} weights", r[1], **col)
+            record(out, f"{tag} order", r[2])
+            record(out, f"{tag} loo_auc", r[3], **col)
+    # bytes other than 1 (read as passes, or rejected: the same at every level)
+    scaled = B * np.where(np.random.default_rng(t).random(B.shape) < 0.1, 7, 1).astype(np.uint8)
+    for dedup in (False, True):
+        for method in ("majority", "aces-c"):
+            try:
+                r = core.rerank(B=scaled, method=core.METHOD_CODES[method], tie_tol=1e-9,
+                                gamma=10.0, lr=0.01, steps=0, top_k=None, warm=False,
+                                dedup=dedup, n_threads=1)
+            except ValueError:
+                r = (None, None)
+            record(out, f"{method} dedup={dedup} bytes>1 scores", r[0])
+            record(out, f"{method} dedup={dedup} bytes>1 weights", r[1], **col)
+    if hasattr(core, "max_byte"):
+        C = B.copy()
+        C.flat[-1] = 7  # the last byte, in the vector tail for most shapes
+        record(out, "max_byte", np.int64([core.max_byte(B), core.max_byte(C)]))
+    result[str(t)] = out
+print(json.dumps(result))
 """
+
+# Outputs of float kernels whose bits depend on the summation order: permuting
+# the columns must change some of them (see test_the_comparison_sees_one_rounding).
+_ORDER_SENSITIVE = ("loo_auc tenths tie_tol=0", "surrogate L", "surrogate grad",
+                    "aces-c dedup=False scores")
 
 
 def _supported_levels():
@@ -66,29 +159,74 @@ def _supported_levels():
     return LEVELS[: LEVELS.index(best) + 1]
 
 
-def _run(level: str) -> dict:
+def _run(level: str, *args: str) -> dict:
     env = dict(os.environ, ACES_FAST_SIMD=level, OMP_NUM_THREADS="1")
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    proc = subprocess.run([sys.executable, "-c", _WORKER, json.dumps(SHAPES)], env=env,
-                          capture_output=True, text=True, timeout=300)
+    env.pop("ACES_FAST_SURROGATE_KERNEL", None)
+    proc = subprocess.run([sys.executable, "-c", _WORKER, json.dumps(SHAPES), *args], env=env,
+                          capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
+
+
+def _differences(a: dict, b: dict) -> list:
+    """(shape, output name) of every output whose bytes differ."""
+    diff = []
+    for t, shape in enumerate(SHAPES):
+        ra, rb = a[str(t)], b[str(t)]
+        assert ra.keys() == rb.keys()
+        diff += [(shape, name) for name in ra if ra[name] != rb[name]]
+    return diff
+
+
+@pytest.fixture(scope="module")
+def runs():
+    """The workload's outputs at every SIMD level this CPU supports."""
+    return {lv: _run(lv) for lv in _supported_levels()}
 
 
 def test_simd_level_reported():
     assert _core.simd_level() in LEVELS
 
 
-def test_every_simd_variant_gives_the_same_bits():
-    levels = _supported_levels()
-    runs = {lv: _run(lv) for lv in levels}
-    for lv, out in runs.items():
-        # the cap is honoured (a CPU without AVX2 reports "none" for every cap)
-        assert out.pop("level") == lv
+def test_the_cap_is_honoured(runs):
+    # a CPU without AVX2 reports "none" for every cap
+    assert {lv: out["level"] for lv, out in runs.items()} == {lv: lv for lv in runs}
+
+
+def test_every_simd_variant_gives_the_same_bits(runs):
     ref = runs["none"]
-    for lv in levels[1:]:
-        for t, (n, m) in enumerate(SHAPES):
-            assert runs[lv][str(t)] == ref[str(t)], f"{lv} differs from portable at {n}x{m}"
+    assert len(ref["0"]) > 50  # the workload ran (every output is compared below)
+    for lv in runs:
+        diff = _differences(runs[lv], ref)
+        assert not diff, f"{lv} differs from the portable variants: {diff[:10]}"
+
+
+def _decode(s: str) -> np.ndarray:
+    head, data = s.split(":")
+    return np.frombuffer(bytes.fromhex(data), dtype=np.dtype(head[: head.index("(")]))
+
+
+def test_the_comparison_sees_one_rounding(runs):
+    """The byte comparison above can fail: the same workload on column-permuted
+    inputs (a different summation order, the way a variant with another lane
+    association or a fused multiply-add would round) is flagged in every
+    order-sensitive float output, although the surrogate values agree to 1e-9."""
+    level = max(runs, key=LEVELS.index)
+    permuted = _run(level, "permute")
+    diff = _differences(permuted, runs[level])
+    for prefix in _ORDER_SENSITIVE:
+        assert any(name.startswith(prefix) for _, name in diff), prefix
+    for t, shape in enumerate(SHAPES):
+        for name, a in permuted[str(t)].items():
+            if name.startswith(("surrogate L", "surrogate grad")):
+                b = runs[level][str(t)][name]
+                np.testing.assert_allclose(_decode(a), _decode(b), rtol=1e-9, atol=1e-12,
+                                           err_msg=f"{name} at {shape}")
+    # integer-valued results do not depend on the order at all
+    for t in range(len(SHAPES)):
+        for name in permuted[str(t)]:
+            if name.startswith(("loo_auc uniform", "max_byte")):
+                assert permuted[str(t)][name] == runs[level][str(t)][name], name
 
 
 def _dot32(row: np.ndarray, w: np.ndarray) -> float:

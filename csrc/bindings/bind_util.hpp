@@ -13,16 +13,8 @@
 #include <string>
 #include <vector>
 
-// Hidden like pybind11's own namespace: Matrix holds a py::array, and a type
-// more visible than its fields draws -Wattributes.
-#if defined(__GNUC__) || defined(__clang__)
-#define ACES_FAST_BIND_HIDDEN __attribute__((visibility("hidden")))
-#else
-#define ACES_FAST_BIND_HIDDEN
-#endif
-
 namespace aces_fast {
-namespace ACES_FAST_BIND_HIDDEN bind {
+namespace bind {
 
 namespace py = pybind11;
 

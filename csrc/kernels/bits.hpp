@@ -8,15 +8,6 @@
 #define ACES_FAST_SSE2 1
 #endif
 
-// An AVX2 clone of a hot function next to the baseline one, chosen at load time
-// (CMake probes that the toolchain supports it). Only for code whose results do
-// not depend on vector width: integer counts, or float sums with a fixed order.
-#if defined(ACES_FAST_HAVE_TARGET_CLONES)
-#define ACES_FAST_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define ACES_FAST_CLONES
-#endif
-
 namespace aces_fast {
 namespace bits {
 

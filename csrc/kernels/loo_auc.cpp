@@ -15,6 +15,7 @@
 // of leave-one-out scores is ever formed.
 #include "kernels/bits.hpp"
 #include "kernels/kernels.hpp"
+#include "simd/dispatch.hpp"
 #include "simd/simd.hpp"
 
 #include <algorithm>
@@ -107,14 +108,16 @@ alignas(64) const uint8_t kZeroRow[kMaxUniformBlock] = {};
 // exactly; double when every partial sum stays below 3 ntot^2 < 2^53 (exact and
 // SIMD-friendly); uint64 (modulo 2^64) otherwise. `step` (uint32 only, may be
 // null) is the hand-vectorized level step; it handles a prefix of the block's
-// columns and the loops below the rest.
+// columns and the loops below the rest. Portable and AVX2 variants
+// (uniform_block below).
 template <typename Acc, bool kCounts>
-ACES_FAST_CLONES void uniform_block(const uint8_t* B, int64_t m, const int64_t* counts,
-                                    const int64_t* row_of, const std::vector<int64_t>& lstart,
-                                    const std::vector<int64_t>& lval,
-                                    const std::vector<int64_t>& ltot, int64_t j0, int64_t bw,
-                                    UniformLevelStep step, int32_t* pbuf, Acc* __restrict buf,
-                                    double* out, int64_t* colsum) {
+ACES_FAST_KERNEL_BODY void uniform_block_body(const uint8_t* B, int64_t m, const int64_t* counts,
+                                              const int64_t* row_of,
+                                              const std::vector<int64_t>& lstart,
+                                              const std::vector<int64_t>& lval,
+                                              const std::vector<int64_t>& ltot, int64_t j0,
+                                              int64_t bw, UniformLevelStep step, int32_t* pbuf,
+                                              Acc* __restrict buf, double* out, int64_t* colsum) {
   Acc* __restrict acc = buf;        // sum_k p_k (a_k + p_k + prev_k)
   Acc* __restrict Ptot = buf + bw;  // P
   std::fill(buf, buf + 2 * bw, Acc(0));
@@ -160,7 +163,11 @@ ACES_FAST_CLONES void uniform_block(const uint8_t* B, int64_t m, const int64_t* 
         const uint8_t* __restrict b3 = rp[3];
         const int32_t keep = r == rbeg ? 0 : -1;
         const int32_t c0 = cc[0], c1 = cc[1], c2 = cc[2], c3 = cc[3];
+#if defined(__clang__)
+#pragma clang loop vectorize(assume_safety)
+#elif defined(__GNUC__)
 #pragma GCC ivdep
+#endif
         for (int64_t jj = 0; jj < len; ++jj)
           pc[jj] = (pc[jj] & keep) + (((c0 & -static_cast<int32_t>(b0[jj] != 0)) +
                                        (c1 & -static_cast<int32_t>(b1[jj] != 0))) +
@@ -186,6 +193,9 @@ ACES_FAST_CLONES void uniform_block(const uint8_t* B, int64_t m, const int64_t* 
   if (colsum)
     for (int64_t jj = 0; jj < bw; ++jj) colsum[j0 + jj] = static_cast<int64_t>(Ptot[jj]);
 }
+
+template <typename Acc, bool kCounts>
+constexpr simd::Dispatched<&uniform_block_body<Acc, kCounts>, simd::kAvx2> uniform_block{};
 
 // tile[r] bit jj = (B[perm[r], j0 + jj] != 0) for jj < bw <= 64: one word per
 // sorted row, so a column block costs 8 bytes per row whatever its width.
@@ -472,57 +482,65 @@ void loo_auc(const uint8_t* B, int64_t n, int64_t m, const double* w, const int6
 namespace {
 typedef double v4d_rs __attribute__((vector_size(32)));
 typedef uint64_t v4u_rs __attribute__((vector_size(32)));
+
+// Rows k0 .. k0 + 7 of row_scores (those < nrows), one SIMD lane each: the
+// rows' pass bits are packed first (words[q * 8 + l] = bits 64q.. of row l; nw
+// words per row), then every column adds w_j or +0.0 to each lane. Each lane is
+// still one sequential sum in ascending column order, so the result is the
+// scalar loop's bit for bit, in every variant (portable and AVX2:
+// row_scores_group below).
+ACES_FAST_KERNEL_BODY void row_scores_group_body(const uint8_t* B, int64_t m, const double* w,
+                                                 const int64_t* cols, int64_t ncols,
+                                                 const int64_t* rows, int64_t nrows, int64_t k0,
+                                                 int64_t nw, uint64_t* words, double* s) {
+  for (int l = 0; l < 8; ++l) {
+    const int64_t k = k0 + l;
+    if (k < nrows) {
+      const uint8_t* row = B + (rows ? rows[k] : k) * m;
+      for (int64_t q = 0; q < nw; ++q)
+        words[q * 8 + l] = bits::pass_bits(row + 64 * q, std::min<int64_t>(64, m - 64 * q));
+    } else {
+      for (int64_t q = 0; q < nw; ++q) words[q * 8 + l] = 0;
+    }
+  }
+  v4d_rs acc0 = {0.0, 0.0, 0.0, 0.0}, acc1 = acc0;
+  const v4u_rs one = {1, 1, 1, 1};
+  for (int64_t q = 0; q < ncols; ++q) {
+    const int64_t j = cols ? cols[q] : q;
+    uint64_t wb;
+    std::memcpy(&wb, &w[j], sizeof wb);
+    const v4u_rs wv = {wb, wb, wb, wb};
+    v4u_rs x0, x1;
+    std::memcpy(&x0, words + (j >> 6) * 8, sizeof x0);
+    std::memcpy(&x1, words + (j >> 6) * 8 + 4, sizeof x1);
+    const uint64_t sh = static_cast<uint64_t>(j & 63);
+    const v4u_rs m0 = -((x0 >> sh) & one);
+    const v4u_rs m1 = -((x1 >> sh) & one);
+    acc0 += reinterpret_cast<v4d_rs>(wv & m0);
+    acc1 += reinterpret_cast<v4d_rs>(wv & m1);
+  }
+  for (int l = 0; l < 4; ++l) {
+    if (k0 + l < nrows) s[k0 + l] = acc0[l];
+    if (k0 + 4 + l < nrows) s[k0 + 4 + l] = acc1[l];
+  }
+}
 }  // namespace
 
-ACES_FAST_CLONES void row_scores(const uint8_t* B, int64_t m, const double* w, const int64_t* cols,
-                                 int64_t ncols, const int64_t* rows, int64_t nrows, double* s,
-                                 int n_threads) {
-  // Eight rows at a time, one SIMD lane each: the rows' pass bits are packed
-  // first (words[q * 8 + l] = bits 64q.. of row l), then every column adds
-  // w_j or +0.0 to each lane. Each lane is still one sequential sum in ascending
-  // column order, so the result is the scalar loop's bit for bit, on any CPU.
+void row_scores(const uint8_t* B, int64_t m, const double* w, const int64_t* cols, int64_t ncols,
+                const int64_t* rows, int64_t nrows, double* s, int n_threads) {
+  // Groups of eight rows; the variant is fetched outside the parallel region
+  // (an OpenMP region is outlined without the variant's instruction set).
+  const auto group = simd::kernel<&row_scores_group_body, simd::kAvx2>();
   const int nt = n_threads > 1 ? n_threads : 1;
   const int64_t nw = (m + 63) / 64;
   const int64_t ng = (nrows + 7) / 8;
   std::vector<uint64_t> wbuf(static_cast<size_t>(nt) * 8 * static_cast<size_t>(std::max<int64_t>(nw, 1)));
-  auto row_ptr = [&](int64_t k) { return B + (rows ? rows[k] : k) * m; };
 #ifdef _OPENMP
 #pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
 #endif
   for (int64_t g = 0; g < ng; ++g) {
-    const int tid = thread_index();
-    uint64_t* words = wbuf.data() + static_cast<size_t>(tid) * 8 * nw;
-    const int64_t k0 = 8 * g;
-    for (int l = 0; l < 8; ++l) {
-      const int64_t k = k0 + l;
-      if (k < nrows) {
-        const uint8_t* row = row_ptr(k);
-        for (int64_t q = 0; q < nw; ++q)
-          words[q * 8 + l] = bits::pass_bits(row + 64 * q, std::min<int64_t>(64, m - 64 * q));
-      } else {
-        for (int64_t q = 0; q < nw; ++q) words[q * 8 + l] = 0;
-      }
-    }
-    v4d_rs acc0 = {0.0, 0.0, 0.0, 0.0}, acc1 = acc0;
-    const v4u_rs one = {1, 1, 1, 1};
-    for (int64_t q = 0; q < ncols; ++q) {
-      const int64_t j = cols ? cols[q] : q;
-      uint64_t wb;
-      std::memcpy(&wb, &w[j], sizeof wb);
-      const v4u_rs wv = {wb, wb, wb, wb};
-      v4u_rs x0, x1;
-      std::memcpy(&x0, words + (j >> 6) * 8, sizeof x0);
-      std::memcpy(&x1, words + (j >> 6) * 8 + 4, sizeof x1);
-      const uint64_t sh = static_cast<uint64_t>(j & 63);
-      const v4u_rs m0 = -((x0 >> sh) & one);
-      const v4u_rs m1 = -((x1 >> sh) & one);
-      acc0 += reinterpret_cast<v4d_rs>(wv & m0);
-      acc1 += reinterpret_cast<v4d_rs>(wv & m1);
-    }
-    for (int l = 0; l < 4; ++l) {
-      if (k0 + l < nrows) s[k0 + l] = acc0[l];
-      if (k0 + 4 + l < nrows) s[k0 + 4 + l] = acc1[l];
-    }
+    uint64_t* words = wbuf.data() + static_cast<size_t>(thread_index()) * 8 * nw;
+    group(B, m, w, cols, ncols, rows, nrows, 8 * g, nw, words, s);
   }
 }
 

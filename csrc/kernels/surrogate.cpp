@@ -23,6 +23,7 @@
 #include "kernels/bits.hpp"
 #include "kernels/kernels.hpp"
 #include "kernels/sigmoid.hpp"
+#include "simd/dispatch.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -44,7 +45,7 @@ constexpr int64_t kRowPairBlock = 512;
 // sweep costs kSweepOverhead plus its columns; the per-column kernel
 // kColumnOverhead + kColumnPerRow * rows per column plus its padded pairs.
 // Fitted to ACES-O runs on 8-48 rows x 100-1000 columns, pass rates 0.15 and
-// 0.5 (one element ~0.35 ns, AVX-512 clone); changes speed only.
+// 0.5 (one element ~0.35 ns, AVX-512 variant); changes speed only.
 constexpr double kSweepOverhead = 24.0;
 constexpr double kColumnOverhead = 150.0;
 constexpr double kColumnPerRow = 2.6;
@@ -63,14 +64,16 @@ int forced_kernel() {
 // sum_i ci sigma'); acc[i] += co sigma'. Callers pad the inner arrays to a
 // multiple of 8 with x = 0, ci = 0 (adds exactly nothing). Each inner sum uses
 // eight explicit lanes (i mod 8, GCC vector extension) combined as a fixed
-// tree, so the SSE2, AVX2 and AVX-512 clones round identically (no
+// tree, so the portable (SSE2), AVX2 and AVX-512 variants round identically (no
 // reassociation is left to the compiler; -ffp-contract=off rules out FMA).
 // Two outer rows per sweep share the loads and the acc update. The pair loop is
-// bound by the division, hence the AVX-512 clone (2x the lanes per divide).
+// bound by the division, hence the AVX-512 variant (2x the lanes per divide).
+// The three pair kernels are dispatched by simd/dispatch.hpp (their *_body
+// compiled once per level).
 typedef double v8d __attribute__((vector_size(64)));
 
 // Helpers pass vectors by reference: by value would change the ABI between
-// the clones (-Wpsabi); everything inlines anyway.
+// the variants (-Wpsabi); everything inlines anyway.
 inline void load8(v8d& v, const double* p) { __builtin_memcpy(&v, p, sizeof v); }
 inline void store8(double* p, const v8d& v) { __builtin_memcpy(p, &v, sizeof v); }
 inline void splat8(v8d& v, double x) {
@@ -80,17 +83,13 @@ inline double hsum8(const v8d& v) {
   return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
 }
 
-#if defined(ACES_FAST_HAVE_TARGET_CLONES)
-#define ACES_FAST_PAIR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define ACES_FAST_PAIR_CLONES
-#endif
-
-ACES_FAST_PAIR_CLONES void pair_block_fast(const double* __restrict oa,
-                                           const double* __restrict oc, double* __restrict od,
-                                           int64_t no, const double* __restrict x,
-                                           const double* __restrict ci, double* __restrict acc,
-                                           int64_t ni8, double* sum_sig, double* sum_dsig) {
+ACES_FAST_KERNEL_BODY void pair_block_fast_body(const double* __restrict oa,
+                                                const double* __restrict oc,
+                                                double* __restrict od, int64_t no,
+                                                const double* __restrict x,
+                                                const double* __restrict ci,
+                                                double* __restrict acc, int64_t ni8,
+                                                double* sum_sig, double* sum_dsig) {
   v8d one, zero;
   splat8(one, 1.0);
   splat8(zero, 0.0);
@@ -155,6 +154,7 @@ ACES_FAST_PAIR_CLONES void pair_block_fast(const double* __restrict oa,
   *sum_sig = tot1;
   *sum_dsig = tot2;
 }
+constexpr simd::Dispatched<&pair_block_fast_body, simd::kAvx512> pair_block_fast{};
 
 // The pairs of rows (p, q0) and (p, q1) over columns [0, n8) (n8 a multiple
 // of 8) of the row-pair kernel, in one pass (shared loads). bp, bq: rows as
@@ -164,13 +164,14 @@ ACES_FAST_PAIR_CLONES void pair_block_fast(const double* __restrict oa,
 // t = exp(-z) = (x > 0 ? alpha : beta) G_j. Ls[j] += cpq sigma and
 // Ds[j] += cpq sigma' (pair q0 first, then q1); r[k] = sum_j x_j cw_j sigma'_j
 // (v_p += c_q r[k], v_q -= c_p r[k]). Vectorized across columns; r in eight
-// fixed lanes (as pair_block_fast), so every clone rounds alike. Padded columns
+// fixed lanes (as pair_block_fast), so every variant rounds alike. Padded columns
 // (G = 1, cw = 0, bp = bq = 0) and a pair with cpq = 0 add exact zeros.
-ACES_FAST_PAIR_CLONES void pair_sweep2(const double* __restrict bp, const double* __restrict bq0,
-                                       const double* __restrict bq1, const double* ab,
-                                       const double* __restrict G, const double* __restrict cw,
-                                       double* __restrict Ls, double* __restrict Ds, int64_t n8,
-                                       double* r) {
+ACES_FAST_KERNEL_BODY void pair_sweep2_body(const double* __restrict bp,
+                                            const double* __restrict bq0,
+                                            const double* __restrict bq1, const double* ab,
+                                            const double* __restrict G,
+                                            const double* __restrict cw, double* __restrict Ls,
+                                            double* __restrict Ds, int64_t n8, double* r) {
   v8d one, zero, va0, vb0, vc0, va1, vb1, vc1;
   splat8(one, 1.0);
   splat8(zero, 0.0);
@@ -208,12 +209,14 @@ ACES_FAST_PAIR_CLONES void pair_sweep2(const double* __restrict bp, const double
   r[0] = hsum8(R0);
   r[1] = hsum8(R1);
 }
+constexpr simd::Dispatched<&pair_sweep2_body, simd::kAvx512> pair_sweep2{};
 
-// acc[j] += a * x[j], j < n (one multiply, one add each: same bits in every clone).
-ACES_FAST_PAIR_CLONES void add_scaled_row(double* __restrict acc, const double* __restrict x,
-                                          double a, int64_t n) {
+// acc[j] += a * x[j], j < n (one multiply, one add each: same bits in every variant).
+ACES_FAST_KERNEL_BODY void add_scaled_row_body(double* __restrict acc, const double* __restrict x,
+                                               double a, int64_t n) {
   for (int64_t j = 0; j < n; ++j) acc[j] += a * x[j];
 }
+constexpr simd::Dispatched<&add_scaled_row_body, simd::kAvx512> add_scaled_row{};
 
 // Stable variant: z = sgn * (a - x[i]) computed explicitly.
 inline void pairs_stable(double a, double sgn, double co, const double* __restrict x,

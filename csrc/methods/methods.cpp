@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "kernels/bits.hpp"
+#include "simd/dispatch.hpp"
 #include "simd/simd.hpp"
 
 namespace aces_fast {
@@ -14,8 +15,10 @@ namespace {
 
 // Count-weighted column sums: colsum[j] = sum_i c_i [B_ij != 0]. int32 lanes
 // (the total multiplicity is < 2^31) so the byte-to-count loop vectorizes.
-ACES_FAST_CLONES void column_sums(const uint8_t* B, int64_t n, int64_t m, const int64_t* counts,
-                                  int64_t* colsum, std::vector<int32_t>& acc32) {
+// Portable and AVX2 variants (column_sums below).
+ACES_FAST_KERNEL_BODY void column_sums_body(const uint8_t* B, int64_t n, int64_t m,
+                                            const int64_t* counts, int64_t* colsum,
+                                            std::vector<int32_t>& acc32) {
   acc32.assign(static_cast<size_t>(m), 0);
   int32_t* __restrict acc = acc32.data();
   for (int64_t i = 0; i < n; ++i) {
@@ -31,6 +34,7 @@ ACES_FAST_CLONES void column_sums(const uint8_t* B, int64_t n, int64_t m, const 
   }
   for (int64_t j = 0; j < m; ++j) colsum[j] = acc[j];
 }
+constexpr simd::Dispatched<&column_sums_body, simd::kAvx2> column_sums{};
 
 // Row sums of every row (used only when dedup did not already compute them).
 void row_sums(const uint8_t* B, int64_t n, int64_t m, int64_t* rs) {
@@ -155,6 +159,8 @@ void scores(const uint8_t* B, int64_t n, int64_t m, const double* w, const int64
   const int64_t nchunks = (n + kChunk - 1) / kChunk;
 #ifdef _OPENMP
 #pragma omp parallel for num_threads(nt) if (nt > 1 && nchunks > 1) schedule(static)
+#else
+  (void)nt;
 #endif
   for (int64_t c = 0; c < nchunks; ++c) {
     int64_t rows[kChunk];

@@ -1,18 +1,17 @@
 // Hand-vectorized kernels (see simd.hpp).
 #include "simd/simd.hpp"
 
-#if defined(ACES_FAST_HAVE_TARGET_CLONES) && defined(__x86_64__) && \
-    (defined(__GNUC__) || defined(__clang__))
-#define ACES_FAST_UNIFORM_SIMD 1
+#include "simd/dispatch.hpp"
+
+#if ACES_FAST_X86_SIMD
 #include <immintrin.h>
 // GCC 12's _mm512_cvtepu8_epi32 trips a false -Wmaybe-uninitialized (its
 // undefined pass-through operand); vector arguments of static helpers trip -Wpsabi.
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #pragma GCC diagnostic ignored "-Wpsabi"
 #endif
-
-#include <cstdlib>
-#include <cstring>
 
 #include "kernels/bits.hpp"
 
@@ -54,9 +53,7 @@ void rows_dot_portable(const uint8_t* B, int64_t m, const int64_t* rows, int64_t
   for (int64_t k = 0; k < nrows; ++k) out[k] = row_dot_portable(B + rows[k] * m, m, w);
 }
 
-}  // namespace
-
-ACES_FAST_CLONES uint8_t max_byte(const uint8_t* p, int64_t len) {
+ACES_FAST_KERNEL_BODY uint8_t max_byte_body(const uint8_t* p, int64_t len) {
   // 64 running maxima (a plain reduction loop is not vectorized by GCC 12)
   uint8_t lane[64] = {};
   int64_t i = 0;
@@ -68,8 +65,7 @@ ACES_FAST_CLONES uint8_t max_byte(const uint8_t* p, int64_t len) {
   return mx;
 }
 
-#ifdef ACES_FAST_UNIFORM_SIMD
-namespace {
+#if ACES_FAST_X86_SIMD
 
 // Lambdas would not inherit a function's target attribute; these helpers carry it.
 #define ACES_FAST_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline
@@ -344,77 +340,44 @@ __attribute__((target("avx2"))) double row_dot_avx2(const uint8_t* row, int64_t 
   return combine32(part);
 }
 
-// 2: AVX-512 (F, BW) with POPCNT; 1: AVX2 with POPCNT; 0: portable code. The
-// CPU's level, capped by ACES_FAST_SIMD=avx2|none (read once per process) so
-// tests can compare every variant on one machine.
-int detect_level() {
-  __builtin_cpu_init();
-  int level = 0;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt")) level = 1;
-  if (level == 1 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl"))
-    level = 2;
-  if (const char* cap = std::getenv("ACES_FAST_SIMD")) {
-    if (std::strcmp(cap, "none") == 0) level = 0;
-    else if (std::strcmp(cap, "avx2") == 0 && level > 1) level = 1;
-  }
-  return level;
-}
-
-int level() {
-  static const int lv = detect_level();
-  return lv;
-}
-
-UniformLevelStep detect() {
-  const int lv = level();
-  return lv == 2 ? step_avx512 : lv == 1 ? step_avx2 : nullptr;
-}
-
-PackRow detect_pack() {
-  const int lv = level();
-  return lv == 2 ? pack_row_avx512 : lv == 1 ? pack_row_avx2 : pack_row_portable;
-}
-
 void rows_dot_avx2(const uint8_t* B, int64_t m, const int64_t* rows, int64_t nrows,
                    const double* w, double* out) {
   for (int64_t k = 0; k < nrows; ++k) out[k] = row_dot_avx2(B + rows[k] * m, m, w);
 }
 
-RowsDot detect_dot() {
-  const int lv = level();
-  return lv == 2 ? rows_dot_avx512 : lv == 1 ? rows_dot_avx2 : rows_dot_portable;
-}
+#endif  // ACES_FAST_X86_SIMD
 
 }  // namespace
 
 UniformLevelStep uniform_level_step() {
-  static const UniformLevelStep step = detect();
-  return step;
+#if ACES_FAST_X86_SIMD
+  static const UniformLevelStep f = simd::pick<UniformLevelStep>({nullptr, step_avx2, step_avx512});
+  return f;
+#else
+  return nullptr;
+#endif
 }
 
 PackRow pack_row_kernel() {
-  static const PackRow f = detect_pack();
+#if ACES_FAST_X86_SIMD
+  static const PackRow f = simd::pick<PackRow>({pack_row_portable, pack_row_avx2, pack_row_avx512});
   return f;
+#else
+  return pack_row_portable;
+#endif
 }
 
 RowsDot rows_dot_kernel() {
-  static const RowsDot f = detect_dot();
+#if ACES_FAST_X86_SIMD
+  static const RowsDot f = simd::pick<RowsDot>({rows_dot_portable, rows_dot_avx2, rows_dot_avx512});
   return f;
-}
-
-const char* simd_level() {
-  static const char* names[] = {"none", "avx2", "avx512"};
-  return names[level()];
-}
-
 #else
-
-UniformLevelStep uniform_level_step() { return nullptr; }
-PackRow pack_row_kernel() { return pack_row_portable; }
-RowsDot rows_dot_kernel() { return rows_dot_portable; }
-const char* simd_level() { return "none"; }
-
+  return rows_dot_portable;
 #endif
+}
+
+uint8_t max_byte(const uint8_t* p, int64_t len) {
+  return simd::kernel<&max_byte_body, simd::kAvx2>()(p, len);
+}
 
 }  // namespace aces_fast

@@ -1,5 +1,5 @@
-// Hand-vectorized kernels (AVX-512 / AVX2 intrinsics, chosen once at run time
-// from the CPU's features, with portable fallbacks). GCC does not find these
+// Hand-vectorized kernels (AVX-512 / AVX2 intrinsics with portable fallbacks,
+// one variant per process chosen by simd/dispatch.hpp). GCC does not find these
 // instruction sequences itself (byte-to-int32 widening into masked adds, byte
 // compares into bit masks); written out they are several times faster.
 // Every variant of a kernel returns bitwise the same result.
@@ -23,7 +23,7 @@ using UniformLevelStep = int64_t (*)(const uint8_t* B, int64_t m, const int64_t*
                                      const int32_t* prev, int32_t* cur, uint32_t* acc,
                                      uint32_t* Ptot);
 
-// The step for this CPU, or nullptr (no x86 SIMD support compiled or present).
+// The step of this process's SIMD level, or nullptr at level "none".
 UniformLevelStep uniform_level_step();
 
 // Packs a row of m bytes into ceil(m / 64) words (bit j % 64 of word j / 64 is
@@ -42,14 +42,14 @@ using RowsDot = void (*)(const uint8_t* B, int64_t m, const int64_t* rows, int64
                          const double* w, double* out);
 RowsDot rows_dot_kernel();  // never null
 
-// Largest byte of p[0 .. len) (0 when len == 0); an AVX2 clone where available.
+// Largest byte of p[0 .. len) (0 when len == 0); portable and AVX2 variants.
 // Lets Python check that a uint8 pass matrix holds only 0 and 1 without NumPy's
 // reduction overhead.
 uint8_t max_byte(const uint8_t* p, int64_t len);
 
-// The instruction set the kernels above use: "avx512", "avx2" or "none"
-// (portable). Capped by the environment variable ACES_FAST_SIMD=avx2|none,
-// read once per process.
+// The instruction set every dispatched kernel uses (simd/dispatch.hpp):
+// "avx512", "avx2" or "none" (portable). Capped by the environment variable
+// ACES_FAST_SIMD=avx512|avx2|none, read once per process.
 const char* simd_level();
 
 }  // namespace aces_fast
