@@ -1,86 +1,180 @@
-"""pytest-benchmark suite: the ``aces-fast bench`` matrix as benchmark groups.
+"""The benchmark suite: every cell of :mod:`harness.cells` as a pytest-benchmark test.
 
-Each test module sets ``OP`` (an operation of :data:`aces_fast.bench.OPS`) and
-defines one test taking the ``case`` parameter, generated here: every size x
-implementation (the aces_fast backends and the operation's baseline) x
-{1, 2} threads. A group is operation x size x threads, so pytest-benchmark
-compares the backends and the baseline side by side.
+Each test module names its operations (``OPS``) and defines one test taking the
+``case`` parameter, generated here. A pytest-benchmark group is operation x
+workload family x size x threads, so the backends and the baseline of a group
+are compared side by side; the repetitions of a group (``--bench-rounds``) run
+one after another, each running every implementation, so load changes on a
+shared machine hit them alike.
 
-Cases with 2 000 or more candidates, or an estimated call over 2 s, are
-marked ``slow``; unavailable or infeasible cases are skipped with the reason.
-With ``--benchmark-disable`` (the project's default addopts) every case runs
-once, as a smoke test: ``python -m pytest benchmarks -q -m "not slow"``. To
-measure: ``python -m pytest benchmarks --benchmark-enable -m "not slow"``.
+Runs:
+
+* ``python -m pytest benchmarks -m "not slow"``: smoke test (the project's
+  addopts disable benchmarking): every cell's function runs once on one thread,
+  real cells on their first problems, batch cells on a few tasks;
+* ``python -m pytest benchmarks --benchmark-enable [-m "not slow"]``: measures;
+  add ``--benchmark-json FILE`` for the numbers, ``--bench-rounds N`` for
+  repetitions, ``-m target`` for the cells the speed goals read;
+* ``MALLOC_MMAP_THRESHOLD_=131072 python -m pytest benchmarks --benchmark-enable
+  --bench-memory --benchmark-json FILE``: the peak working memory of every cell
+  (a separate run: the fixed mmap threshold changes allocation costs).
+
+``aces-fast bench`` runs these and prints the tables (:mod:`harness.command`).
+Cells with 2 000 or more candidates, or a long estimated call, are marked
+``slow``; unavailable or infeasible cells are skipped with the reason.
 """
 
 from __future__ import annotations
 
-import numpy as np
+from typing import Any, Dict, List, Optional, Sequence
+
 import pytest
 
-from aces_fast import bench
+from .harness import cells, runtime, suite, targets, workloads
+from .harness.memory import MMAP_THRESHOLD_ENV, mmap_threshold_fixed
+from .harness.report import HARNESS_KEY
 
-#: per-call budget for skipping: generous, the ``slow`` mark keeps CI quick
-MAX_CALL_S = 300.0
+_SKIPPED: List[Dict[str, Any]] = []
+_WARMED: Dict[Any, float] = {}
+_RUNTIMES: Dict[str, Any] = {}
 
 
-def pytest_generate_tests(metafunc):
-    if "case" in metafunc.fixturenames:
-        op = metafunc.module.OP
-        params = [pytest.param(c, id=c.id.replace(f"{op}-", "", 1),
-                               marks=[pytest.mark.slow] if c.slow else [])
-                  for c in bench.all_cases(ops=(op,))]
-        metafunc.parametrize("case", params)
+def _list(cast):
+    def parse(text: str) -> List[Any]:
+        return [cast(s.strip()) for s in text.split(",") if s.strip()]
+    return parse
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("aces_fast benchmarks")
+    group.addoption("--bench-rounds", type=int, default=1, metavar="N",
+                    help="repetitions of every cell, interleaved group by group (timing only)")
+    group.addoption("--bench-memory", action="store_true",
+                    help="record each cell's peak working memory instead of timing it "
+                         f"(needs {'='.join(MMAP_THRESHOLD_ENV)} and --benchmark-enable)")
+    group.addoption("--bench-ops", type=_list(str), metavar="OP,...",
+                    help=f"only these operations ({', '.join(cells.OPS)})")
+    group.addoption("--bench-families", type=_list(str), metavar="FAMILY,...",
+                    help=f"only these workload families ({', '.join(workloads.FAMILIES)})")
+    group.addoption("--bench-sizes", type=_list(str), metavar="NxM,...",
+                    help=f"only these synthetic sizes ({', '.join(cells.SIZES)})")
+    group.addoption("--bench-impls", type=_list(str), metavar="NAME,...",
+                    help=f"only these implementations ({', '.join(cells.IMPLS)})")
+    group.addoption("--bench-threads", type=_list(int), metavar="T,...",
+                    help="only these thread counts (1, 2)")
+    group.addoption("--bench-max-call", type=float, default=300.0, metavar="SECONDS",
+                    help="skip cells estimated to take longer per timed call (default 300)")
+
+
+def _check_choices(config: pytest.Config, option: str, allowed: Sequence[Any]) -> None:
+    chosen = config.getoption(option)
+    bad = [c for c in chosen or [] if c not in allowed]
+    if bad or chosen == []:
+        raise pytest.UsageError(f"--{option.replace('_', '-')}: unknown "
+                                f"{', '.join(map(str, bad)) or '(empty)'}; choose from "
+                                f"{', '.join(map(str, allowed))}")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "target: a cell one of the project's speed goals reads")
+    for option, allowed in (("bench_ops", cells.OPS), ("bench_families", workloads.FAMILIES),
+                            ("bench_sizes", cells.SIZES), ("bench_impls", cells.IMPLS),
+                            ("bench_threads", cells.THREADS)):
+        _check_choices(config, option, allowed)
+    if config.getoption("bench_rounds") < 1:
+        raise pytest.UsageError("--bench-rounds must be >= 1")
+    if config.getoption("bench_memory"):
+        if not _enabled(config):
+            raise pytest.UsageError("--bench-memory needs --benchmark-enable (the peaks are "
+                                    "written with the benchmark results)")
+        if not mmap_threshold_fixed():
+            raise pytest.UsageError(
+                f"--bench-memory needs {'='.join(MMAP_THRESHOLD_ENV)} in the environment "
+                "(glibc reads it at start-up; without it the peak depends on what the "
+                "process allocated before)")
+
+
+def _enabled(config: pytest.Config) -> bool:
+    """Whether pytest-benchmark measures (its own rule for the two options)."""
+    return not (config.getoption("benchmark_disable")
+                and not config.getoption("benchmark_enable"))
+
+
+def _mode(config: pytest.Config) -> suite.Mode:
+    if not _enabled(config):
+        return suite.Mode("smoke")
+    if config.getoption("bench_memory"):
+        return suite.Mode("memory")
+    return suite.Mode("timing", float(config.getoption("benchmark_max_time")),
+                      config.getoption("bench_rounds"))
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "case" not in metafunc.fixturenames:
+        return
+    config = metafunc.config
+    smoke = not _enabled(config)
+    ops = [op for op in metafunc.module.OPS
+           if config.getoption("bench_ops") is None or op in config.getoption("bench_ops")]
+    threads: Optional[Sequence[int]] = config.getoption("bench_threads")
+    reps = 1 if smoke or config.getoption("bench_memory") else config.getoption("bench_rounds")
+    chosen = cells.all_cases(ops=ops, families=config.getoption("bench_families")
+                             or workloads.FAMILIES, sizes=config.getoption("bench_sizes"),
+                             impls=config.getoption("bench_impls"), threads=threads, reps=reps)
+    goals = set(targets.target_groups())
+    params = []
+    for case in chosen:
+        # the smoke run checks each path once: thread counts matter only for batches
+        if smoke and case.threads > 1 and case.kind != "batch":
+            continue
+        marks = [pytest.mark.slow] if case.slow else []
+        if (case.op, case.family, case.size, case.threads) in goals and case.impl != "numpy":
+            marks.append(pytest.mark.target)
+        case_id = case.id[len(ops[0]) + 1:] if len(metafunc.module.OPS) == 1 else case.id
+        params.append(pytest.param(case, id=case_id, marks=marks))
+    metafunc.parametrize("case", params)
 
 
 @pytest.fixture(scope="session")
-def runtimes(request):
-    """Import every library and JIT-compile numba once, before any measurement.
-
-    Skipped with ``--benchmark-disable``: nothing is timed then, and numba
-    compiles only the kernels the smoke run calls.
-    """
-    if request.config.getoption("benchmark_disable"):
-        return {}
-    return bench.load_runtimes(bench.IMPLS)
-
-
-def _check_output(case: bench.Case, out) -> None:
-    """The call computed something of the right shape (guards against no-op timing)."""
-    if case.op.startswith("loo-auc"):
-        values = np.asarray(out)
-        assert values.shape == (case.m,)
-        finite = values[np.isfinite(values)]
-        assert finite.size > 0 and ((finite >= 0) & (finite <= 1)).all()
-        return
-    weights = out[0] if isinstance(out, tuple) else out.weights
-    weights = np.asarray(weights.cpu() if hasattr(weights, "cpu") else weights)
-    assert weights.shape == (case.m,)
-    assert abs(weights.sum() - 1.0) < 1e-9 and (weights >= 0).all()
+def runtimes(request: pytest.FixtureRequest) -> Dict[str, Any]:
+    """Import every library and JIT-compile numba once, before any measurement
+    (smoke runs skip this: nothing is timed, numba compiles what they call)."""
+    if _enabled(request.config) and not _RUNTIMES:
+        impls = request.config.getoption("bench_impls") or cells.IMPLS
+        _RUNTIMES.update(runtime.load_runtimes(impls))
+    return _RUNTIMES
 
 
 @pytest.fixture
-def run_case(benchmark, runtimes):
-    """Benchmark one case inside its thread limit, or skip it with the reason."""
+def run_case(benchmark: Any, runtimes: Dict[str, Any], request: pytest.FixtureRequest):
+    """Run one cell (:func:`harness.suite.run_case`), or skip it with the reason."""
+    config = request.config
 
-    def run(case: bench.Case) -> None:
-        B, w = bench.workload(case.n, case.m)
-        reason = bench.skip_reason(case, B, MAX_CALL_S)
+    def run(case: cells.Case) -> None:
+        reason = cells.skip_reason(case, config.getoption("bench_max_call"))
         if reason is not None:
+            _SKIPPED.append(dict(op=case.op, family=case.family, size=case.size,
+                                 impl=case.impl, threads=case.threads, kind=case.kind,
+                                 reason=reason))
             pytest.skip(reason)
-        fn = bench.make_call(case.op, case.impl, B, w)
-        benchmark.group = case.group
-        benchmark.extra_info.update(op=case.op, size=case.size, impl=case.impl,
-                                    threads=case.threads)
-        with bench.thread_limit(case.threads):
-            if benchmark.disabled:
-                out = benchmark(fn)
-            else:
-                fn()  # warm-up outside the measurement: caches, lazy imports
-                if bench.estimate_seconds(case.op, case.impl, case.n, case.m, B) > 1.0:
-                    out = benchmark.pedantic(fn, rounds=3, iterations=1)
-                else:
-                    out = benchmark(fn)
-        _check_output(case, out)
+        suite.run_case(case, benchmark, _mode(config), _WARMED)
 
     return run
+
+
+def pytest_benchmark_update_json(config: pytest.Config, benchmarks: Any,
+                                 output_json: Dict[str, Any]) -> None:
+    """Add the harness's facts to the ``--benchmark-json`` output."""
+    output_json[HARNESS_KEY] = {
+        "mode": _mode(config).name,
+        "rounds": config.getoption("bench_rounds"),
+        "max_time_s": float(config.getoption("benchmark_max_time")),
+        "mmap_threshold_fixed": mmap_threshold_fixed(),
+        "machine": runtime.machine_info(),
+        "versions": runtime.versions(),
+        "runtimes": dict(_RUNTIMES),
+        "thread_libraries": runtime.thread_libraries(),
+        "thread_pinning": "threadpoolctl (BLAS/OpenMP) + torch.set_num_threads + "
+                          "numba.set_num_threads + cpp backend n_threads, per cell",
+        "skipped": list(_SKIPPED),
+    }

@@ -1,7 +1,7 @@
 """ACES-O with the paper's defaults (top_k=24, 90 Adam steps): backends vs
 baseline (b), PyTorch autograd on the dense pair tensor."""
 
-OP = "aces-o"
+OPS = ("aces-o",)
 
 
 def test_aces_o(case, run_case):

@@ -3,7 +3,7 @@
 O(n^2 m) per step: the large sizes are skipped as infeasible, with the estimate.
 """
 
-OP = "aces-o-all"
+OPS = ("aces-o-all",)
 
 
 def test_aces_o_all(case, run_case):

@@ -1,6 +1,6 @@
 """LOO-AUC with uniform weights: backends vs baseline (a), vectorized NumPy rankdata."""
 
-OP = "loo-auc"
+OPS = ("loo-auc",)
 
 
 def test_loo_auc(case, run_case):

@@ -1,6 +1,6 @@
 """LOO-AUC with float weights: backends vs baseline (a), vectorized NumPy rankdata."""
 
-OP = "loo-auc-weighted"
+OPS = ("loo-auc-weighted",)
 
 
 def test_loo_auc_weighted(case, run_case):

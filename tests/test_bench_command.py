@@ -1,187 +1,337 @@
-"""``aces-fast bench`` (aces_fast.bench): the matrix, skip rules, timing and the
-end-to-end quick run writing JSON and a PNG.
+"""``aces-fast bench`` and the benchmark harness in the checkout's ``benchmarks/``:
+the matrix of cells, skip rules, the report built from pytest-benchmark JSON, the
+speed goals, and the command from a checkout and from outside one.
 
 Nothing here asserts a speed: timings are reported by the command, not tested.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
-import time
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from aces_fast import bench
-
 import aces_fast
 
-#: the directory holding the aces_fast under test (source tree or site-packages)
-PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(aces_fast.__file__)))
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # the harness is importable from the checkout only
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.harness import cells, command, report, runtime, targets, workloads  # noqa: E402
 
 
-def test_quick_matrix_covers_targets_and_stays_small():
-    cases = bench.quick_cases()
-    ids = {c.id for c in cases}
-    assert "aces-c-200x500-numpy-rankdata-1t" in ids
-    assert "aces-o-200x500-torch-autograd-1t" in ids
-    assert "loo-auc-20000x1000-numpy-rankdata-1t" in ids
-    assert {c.threads for c in cases} == {1, 2}
-    # the only large size is the LOO-AUC target
-    assert {c.op for c in cases if c.n >= bench.SLOW_ROWS} == {"loo-auc"}
-    # the NumPy reference (seconds per call at large sizes) only where it is cheap
-    assert {(c.n, c.threads) for c in cases if c.impl == "numpy"} == {(24, 1), (200, 1)}
+def run_bench(*args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
+    """``python -m aces_fast bench ARGS`` in a fresh interpreter, from ``cwd``."""
+    env = dict(os.environ)
+    env.pop("ACES_FAST_BACKEND", None)
+    return subprocess.run([sys.executable, "-m", "aces_fast", "bench", *args], cwd=str(cwd),
+                          env=env, capture_output=True, text=True, timeout=timeout)
 
 
-def test_full_matrix_is_every_combination():
-    cases = bench.all_cases()
-    assert len(cases) == len(bench.OPS) * len(bench.SIZES) * 2 * (len(bench.BACKENDS) + 1)
+# ---------------------------------------------------------------------------
+# the package ships no benchmark code
+
+
+def test_the_installed_package_has_no_benchmark_code_or_targets():
+    for name in ("aces_fast.bench", "aces_fast._bench_matrix", "aces_fast._baselines",
+                 "aces_fast._peak_memory"):
+        assert importlib.util.find_spec(name) is None, name
+    package = Path(aces_fast.__file__).parent
+    for path in package.rglob("*.py"):
+        text = path.read_text()
+        for marker in ("numpy-rankdata", "torch-autograd", "evaluate_targets"):
+            assert marker not in text, f"{path.name} mentions {marker!r}"
+
+
+# ---------------------------------------------------------------------------
+# the matrix
+
+
+def test_matrix_covers_every_operation_family_and_baseline():
+    cases = cells.all_cases()
+    groups = {}
     for c in cases:
-        assert c.impl in bench.impls_for(c.op)
-        assert c.slow == (c.n >= bench.SLOW_ROWS or
-                          bench.estimate_seconds(c.op, c.impl, c.n, c.m) > 2.0)
+        groups.setdefault((c.op, c.family, c.size, c.threads), set()).add(c.impl)
+    for op in cells.CALL_OPS:
+        for family in workloads.SYNTHETIC:
+            for size in cells.SIZES:
+                assert groups[(op, family, size, 1)] == set(cells.impls_for(op))
+        for dataset in workloads.REAL_DATASETS:
+            assert groups[(op, "real", dataset, 1)] == set(cells.impls_for(op))
+            assert (op, "real", dataset, 2) not in groups  # problems too small to split
+        # the baseline competes in every group of the operation, 1 and 2 threads
+        assert cells.CALL_OPS[op][1] in groups[(op, "distinct", "200x500", 2)]
+        assert "numpy" not in groups[(op, "distinct", "200x500", 2)]  # reference: 1 thread
+    for op in cells.BATCH_OPS:
+        for family in workloads.SYNTHETIC:
+            for threads in (1, 2):
+                assert groups[(op, family, "200x500", threads)] == set(cells.BATCH_BACKENDS)
+        assert not any(g[0] == op and g[1] == "real" for g in groups)
 
 
-def test_infeasible_cases_are_skipped_with_a_reason():
+def test_repetitions_are_interleaved_group_by_group():
+    cases = cells.all_cases(ops=("aces-c",), families=("distinct",), sizes=("200x500",),
+                            impls=("cpp", "numpy-rankdata"), threads=(1,), reps=3)
+    assert [(c.rep, c.impl) for c in cases] == [
+        (r, i) for r in range(3) for i in ("cpp", "numpy-rankdata")]
+    assert len({c.id for c in cases}) == 6 and len({c.cell for c in cases}) == 2
+    assert {c.group for c in cases} == {"aces-c distinct 200x500 1t"}
+
+
+def test_slow_cells_and_target_groups():
+    big = cells.Case("loo-auc", "distinct", "20000x1000", "cpp", 1)
+    assert big.slow and big.kind == "call" and big.shape == (20000, 1000)
+    assert ("loo-auc", "distinct", "20000x1000", 1) in targets.target_groups()
+    assert not cells.Case("aces-c", "distinct", "24x100", "cpp", 1).slow
+    # the NumPy reference's ACES-O on every bundled problem takes tens of seconds
+    assert cells.Case("aces-o", "real", "humaneval-codegen16b", "numpy", 1).slow
+    assert cells.Case("aces-c", "real", "humaneval-gpt35", "cpp", 1).kind == "real"
+    assert cells.Case("batch-aces-c", "distinct", "200x500", "cpp", 2).kind == "batch"
+    with pytest.raises(ValueError, match="200x500"):
+        cells.parse_size("200by500")
+
+
+def test_infeasible_and_over_budget_cells_are_skipped_with_a_reason():
     pytest.importorskip("torch")
-    B, _ = bench.workload(2000, 1000)
-    reason = bench.skip_reason(bench.Case("aces-o-all", 2000, 1000, "torch-autograd", 1), B)
+    reason = cells.skip_reason(cells.Case("aces-o-all", "distinct", "2000x1000",
+                                          "torch-autograd", 1))
     assert reason is not None and "GB" in reason and "O(k^2 m)" in reason
-    reason = bench.skip_reason(bench.Case("aces-o-all", 2000, 1000, "numpy", 1), B)
+    reason = cells.skip_reason(cells.Case("aces-o-all", "dup-heavy", "2000x1000", "numpy", 1))
     assert reason is not None and "estimated" in reason and "budget" in reason
     # the paper's top_k=24 keeps the autograd baseline feasible at any size
-    assert bench.skip_reason(bench.Case("aces-o", 2000, 1000, "torch-autograd", 1), B) is None
+    assert cells.skip_reason(cells.Case("aces-o", "distinct", "2000x1000",
+                                        "torch-autograd", 1)) is None
 
 
-def test_unavailable_backend_is_skipped_with_the_registry_reason(monkeypatch):
-    from aces_fast.backends import BackendUnavailableError
-
+def test_unavailable_backend_is_skipped_with_the_library_reason(monkeypatch):
     def refuse(name):
-        raise BackendUnavailableError(name, "not built here")
+        raise aces_fast.BackendUnavailableError(name, "not built here")
 
-    monkeypatch.setattr("aces_fast.backends.get_backend", refuse)
-    reason = bench.skip_reason(bench.Case("loo-auc", 24, 100, "cpp", 1))
+    monkeypatch.setattr(runtime, "_backend", refuse)
+    reason = cells.skip_reason(cells.Case("loo-auc", "distinct", "24x100", "cpp", 1))
     assert reason == "backend cpp unavailable: not built here"
 
 
 def test_make_call_computes_the_operation():
-    B, w = bench.workload(24, 100)
-    L = bench.make_call("loo-auc", "numpy-rankdata", B, w)()
-    assert L.shape == (100,) and np.isnan(L).sum() == (
-        (B.sum(0) == 0) | (B.sum(0) == 24)).sum()
-    weights, scores = bench.make_call("aces-c", "numpy-rankdata", B, w)()
+    B, w = workloads.workload("distinct", 24, 100)
+    L = cells.make_call("loo-auc", "numpy-rankdata", B, w)()
+    np.testing.assert_allclose(L, aces_fast.loo_auc(B, backend="numpy"), atol=1e-12)
+    weights, scores = cells.make_call("aces-c", "numpy-rankdata", B, w)()
     assert weights.sum() == pytest.approx(1.0) and scores.shape == (24,)
+    res = cells.make_call("aces-o", "numpy", B, w)()
+    assert res.backend == "numpy" and res.weights.shape == (100,)
+    tasks = workloads.batch_tasks("distinct", 3, 20, 30)
+    out = cells.make_call("batch-aces-c", "numpy", tasks, threads=1)()
+    assert len(out) == 3 and out[1].scores.shape == (20,)
     with pytest.raises(ValueError, match="does not compute"):
-        bench.make_call("aces-o", "numpy-rankdata", B, w)
+        cells.make_call("aces-o", "numpy-rankdata", B, w)
     with pytest.raises(ValueError, match="unknown operation"):
-        bench.make_call("nope", "numpy", B, w)
-
-
-def test_measure_batches_fast_calls_and_reports_the_median():
-    calls = []
-    timing = bench.measure(lambda: calls.append(1), min_time=0.01)
-    assert timing.number > 1 and timing.repeats >= 3
-    assert len(calls) == 1 + timing.number * timing.repeats  # warm-up is not timed
-    assert 0 < timing.min_s <= timing.median_s < 1e-3
-
-
-def test_measure_group_interleaves_samples():
-    log = []
-    ta, tb = bench.measure_group([lambda: log.append("a"), lambda: log.append("b")],
-                                 min_time=0.005)
-    assert log[:2] == ["a", "b"]  # the two warm-ups
-    k = ta.number
-    assert log[2:2 + k] == ["a"] * k and log[2 + k:2 + k + tb.number] == ["b"] * tb.number
-    assert log.count("a") == 1 + ta.number * ta.repeats
-
-
-def test_long_calls_are_not_repeated():
-    calls = []
-    timing = bench.measure(lambda: calls.append(time.sleep(0.01)), long_call=0.0005,
-                           single_call=0.001)
-    assert len(calls) == 1 and timing.repeats == 1 and timing.median_s >= 0.01
-    calls.clear()
-    timing = bench.measure(lambda: calls.append(time.sleep(0.01)), long_call=0.005,
-                           single_call=1.0)
-    assert len(calls) == 2 and timing.repeats == 1  # warm-up, then one timed call
+        cells.make_call("nope", "numpy", B, w)
+    with pytest.raises(ValueError, match="no batch path"):
+        cells.make_call("batch-aces-c", "torch-autograd", tasks)
 
 
 def test_thread_limit_pins_and_restores_cpp_threads():
-    from aces_fast.backends import BackendUnavailableError, get_backend
-
-    try:
-        cpp = get_backend("cpp")
-    except BackendUnavailableError as exc:
-        pytest.skip(exc.reason)
+    if runtime.backend_unavailable_reason("cpp") is not None:
+        pytest.skip("the cpp backend is not built")
+    cpp = runtime._backend("cpp")
     before = cpp.n_threads
-    with bench.thread_limit(1) as how:
+    with runtime.thread_limit(1) as how:
         assert cpp.n_threads == 1 and how["cpp"] == 1
         assert os.environ["OMP_NUM_THREADS"] == "1"
     assert cpp.n_threads == before
     with pytest.raises(ValueError):
-        with bench.thread_limit(0):
+        with runtime.thread_limit(0):
             pass
 
 
-def test_table_and_targets_report_skips_and_status():
-    rows = [
-        dict(op="aces-c", size="200x500", n=200, m=500, impl="cpp", threads=1, baseline=False,
-             skipped=None, median_s=1e-4),
-        dict(op="aces-c", size="200x500", n=200, m=500, impl="numpy-rankdata", threads=1,
-             baseline=True, skipped=None, median_s=2e-2),
-        dict(op="aces-c", size="200x500", n=200, m=500, impl="numba", threads=1, baseline=False,
-             skipped="backend numba unavailable: x"),
-    ]
-    bench.speedups(rows)
-    assert rows[0]["speedup"] == pytest.approx(200)
-    table = bench.format_table(rows)
-    assert "(200x)" in table and "skip[1]" in table and "[1] backend numba unavailable" in table
-    targets = bench.evaluate_targets(rows, {"importtime_s": 0.2, "numpy_s": 0.1, "wall_s": 0.25})
-    by_name = {t["target"].split(",")[0]: t for t in targets}
-    if bench._default_backend() == "cpp":
-        assert by_name["ACES-C 200x500"]["status"] == "met"
-    assert by_name["LOO-AUC 20000x1000"]["status"] == "not measured"
-    assert by_name["import aces_fast (python -X importtime"]["status"] == "not met"
+# ---------------------------------------------------------------------------
+# from pytest-benchmark JSON to the report and the goals
+
+
+def _bench(op, family, size, impl, threads, rep, median, **extra):
+    info = dict(op=op, family=family, size=size, impl=impl, threads=threads, rep=rep,
+                kind="batch" if op.startswith("batch") else
+                "real" if family == "real" else "call", **extra)
+    return {"name": f"{op}-{impl}-{rep}", "extra_info": info, "stats": {"median": median}}
+
+
+def _timing_json():
+    g = ("aces-c", "distinct", "200x500")
+    return {"benchmarks": [
+        # per-repetition ratios 400 and 100: their median is 250, while the ratio
+        # of the medians over repetitions would be 20 ms / 0.1 ms = 200
+        _bench(*g, "cpp", 1, 0, 50e-6), _bench(*g, "numpy-rankdata", 1, 0, 20e-3),
+        _bench(*g, "cpp", 1, 1, 150e-6), _bench(*g, "numpy-rankdata", 1, 1, 15e-3),
+        _bench(*g, "numba", 1, 0, 200e-6), _bench(*g, "numba", 1, 1, 300e-6),
+        _bench("aces-c", "real", "humaneval-gpt35", "cpp", 1, 0, 9e-6, problems=164,
+               problem_median_s=5e-6, problem_p99_s=7e-6),
+        _bench("batch-aces-c", "distinct", "200x500", "cpp", 2, 0, 0.005, tasks=200),
+        {"name": "unrelated", "extra_info": {}, "stats": {"median": 1.0}},
+    ], report.HARNESS_KEY: {"skipped": [dict(op="aces-c", family="distinct", size="200x500",
+                                             impl="torch", threads=1, kind="call",
+                                             reason="backend torch unavailable: x")]}}
+
+
+def test_aggregate_takes_ratios_repetition_by_repetition():
+    memory = {"benchmarks": [_bench("aces-c", "distinct", "200x500", "cpp", 1, 0, 1.0,
+                                    peak_extra_bytes=100, input_bytes=100_000)]}
+    rows = report.aggregate(_timing_json(), memory)
+    by = {(r["op"], r["family"], r["impl"], r["threads"]): r for r in rows}
+    cpp = by[("aces-c", "distinct", "cpp", 1)]
+    assert cpp["reps"] == 2 and cpp["median_s"] == pytest.approx(100e-6)
+    assert cpp["spread_s"] == pytest.approx([50e-6, 150e-6])
+    assert cpp["ratio"] == pytest.approx(250.0)
+    assert cpp["peak_extra_bytes"] == 100 and cpp["input_bytes"] == 100_000
+    numba = by[("aces-c", "distinct", "numba", 1)]
+    assert numba["vs_cpp"] == pytest.approx(3.0)  # median of 200/50 and 300/150
+    assert by[("aces-c", "distinct", "numpy-rankdata", 1)]["baseline"]
+    real = by[("aces-c", "real", "cpp", 1)]
+    assert real["median_s"] == 5e-6 and real["p99_s"] == 7e-6 and real["problems"] == 164
+    batch = by[("batch-aces-c", "distinct", "cpp", 2)]
+    assert batch["tasks_per_s"] == pytest.approx(40_000)
+    assert by[("aces-c", "distinct", "torch", 1)]["skipped"].startswith("backend torch")
+
+    text = report.format_tables(rows)
+    assert "100us (250x)" in text and "5us/7us" in text and "40,000/s" in text
+    assert "skip[1]" in text and "[1] backend torch unavailable: x" in text
+    assert "<4KiB" in text and "Peak working memory" in text
+
+
+def test_goals_report_met_not_met_and_not_measured():
+    rows = report.aggregate(_timing_json())
+    goals = {t["target"].split(",")[0]: t for t in targets.evaluate(
+        rows, "cpp", {"importtime_s": 0.2, "numpy_s": 0.1, "wall_s": 0.25})}
+    assert goals["ACES-C 200x500 distinct"]["status"] == "met"  # 250x >= 250x
+    assert goals["rerank_batch ACES-C 200 tasks of 200x500 distinct"]["status"] == "met"
+    assert goals["ACES-O K=24 T=90 200x500 distinct"]["status"] == "not measured"
+    assert goals["numba within 3x of cpp on every cell (worst cell)"]["status"] == "met"
+    assert "aces-c distinct 200x500 1t" in goals[
+        "numba within 3x of cpp on every cell (worst cell)"]["shown"]
+    assert goals["import aces_fast (python -X importtime"]["status"] == "not met"
+    assert len(goals) == len(targets.GOALS) + 2
+    table = targets.format_targets(list(goals.values()))
+    assert "250.0x" in table and "not measured" in table
+
+
+def test_quick_runs_select_not_slow_or_target_cells(tmp_path):
+    parser = command.build_parser()
+    quick = command.pytest_command(ROOT / "benchmarks", parser.parse_args([]),
+                                   tmp_path / "t.json", memory=False)
+    assert quick[:3] == [sys.executable, "-m", "pytest"]
+    assert quick[quick.index("-m", 3) + 1] == "not slow or target"
+    assert "--bench-rounds=3" in quick and "--benchmark-enable" in quick
+    full = command.pytest_command(ROOT / "benchmarks", parser.parse_args(
+        ["--full", "--ops", "aces-c,aces-o"]), tmp_path / "m.json", memory=True)
+    assert "-m" not in full[3:] and "--bench-memory" in full and "--bench-ops=aces-c,aces-o" in full
+
+
+def test_import_time_is_measured_in_fresh_interpreters(tmp_path):
+    t = runtime.measure_import_time(repeats=1, cwd=str(tmp_path))
+    assert set(t) == {"importtime_s", "numpy_s", "wall_s"}
+    assert 0 < t["numpy_s"] < t["importtime_s"] and t["wall_s"] >= 0
 
 
 @pytest.mark.parametrize("argv", [["--sizes", "24by100"], ["--ops", "aces-x"],
-                                  ["--threads", "0"], ["--full", "--quick"]])
-def test_bad_options_exit_with_usage_error(argv):
+                                  ["--threads", "0"], ["--full", "--quick"],
+                                  ["--rounds", "0"]])
+def test_bad_options_exit_with_usage_error(argv, capsys):
     with pytest.raises(SystemExit) as info:
-        bench.main(argv)
+        command.main(argv)
     assert info.value.code == 2
+    assert "aces-fast bench: error:" in capsys.readouterr().err
 
 
-def test_quick_run_end_to_end_writes_json_and_png(tmp_path):
+# ---------------------------------------------------------------------------
+# the command
+
+
+def test_bench_outside_a_checkout_says_what_it_needs(tmp_path):
+    proc = run_bench("--rounds", "1", cwd=tmp_path)
+    assert proc.returncode == 1 and proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("aces-fast: error: ")
+    assert "checkout" in lines[0] and "--benchmarks DIR" in lines[0]
+    proc = run_bench("--benchmarks", str(tmp_path / "nowhere"), cwd=tmp_path)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.startswith("aces-fast: error: --benchmarks ")
+
+
+def test_bench_delegates_to_the_checkout_harness(tmp_path):
+    fake = tmp_path / "checkout" / "benchmarks"
+    (fake / "harness").mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
+    (fake / "harness" / "__init__.py").write_text("")
+    (fake / "harness" / "command.py").write_text(
+        "def main(argv, suite_dir):\n"
+        "    print('ARGV', list(argv), suite_dir.name)\n"
+        "    return 3\n")
+    # found from a subdirectory of the checkout
+    (tmp_path / "checkout" / "sub").mkdir()
+    proc = run_bench("--x", "1", cwd=tmp_path / "checkout" / "sub")
+    assert proc.returncode == 3 and "ARGV ['--x', '1'] benchmarks" in proc.stdout
+    # or named explicitly, from anywhere
+    proc = run_bench("--benchmarks", str(fake), cwd=tmp_path)
+    assert proc.returncode == 3 and f"ARGV ['--benchmarks', '{fake}']" in proc.stdout
+
+
+def test_suite_refuses_a_memory_run_without_the_fixed_mmap_threshold():
+    env = {k: v for k, v in os.environ.items() if k != "MALLOC_MMAP_THRESHOLD_"}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "benchmarks", "-p", "no:cacheprovider",
+                           "-p", "no:hypothesispytest", "--benchmark-enable", "--bench-memory",
+                           "--co", "-q"],
+                          cwd=str(ROOT), env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 4 and "MALLOC_MMAP_THRESHOLD_=131072" in proc.stderr
+
+
+def test_bench_from_the_checkout_writes_json_and_png(tmp_path):
+    if runtime.backend_unavailable_reason("cpp") is not None:
+        pytest.skip("the cpp backend is not built")
+    pytest.importorskip("scipy")  # baseline (a)
+    plot = importlib.util.find_spec("matplotlib") is not None
     out_json, out_png = tmp_path / "bench.json", tmp_path / "bench.png"
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_PARENT, env.get("PYTHONPATH")) if p)
-    # numba and torch-backend JIT/start-up would dominate a tiny run; they are
-    # covered by the benchmarks/ smoke run
-    impls = "cpp,numpy,numpy-rankdata,torch-autograd"
-    proc = subprocess.run(
-        [sys.executable, "-m", "aces_fast.bench", "--quick", "--sizes", "24x100",
-         "--threads", "1", "--impls", impls, "--min-time", "0",
-         "--json", str(out_json), "--plot", str(out_png)],
-        env=env, cwd=str(tmp_path), capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr
-    assert "Targets" in proc.stdout and "import aces_fast" in proc.stdout
+    proc = run_bench("--ops", "aces-c,batch-aces-c", "--families", "distinct,real",
+                     "--sizes", "200x500", "--impls", "cpp,numpy-rankdata", "--threads", "1",
+                     "--rounds", "2", "--max-time", "0.01", "-q", "--no-import-time",
+                     "--json", str(out_json),
+                     *(["--plot", str(out_png)] if plot else []), cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Speed goals (measured, never asserted)" in proc.stdout
+    assert "Peak working memory beyond the input" in proc.stdout
 
-    report = json.loads(out_json.read_text())
-    for key in ("date", "machine", "versions", "threads", "results", "targets", "import_time"):
-        assert key in report
-    assert report["machine"]["cpu"] and report["machine"]["logical_cores"] >= 1
-    assert report["versions"]["numpy"] == np.__version__
-    assert report["threads"]["groups"] == [1]
-    cells = {(r["op"], r["impl"]) for r in report["results"]}
-    assert len(cells) == len(report["results"]) == 5 * 2 + 3 + 2  # backends + baselines
-    for r in report["results"]:
-        assert r["skipped"] or r["median_s"] > 0
-    assert all(t["status"] in ("met", "not met", "not measured") for t in report["targets"])
-    assert len(report["targets"]) == 5
+    full = json.loads(out_json.read_text())
+    for key in ("date", "machine", "versions", "settings", "import_time", "cells", "targets"):
+        assert key in full
+    assert full["machine"]["cpu"] and full["versions"]["aces_fast"] == aces_fast.__version__
+    assert full["settings"]["rounds"] == 2 and "--bench-memory" in \
+        full["settings"]["commands"]["memory"]
+    cells_by = {(c["op"], c["family"], c["size"], c["impl"]): c for c in full["cells"]}
+    expect = {("aces-c", "distinct", "200x500", "cpp"),
+              ("aces-c", "distinct", "200x500", "numpy-rankdata"),
+              ("batch-aces-c", "distinct", "200x500", "cpp")}
+    expect |= {("aces-c", "real", d, i) for d in workloads.REAL_DATASETS
+               for i in ("cpp", "numpy-rankdata")}
+    assert set(cells_by) == expect
+    for c in full["cells"]:
+        assert c["skipped"] is None and c["reps"] == 2 and c["median_s"] > 0
+        assert c["peak_extra_bytes"] >= 0 and c["input_bytes"] > 0
+    assert cells_by[("aces-c", "distinct", "200x500", "cpp")]["ratio"] > 0
+    assert cells_by[("aces-c", "real", "humaneval-gpt35", "cpp")]["p99_s"] > 0
+    assert cells_by[("batch-aces-c", "distinct", "200x500", "cpp")]["tasks_per_s"] > 0
+    statuses = {t["target"].split(",")[0]: t["status"] for t in full["targets"]}
+    assert len(statuses) == len(targets.GOALS) + 2
+    assert set(statuses.values()) <= {"met", "not met", "not measured"}
+    assert statuses["ACES-C 200x500 distinct"] != "not measured"
+    assert statuses["ACES-O K=24 T=90 200x500 distinct"] == "not measured"
+    assert full["import_time"] is None and statuses["import aces_fast (python -X importtime"] \
+        == "not measured"
 
-    png = out_png.read_bytes()
-    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
+    if plot:
+        png = out_png.read_bytes()
+        assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000

@@ -11,7 +11,6 @@ import json
 import os
 import subprocess
 import sys
-import types
 from pathlib import Path
 
 import numpy as np
@@ -324,30 +323,6 @@ def test_no_subcommand_prints_help(capsys):
         assert command in text
     proc = run_cli()
     assert proc.stdout == text
-
-
-def test_bench_absent_gives_clear_error(capsys, monkeypatch):
-    monkeypatch.setitem(sys.modules, "aces_fast.bench", None)
-    assert cli.main(["bench"]) == 1
-    err = capsys.readouterr().err
-    assert "bench" in err and "aces_fast.bench" in err and "Traceback" not in err
-
-
-def test_bench_is_delegated(capsys, monkeypatch):
-    fake = types.ModuleType("aces_fast.bench")
-    seen = {}
-
-    def add_arguments(parser):
-        parser.add_argument("--size", type=int, default=1)
-
-    def run(args):
-        seen["size"] = args.size
-        return 3
-
-    fake.add_arguments, fake.run = add_arguments, run
-    monkeypatch.setitem(sys.modules, "aces_fast.bench", fake)
-    assert cli.main(["bench", "--size", "7"]) == 3
-    assert seen == {"size": 7}
 
 
 def test_config(capsys):

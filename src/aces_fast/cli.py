@@ -9,7 +9,8 @@ Subcommands:
   ``.jsonl`` path.
 * ``rerank FILE`` -- rank the candidates of one pass matrix (npy, npz, csv,
   jsonl) and show scores and test weights.
-* ``bench`` -- backend benchmarks (provided by :mod:`aces_fast.bench`).
+* ``bench`` -- the benchmark suite of a source checkout (``benchmarks/``, not
+  installed with the package).
 * ``config`` -- versions and available backends.
 
 Errors in the input (bad files, unknown names, unavailable backends) print one
@@ -24,6 +25,7 @@ import json
 import math
 import sys
 import time
+from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
 from .backends import BackendUnavailableError
@@ -347,21 +349,36 @@ def _cmd_config(args: argparse.Namespace) -> int:
     return 0
 
 
+def _find_benchmarks(explicit: Optional[str]) -> Path:
+    """The ``benchmarks/`` directory of a checkout: ``explicit``, else found in the
+    current directory or one of its parents (ValueError when there is none)."""
+    def is_suite(d: Path) -> bool:
+        return (d / "harness" / "command.py").is_file()
+
+    if explicit is not None:
+        if not is_suite(Path(explicit)):
+            raise ValueError(f"--benchmarks {explicit}: not the benchmarks/ directory of an "
+                             "aces_fast checkout (no harness/command.py in it)")
+        return Path(explicit).resolve()
+    for d in (Path.cwd(), *Path.cwd().parents):
+        if is_suite(d / "benchmarks"):
+            return (d / "benchmarks").resolve()
+    raise ValueError("'bench' runs the benchmark suite of a checkout of the aces_fast "
+                     "repository (benchmarks/ is not installed with the package): run it "
+                     "inside a checkout or pass --benchmarks DIR")
+
+
 def _run_bench(argv: List[str]) -> int:
-    """Import :mod:`aces_fast.bench` only now: it is optional and may be heavy."""
+    """Run the checkout's benchmark harness (``benchmarks/harness/command.py``)."""
+    pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    pre.add_argument("--benchmarks")
+    suite = _find_benchmarks(pre.parse_known_args(argv)[0].benchmarks)
+    sys.path.insert(0, str(suite.parent))
     try:
-        bench = importlib.import_module("aces_fast.bench")
+        command = importlib.import_module("benchmarks.harness.command")
     except ImportError as exc:
-        if isinstance(exc, ModuleNotFoundError) and exc.name == "aces_fast.bench":
-            raise ValueError("the 'bench' subcommand needs the module aces_fast.bench, which "
-                             "this installation of aces_fast does not include") from None
-        raise ValueError(f"aces_fast.bench could not be imported: {exc}") from None
-    parser = argparse.ArgumentParser(prog=f"{PROG} bench",
-                                     description=(bench.__doc__ or "").strip() or None,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    bench.add_arguments(parser)
-    args = parser.parse_args(argv)
-    rc = bench.run(args)
+        raise ValueError(f"the benchmark harness in {suite} could not be imported: {exc}") from None
+    rc = command.main(argv, suite)
     return 0 if rc is None else int(rc)
 
 
@@ -370,7 +387,7 @@ def _run_bench(argv: List[str]) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The top-level parser (``bench`` is listed but parsed by :mod:`aces_fast.bench`)."""
+    """The top-level parser (``bench`` is listed but parsed by the checkout's harness)."""
     from . import __version__
     from .datasets import BUNDLED, DEFAULT_DATASET
     from .evaluation import ALL_METHODS
@@ -423,7 +440,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_hyperparameters(rr)
     rr.set_defaults(func=_cmd_rerank)
 
-    sub.add_parser("bench", help="benchmark the backends (options: aces-fast bench -h)",
+    sub.add_parser("bench", help="run the benchmark suite of a source checkout (options: "
+                                 "aces-fast bench -h)",
                    add_help=False)
 
     cf = sub.add_parser("config", help="versions and available backends")

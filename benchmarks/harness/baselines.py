@@ -1,8 +1,9 @@
 """What a competent user would write without aces_fast: the benchmark baselines.
 
-``aces-fast bench`` and ``benchmarks/`` report speed-ups over these, measured in
-the same run, and ``tests/test_baselines.py`` checks that they compute the same
-numbers as aces_fast so the comparison is honest.
+The benchmark suite (``benchmarks/``, also run by ``aces-fast bench``) reports
+speed-ups over these, measured in the same run, and ``tests/test_baselines.py``
+checks that they compute the same numbers as aces_fast, so the comparison is
+honest.
 
 * (a) :func:`numpy_loo_auc` / :func:`numpy_aces_c` -- vectorized NumPy: build the
   ``(n, m)`` matrix of leave-one-out scores, take per-column midranks with
@@ -12,10 +13,8 @@ numbers as aces_fast so the comparison is honest.
   of all candidate pairs per test, the masked sigmoid surrogate, ``backward()``
   and ``torch.optim.Adam`` in float64, on the same ``top_k`` rows.
 
-:func:`make_pass_matrix` makes the synthetic pass matrices that are benchmarked.
-
-Neither baseline is used by the library itself; torch and scipy are imported
-only when a baseline runs.
+Neither baseline is part of the library; torch and scipy are imported only
+when a baseline runs.
 """
 
 from __future__ import annotations
@@ -23,43 +22,6 @@ from __future__ import annotations
 from typing import Optional, Tuple
 
 import numpy as np
-
-
-def make_pass_matrix(n: int, m: int, seed: int = 0, dup_frac: float = 0.5,
-                     const_frac: float = 0.05) -> np.ndarray:
-    """A planted pass matrix with duplicate rows and some constant columns.
-
-    About 30% of candidates are "correct" and 70% of tests "valid"; correct
-    candidates pass valid tests with probability 0.9, everything else passes
-    with probability 0.3 to 0.4, so tests carry real but noisy signal. Only
-    ``round(n * (1 - dup_frac))`` distinct rows are drawn; the remaining rows
-    repeat them (LLM samples often behave identically). A ``const_frac`` share of
-    the tests is made constant (all pass or all fail), as generated tests often are.
-
-    Returns
-    -------
-    numpy.ndarray of uint8, shape (n, m), C-contiguous. Deterministic in ``seed``.
-    """
-    if n < 1 or m < 0:
-        raise ValueError(f"need n >= 1 and m >= 0; got n={n}, m={m}")
-    if not 0.0 <= dup_frac < 1.0:
-        raise ValueError(f"dup_frac must be in [0, 1); got {dup_frac}")
-    rng = np.random.default_rng(seed)
-    n_distinct = max(1, min(n, int(round(n * (1.0 - dup_frac)))))
-    correct = rng.random(n_distinct) < 0.3
-    valid = rng.random(m) < 0.7
-    p = np.where(correct[:, None],
-                 np.where(valid[None, :], 0.9, 0.3),
-                 np.where(valid[None, :], 0.4, 0.35))
-    distinct = (rng.random((n_distinct, m)) < p).astype(np.uint8)
-    rows = np.concatenate([np.arange(n_distinct),
-                           rng.integers(0, n_distinct, size=n - n_distinct)])
-    B = distinct[rng.permutation(rows)]
-    n_const = int(round(m * const_frac))
-    if n_const:
-        cols = rng.choice(m, size=n_const, replace=False)
-        B[:, cols] = (rng.random(n_const) < 0.5).astype(np.uint8)
-    return np.ascontiguousarray(B)
 
 
 # ---------------------------------------------------------------------------
@@ -177,5 +139,5 @@ def torch_aces_o(B: np.ndarray, gamma: float = 10.0, lr: float = 0.01, steps: in
         (-J).backward()
         opt.step()
     with torch.no_grad():
-        w = torch.softmax(logits.masked_fill(~active, float("-inf")), dim=0).numpy()
-    return w, B @ w, objective
+        final = torch.softmax(logits.masked_fill(~active, float("-inf")), dim=0).numpy()
+    return final, B @ final, objective

@@ -1,0 +1,219 @@
+"""The process the benchmarks run in: backends, warm-up, thread pinning, and the
+facts a report records (machine, versions, import time).
+
+Only the public API of aces_fast is used, except in :func:`_backend` (how to get
+a backend object) and :func:`_pin_cpp_threads` (the cpp backend's thread count),
+which isolate the two internals the harness needs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.metadata
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+
+def _backend(name: str) -> Any:
+    """The backend object ``name`` (raises the library's BackendUnavailableError)."""
+    import aces_fast
+
+    get = getattr(aces_fast, "get_backend", None)
+    if get is None:  # older layouts export it from the backends package only
+        get = importlib.import_module("aces_fast.backends").get_backend
+    return get(name)
+
+
+def backend_unavailable_reason(name: str) -> Optional[str]:
+    """``None`` when backend ``name`` loads here, else the library's reason."""
+    import aces_fast
+
+    try:
+        _backend(name)
+    except aces_fast.BackendUnavailableError as exc:
+        return str(getattr(exc, "reason", exc))
+    return None
+
+
+def default_backend() -> str:
+    """The backend ``auto`` picks for a NumPy input (what a user gets)."""
+    import aces_fast
+
+    return str(aces_fast.aces_c(np.array([[1, 0], [0, 1]], dtype=np.uint8)).backend)
+
+
+def load_runtimes(impls: Sequence[str]) -> Dict[str, Any]:
+    """Import what the implementations use and JIT-compile numba; return warm-up facts.
+
+    Must run before :func:`thread_limit` so threadpoolctl sees every OpenMP and
+    BLAS library, and before any timing so no import or JIT cost is measured.
+    """
+    facts: Dict[str, Any] = {}
+    for name in impls:
+        if name in ("cpp", "numba", "torch", "numpy") and backend_unavailable_reason(name) is None:
+            backend = _backend(name)
+            if name == "numba":
+                t0 = time.perf_counter()
+                backend.warmup()
+                facts["numba_warmup_s"] = round(time.perf_counter() - t0, 2)
+    for impl, module in (("torch-autograd", "torch"), ("numpy-rankdata", "scipy.stats")):
+        if impl in impls:
+            with contextlib.suppress(ImportError):
+                importlib.import_module(module)
+    return facts
+
+
+def _pin_cpp_threads(stack: contextlib.ExitStack, n: int) -> bool:
+    """Set the cpp backend's OpenMP thread count to ``n`` until ``stack`` closes."""
+    if backend_unavailable_reason("cpp") is not None:
+        return False
+    cpp = _backend("cpp")
+    old = getattr(cpp, "n_threads", None)
+    if old is None:
+        return False
+    cpp.n_threads = n
+    stack.callback(setattr, cpp, "n_threads", old)
+    return True
+
+
+@contextlib.contextmanager
+def thread_limit(n: int) -> Iterator[Dict[str, Any]]:
+    """Pin every threaded library in this process to ``n`` threads, then restore.
+
+    threadpoolctl (if installed) limits the loaded BLAS and OpenMP runtimes;
+    torch, numba and the cpp backend are set directly. ``OMP_NUM_THREADS`` and
+    friends are set for libraries loaded later. Yields a dict saying what was
+    pinned.
+    """
+    if n < 1:
+        raise ValueError(f"threads must be >= 1; got {n}")
+    how: Dict[str, Any] = {"threads": n}
+    with contextlib.ExitStack() as stack:
+        env_keys = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+        saved_env = {k: os.environ.get(k) for k in env_keys}
+
+        def restore_env() -> None:
+            for k, v in saved_env.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+        stack.callback(restore_env)
+        for k in env_keys:
+            os.environ[k] = str(n)
+        try:
+            from threadpoolctl import threadpool_limits
+
+            stack.enter_context(threadpool_limits(limits=n))
+            how["threadpoolctl"] = True
+        except ImportError:
+            how["threadpoolctl"] = False
+        torch = sys.modules.get("torch")
+        if torch is not None:
+            old = torch.get_num_threads()
+            torch.set_num_threads(n)
+            stack.callback(torch.set_num_threads, old)
+            how["torch"] = n
+        numba = sys.modules.get("numba")
+        if numba is not None:
+            old_nb = numba.get_num_threads()
+            nb = min(n, numba.config.NUMBA_NUM_THREADS)
+            numba.set_num_threads(nb)
+            stack.callback(numba.set_num_threads, old_nb)
+            how["numba"] = nb
+        if _pin_cpp_threads(stack, n):
+            how["cpp"] = n
+        yield how
+
+
+# ---------------------------------------------------------------------------
+# facts for the report
+
+
+def machine_info() -> Dict[str, Any]:
+    """CPU model (from /proc/cpuinfo), cores, memory, load, platform."""
+    from .cells import _available_memory
+
+    cpu = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError):
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return {"cpu": cpu, "logical_cores": os.cpu_count(), "usable_cores": usable,
+            "memory_available_gb": round(_available_memory() / 1e9, 1),
+            "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+            "platform": platform.platform()}
+
+
+def versions() -> Dict[str, Any]:
+    """Versions of aces_fast, Python and every library the benchmark touches."""
+    import aces_fast
+
+    out: Dict[str, Any] = {"aces_fast": aces_fast.__version__,
+                           "python": sys.version.split()[0], "numpy": np.__version__}
+    # from the distributions' metadata: importing torch only for its version costs seconds
+    for dist in ("scipy", "numba", "torch", "pytest-benchmark", "matplotlib", "threadpoolctl"):
+        try:
+            out[dist.replace("-", "_")] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            out[dist.replace("-", "_")] = None
+    reason = backend_unavailable_reason("cpp")
+    out["cpp_backend"] = _backend("cpp").info() if reason is None else f"unavailable: {reason}"
+    out["default_backend"] = default_backend()
+    return out
+
+
+def thread_libraries() -> List[Dict[str, Any]]:
+    """The BLAS / OpenMP runtimes threadpoolctl sees in this process."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return []
+    return [{k: lib.get(k) for k in ("user_api", "internal_api", "prefix", "version")}
+            for lib in threadpool_info()]
+
+
+def measure_import_time(repeats: int = 5, cwd: Optional[str] = None) -> Dict[str, float]:
+    """Seconds to ``import aces_fast`` in fresh interpreters (best of ``repeats``).
+
+    ``importtime_s``: the package's cumulative time from ``python -X importtime``;
+    ``numpy_s``: the part of that run spent importing numpy; ``wall_s``: wall time
+    of ``python -c "import aces_fast"`` minus ``python -c pass``.
+    """
+    env = dict(os.environ)
+    env.pop("PYTHONPROFILEIMPORTTIME", None)
+
+    def wall(code: str) -> float:
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-c", code], env=env, check=True, cwd=cwd,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        return time.perf_counter() - t0
+
+    runs: List[Tuple[float, float]] = []  # (aces_fast cumulative, numpy cumulative)
+    walls: List[Tuple[float, float]] = []  # (import aces_fast, pass)
+    for _ in range(repeats):
+        proc = subprocess.run([sys.executable, "-X", "importtime", "-c", "import aces_fast"],
+                              env=env, check=True, capture_output=True, text=True, cwd=cwd)
+        found: Dict[str, float] = {}
+        for line in proc.stderr.splitlines():
+            match = re.match(r"import time:\s*\d+\s*\|\s*(\d+)\s*\|\s*(\S+)\s*$", line)
+            if match and match.group(2).strip() in ("aces_fast", "numpy"):
+                found[match.group(2)] = int(match.group(1)) * 1e-6
+        if "aces_fast" in found:
+            runs.append((found["aces_fast"], found.get("numpy", 0.0)))
+        walls.append((wall("import aces_fast"), wall("pass")))
+    best = min(runs) if runs else (float("nan"), float("nan"))
+    wall_s = min(w[0] for w in walls) - min(w[1] for w in walls)
+    return {"importtime_s": best[0], "numpy_s": best[1], "wall_s": max(0.0, wall_s)}
