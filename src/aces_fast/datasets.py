@@ -511,11 +511,23 @@ def _open_text(path: PathLike, mode: str):
 _DECODE_ERRORS = (UnicodeDecodeError, OSError, EOFError, zlib.error, struct.error)
 
 
-def _text_stream(fh: IO[bytes], label: str, limits: Limits, newline: Optional[str] = None):
-    """UTF-8 text of ``fh`` (gunzipped when it starts with the gzip magic), whose
-    decompressed size is refused beyond ``limits.max_bytes`` while reading."""
+def _gzipped(path: Any, fh: IO[bytes]) -> bool:
+    """A path ending in ``.gz`` must hold gzip (a cut-off file must not pass as empty
+    text); standard input and file objects are told by the gzip magic."""
+    if isinstance(path, (str, os.PathLike)) and not _is_stdin(path):
+        return os.fspath(path).lower().endswith(".gz")
+    return _peek(fh, 2) == b"\x1f\x8b"
+
+
+def _text_stream(fh: IO[bytes], label: str, limits: Limits, gz: bool,
+                 newline: Optional[str] = None):
+    """UTF-8 text of ``fh`` (gunzipped if ``gz``), whose decompressed size is
+    refused beyond ``limits.max_bytes`` while reading."""
     raw: IO[bytes] = fh
-    if _peek(fh, 2) == b"\x1f\x8b":
+    if gz:
+        if _peek(fh, 2) != b"\x1f\x8b":
+            raise ValueError(f"{label}: not a gzip file (it does not start with the gzip "
+                             "magic bytes; empty or cut short?)")
         raw = gzip.GzipFile(fileobj=fh, mode="rb")  # type: ignore[assignment]
     return io.TextIOWrapper(io.BufferedReader(LimitedReader(raw, limits.max_bytes, label)),
                             encoding="utf-8", newline=newline)
@@ -611,10 +623,11 @@ def _parse_json_line(line: str, where: str) -> Any:
         raise ValueError(f"{where}: invalid JSON ({exc})") from None
 
 
-def _problems_from_jsonl(fh: IO[bytes], label: str, limits: Limits) -> List[Problem]:
+def _problems_from_jsonl(fh: IO[bytes], label: str, limits: Limits,
+                         gz: bool) -> List[Problem]:
     problems: List[Problem] = []
     seen: Dict[str, int] = {}
-    text = _text_stream(fh, label, limits)
+    text = _text_stream(fh, label, limits, gz)
     try:
         for lineno, line in enumerate(text, start=1):
             if not line.strip():
@@ -639,8 +652,9 @@ def load_jsonl(path: Any, name: Optional[str] = None, *, max_cells: Optional[int
     Parameters
     ----------
     path : str, Path, ``"-"`` (standard input) or binary file object
-        A path must name a regular file. Gzip is recognised by its magic bytes
-        (normally the suffix ``.jsonl.gz``).
+        A path must name a regular file; it is gunzipped if its name ends in
+        ``.gz``. Standard input and file objects are gunzipped if they start
+        with the gzip magic bytes.
     name : str, optional
         Dataset name (default: the file name without ``.jsonl``/``.gz``).
     max_cells : int, optional
@@ -659,7 +673,7 @@ def load_jsonl(path: Any, name: Optional[str] = None, *, max_cells: Optional[int
     limits = resolve_limits(max_cells, max_bytes)
     label = _label(path)
     with _binary_source(path, label, limits) as (fh, _size):
-        problems = _problems_from_jsonl(fh, label, limits)
+        problems = _problems_from_jsonl(fh, label, limits, _gzipped(path, fh))
     if name is None:
         name = Path(label).name
         for suffix in (".gz", ".jsonl", ".json"):
@@ -745,7 +759,8 @@ def load_dataset(name_or_path: Optional[PathLike] = None, *, max_cells: Optional
             if kind == "npz":
                 return load_npz(fh, name="stdin", source=label, **kw)
             if kind in ("jsonl", "gzip"):
-                return Dataset("stdin", _problems_from_jsonl(fh, label, limits), source=label)
+                return Dataset("stdin", _problems_from_jsonl(fh, label, limits, kind == "gzip"),
+                               source=label)
         found = "a single .npy array" if kind == "npy" else "text that is not JSON lines"
         raise ValueError(f"{label}: not a dataset: expected an .npz archive or JSON lines "
                          f"on standard input, found {found}")
@@ -776,7 +791,7 @@ def _read_csv_matrix(fh: IO[bytes], label: str, limits: Limits) -> np.ndarray:
     cells = bytearray()
     n_rows = n_cols = 0
     first_line = None
-    text = _text_stream(fh, label, limits, newline="")
+    text = _text_stream(fh, label, limits, gz=False, newline="")
     try:
         for lineno, row_cells in enumerate(csv.reader(text), start=1):
             if not row_cells or all(not c.strip() for c in row_cells):
@@ -869,7 +884,8 @@ def load_pass_matrix(path: Any, task: Optional[str] = None, *, max_cells: Option
             if kind == "npz" and sniff_format(head) == "npy":
                 kind = "npy"  # a .npy payload under an .npz name
         if kind == "jsonl":
-            ds = Dataset(stem, _problems_from_jsonl(fh, label, limits), source=label)
+            ds = Dataset(stem, _problems_from_jsonl(fh, label, limits, _gzipped(path, fh)),
+                         source=label)
             return _pick(ds, label, task)
         if kind == "npz":
             with NpzArchive(fh, label, limits) as z:
