@@ -191,7 +191,8 @@ def truncations(root: Path, seeds: Dict[str, Path], every: bool) -> Iterator[Ent
                 yield Entry(p, may_load=_text_may_load(name))
 
 
-def mutations(root: Path, seeds: Dict[str, Path], count: int, rng: random.Random) -> Iterator[Entry]:
+def mutations(root: Path, seeds: Dict[str, Path], count: int,
+              rng: random.Random) -> Iterator[Entry]:
     """Seeded random byte edits of the seeds (fuzzing the formats)."""
     for name, path in seeds.items():
         base = path.read_bytes()

@@ -34,7 +34,7 @@ import zipfile
 import zlib
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import IO, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import IO, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -56,8 +56,7 @@ _CHUNK = 1 << 20
 _ZIP_METHODS = {zipfile.ZIP_STORED: "stored", zipfile.ZIP_DEFLATED: "deflate"}
 
 
-@dataclass(frozen=True)
-class Limits:
+class Limits(NamedTuple):
     """Resolved size limits (see :func:`resolve_limits`)."""
 
     max_cells: int

@@ -8,7 +8,7 @@ Subcommands:
   ``humaneval-gpt35``), ``all`` (both bundled datasets) or a ``.npz`` /
   ``.jsonl`` path.
 * ``rerank FILE`` -- rank the candidates of one pass matrix (npy, npz, csv,
-  jsonl) and show scores and test weights.
+  jsonl; ``-`` reads standard input) and show scores and test weights.
 * ``bench`` -- backend benchmarks (provided by :mod:`aces_fast.bench`).
 * ``config`` -- versions and available backends.
 
@@ -468,7 +468,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "diagnostics.")
     ev.add_argument("datasets", nargs="*", metavar="DATASET",
                     help=f"bundled name ({', '.join(BUNDLED)}), 'all' (every bundled "
-                         f"dataset) or a .npz/.jsonl path; default {DEFAULT_DATASET}")
+                         f"dataset), a .npz/.jsonl path, or '-' (standard input); default "
+                         f"{DEFAULT_DATASET}")
     ev.add_argument("--methods", type=_method_list, metavar="M1,M2,...",
                     help=f"comma-separated subset of: {', '.join(ALL_METHODS)} (default all)")
     ev.add_argument("--ks", type=_ks, default=[1, 2, 5], metavar="K1,K2,...",
@@ -489,7 +490,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "0/1) and show scores and test weights. FILE: .npy (2-D array), .npz "
                     "(single array, key 'B', or the dataset layout), .csv (0/1, no header), "
                     ".jsonl (dataset layout; first problem or --task).")
-    rr.add_argument("file", metavar="FILE")
+    rr.add_argument("file", metavar="FILE", help="the matrix file, or '-' for standard input")
     rr.add_argument("--method", default="aces-c", choices=list(METHODS),
                     help="ranking method (default aces-c)")
     rr.add_argument("--task", metavar="ID", help="task_id to take from a .jsonl/.npz dataset")

@@ -25,9 +25,9 @@ Blank lines are skipped; ``.jsonl.gz`` is read and written through gzip.
 the file, the problem and the field) for a truncated or corrupt file, a pickled
 object array (never unpickled: ``allow_pickle`` is never used), JSON nested too
 deeply, or a path that is not a regular file (directories, FIFOs, devices and
-sockets are refused before opening). ``"-"`` as a path reads standard input
-(the format told by its first bytes: npy, npz, gzip, ``{`` for JSON lines,
-else CSV); ``./-`` names a file called ``-``.
+sockets are refused before opening). The string ``"-"`` as a path reads
+standard input (the format told by its first bytes: npy, npz, gzip, ``{`` for
+JSON lines, else CSV); ``"./-"`` or ``Path("-")`` names a file called ``-``.
 
 **Limits.** Sizes a file *declares* -- the shape in an ``.npy`` header, a zip
 member's uncompressed size, ``len(passed) x m`` of the JSONL ``passed`` form --
@@ -327,11 +327,13 @@ def _label(path: Any) -> str:
 
 
 def _is_stdin(path: Any) -> bool:
-    return isinstance(path, (str, os.PathLike)) and os.fspath(path) == STDIN
+    # Only the string: Path("./-") normalises to Path("-"), and a Path names a file.
+    return isinstance(path, str) and path == STDIN
 
 
 @contextmanager
-def _binary_source(path: Any, label: str, limits: Limits) -> Iterator[Tuple[IO[bytes], Optional[int]]]:
+def _binary_source(path: Any, label: str,
+                   limits: Limits) -> Iterator[Tuple[IO[bytes], Optional[int]]]:
     """(binary file, its size or None) for a path, ``-`` or an open binary file.
 
     Paths must be regular files (checked before opening); standard input is read
@@ -587,8 +589,8 @@ def _problem_from_json(obj: Any, where: str, limits: Limits) -> Problem:
         if not passed:
             raise ValueError(f"{where}: field 'passed' is empty; need n >= 1 candidates")
         # 'm' is only declared: refuse an absurd n x m before allocating it.
-        check_size(f"{where}: pass matrix declared by 'passed' and 'm'", shape=(len(passed), m_given),
-                   max_cells=limits.max_cells)
+        check_size(f"{where}: pass matrix declared by 'passed' and 'm'",
+                   shape=(len(passed), m_given), max_cells=limits.max_cells)
         B = np.zeros((len(passed), m_given), dtype=np.uint8)
         for i, r in enumerate(passed):
             for j in r:
@@ -744,20 +746,22 @@ def load_dataset(name_or_path: Optional[PathLike] = None, *, max_cells: Optional
     Dataset
     """
     limits = resolve_limits(max_cells, max_bytes)
-    kw = dict(max_cells=limits.max_cells, max_bytes=limits.max_bytes)
+    cells, nbytes = limits
     if name_or_path is None:
         name_or_path = DEFAULT_DATASET
     if isinstance(name_or_path, str) and name_or_path in BUNDLED:
         res = bundled_path(name_or_path)
         # Read through the resource API so a zipped install works too.
         return load_npz(io.BytesIO(res.read_bytes()), name=name_or_path,
-                        source=f"bundled:{BUNDLED[name_or_path]}", **kw)
+                        source=f"bundled:{BUNDLED[name_or_path]}", max_cells=cells,
+                        max_bytes=nbytes)
     if _is_stdin(name_or_path):
         label = _label(name_or_path)
         with _binary_source(name_or_path, label, limits) as (fh, _size):
             kind = sniff_format(_peek(fh, 8))
             if kind == "npz":
-                return load_npz(fh, name="stdin", source=label, **kw)
+                return load_npz(fh, name="stdin", source=label, max_cells=cells,
+                                max_bytes=nbytes)
             if kind in ("jsonl", "gzip"):
                 return Dataset("stdin", _problems_from_jsonl(fh, label, limits, kind == "gzip"),
                                source=label)
@@ -770,9 +774,9 @@ def load_dataset(name_or_path: Optional[PathLike] = None, *, max_cells: Optional
                          f"({', '.join(BUNDLED)}) and no such file")
     suffixes = "".join(path.suffixes[-2:]).lower()
     if path.suffix.lower() == ".npz":
-        return load_npz(path, **kw)
+        return load_npz(path, max_cells=cells, max_bytes=nbytes)
     if path.suffix.lower() == ".jsonl" or suffixes == ".jsonl.gz":
-        return load_jsonl(path, **kw)
+        return load_jsonl(path, max_cells=cells, max_bytes=nbytes)
     raise ValueError(f"{path}: unknown dataset format; expected .npz, .jsonl or .jsonl.gz")
 
 
@@ -872,8 +876,9 @@ def load_pass_matrix(path: Any, task: Optional[str] = None, *, max_cells: Option
     stdin = _is_stdin(path)
     with _binary_source(path, label, limits) as (fh, size):
         head = _peek(fh, 8)
+        kind: Optional[str]
         if stdin:
-            kind = {"gzip": "jsonl"}.get(sniff_format(head), sniff_format(head))
+            kind = "jsonl" if sniff_format(head) == "gzip" else sniff_format(head)
             stem = "stdin"
         else:
             kind = _format_from_name(os.fspath(path))
