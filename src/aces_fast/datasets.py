@@ -272,6 +272,10 @@ def _binary_matrix(value: Any, where: str) -> np.ndarray:
 def _check_binary_values(arr: np.ndarray, where: str) -> None:
     if arr.size == 0 or arr.dtype == np.bool_:
         return
+    # Integers: min/max need no temporary the size of the matrix (a 10**6 x 64
+    # file would otherwise need two more boolean copies); locate only on failure.
+    if arr.dtype.kind in "iu" and arr.min() >= 0 and arr.max() <= 1:
+        return
     bad = ~((arr == 0) | (arr == 1))
     if bad.any():
         pos = tuple(int(i) for i in np.argwhere(bad)[0])
