@@ -331,3 +331,117 @@ def test_config(capsys):
     assert cli.main(["config", "--json"]) == 0
     cfg = json.loads(capsys.readouterr().out)
     assert cfg["backends"]["numpy"]["available"] is True
+
+
+# -- hostile files, limits, standard input, unexpected failures -------------------------------
+# (the corrupt-file corpus itself is in test_corrupt_files.py)
+
+
+def _one_error_line(err: str) -> str:
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("aces-fast: error: "), err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+def test_size_limit_options_and_environment(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("ACES_FAST_MAX_CELLS", raising=False)
+    np.save(tmp_path / "m.npy", SPEC_EXAMPLE)  # 8 x 10 = 80 cells
+    path = str(tmp_path / "m.npy")
+    assert cli.main(["rerank", path, "--max-cells", "80", "--backend", "numpy"]) == 0
+    capsys.readouterr()
+    assert cli.main(["rerank", path, "--max-cells", "79"]) == 1
+    line = _one_error_line(capsys.readouterr().err)
+    assert "8 x 10 = 80 cells is more than the limit of 79" in line and "--max-cells" in line
+    monkeypatch.setenv("ACES_FAST_MAX_CELLS", "79")
+    assert cli.main(["rerank", path]) == 1
+    assert "limit of 79 cells" in capsys.readouterr().err
+    # the option wins over the environment variable
+    assert cli.main(["rerank", path, "--max-cells", "1e3", "--backend", "numpy"]) == 0
+    capsys.readouterr()
+    save_jsonl([Problem("p", SPEC_EXAMPLE, SPEC_LABELS)], tmp_path / "d.jsonl")
+    assert cli.main(["evaluate", str(tmp_path / "d.jsonl"), "--max-bytes", "100", "-q"]) == 1
+    assert "holds more than 100 bytes" in _one_error_line(capsys.readouterr().err)
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["rerank", path, "--max-bytes", "none"])
+    assert exc.value.code == 2
+    assert "must be a positive integer" in capsys.readouterr().err
+
+
+def test_standard_input_end_to_end(tmp_path):
+    csv = "\n".join(",".join(map(str, row)) for row in SPEC_EXAMPLE) + "\n"
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    proc = subprocess.run([sys.executable, "-m", "aces_fast", "rerank", "-", "--json",
+                           "--backend", FAST], input=csv, capture_output=True, text=True,
+                          env=env, cwd=ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["order"] == af.aces_c(SPEC_EXAMPLE, backend="numpy").order.tolist()
+    save_jsonl([Problem("spec", SPEC_EXAMPLE, SPEC_LABELS)], tmp_path / "d.jsonl.gz")
+    with open(tmp_path / "d.jsonl.gz", "rb") as fh:
+        proc = subprocess.run([sys.executable, "-m", "aces_fast", "evaluate", "-", "--json",
+                               "--methods", "majority", "--backend", FAST], stdin=fh,
+                              capture_output=True, env=env, cwd=ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["all"]["majority"]["pass@1"] == pytest.approx(1.0)
+
+
+def test_unexpected_loader_failure_is_one_line_naming_it(tmp_path, capsys, monkeypatch):
+    import aces_fast.datasets as datasets
+
+    np.save(tmp_path / "m.npy", SPEC_EXAMPLE)
+
+    def broken(*args, **kwargs):
+        return {}["no such key"]  # a bug in a loader
+
+    monkeypatch.setattr(datasets, "load_pass_matrix", broken)
+    monkeypatch.delenv("ACES_FAST_TRACEBACK", raising=False)
+    assert cli.main(["rerank", str(tmp_path / "m.npy")]) == 1
+    line = _one_error_line(capsys.readouterr().err)
+    assert f"{tmp_path / 'm.npy'}: loading failed unexpectedly: KeyError: 'no such key'" in line
+    assert "(in broken, " in line and "test_cli.py:" in line and "bug in aces_fast" in line
+    monkeypatch.setenv("ACES_FAST_TRACEBACK", "1")
+    with pytest.raises(KeyError, match="no such key"):
+        cli.main(["rerank", str(tmp_path / "m.npy")])
+
+    def exhausted(*args, **kwargs):
+        raise MemoryError
+
+    monkeypatch.delenv("ACES_FAST_TRACEBACK")
+    monkeypatch.setattr(datasets, "load_dataset", exhausted)
+    assert cli.main(["evaluate", "humaneval-gpt35", "-q"]) == 1
+    assert _one_error_line(capsys.readouterr().err) == (
+        "aces-fast: error: humaneval-gpt35: out of memory while loading it (--max-cells / "
+        "--max-bytes refuse files beyond a size before allocating)")
+
+
+def test_unexpected_failure_elsewhere_is_one_line(tmp_path, capsys, monkeypatch):
+    import aces_fast.methods as methods
+
+    np.save(tmp_path / "m.npy", SPEC_EXAMPLE)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("kernel exploded\nsecond line")
+
+    monkeypatch.setattr(methods, "rerank", broken)
+    monkeypatch.delenv("ACES_FAST_TRACEBACK", raising=False)
+    assert cli.main(["rerank", str(tmp_path / "m.npy")]) == 1
+    line = _one_error_line(capsys.readouterr().err)
+    assert line.startswith("aces-fast: error: internal error: RuntimeError: kernel exploded "
+                           "second line (in broken, ")
+
+    def out_of_memory(*args, **kwargs):
+        raise MemoryError("big")
+
+    monkeypatch.setattr(methods, "rerank", out_of_memory)
+    assert cli.main(["rerank", str(tmp_path / "m.npy")]) == 1
+    assert _one_error_line(capsys.readouterr().err).startswith(
+        "aces-fast: error: out of memory (in out_of_memory, ")
+
+
+def test_multi_line_messages_become_one_line(tmp_path, capsys):
+    weird = tmp_path / "two\nlines.csv"
+    weird.write_text("1,x\n")
+    assert cli.main(["rerank", str(weird)]) == 1
+    line = _one_error_line(capsys.readouterr().err)
+    assert "two lines.csv: line 1, column 2: 'x' is not a number" in line

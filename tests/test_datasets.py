@@ -9,8 +9,9 @@ import re
 import numpy as np
 import pytest
 
-from aces_fast.datasets import (BUNDLED, DEFAULT_DATASET, Dataset, Problem, bundled_path,
-                                load_dataset, load_jsonl, load_npz, load_pass_matrix,
+from aces_fast.datasets import (BUNDLED, DEFAULT_DATASET, DEFAULT_MAX_BYTES, DEFAULT_MAX_CELLS,
+                                Dataset, Problem, bundled_path, check_size, load_dataset,
+                                load_jsonl, load_npz, load_pass_matrix, resolve_limits,
                                 save_jsonl, save_npz)
 
 from conftest import SPEC_EXAMPLE, SPEC_LABELS
@@ -320,3 +321,154 @@ def test_load_pass_matrix_errors(tmp_path):
     (tmp_path / "m.txt").write_text("1 0\n")
     with pytest.raises(ValueError, match="unknown format"):
         load_pass_matrix(tmp_path / "m.txt")
+
+
+# -- size limits, standard input, special files ----------------------------------------------
+
+
+def test_limits_resolve_from_keyword_environment_default(monkeypatch):
+    monkeypatch.delenv("ACES_FAST_MAX_CELLS", raising=False)
+    monkeypatch.delenv("ACES_FAST_MAX_BYTES", raising=False)
+    assert resolve_limits() == (DEFAULT_MAX_CELLS, DEFAULT_MAX_BYTES) == (2**28, 2**30)
+    monkeypatch.setenv("ACES_FAST_MAX_CELLS", "1e6")
+    monkeypatch.setenv("ACES_FAST_MAX_BYTES", " 4_000 ")
+    assert resolve_limits() == (10**6, 4000)
+    assert resolve_limits(max_cells=7, max_bytes=8) == (7, 8)  # the keyword wins
+    monkeypatch.setenv("ACES_FAST_MAX_CELLS", "lots")
+    with pytest.raises(ValueError, match="ACES_FAST_MAX_CELLS must be a positive integer"):
+        resolve_limits()
+    monkeypatch.setenv("ACES_FAST_MAX_CELLS", "0")
+    with pytest.raises(ValueError, match="ACES_FAST_MAX_CELLS"):
+        load_dataset("humaneval-gpt35")
+    with pytest.raises(ValueError, match="max_bytes must be a positive integer"):
+        resolve_limits(max_cells=1, max_bytes=-1)
+    with pytest.raises(TypeError, match="max_cells must be a positive integer or None"):
+        resolve_limits(max_cells="10")
+
+
+def test_check_size_names_the_limit_and_how_to_raise_it():
+    check_size("x", shape=(4, 5), nbytes=100, max_cells=20, max_bytes=100)  # at the limit
+    with pytest.raises(ValueError) as err:
+        check_size("data.npz: key 'B_0003'", shape=(4, 5), max_cells=19)
+    msg = str(err.value)
+    assert msg.startswith("data.npz: key 'B_0003': 4 x 5 = 20 cells is more than the limit "
+                          "of 19 cells")
+    assert "max_cells=" in msg and "ACES_FAST_MAX_CELLS" in msg and "--max-cells" in msg
+    with pytest.raises(ValueError, match=r"x: 101 bytes is more than the limit of 100 bytes "
+                                         r"per file; .*ACES_FAST_MAX_BYTES"):
+        check_size("x", nbytes=101, max_bytes=100)
+    # declared shapes are Python integers: no overflow however large
+    with pytest.raises(ValueError, match="cells"):
+        check_size("x", shape=(2**62, 2**62, 2**62))
+
+
+def test_limits_are_exact_in_every_format(tmp_path):
+    B = (np.arange(20).reshape(4, 5) % 3 == 0).astype(np.uint8)
+    np.save(tmp_path / "m.npy", B)
+    np.savez_compressed(tmp_path / "m.npz", B=B)
+    (tmp_path / "m.csv").write_text("\n".join(",".join(map(str, r)) for r in B) + "\n")
+    save_jsonl([Problem("p", B)], tmp_path / "b.jsonl")
+    save_jsonl([Problem("p", B)], tmp_path / "p.jsonl.gz", matrix_format="passed")
+    save_npz([Problem("p", B)], tmp_path / "d.npz")
+    for name in ("m.npy", "m.npz", "m.csv", "b.jsonl", "p.jsonl.gz", "d.npz"):
+        np.testing.assert_array_equal(load_pass_matrix(tmp_path / name, max_cells=20).B, B)
+        with pytest.raises(ValueError, match=r"4 x 5 = 20 cells is more than the limit of 19"):
+            load_pass_matrix(tmp_path / name, max_cells=19)
+    # bytes: an npz's members' declared sizes; a text file's decompressed size
+    import zipfile
+
+    with zipfile.ZipFile(tmp_path / "d.npz") as zf:
+        declared = sum(i.file_size for i in zf.infolist())
+    load_npz(tmp_path / "d.npz", max_bytes=declared)
+    with pytest.raises(ValueError, match=f"uncompressed size of its members: {declared:,} bytes"):
+        load_npz(tmp_path / "d.npz", max_bytes=declared - 1)
+    import gzip as gz
+
+    size = len(gz.decompress((tmp_path / "p.jsonl.gz").read_bytes()))
+    load_jsonl(tmp_path / "p.jsonl.gz", max_bytes=size)
+    with pytest.raises(ValueError, match=f"holds more than {size - 1:,} bytes of data"):
+        load_jsonl(tmp_path / "p.jsonl.gz", max_bytes=size - 1)
+
+
+def test_passed_form_is_refused_before_it_is_expanded(tmp_path):
+    # the 100-byte problem that once made evaluate allocate 23 GB
+    path = tmp_path / "big.jsonl"
+    path.write_text('{"task_id":"a","passed":[[0],[1]],"m":200000000,"labels":[1,0]}\n')
+    with pytest.raises(ValueError, match=r"line 1 \('a'\): pass matrix declared by 'passed' and "
+                                         r"'m': 2 x 200,000,000 = 400,000,000 cells"):
+        load_jsonl(path)
+    assert load_jsonl(path, max_cells=4 * 10**8)["a"].B.shape == (2, 200_000_000)
+
+
+class _FakeStdin:
+    def __init__(self, data: bytes, tty: bool = False):
+        import io
+
+        self.buffer = io.BytesIO(data)
+        self.buffer.isatty = lambda: tty
+
+
+def test_standard_input(tmp_path, monkeypatch):
+    ds = _toy_dataset()
+    save_npz(ds, tmp_path / "d.npz")
+    save_jsonl(ds, tmp_path / "d.jsonl.gz")
+    save_jsonl(ds, tmp_path / "d.jsonl")
+    np.save(tmp_path / "m.npy", SPEC_EXAMPLE)
+    (tmp_path / "m.csv").write_text("\n".join(",".join(map(str, r)) for r in SPEC_EXAMPLE))
+    for name in ("d.npz", "d.jsonl.gz", "d.jsonl"):
+        monkeypatch.setattr("sys.stdin", _FakeStdin((tmp_path / name).read_bytes()))
+        back = load_dataset("-")
+        assert back.source == "<stdin>"
+        _assert_same(ds, back)
+        monkeypatch.setattr("sys.stdin", _FakeStdin((tmp_path / name).read_bytes()))
+        np.testing.assert_array_equal(load_pass_matrix("-", task="random/1").B, ds["random/1"].B)
+    for name in ("m.npy", "m.csv"):
+        monkeypatch.setattr("sys.stdin", _FakeStdin((tmp_path / name).read_bytes()))
+        np.testing.assert_array_equal(load_pass_matrix("-").B, SPEC_EXAMPLE)
+    monkeypatch.setattr("sys.stdin", _FakeStdin((tmp_path / "m.npy").read_bytes()))
+    with pytest.raises(ValueError, match=r"<stdin>: not a dataset: .* found a single \.npy"):
+        load_dataset("-")
+    monkeypatch.setattr("sys.stdin", _FakeStdin(b"1,0\n" * 100))
+    with pytest.raises(ValueError, match=r"<stdin>: standard input holds more than 10 bytes"):
+        load_pass_matrix("-", max_bytes=10)
+    monkeypatch.setattr("sys.stdin", _FakeStdin(b"", tty=True))
+    with pytest.raises(ValueError, match="standard input is a terminal"):
+        load_pass_matrix("-")
+    # './-' is a file called '-', not standard input
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "-").write_text("1,0\n")
+    with pytest.raises(ValueError, match="unknown format"):
+        load_pass_matrix("./-")
+
+
+def test_special_files_are_refused_before_opening(tmp_path):
+    import os
+
+    os.mkfifo(tmp_path / "pipe.jsonl")  # opening it for reading would block
+    for load in (load_pass_matrix, load_jsonl, load_dataset):
+        with pytest.raises(ValueError, match=r"pipe\.jsonl: is a FIFO \(named pipe\), not a "
+                                             r"regular file"):
+            load(tmp_path / "pipe.jsonl")
+    (tmp_path / "dir.npz").mkdir()
+    with pytest.raises(ValueError, match=r"dir\.npz: is a directory"):
+        load_npz(tmp_path / "dir.npz")
+    (tmp_path / "dev.csv").symlink_to(os.devnull)
+    with pytest.raises(ValueError, match=r"dev\.csv: is a character device"):
+        load_pass_matrix(tmp_path / "dev.csv")
+
+
+def test_npz_keys_as_np_load_names_them(tmp_path):
+    """Members without '.npy' keep their name, as with np.load; member order is kept."""
+    import zipfile
+
+    ds = _toy_dataset()
+    ds.meta["config"] = "c"
+    save_npz(ds, tmp_path / "d.npz", compressed=False)
+    with zipfile.ZipFile(tmp_path / "d.npz") as src, \
+            zipfile.ZipFile(tmp_path / "renamed.npz", "w") as dst:
+        for info in src.infolist():
+            name = info.filename[:-4] if info.filename == "config.npy" else info.filename
+            dst.writestr(name, src.read(info))
+    back = load_npz(tmp_path / "renamed.npz")
+    _assert_same(ds, back)
+    assert back.meta == {"config": "c"}

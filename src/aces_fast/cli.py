@@ -8,13 +8,17 @@ Subcommands:
   ``humaneval-gpt35``), ``all`` (both bundled datasets) or a ``.npz`` /
   ``.jsonl`` path.
 * ``rerank FILE`` -- rank the candidates of one pass matrix (npy, npz, csv,
-  jsonl) and show scores and test weights.
+  jsonl; ``-`` reads standard input) and show scores and test weights.
 * ``bench`` -- the benchmark suite of a source checkout (``benchmarks/``, not
   installed with the package).
 * ``config`` -- versions and available backends.
 
 Errors in the input (bad files, unknown names, unavailable backends) print one
-line ``aces-fast: error: ...`` to stderr and exit with status 1.
+line ``aces-fast: error: ...`` to stderr and exit with status 1 -- never a
+traceback. A file that makes a loader fail in an unforeseen way, running out of
+memory, or a bug in the library is reported the same way, with the exception's
+type, message and innermost source line; ``ACES_FAST_TRACEBACK=1`` re-raises
+such unexpected exceptions so the full traceback is printed.
 """
 
 from __future__ import annotations
@@ -23,10 +27,13 @@ import argparse
 import importlib
 import json
 import math
+import os
 import sys
 import time
+import traceback
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, Iterator, List, Optional, Sequence
 
 from .backends import BackendUnavailableError
 
@@ -68,6 +75,69 @@ def _float(text: str) -> float:
     if not math.isfinite(v):
         raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
     return v
+
+
+def _limit(text: str) -> int:
+    from ._safe_read import parse_limit
+
+    try:
+        return parse_limit(text, "the limit")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _add_limits(parser: argparse.ArgumentParser) -> None:
+    from ._safe_read import DEFAULT_MAX_BYTES, DEFAULT_MAX_CELLS, ENV_MAX_BYTES, ENV_MAX_CELLS
+
+    g = parser.add_argument_group("file size limits (checked before allocating)")
+    g.add_argument("--max-cells", type=_limit, metavar="N",
+                   help=f"most cells (n x m) of one pass matrix (default ${ENV_MAX_CELLS}, "
+                        f"else {DEFAULT_MAX_CELLS:,})")
+    g.add_argument("--max-bytes", type=_limit, metavar="N",
+                   help=f"most bytes of data in one file after decompression (default "
+                        f"${ENV_MAX_BYTES}, else {DEFAULT_MAX_BYTES:,})")
+
+
+class _LoadFailure(Exception):
+    """A loader failed with an exception it does not document (see :func:`_loading`)."""
+
+    def __init__(self, what: str, exc: BaseException):
+        super().__init__(what)
+        self.what, self.exc = what, exc
+
+
+@contextmanager
+def _loading(what: str) -> Iterator[None]:
+    """Loading ``what`` (a file or dataset name): the loaders' own ValueError/TypeError
+    pass unchanged; running out of memory or an OS error become a ValueError naming
+    ``what``; anything else is a bug, reported by main() with where it happened."""
+    try:
+        yield
+    except (ValueError, TypeError, BackendUnavailableError):
+        raise
+    except MemoryError:
+        raise ValueError(f"{what}: out of memory while loading it (--max-cells / --max-bytes "
+                         "refuse files beyond a size before allocating)") from None
+    except OSError as exc:
+        raise ValueError(f"{what}: cannot read: {exc.strerror or exc}") from None
+    except Exception as exc:
+        raise _LoadFailure(what, exc) from exc
+
+
+def _where(exc: BaseException) -> str:
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return ""
+    f = frames[-1]
+    parts = f.filename.replace(os.sep, "/").split("/")
+    short = "/".join(parts[parts.index("aces_fast"):]) if "aces_fast" in parts else parts[-1]
+    return f" (in {f.name}, {short}:{f.lineno})"
+
+
+def _unexpected(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return (f"{type(exc).__name__}{': ' + text if text else ''}{_where(exc)}; this is a bug in "
+            "aces_fast, please report it (ACES_FAST_TRACEBACK=1 prints the traceback)")
 
 
 def _add_hyperparameters(parser: argparse.ArgumentParser) -> None:
@@ -219,7 +289,11 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     params = _overrides(args)
     show = not args.quiet and sys.stderr.isatty()
     # Load everything first so a bad name fails before any long run.
-    datasets = [load_dataset(name) for name in _dataset_names(args.datasets)]
+    datasets = []
+    for name in _dataset_names(args.datasets):
+        with _loading(name):
+            datasets.append(load_dataset(name, max_cells=args.max_cells,
+                                         max_bytes=args.max_bytes))
     results = []
     for ds in datasets:
         progress = _Progress(len(ds) * len(args.methods or _all_methods()), ds.name, show)
@@ -269,7 +343,9 @@ def _cmd_rerank(args: argparse.Namespace) -> int:
     from .evaluation import method_params
     from .methods import rerank
 
-    prob = load_pass_matrix(args.file, task=args.task)
+    with _loading(args.file):
+        prob = load_pass_matrix(args.file, task=args.task, max_cells=args.max_cells,
+                                max_bytes=args.max_bytes)
     overrides = _overrides(args)
     family = "aces-o" if args.method.startswith("aces-o") else args.method
     ignored = [f for f in overrides if f != family]
@@ -409,7 +485,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "diagnostics.")
     ev.add_argument("datasets", nargs="*", metavar="DATASET",
                     help=f"bundled name ({', '.join(BUNDLED)}), 'all' (every bundled "
-                         f"dataset) or a .npz/.jsonl path; default {DEFAULT_DATASET}")
+                         f"dataset), a .npz/.jsonl path, or '-' (standard input); default "
+                         f"{DEFAULT_DATASET}")
     ev.add_argument("--methods", type=_method_list, metavar="M1,M2,...",
                     help=f"comma-separated subset of: {', '.join(ALL_METHODS)} (default all)")
     ev.add_argument("--ks", type=_ks, default=[1, 2, 5], metavar="K1,K2,...",
@@ -421,6 +498,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--plot", metavar="FILE.png", help="also save a bar chart (needs matplotlib)")
     ev.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     _add_hyperparameters(ev)
+    _add_limits(ev)
     ev.set_defaults(func=_cmd_evaluate)
 
     rr = sub.add_parser(
@@ -429,7 +507,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "0/1) and show scores and test weights. FILE: .npy (2-D array), .npz "
                     "(single array, key 'B', or the dataset layout), .csv (0/1, no header), "
                     ".jsonl (dataset layout; first problem or --task).")
-    rr.add_argument("file", metavar="FILE")
+    rr.add_argument("file", metavar="FILE", help="the matrix file, or '-' for standard input")
     rr.add_argument("--method", default="aces-c", choices=list(METHODS),
                     help="ranking method (default aces-c)")
     rr.add_argument("--task", metavar="ID", help="task_id to take from a .jsonl/.npz dataset")
@@ -438,6 +516,7 @@ def build_parser() -> argparse.ArgumentParser:
     rr.add_argument("--backend", help="cpp, numba, torch, numpy or auto")
     rr.add_argument("--json", action="store_true", help="print JSON")
     _add_hyperparameters(rr)
+    _add_limits(rr)
     rr.set_defaults(func=_cmd_rerank)
 
     sub.add_parser("bench", help="run the benchmark suite of a source checkout (options: "
@@ -464,11 +543,31 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return args.func(args)
     except (ValueError, TypeError, KeyError, OSError, BackendUnavailableError) as exc:
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        print(f"{PROG}: error: {msg}", file=sys.stderr)
+        _error(str(msg))
         return 1
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
+    except MemoryError as exc:
+        if os.environ.get("ACES_FAST_TRACEBACK"):
+            raise
+        _error(f"out of memory{_where(exc)}")
+        return 1
+    except _LoadFailure as failure:
+        if os.environ.get("ACES_FAST_TRACEBACK"):
+            raise failure.exc from None
+        _error(f"{failure.what}: loading failed unexpectedly: {_unexpected(failure.exc)}")
+        return 1
+    except Exception as exc:  # noqa: BLE001 -- the CLI never shows a traceback
+        if os.environ.get("ACES_FAST_TRACEBACK"):
+            raise
+        _error(f"internal error: {_unexpected(exc)}")
+        return 1
+
+
+def _error(message: str) -> None:
+    """One line on stderr, whatever line breaks the message holds."""
+    print(f"{PROG}: error: " + " ".join(message.splitlines()), file=sys.stderr)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -21,6 +21,33 @@ tests. ``"labels"`` is optional. Other keys are kept as extras (``t_ok``,
 ``test_count`` and ``cand_uid`` are checked and turned into arrays).
 Blank lines are skipped; ``.jsonl.gz`` is read and written through gzip.
 
+**Hostile and careless files.** Every loader raises ``ValueError`` (naming
+the file, the problem and the field) for a truncated or corrupt file, a pickled
+object array (never unpickled: ``allow_pickle`` is never used), JSON nested too
+deeply, or a path that is not a regular file (directories, FIFOs, devices and
+sockets are refused before opening). The string ``"-"`` as a path reads
+standard input (the format told by its first bytes: npy, npz, gzip, ``{`` for
+JSON lines, else CSV); ``"./-"`` or ``Path("-")`` names a file called ``-``.
+
+**Limits.** Sizes a file *declares* -- the shape in an ``.npy`` header, a zip
+member's uncompressed size, ``len(passed) x m`` of the JSONL ``passed`` form --
+are checked before anything is allocated, against two limits:
+
+* ``max_cells``: cells (n x m) of one pass matrix. Default 2**28 = 268,435,456
+  (256 MiB as uint8): four times a 10**6 x 64 candidate pool, 10**4 times the
+  largest bundled problem (100 x 257).
+* ``max_bytes``: bytes of data in one file after decompression (the sum of an
+  npz's member sizes, the decompressed text of a JSONL or CSV file, an npy's
+  data). Default 2**30 (1 GiB): twice a 10**6 x 64 matrix stored as int64,
+  a thousand times the bundled files (about 1 MB each).
+
+Raise them with the keyword arguments ``max_cells=`` / ``max_bytes=`` of every
+loader, the environment variables ``ACES_FAST_MAX_CELLS`` /
+``ACES_FAST_MAX_BYTES``, or the command line options ``--max-cells`` /
+``--max-bytes``; :func:`check_size` applies them (for other readers).
+Memory: npz/npy/CSV data take about their size; parsing a JSON line takes
+several times the line's size (Python lists).
+
 Bundled datasets (:data:`BUNDLED`): ``"humaneval-codegen16b"`` (the default;
 CodeGen-Mono-16B candidates and tests, n = 100) and ``"humaneval-gpt35"``
 (gpt-3.5-turbo-1106 with AgentCoder's prompts, n = 5). Any other name passed to
@@ -32,25 +59,38 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import os
 import re
+import struct
+import zlib
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
+from typing import IO, Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
+
+from ._safe_read import (DEFAULT_MAX_BYTES, DEFAULT_MAX_CELLS, ENV_MAX_BYTES, ENV_MAX_CELLS,
+                         LimitedReader, Limits, NpzArchive, check_size, open_regular,
+                         read_npy, read_stdin, resolve_limits, sniff_format)
 
 __all__ = [
     "BUNDLED",
     "DEFAULT_DATASET",
+    "DEFAULT_MAX_BYTES",
+    "DEFAULT_MAX_CELLS",
+    "STDIN",
     "Dataset",
     "Problem",
     "bundled_path",
+    "check_size",
     "load_dataset",
     "load_jsonl",
     "load_npz",
     "load_pass_matrix",
     "save_jsonl",
+    "resolve_limits",
     "save_npz",
 ]
 
@@ -60,6 +100,8 @@ BUNDLED: Dict[str, str] = {
     "humaneval-gpt35": "humaneval_agentcoder_gpt35turbo1106.npz",
 }
 DEFAULT_DATASET = "humaneval-codegen16b"
+#: The path that means standard input (``./-`` names a file called ``-``).
+STDIN = "-"
 
 PathLike = Union[str, Path]
 
@@ -192,6 +234,18 @@ class Dataset:
 # validation helpers (raise ValueError/TypeError with the caller's location)
 
 
+def _as_array(value: Any, where: str) -> np.ndarray:
+    """``np.asarray`` whose failures (ragged nesting, absurd objects) name ``where``."""
+    if isinstance(value, np.ndarray):
+        return value
+    try:
+        return np.asarray(value)
+    except (ValueError, TypeError, OverflowError, RecursionError) as exc:
+        detail = " ".join(str(exc).split())
+        raise ValueError(f"{where}: cannot be read as an array: rows have different "
+                         f"lengths or entries are not numbers ({detail})") from None
+
+
 def _binary_matrix(value: Any, where: str) -> np.ndarray:
     if isinstance(value, np.ndarray):
         arr = value
@@ -200,6 +254,8 @@ def _binary_matrix(value: Any, where: str) -> np.ndarray:
             arr = np.asarray(value)
         except ValueError:
             raise ValueError(f"{where}: rows have different lengths (ragged matrix)") from None
+        except (TypeError, OverflowError, RecursionError) as exc:
+            raise ValueError(f"{where}: cannot be read as a 0/1 matrix ({exc})") from None
     if arr.dtype == object:
         raise ValueError(f"{where}: rows have different lengths or non-numeric entries")
     if arr.dtype.kind not in "biuf":
@@ -216,6 +272,10 @@ def _binary_matrix(value: Any, where: str) -> np.ndarray:
 def _check_binary_values(arr: np.ndarray, where: str) -> None:
     if arr.size == 0 or arr.dtype == np.bool_:
         return
+    # Integers: min/max need no temporary the size of the matrix (a 10**6 x 64
+    # file would otherwise need two more boolean copies); locate only on failure.
+    if arr.dtype.kind in "iu" and arr.min() >= 0 and arr.max() <= 1:
+        return
     bad = ~((arr == 0) | (arr == 1))
     if bad.any():
         pos = tuple(int(i) for i in np.argwhere(bad)[0])
@@ -224,7 +284,7 @@ def _check_binary_values(arr: np.ndarray, where: str) -> None:
 
 
 def _binary_vector(value: Any, length: int, where: str) -> np.ndarray:
-    arr = np.asarray(value)
+    arr = _as_array(value, where)
     if arr.dtype == object or arr.dtype.kind not in "biuf":
         raise ValueError(f"{where}: must hold 0/1 numbers, got dtype {arr.dtype}")
     if arr.ndim != 1 or arr.shape[0] != length:
@@ -241,10 +301,12 @@ def _check_extra(name: str, value: Any, n: int, m: int, where: str) -> Any:
     length = n if axis == "n" else m
     if kind == "binary":
         return _binary_vector(value, length, where)
-    arr = np.asarray(value)
+    arr = _as_array(value, where)
     if arr.dtype == np.bool_ or arr.dtype.kind not in "iu":
+        # Whole floats become int64; only those int64 holds exactly (|x| < 2**63), so
+        # a huge float is refused rather than wrapped around.
         if arr.dtype.kind == "f" and arr.size and np.all(np.isfinite(arr)) \
-                and np.all(arr == np.round(arr)):
+                and np.all(arr == np.round(arr)) and np.all(np.abs(arr) < 2.0 ** 63):
             arr = arr.astype(np.int64)
         elif arr.size or arr.dtype == object:
             raise ValueError(f"{where}: must hold integers, got dtype {arr.dtype}")
@@ -257,80 +319,96 @@ def _check_extra(name: str, value: Any, n: int, m: int, where: str) -> Any:
 
 
 # ---------------------------------------------------------------------------
+# sources: a path (regular files only), '-' (standard input) or a file object
+
+
+def _label(path: Any) -> str:
+    if _is_stdin(path):
+        return "<stdin>"
+    if isinstance(path, (str, os.PathLike)):
+        return str(path)
+    return str(getattr(path, "name", "<stream>"))
+
+
+def _is_stdin(path: Any) -> bool:
+    # Only the string: Path("./-") normalises to Path("-"), and a Path names a file.
+    return isinstance(path, str) and path == STDIN
+
+
+@contextmanager
+def _binary_source(path: Any, label: str,
+                   limits: Limits) -> Iterator[Tuple[IO[bytes], Optional[int]]]:
+    """(binary file, its size or None) for a path, ``-`` or an open binary file.
+
+    Paths must be regular files (checked before opening); standard input is read
+    into memory up to ``limits.max_bytes``. OSError while reading becomes a
+    ValueError naming the file.
+    """
+    try:
+        if _is_stdin(path):
+            data = read_stdin(label, limits.max_bytes)
+            yield io.BytesIO(data), len(data)
+        elif isinstance(path, (str, os.PathLike)):
+            fh, size = open_regular(path, label)
+            with fh:
+                yield fh, size
+        else:
+            yield path, None
+    except OSError as exc:
+        raise ValueError(f"{label}: cannot read: {exc.strerror or exc}") from None
+
+
+def _peek(fh: IO[bytes], n: int) -> bytes:
+    pos = fh.tell()
+    head = fh.read(n)
+    fh.seek(pos)
+    return head
+
+
+# ---------------------------------------------------------------------------
 # npz
 
 
-def load_npz(path: Any, name: Optional[str] = None, *, source: Optional[str] = None) -> Dataset:
+def load_npz(path: Any, name: Optional[str] = None, *, source: Optional[str] = None,
+             max_cells: Optional[int] = None, max_bytes: Optional[int] = None) -> Dataset:
     """Read the npz layout (see the module docstring).
 
     Parameters
     ----------
-    path : str, Path or binary file object
+    path : str, Path, ``"-"`` (standard input) or seekable binary file object
+        A path must name a regular file (FIFOs, devices and directories are
+        refused before opening).
     name : str, optional
         Dataset name (default: the file name without ``.npz``).
     source : str, optional
         How to name the file in messages and in :attr:`Dataset.source`
         (default: its path).
+    max_cells : int, optional
+        Most cells (n x m) of one pass matrix; default ``$ACES_FAST_MAX_CELLS``,
+        else 2**28 (see "Limits" in the module docstring).
+    max_bytes : int, optional
+        Most bytes the archive's members may declare in total (uncompressed);
+        default ``$ACES_FAST_MAX_BYTES``, else 2**30.
 
     Raises
     ------
     ValueError
-        For a missing ``task_ids`` or ``B_kkkk``, a key that points past the
-        last problem, a matrix that is not 2-D 0/1, or a vector of the wrong
-        length; the message names the file, the problem and the key.
+        For a corrupt or truncated archive, a member that is not a ``.npy``
+        array, a pickled (object) array, sizes beyond the limits, a missing
+        ``task_ids`` or ``B_kkkk``, a key that points past the last problem, a
+        matrix that is not 2-D 0/1, or a vector of the wrong length; the message
+        names the file, the problem and the key.
 
-    Cost: reads every array once, O(total size).
+    Cost: reads every array once, O(total size); sizes are checked from the zip
+    directory and the ``.npy`` headers before anything is decompressed.
     """
-    if source is not None:
-        label = source
-    elif isinstance(path, (str, Path)):
-        label = str(path)
-    else:  # a file object
-        label = str(getattr(path, "name", "<npz stream>"))
-    try:
-        z = np.load(path, allow_pickle=False)
-    except (OSError, ValueError, EOFError) as exc:
-        raise ValueError(f"{label}: cannot read as .npz: {exc}") from None
-    if not isinstance(z, np.lib.npyio.NpzFile):
-        raise ValueError(f"{label}: is a single .npy array, not an .npz archive")
-    with z:
-        keys = list(z.files)
-        if "task_ids" not in keys:
-            shown = ", ".join(keys[:8]) + (" ..." if len(keys) > 8 else "")
-            raise ValueError(f"{label}: missing key 'task_ids' (the list of problem ids); "
-                             f"keys present: {shown or '(none)'}")
-        ids = z["task_ids"]
-        if ids.ndim != 1 or ids.dtype.kind not in "USiu":
-            raise ValueError(f"{label}: key 'task_ids' must be a 1-D array of strings, "
-                             f"got dtype {ids.dtype} shape {ids.shape}")
-        task_ids = [str(t) for t in ids.tolist()]
-        per: List[Dict[str, np.ndarray]] = [{} for _ in task_ids]
-        meta: Dict[str, Any] = {}
-        for key in keys:
-            if key == "task_ids":
-                continue
-            mt = _SUFFIX.match(key)
-            if mt is None:
-                arr = z[key]
-                meta[key] = arr.item() if arr.ndim == 0 else arr
-                continue
-            k = int(mt.group("index"))
-            if k >= len(task_ids):
-                raise ValueError(f"{label}: key {key!r} refers to problem {k}, but "
-                                 f"'task_ids' lists only {len(task_ids)} problems")
-            per[k][mt.group("field")] = z[key]
-        problems = []
-        for k, (tid, fields) in enumerate(zip(task_ids, per)):
-            where = f"{label}: problem {k} ({tid!r})"
-            if "B" not in fields:
-                raise ValueError(f"{where}: missing key 'B_{k:04d}' (the pass matrix)")
-            B = _binary_matrix(fields.pop("B"), f"{where}: key 'B_{k:04d}'")
-            y = fields.pop("y", None)
-            labels = None if y is None else _binary_vector(y, B.shape[0],
-                                                           f"{where}: key 'y_{k:04d}'")
-            extras = {f: _check_extra(f, v, B.shape[0], B.shape[1], f"{where}: key '{f}_{k:04d}'")
-                      for f, v in fields.items()}
-            problems.append(Problem(tid, B, labels, extras))
+    limits = resolve_limits(max_cells, max_bytes)
+    label = source if source is not None else _label(path)
+    with _binary_source(path, label, limits) as (fh, _size):
+        if sniff_format(_peek(fh, 8)) == "npy":
+            raise ValueError(f"{label}: is a single .npy array, not an .npz archive")
+        with NpzArchive(fh, label, limits) as z:
+            problems, meta = _problems_from_npz(z, label)
     if name is None:
         name = Path(label).name
         name = name[:-4] if name.endswith(".npz") else name
@@ -338,6 +416,65 @@ def load_npz(path: Any, name: Optional[str] = None, *, source: Optional[str] = N
         return Dataset(name, problems, source=label, meta=meta)
     except ValueError as exc:
         raise ValueError(f"{label}: {exc}") from None
+
+
+def _problems_from_npz(z: NpzArchive, label: str) -> Tuple[List[Problem], Dict[str, Any]]:
+    keys = z.files
+    if "task_ids" not in z:
+        shown = ", ".join(keys[:8]) + (" ..." if len(keys) > 8 else "")
+        raise ValueError(f"{label}: missing key 'task_ids' (the list of problem ids); "
+                         f"keys present: {shown or '(none)'}")
+    ids_head = z.header("task_ids")
+    if len(ids_head.shape) != 1 or ids_head.dtype.kind not in "USiu":
+        raise ValueError(f"{label}: key 'task_ids' must be a 1-D array of strings, "
+                         f"got dtype {ids_head.dtype} shape {ids_head.shape}")
+    n_problems = ids_head.shape[0]
+    # Sort the keys by problem from their names alone, before reading any data.
+    per: Dict[int, Dict[str, str]] = {}
+    meta_keys: List[str] = []
+    for key in keys:
+        if key == "task_ids":
+            continue
+        mt = _SUFFIX.match(key)
+        if mt is None:
+            meta_keys.append(key)
+            continue
+        digits = mt.group("index")
+        k = int(digits) if len(digits) <= 18 else n_problems + 1  # no int() of 10^4 digits
+        if k >= n_problems:
+            raise ValueError(f"{label}: key {key!r} refers to problem {digits.lstrip('0') or 0}, "
+                             f"but 'task_ids' lists only {n_problems} problems")
+        fields = per.setdefault(k, {})
+        if mt.group("field") in fields:
+            raise ValueError(f"{label}: keys {fields[mt.group('field')]!r} and {key!r} both "
+                             f"give field {mt.group('field')!r} of problem {k}")
+        fields[mt.group("field")] = key
+    ids = z.read("task_ids")
+    # Every problem needs its B_kkkk, so a task_ids longer than the archive's key
+    # count is refused here, before its ids become Python strings.
+    missing = next((k for k in range(n_problems) if "B" not in per.get(k, {})), None)
+    if missing is not None:
+        raise ValueError(f"{label}: problem {missing} ({str(ids[missing])!r}): missing key "
+                         f"'B_{missing:04d}' (the pass matrix)")
+    task_ids = [str(t) for t in ids.tolist()]
+    meta: Dict[str, Any] = {}
+    for key in meta_keys:
+        arr = z.read(key)
+        meta[key] = arr.item() if arr.ndim == 0 else arr
+    problems = []
+    for k, tid in enumerate(task_ids):
+        where = f"{label}: problem {k} ({tid!r})"
+        fields = dict(per[k])
+        b_key = fields.pop("B")
+        B = _binary_matrix(z.read(b_key, matrix=True), f"{where}: key {b_key!r}")
+        y_key = fields.pop("y", None)
+        labels = None if y_key is None else _binary_vector(z.read(y_key), B.shape[0],
+                                                           f"{where}: key {y_key!r}")
+        extras = {f: _check_extra(f, z.read(key), B.shape[0], B.shape[1],
+                                  f"{where}: key {key!r}")
+                  for f, key in fields.items()}
+        problems.append(Problem(tid, B, labels, extras))
+    return problems, meta
 
 
 def save_npz(dataset: Union[Dataset, Sequence[Problem]], path: PathLike,
@@ -365,6 +502,7 @@ def save_npz(dataset: Union[Dataset, Sequence[Problem]], path: PathLike,
     (np.savez_compressed if compressed else np.savez)(path, **arrays)
 
 
+
 # ---------------------------------------------------------------------------
 # JSONL
 
@@ -375,12 +513,38 @@ def _open_text(path: PathLike, mode: str):
     return open(path, mode, encoding="utf-8")
 
 
+# What a truncated or corrupt gzip stream raises (BadGzipFile is an OSError).
+_DECODE_ERRORS = (UnicodeDecodeError, OSError, EOFError, zlib.error, struct.error)
+
+
+def _gzipped(path: Any, fh: IO[bytes]) -> bool:
+    """A path ending in ``.gz`` must hold gzip (a cut-off file must not pass as empty
+    text); standard input and file objects are told by the gzip magic."""
+    if isinstance(path, (str, os.PathLike)) and not _is_stdin(path):
+        return os.fspath(path).lower().endswith(".gz")
+    return _peek(fh, 2) == b"\x1f\x8b"
+
+
+def _text_stream(fh: IO[bytes], label: str, limits: Limits, gz: bool,
+                 newline: Optional[str] = None):
+    """UTF-8 text of ``fh`` (gunzipped if ``gz``), whose decompressed size is
+    refused beyond ``limits.max_bytes`` while reading."""
+    raw: IO[bytes] = fh
+    if gz:
+        if _peek(fh, 2) != b"\x1f\x8b":
+            raise ValueError(f"{label}: not a gzip file (it does not start with the gzip "
+                             "magic bytes; empty or cut short?)")
+        raw = gzip.GzipFile(fileobj=fh, mode="rb")  # type: ignore[assignment]
+    return io.TextIOWrapper(io.BufferedReader(LimitedReader(raw, limits.max_bytes, label)),
+                            encoding="utf-8", newline=newline)
+
+
 def _is_json_bit(v: Any) -> bool:
     # JSON numbers 0/1 (or 0.0/1.0) and booleans; strings like "1" are rejected.
     return isinstance(v, bool) or (type(v) in (int, float) and v in (0, 1))
 
 
-def _problem_from_json(obj: Any, where: str) -> Problem:
+def _problem_from_json(obj: Any, where: str, limits: Limits) -> Problem:
     if not isinstance(obj, dict):
         raise ValueError(f"{where}: expected a JSON object, got {type(obj).__name__}")
     if "task_id" not in obj:
@@ -408,6 +572,8 @@ def _problem_from_json(obj: Any, where: str) -> Problem:
             bad = next(i for i, r in enumerate(rows) if len(r) != len(rows[0]))
             raise ValueError(f"{where}: field 'B' is ragged: row 0 has {len(rows[0])} "
                              f"entries, row {bad} has {len(rows[bad])}")
+        check_size(f"{where}: field 'B'", shape=(len(rows), len(rows[0])),
+                   max_cells=limits.max_cells)
         for i, r in enumerate(rows):
             for j, v in enumerate(r):
                 if not _is_json_bit(v):
@@ -426,6 +592,9 @@ def _problem_from_json(obj: Any, where: str) -> Problem:
                              "lists of test indices")
         if not passed:
             raise ValueError(f"{where}: field 'passed' is empty; need n >= 1 candidates")
+        # 'm' is only declared: refuse an absurd n x m before allocating it.
+        check_size(f"{where}: pass matrix declared by 'passed' and 'm'",
+                   shape=(len(passed), m_given), max_cells=limits.max_cells)
         B = np.zeros((len(passed), m_given), dtype=np.uint8)
         for i, r in enumerate(passed):
             for j in r:
@@ -449,40 +618,68 @@ def _problem_from_json(obj: Any, where: str) -> Problem:
     return Problem(str(tid), B, labels, checked)
 
 
-def load_jsonl(path: PathLike, name: Optional[str] = None) -> Dataset:
-    """Read the JSONL layout (see the module docstring); ``.gz`` files are gunzipped.
+def _parse_json_line(line: str, where: str) -> Any:
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{where}: invalid JSON ({exc.msg} at column {exc.colno})") from None
+    except RecursionError:
+        raise ValueError(f"{where}: invalid JSON (nested too deeply to parse)") from None
+    except ValueError as exc:  # e.g. an integer literal beyond Python's digit limit
+        raise ValueError(f"{where}: invalid JSON ({exc})") from None
 
-    Raises ``ValueError`` naming the file, line number, task id and field for
-    bad JSON, a missing ``task_id``, both or neither of ``B``/``passed``, ragged
-    rows, values other than 0/1, out-of-range test indices, labels of the wrong
-    length, or a duplicate task id. O(total size).
-    """
-    label = str(path)
+
+def _problems_from_jsonl(fh: IO[bytes], label: str, limits: Limits,
+                         gz: bool) -> List[Problem]:
     problems: List[Problem] = []
     seen: Dict[str, int] = {}
+    text = _text_stream(fh, label, limits, gz)
     try:
-        fh = _open_text(path, "r")
-    except OSError as exc:
-        raise ValueError(f"{label}: cannot open: {exc.strerror or exc}") from None
-    with fh:
-        try:
-            for lineno, line in enumerate(fh, start=1):
-                if not line.strip():
-                    continue
-                where = f"{label}: line {lineno}"
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise ValueError(f"{where}: invalid JSON ({exc.msg} at column "
-                                     f"{exc.colno})") from None
-                p = _problem_from_json(obj, where)
-                if p.task_id in seen:
-                    raise ValueError(f"{where}: field 'task_id' {p.task_id!r} repeats the "
-                                     f"problem on line {seen[p.task_id]}")
-                seen[p.task_id] = lineno
-                problems.append(p)
-        except (UnicodeDecodeError, OSError, EOFError) as exc:
-            raise ValueError(f"{label}: cannot read as UTF-8 JSON lines: {exc}") from None
+        for lineno, line in enumerate(text, start=1):
+            if not line.strip():
+                continue
+            where = f"{label}: line {lineno}"
+            p = _problem_from_json(_parse_json_line(line, where), where, limits)
+            if p.task_id in seen:
+                raise ValueError(f"{where}: field 'task_id' {p.task_id!r} repeats the "
+                                 f"problem on line {seen[p.task_id]}")
+            seen[p.task_id] = lineno
+            problems.append(p)
+    except _DECODE_ERRORS as exc:
+        raise ValueError(f"{label}: cannot read as UTF-8 JSON lines: "
+                         f"{' '.join(str(exc).split()) or type(exc).__name__}") from None
+    return problems
+
+
+def load_jsonl(path: Any, name: Optional[str] = None, *, max_cells: Optional[int] = None,
+               max_bytes: Optional[int] = None) -> Dataset:
+    """Read the JSONL layout (see the module docstring); gzip data is gunzipped.
+
+    Parameters
+    ----------
+    path : str, Path, ``"-"`` (standard input) or binary file object
+        A path must name a regular file; it is gunzipped if its name ends in
+        ``.gz``. Standard input and file objects are gunzipped if they start
+        with the gzip magic bytes.
+    name : str, optional
+        Dataset name (default: the file name without ``.jsonl``/``.gz``).
+    max_cells : int, optional
+        Most cells (n x m) of one pass matrix, checked before the ``passed`` form
+        is expanded; default ``$ACES_FAST_MAX_CELLS``, else 2**28.
+    max_bytes : int, optional
+        Most bytes of (decompressed) text; default ``$ACES_FAST_MAX_BYTES``,
+        else 2**30. Parsing a JSON line takes several times its size in memory.
+
+    Raises ``ValueError`` naming the file, line number, task id and field for
+    bad JSON (including nesting too deep to parse), a corrupt or truncated gzip
+    stream, a missing ``task_id``, both or neither of ``B``/``passed``, ragged
+    rows, values other than 0/1, out-of-range test indices, sizes beyond the
+    limits, labels of the wrong length, or a duplicate task id. O(total size).
+    """
+    limits = resolve_limits(max_cells, max_bytes)
+    label = _label(path)
+    with _binary_source(path, label, limits) as (fh, _size):
+        problems = _problems_from_jsonl(fh, label, limits, _gzipped(path, fh))
     if name is None:
         name = Path(label).name
         for suffix in (".gz", ".jsonl", ".json"):
@@ -534,35 +731,56 @@ def bundled_path(name: str):
     return resources.files("aces_fast.data") / BUNDLED[name]
 
 
-def load_dataset(name_or_path: Optional[PathLike] = None) -> Dataset:
+def load_dataset(name_or_path: Optional[PathLike] = None, *, max_cells: Optional[int] = None,
+                 max_bytes: Optional[int] = None) -> Dataset:
     """Load a bundled dataset by name, or a dataset file by path.
 
     Parameters
     ----------
     name_or_path : str or Path, optional
-        ``None`` -> :data:`DEFAULT_DATASET`; a key of :data:`BUNDLED`; otherwise a
-        path to an ``.npz`` or ``.jsonl`` / ``.jsonl.gz`` file.
+        ``None`` -> :data:`DEFAULT_DATASET`; a key of :data:`BUNDLED`; ``"-"``
+        reads standard input (npz, JSONL or gzipped JSONL, told apart by their
+        first bytes); otherwise a path to a regular ``.npz`` or ``.jsonl`` /
+        ``.jsonl.gz`` file.
+    max_cells, max_bytes : int, optional
+        Size limits, see "Limits" in the module docstring and :func:`load_npz`.
 
     Returns
     -------
     Dataset
     """
+    limits = resolve_limits(max_cells, max_bytes)
+    cells, nbytes = limits
     if name_or_path is None:
         name_or_path = DEFAULT_DATASET
     if isinstance(name_or_path, str) and name_or_path in BUNDLED:
         res = bundled_path(name_or_path)
         # Read through the resource API so a zipped install works too.
         return load_npz(io.BytesIO(res.read_bytes()), name=name_or_path,
-                        source=f"bundled:{BUNDLED[name_or_path]}")
+                        source=f"bundled:{BUNDLED[name_or_path]}", max_cells=cells,
+                        max_bytes=nbytes)
+    if _is_stdin(name_or_path):
+        label = _label(name_or_path)
+        with _binary_source(name_or_path, label, limits) as (fh, _size):
+            kind = sniff_format(_peek(fh, 8))
+            if kind == "npz":
+                return load_npz(fh, name="stdin", source=label, max_cells=cells,
+                                max_bytes=nbytes)
+            if kind in ("jsonl", "gzip"):
+                return Dataset("stdin", _problems_from_jsonl(fh, label, limits, kind == "gzip"),
+                               source=label)
+        found = "a single .npy array" if kind == "npy" else "text that is not JSON lines"
+        raise ValueError(f"{label}: not a dataset: expected an .npz archive or JSON lines "
+                         f"on standard input, found {found}")
     path = Path(name_or_path)
     if not path.exists():
         raise ValueError(f"no dataset {str(name_or_path)!r}: not a bundled name "
                          f"({', '.join(BUNDLED)}) and no such file")
     suffixes = "".join(path.suffixes[-2:]).lower()
     if path.suffix.lower() == ".npz":
-        return load_npz(path)
+        return load_npz(path, max_cells=cells, max_bytes=nbytes)
     if path.suffix.lower() == ".jsonl" or suffixes == ".jsonl.gz":
-        return load_jsonl(path)
+        return load_jsonl(path, max_cells=cells, max_bytes=nbytes)
     raise ValueError(f"{path}: unknown dataset format; expected .npz, .jsonl or .jsonl.gz")
 
 
@@ -570,45 +788,69 @@ def load_dataset(name_or_path: Optional[PathLike] = None) -> Dataset:
 # a single user matrix (``aces-fast rerank``)
 
 
-def _read_csv_matrix(path: Path) -> np.ndarray:
-    """Parse a comma-separated 0/1 matrix; blank lines are skipped, headers rejected."""
+def _read_csv_matrix(fh: IO[bytes], label: str, limits: Limits) -> np.ndarray:
+    """Parse a comma-separated 0/1 matrix; blank lines are skipped, headers rejected.
+
+    Cells are collected one byte each (not as Python ints), and their count is
+    checked against ``limits.max_cells`` as rows arrive.
+    """
     import csv
 
-    rows: List[List[int]] = []
+    cells = bytearray()
+    n_rows = n_cols = 0
     first_line = None
+    text = _text_stream(fh, label, limits, gz=False, newline="")
     try:
-        with open(path, newline="", encoding="utf-8") as fh:
-            for lineno, cells in enumerate(csv.reader(fh), start=1):
-                if not cells or all(not c.strip() for c in cells):
-                    continue
-                row = []
-                for col, cell in enumerate(cells, start=1):
-                    text = cell.strip()
-                    try:
-                        value = float(text)
-                    except ValueError:
-                        hint = (" (a header row is not supported: delete it)"
-                                if not rows else "")
-                        raise ValueError(f"{path}: line {lineno}, column {col}: {text!r} is "
-                                         f"not a number{hint}") from None
-                    if value not in (0.0, 1.0):
-                        raise ValueError(f"{path}: line {lineno}, column {col}: value {text!r}; "
-                                         "only 0 and 1 are allowed")
-                    row.append(int(value))
-                if rows and len(row) != len(rows[0]):
-                    raise ValueError(f"{path}: line {lineno} has {len(row)} columns but line "
-                                     f"{first_line} has {len(rows[0])} (ragged rows)")
-                if not rows:
-                    first_line = lineno
-                rows.append(row)
+        for lineno, row_cells in enumerate(csv.reader(text), start=1):
+            if not row_cells or all(not c.strip() for c in row_cells):
+                continue
+            row = bytearray()
+            for col, cell in enumerate(row_cells, start=1):
+                value_text = cell.strip()
+                try:
+                    value = float(value_text)
+                except ValueError:
+                    hint = (" (a header row is not supported: delete it)"
+                            if not n_rows else "")
+                    raise ValueError(f"{label}: line {lineno}, column {col}: {value_text!r} "
+                                     f"is not a number{hint}") from None
+                if value not in (0.0, 1.0):
+                    raise ValueError(f"{label}: line {lineno}, column {col}: value "
+                                     f"{value_text!r}; only 0 and 1 are allowed")
+                row.append(int(value))
+            if n_rows and len(row) != n_cols:
+                raise ValueError(f"{label}: line {lineno} has {len(row)} columns but line "
+                                 f"{first_line} has {n_cols} (ragged rows)")
+            if not n_rows:
+                first_line, n_cols = lineno, len(row)
+            n_rows += 1
+            check_size(f"{label}: rows up to line {lineno}", shape=(n_rows, n_cols),
+                       max_cells=limits.max_cells)
+            cells += row
+    except csv.Error as exc:
+        raise ValueError(f"{label}: malformed CSV: {exc}") from None
     except UnicodeDecodeError as exc:
-        raise ValueError(f"{path}: not a UTF-8 text file: {exc}") from None
-    if not rows:
-        raise ValueError(f"{path}: no rows; need at least one candidate")
-    return np.array(rows, dtype=np.uint8)
+        raise ValueError(f"{label}: not a UTF-8 text file: {exc}") from None
+    except _DECODE_ERRORS as exc:
+        raise ValueError(f"{label}: cannot read: {' '.join(str(exc).split())}") from None
+    if not n_rows:
+        raise ValueError(f"{label}: no rows; need at least one candidate")
+    return np.frombuffer(cells, dtype=np.uint8).reshape(n_rows, n_cols)
 
 
-def load_pass_matrix(path: PathLike, task: Optional[str] = None) -> Problem:
+_MATRIX_SUFFIXES = (".npy", ".npz", ".csv", ".jsonl", ".jsonl.gz")
+
+
+def _format_from_name(name: str) -> Optional[str]:
+    name = name.lower()
+    for suffix in _MATRIX_SUFFIXES:
+        if name.endswith(suffix):
+            return "jsonl" if suffix.startswith(".jsonl") else suffix[1:]
+    return None
+
+
+def load_pass_matrix(path: Any, task: Optional[str] = None, *, max_cells: Optional[int] = None,
+                     max_bytes: Optional[int] = None) -> Problem:
     """Read one pass matrix from a file, as a :class:`Problem`.
 
     Formats, by suffix:
@@ -619,72 +861,87 @@ def load_pass_matrix(path: PathLike, task: Optional[str] = None) -> Problem:
     * ``.csv``: comma-separated 0/1, one candidate per line (no header row);
     * ``.jsonl`` / ``.jsonl.gz``: the dataset layout.
 
+    ``path`` ``"-"`` reads standard input, the format told by its first bytes
+    (npy, npz, gzip, a ``{`` for JSON lines, else CSV). Other paths must name
+    regular files (FIFOs, devices and directories are refused before opening).
+
     For the dataset layouts the first problem is taken, or the one whose
     ``task_id`` is ``task``. ``task`` with a single-matrix file is an error.
+    ``max_cells`` and ``max_bytes`` bound the matrix and the file's data (see
+    "Limits" in the module docstring); sizes declared by npy headers, zip
+    members and the JSONL ``passed`` form are checked before allocating.
 
     Raises ``ValueError`` naming the file (and line/column for CSV) when the
-    content is not a 0/1 matrix with at least one row.
+    content is not a 0/1 matrix with at least one row, is corrupt or
+    truncated, holds pickled objects, or exceeds the limits.
     """
-    path = Path(path)
-    if not path.exists():
-        raise ValueError(f"{path}: no such file")
-    name = path.name.lower()
-    if name.endswith(".jsonl") or name.endswith(".jsonl.gz") or (
-            name.endswith(".npz") and _npz_has_task_ids(path)):
-        ds = load_jsonl(path) if ".jsonl" in name else load_npz(path)
-        if not len(ds):
-            raise ValueError(f"{path}: holds no problems")
-        if task is None:
-            return ds[0]
-        if task not in ds.task_ids:
-            shown = ", ".join(ds.task_ids[:5]) + (" ..." if len(ds) > 5 else "")
-            raise ValueError(f"{path}: no problem with task_id {task!r} (have {shown})")
-        return ds[task]
-    if task is not None:
-        raise ValueError(f"{path}: holds a single matrix; --task/task applies only to "
-                         ".jsonl files and dataset .npz files")
-    labels = None
-    if name.endswith(".npy"):
-        try:
-            B = np.load(path, allow_pickle=False)
-        except (OSError, ValueError, EOFError) as exc:
-            raise ValueError(f"{path}: cannot read as .npy: {exc}") from None
-    elif name.endswith(".npz"):
-        try:
-            z = np.load(path, allow_pickle=False)
-        except (OSError, ValueError, EOFError) as exc:
-            raise ValueError(f"{path}: cannot read as .npz: {exc}") from None
-        if not isinstance(z, np.lib.npyio.NpzFile):
-            B = z  # a .npy payload under an .npz name
+    limits = resolve_limits(max_cells, max_bytes)
+    label = _label(path)
+    stdin = _is_stdin(path)
+    with _binary_source(path, label, limits) as (fh, size):
+        head = _peek(fh, 8)
+        kind: Optional[str]
+        if stdin:
+            kind = "jsonl" if sniff_format(head) == "gzip" else sniff_format(head)
+            stem = "stdin"
         else:
-            with z:
-                keys = list(z.files)
-                if len(keys) == 1:
-                    B = z[keys[0]]
-                elif "B" in keys:
-                    B = z["B"]
-                    labels = next((z[k] for k in ("labels", "y") if k in keys), None)
-                else:
-                    raise ValueError(f"{path}: holds {len(keys)} arrays ({', '.join(keys[:8])}); "
-                                     "expected a single array, a key 'B', or the dataset "
-                                     "layout with 'task_ids'")
-    elif name.endswith(".csv"):
-        B = _read_csv_matrix(path)
-    else:
-        raise ValueError(f"{path}: unknown format; expected .npy, .npz, .csv, .jsonl or "
-                         ".jsonl.gz")
-    B = _binary_matrix(B, f"{path}: pass matrix")
+            kind = _format_from_name(os.fspath(path))
+            stem = Path(path).stem
+            if kind is None:
+                raise ValueError(f"{label}: unknown format; expected .npy, .npz, .csv, "
+                                 ".jsonl or .jsonl.gz")
+            if kind == "npz" and sniff_format(head) == "npy":
+                kind = "npy"  # a .npy payload under an .npz name
+        if kind == "jsonl":
+            ds = Dataset(stem, _problems_from_jsonl(fh, label, limits, _gzipped(path, fh)),
+                         source=label)
+            return _pick(ds, label, task)
+        if kind == "npz":
+            with NpzArchive(fh, label, limits) as z:
+                if "task_ids" in z:
+                    problems, meta = _problems_from_npz(z, label)
+                    try:
+                        ds = Dataset(stem, problems, source=label, meta=meta)
+                    except ValueError as exc:
+                        raise ValueError(f"{label}: {exc}") from None
+                    return _pick(ds, label, task)
+                _no_task(label, task)
+                B, labels = _matrix_from_npz(z, label)
+        else:
+            _no_task(label, task)
+            labels = None
+            B = (read_npy(fh, label, size, limits, matrix=True) if kind == "npy"
+                 else _read_csv_matrix(fh, label, limits))
+    B = _binary_matrix(B, f"{label}: pass matrix")
     if labels is not None:
-        labels = _binary_vector(labels, B.shape[0], f"{path}: labels")
-    return Problem(path.stem, B, labels)
+        labels = _binary_vector(labels, B.shape[0], f"{label}: labels")
+    return Problem(stem, B, labels)
 
 
-def _npz_has_task_ids(path: Path) -> bool:
-    try:
-        z = np.load(path, allow_pickle=False)
-    except (OSError, ValueError, EOFError):
-        return False  # load_pass_matrix reports the read error itself
-    if not isinstance(z, np.lib.npyio.NpzFile):
-        return False
-    with z:
-        return "task_ids" in z.files
+def _no_task(label: str, task: Optional[str]) -> None:
+    if task is not None:
+        raise ValueError(f"{label}: holds a single matrix; --task/task applies only to "
+                         ".jsonl files and dataset .npz files")
+
+
+def _pick(ds: Dataset, label: str, task: Optional[str]) -> Problem:
+    if not len(ds):
+        raise ValueError(f"{label}: holds no problems")
+    if task is None:
+        return ds[0]
+    if task not in ds.task_ids:
+        shown = ", ".join(ds.task_ids[:5]) + (" ..." if len(ds) > 5 else "")
+        raise ValueError(f"{label}: no problem with task_id {task!r} (have {shown})")
+    return ds[task]
+
+
+def _matrix_from_npz(z: NpzArchive, label: str) -> Tuple[np.ndarray, Optional[np.ndarray]]:
+    keys = z.files
+    if len(keys) == 1:
+        return z.read(keys[0], matrix=True), None
+    if "B" in z:
+        lab = next((k for k in ("labels", "y") if k in z), None)
+        return z.read("B", matrix=True), (None if lab is None else z.read(lab))
+    raise ValueError(f"{label}: holds {len(keys)} arrays ({', '.join(keys[:8])}); "
+                     "expected a single array, a key 'B', or the dataset layout with "
+                     "'task_ids'")
