@@ -541,7 +541,8 @@ def load_dataset(name_or_path: Optional[PathLike] = None) -> Dataset:
     ----------
     name_or_path : str or Path, optional
         ``None`` -> :data:`DEFAULT_DATASET`; a key of :data:`BUNDLED`; otherwise a
-        path to an ``.npz`` or ``.jsonl`` / ``.jsonl.gz`` file.
+        path to an ``.npz``, ``.jsonl`` / ``.jsonl.gz`` or ``.parquet`` file
+        (:mod:`aces_fast.parquet`, needs pyarrow).
 
     Returns
     -------
@@ -563,7 +564,11 @@ def load_dataset(name_or_path: Optional[PathLike] = None) -> Dataset:
         return load_npz(path)
     if path.suffix.lower() == ".jsonl" or suffixes == ".jsonl.gz":
         return load_jsonl(path)
-    raise ValueError(f"{path}: unknown dataset format; expected .npz, .jsonl or .jsonl.gz")
+    if path.suffix.lower() == ".parquet":  # file or directory; needs pyarrow
+        from .parquet import load_parquet
+        return load_parquet(path)
+    raise ValueError(f"{path}: unknown dataset format; expected .npz, .jsonl, .jsonl.gz "
+                     "or .parquet")
 
 
 # ---------------------------------------------------------------------------
