@@ -370,7 +370,7 @@ def decode_batch(table: Any, rows: Any = 0, *, test_count: bool = False) -> Deco
                 mats[r] = block[k]
 
     row_no = _row_numbers(table, rows)
-    errors = [RowError(row_no[i], tids[i], reason[i]) for i in range(T) if reason[i] is not None]
+    errors = [RowError(row_no[i], tids[i], why) for i, why in enumerate(reason) if why is not None]
     index = np.array([i for i in range(T) if reason[i] is None], dtype=np.int64)
     good = index.tolist()
     if "labels" in names:
