@@ -21,7 +21,10 @@ from aces_fast._bench_stream import write_synthetic  # noqa: E402
 from aces_fast.cli import main  # noqa: E402
 from aces_fast.datasets import Problem, load_dataset  # noqa: E402
 from aces_fast.parquet import InvalidRowError, pack_rows, save_parquet, schema  # noqa: E402
-from aces_fast.stream import PASS_KS, default_errors_path, rerank_dataset  # noqa: E402
+from aces_fast.stream import (PASS_KS, default_errors_path, pass_at_ks,  # noqa: E402
+                              rerank_dataset)
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
 
 from conftest import SPEC_EXAMPLE, SPEC_LABELS  # noqa: E402
 
@@ -144,6 +147,48 @@ def test_argument_errors(tmp_path, bundled):
         rerank_dataset(path, tmp_path / "file")
     with pytest.raises(ValueError, match="no such file"):
         rerank_dataset(tmp_path / "missing.parquet", tmp_path / "o")
+
+
+# -- the batched Pass@k ----------------------------------------------------------
+
+
+@st.composite
+def _rankings(draw):
+    """Score vectors with many ties (few levels) and labels, of a few sizes."""
+    T = draw(st.integers(1, 12))
+    out = []
+    for _ in range(T):
+        n = draw(st.sampled_from([1, 2, 3, 5, 6, 9]))
+        levels = draw(st.integers(1, 4))
+        s = draw(st.lists(st.integers(0, levels - 1), min_size=n, max_size=n))
+        y = draw(st.lists(st.integers(0, 1), min_size=n, max_size=n))
+        out.append((np.array(s, np.float64) / 3.0, np.array(y, np.uint8)
+                    if draw(st.booleans()) or T == 1 else None))
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(_rankings(), st.lists(st.integers(1, 11), min_size=1, max_size=4, unique=True))
+def test_pass_at_ks_equals_pass_at_k_bit_for_bit(rankings, ks):
+    scores = [s for s, _ in rankings]
+    labels = [y for _, y in rankings]
+    got = pass_at_ks(scores, labels, ks)
+    for k in ks:
+        for t, (s, y) in enumerate(rankings):
+            if y is None:
+                assert np.isnan(got[k][t])
+            else:
+                assert _bits([got[k][t]])[0] == _bits([af.pass_at_k(s, y, k)])[0], (s, y, k)
+
+
+def test_pass_at_ks_on_the_bundled_rankings(bundled):
+    _, ds = bundled
+    for method in ("aces-c", "majority", "codet"):
+        res = af.rerank_batch([p.B for p in ds], method)
+        got = pass_at_ks([r.scores for r in res], [p.labels for p in ds], (1, 2, 5, 10))
+        for k in (1, 2, 5, 10):
+            want = [af.pass_at_k(r.scores, p.labels, k) for r, p in zip(res, ds)]
+            np.testing.assert_array_equal(_bits(got[k]), _bits(want))
 
 
 # -- bad rows -------------------------------------------------------------------

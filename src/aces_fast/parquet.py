@@ -189,6 +189,9 @@ def _list_parts(arr: "pa.Array", dtype: Any) -> Tuple[np.ndarray, np.ndarray, np
 
 def _ints(arr: "pa.Array") -> Tuple[np.ndarray, np.ndarray]:
     """An integer column as ``(int64 values with nulls as 0, null mask)``."""
+    if arr.null_count == 0 and not (pa.types.is_unsigned_integer(arr.type)
+                                    and arr.type.bit_width == 64):
+        return arr.to_numpy().astype(np.int64), np.zeros(len(arr), dtype=bool)
     null = np.asarray(arr.is_null().to_numpy(zero_copy_only=False), dtype=bool)
     if pa.types.is_unsigned_integer(arr.type) and arr.type.bit_width == 64:
         # Values past int64 are nonsense sizes; clip so the checks below reject them.
@@ -342,11 +345,14 @@ def decode_batch(table: Any, rows: Any = 0, *, test_count: bool = False) -> Deco
     mats: Dict[int, np.ndarray] = {}
     valid = np.flatnonzero(ok)
     if valid.size:
-        shapes = np.stack([n[valid], m[valid]], axis=1)
-        uniq, inverse = np.unique(shapes, axis=0, return_inverse=True)
-        inverse = inverse.reshape(-1)
-        for g, (n0, m0) in enumerate(uniq.tolist()):
-            members = valid[inverse == g]
+        nv, mv = n[valid], m[valid]
+        if (nv == nv[0]).all() and (mv == mv[0]).all():  # the common case: one shape
+            groups = [((int(nv[0]), int(mv[0])), valid)]
+        else:
+            uniq, inverse = np.unique(np.stack([nv, mv], axis=1), axis=0, return_inverse=True)
+            inverse = inverse.reshape(-1)
+            groups = [(tuple(u), valid[inverse == g]) for g, u in enumerate(uniq.tolist())]
+        for (n0, m0), members in groups:
             nb = (m0 + 7) // 8
             size = n0 * nb
             if m0 == 0:
@@ -374,8 +380,8 @@ def decode_batch(table: Any, rows: Any = 0, *, test_count: bool = False) -> Deco
     index = np.array([i for i in range(T) if reason[i] is None], dtype=np.int64)
     good = index.tolist()
     if "labels" in names:
-        labels_out = [None if l_null[i] else l_val[l_off[i]: l_off[i + 1]].astype(np.uint8)
-                      for i in good]
+        l_u8 = l_val.astype(np.uint8)  # all 0/1 on the good rows, checked above
+        labels_out = [None if l_null[i] else l_u8[l_off[i]: l_off[i + 1]] for i in good]
     if test_count and "test_count" in names:
         tc_out = [None if t_null[i] else t_val[t_off[i]: t_off[i + 1]].astype(np.int32)
                   for i in good]

@@ -20,7 +20,8 @@ column         type             meaning
 ``scores``     list<float64>    candidate scores
 ``weights``    list<float64>    test weights; null for CodeT and B4
 ``fallback``   bool             ACES-C fell back to majority vote
-``pass@k``     float64          k = 1, 2, 5: exact Pass@k against the labels;
+``pass@k``     float64          k = 1, 2, 5: exact Pass@k against the labels
+                                (:func:`aces_fast.pass_at_k`, ties at random);
                                 only when the input has ``labels`` (null for
                                 an unlabelled row)
 =============  ===============  ==============================================
@@ -54,7 +55,7 @@ from ._params import method_params
 from ._validation import check_int
 from .methods import METHODS
 
-__all__ = ["DEFAULT_BATCH_SIZE", "PASS_KS", "RunSummary", "default_errors_path",
+__all__ = ["DEFAULT_BATCH_SIZE", "PASS_KS", "RunSummary", "default_errors_path", "pass_at_ks",
            "rerank_dataset", "rerank_table", "results_schema"]
 
 DEFAULT_BATCH_SIZE = 2048
@@ -110,6 +111,54 @@ def _lists(arrays: Sequence[np.ndarray], dtype: Any, value_type: Any) -> Any:
     return pa.ListArray.from_arrays(pa.array(offsets), pa.array(values, value_type))
 
 
+def pass_at_ks(scores: Sequence[np.ndarray], labels: Sequence[Optional[np.ndarray]],
+               ks: Sequence[int] = PASS_KS) -> Dict[int, np.ndarray]:
+    """:func:`aces_fast.pass_at_k` for many rankings and several ``k`` at once.
+
+    Parameters
+    ----------
+    scores : sequence of float64 arrays (n_t,)
+    labels : sequence of 0/1 arrays (n_t,) or None (unlabelled: the result is nan)
+    ks : sequence of int >= 1
+
+    Returns
+    -------
+    dict k -> float64 array (T,)
+        Equal to ``pass_at_k(scores[t], labels[t], k)`` bit for bit (a test
+        checks it): the same walk, vectorized over the problems of each size
+        ``n``. With ``s_k`` the ``k``-th largest score, the levels above it
+        fit whole (any correct one there gives 1); in the level of ``s_k``,
+        ``g`` tied candidates with ``c`` correct and ``r`` places left, all
+        picks miss with probability ``prod_{i<r} (g-c-i)/(g-i)``, multiplied
+        in the same order as ``pass_at_k`` does. One sort per problem instead
+        of one ``numpy.unique`` per problem and ``k``.
+    """
+    out = {k: np.full(len(scores), np.nan) for k in ks}
+    by_n: Dict[int, List[int]] = {}
+    for t, y in enumerate(labels):
+        if y is not None:
+            by_n.setdefault(len(y), []).append(t)
+    for n, members in by_n.items():
+        S = np.stack([scores[t] for t in members]).astype(np.float64, copy=False)
+        Y = np.stack([labels[t] for t in members]).astype(bool)
+        desc = -np.sort(-S, axis=1)
+        for k in ks:
+            kk = min(k, n)
+            sk = desc[:, kk - 1: kk]
+            above, level = S > sk, S == sk
+            good_above = (above & Y).sum(axis=1)
+            room = kk - above.sum(axis=1)
+            g = level.sum(axis=1)
+            c = (level & Y).sum(axis=1)
+            p = np.ones(len(members))
+            for i in range(kk):
+                active = i < room
+                p *= np.where(active, (g - c - i) / np.where(active, g - i, 1), 1.0)
+            miss = np.where(room > g - c, 0.0, p)
+            out[k][members] = np.where(good_above > 0, 1.0, 1.0 - miss)
+    return out
+
+
 def rerank_table(table: Any, method: str, params: Dict[str, Any], *, rows: Any = 0,
                  has_labels: bool, backend: Optional[str] = None,
                  n_threads: Optional[int] = None, skip_invalid: bool = False,
@@ -142,7 +191,6 @@ def rerank_table(table: Any, method: str, params: Dict[str, Any], *, rows: Any =
         rows, and the backend that ran (``""`` when nothing ran).
     """
     from .batch import rerank_batch
-    from .metrics import pass_at_k
     from .parquet import InvalidRowError, decode_batch
 
     pa, _ = _arrow()
@@ -154,15 +202,16 @@ def rerank_table(table: Any, method: str, params: Dict[str, Any], *, rows: Any =
     results = rerank_batch(dec.B, method, backend=backend, n_threads=n_threads, **params)
     t_rerank = time.perf_counter()
     cols: Dict[str, Any] = {"task_id": pa.array(dec.task_ids, pa.string())}
+    scores = [_np(r.scores) for r in results]
     passk: Dict[int, Any] = {}
     if has_labels:
         labels = dec.labels or [None] * len(results)
-        for k in PASS_KS:
-            passk[k] = pa.array([None if y is None else pass_at_k(r.scores, y, k)
-                                 for r, y in zip(results, labels)], pa.float64())
+        missing = np.array([y is None for y in labels], dtype=bool)
+        for k, values in pass_at_ks(scores, labels, PASS_KS).items():
+            passk[k] = pa.array(values, pa.float64(), mask=missing)
     t_pass = time.perf_counter()
     cols["order"] = _lists([_np(r.order) for r in results], np.int32, pa.int32())
-    cols["scores"] = _lists([_np(r.scores) for r in results], np.float64, pa.float64())
+    cols["scores"] = _lists(scores, np.float64, pa.float64())
     if results and results[0].weights is not None:
         cols["weights"] = _lists([_np(r.weights) for r in results], np.float64, pa.float64())
     else:
@@ -258,7 +307,9 @@ class _Parts:
         final = self.dir / _PART.format(self.next)
         tmp = self.dir / f".{final.name}.tmp"
         try:
-            pq.write_table(table, str(tmp))
+            # Dictionary encoding triples the write time of these columns (mostly
+            # distinct floats and short permutations) and makes the file larger.
+            pq.write_table(table, str(tmp), use_dictionary=False)
             os.replace(tmp, final)
         finally:
             if tmp.exists():
