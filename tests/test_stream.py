@@ -191,6 +191,28 @@ def test_pass_at_ks_on_the_bundled_rankings(bundled):
             np.testing.assert_array_equal(_bits(got[k]), _bits(want))
 
 
+def test_arrow_memory_stays_at_one_batch(tmp_path, monkeypatch):
+    """Arrow memory held while streaming a 6 MB file stays near one row group (a
+    reader with pre-buffering holds every column chunk it reads: all 6 MB here)."""
+    import aces_fast.stream as stream
+
+    path = tmp_path / "in.parquet"
+    write_synthetic(path, 40000, 30, 40, row_group_size=1000)
+    assert path.stat().st_size > 5e6
+    held = []
+    write = stream._Parts.write
+
+    def spy(self, table, backend):
+        held.append(pa.total_allocated_bytes())
+        write(self, table, backend)
+
+    monkeypatch.setattr(stream._Parts, "write", spy)
+    base = pa.total_allocated_bytes()
+    rerank_dataset(path, tmp_path / "o", "majority", batch_size=500)
+    assert len(held) == 80
+    assert max(held) - base < 2 * 2**20, (base, held)
+
+
 # -- bad rows -------------------------------------------------------------------
 
 

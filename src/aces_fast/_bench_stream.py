@@ -70,12 +70,10 @@ def write_synthetic(path: Any, problems: int, n: int = 100, m: int = 50, *, seed
 
 def read_matrices(path: Any, limit: Optional[int] = None) -> List[np.ndarray]:
     """The pass matrices of a Parquet file, unpacked in memory (for comparisons)."""
-    import pyarrow.parquet as pq
-
-    from .parquet import decode_batch
+    from .parquet import _open, decode_batch
 
     out: List[np.ndarray] = []
-    for batch in pq.ParquetFile(str(path)).iter_batches(batch_size=8192):
+    for batch in _open(path).iter_batches(batch_size=8192):
         out.extend(decode_batch(batch, 0).B)
         if limit is not None and len(out) >= limit:
             return out[:limit]
@@ -110,14 +108,12 @@ def run_stream_child(**kwargs: Any) -> Dict[str, Any]:
 def _in_memory(path: Path, method: str, threads: int, chunk: int) -> float:
     """Tasks/s of rerank_batch alone on the file's problems (unpacked beforehand,
     ``chunk`` problems at a time so memory stays bounded; unpacking not timed)."""
-    import pyarrow.parquet as pq
-
     from .batch import rerank_batch
-    from .parquet import decode_batch
+    from .parquet import _open, decode_batch
 
     total = 0.0
     count = 0
-    for batch in pq.ParquetFile(str(path)).iter_batches(batch_size=chunk):
+    for batch in _open(path).iter_batches(batch_size=chunk):
         Bs = decode_batch(batch, 0).B
         tick = time.perf_counter()
         rerank_batch(Bs, method, n_threads=threads)

@@ -496,8 +496,12 @@ def load_parquet(path: PathLike, name: Optional[str] = None) -> Dataset:
     return Dataset(name, problems, source=str(path))
 
 
-def _open(path: Path) -> "pq.ParquetFile":
+def _open(path: Any) -> "pq.ParquetFile":
+    """A reader for streaming: ``pre_buffer=False``, because with pre-buffering the
+    reader keeps every column chunk it has read until it is closed, so memory
+    grows with the file (about 390 MiB after 600 000 rows of 100 x 50) instead of
+    staying at one batch."""
     try:
-        return pq.ParquetFile(str(path))
+        return pq.ParquetFile(str(path), pre_buffer=False)
     except (OSError, pa.ArrowException) as exc:
         raise ValueError(f"{path}: cannot read as Parquet: {exc}") from None

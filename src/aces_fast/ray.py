@@ -97,8 +97,10 @@ def _read_group(path: str, group: int, first_row: int, *, batch_size: int,
                 columns: Sequence[str], has_labels: bool, skip: Optional[List[Any]]):
     """Read task: the rows of one row group in batches, with a ``row`` column, minus
     the skipped task ids / rows, in the canonical column types."""
+    from .parquet import _open
+
     done, reported = _shared(skip) or (set(), set())
-    pf = pq.ParquetFile(path)
+    pf = _open(path)
     present = [c for c in columns if c in pf.schema_arrow.names]
     row = first_row
     for batch in pf.iter_batches(batch_size=batch_size, row_groups=[group], columns=present):

@@ -134,13 +134,14 @@ def pass_at_ks(scores: Sequence[np.ndarray], labels: Sequence[Optional[np.ndarra
         of one ``numpy.unique`` per problem and ``k``.
     """
     out = {k: np.full(len(scores), np.nan) for k in ks}
-    by_n: Dict[int, List[int]] = {}
+    by_n: Dict[int, List[Tuple[int, np.ndarray]]] = {}
     for t, y in enumerate(labels):
         if y is not None:
-            by_n.setdefault(len(y), []).append(t)
-    for n, members in by_n.items():
+            by_n.setdefault(len(y), []).append((t, y))
+    for n, items in by_n.items():
+        members = [t for t, _ in items]
         S = np.stack([scores[t] for t in members]).astype(np.float64, copy=False)
-        Y = np.stack([labels[t] for t in members]).astype(bool)
+        Y = np.stack([y for _, y in items]).astype(bool)
         desc = -np.sort(-S, axis=1)
         for k in ks:
             kk = min(k, n)
