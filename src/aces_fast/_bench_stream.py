@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -166,9 +167,10 @@ def main(argv: Optional[List[str]] = None) -> int:
             if engine == "memory":
                 for t in (1, 2):
                     tps = _in_memory(src, args.method, t, batch)
-                    rows.setdefault(f"memory{t}", []).append({"tasks_per_s": tps})
-                    print(f"[{rep}] rerank_batch in memory, {t} thread(s): {tps:,.0f} tasks/s",
-                          flush=True)
+                    rows.setdefault(f"memory{t}", []).append({"tasks_per_s": tps,
+                                                              "load": os.getloadavg()[0]})
+                    print(f"[{rep}] rerank_batch in memory, {t} thread(s): {tps:,.0f} tasks/s "
+                          f"(load {os.getloadavg()[0]:.1f})", flush=True)
                 continue
             kw: Dict[str, Any] = dict(path_in=src, path_out=out, method=args.method,
                                       batch_size=batch, progress=False)
@@ -180,8 +182,10 @@ def main(argv: Optional[List[str]] = None) -> int:
             res["tasks_per_s"] = res["written"] / res["seconds"]
             rows.setdefault(engine, []).append(res)
             stages = ", ".join(f"{k} {v:.1f}" for k, v in res["timings"].items())
+            res["load"] = os.getloadavg()[0]
             print(f"[{rep}] {engine}: {res['tasks_per_s']:,.0f} tasks/s, {res['seconds']:.1f} s, "
-                  f"peak RSS {res['peak_rss'] / 2**20:.0f} MiB; stages (s): {stages}", flush=True)
+                  f"peak RSS {res['peak_rss'] / 2**20:.0f} MiB, load {res['load']:.1f}; "
+                  f"stages (s): {stages}", flush=True)
     print("\nsummary (tasks/s: median, min-max over repeats)")
     for name, rs in rows.items():
         v = sorted(r["tasks_per_s"] for r in rs)
