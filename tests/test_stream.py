@@ -26,8 +26,6 @@ from aces_fast.stream import (PASS_KS, default_errors_path, pass_at_ks,  # noqa:
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from conftest import SPEC_EXAMPLE, SPEC_LABELS  # noqa: E402
-
 #: few ACES-O steps: the tests check plumbing, not the optimizer
 FAST_O = dict(steps=5)
 

@@ -36,7 +36,6 @@ except ImportError as _exc:  # pragma: no cover - exercised in a subprocess test
                       "pip install 'aces_fast[ray]'") from _exc
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from ._params import method_params
 from ._validation import check_int
@@ -312,7 +311,8 @@ def _run(path_in: PathLike, inputs: Sequence[Tuple[Path, Any]], has_labels: bool
     timings["startup"] = time.perf_counter() - tick
     try:
         used = resolve_backend(backend).name
-        ds = read_pass_matrices(path_in, batch_size=batch_size, skip_task_ids=done, skip_rows=reported)
+        ds = read_pass_matrices(path_in, batch_size=batch_size, skip_task_ids=done,
+                                skip_rows=reported)
         out = rerank_dataset(ds, method, batch_size=batch_size, backend=backend,
                              n_threads=n_threads or 1, skip_invalid=True, **params)
         target = results_schema(has_labels).remove_metadata()

@@ -47,7 +47,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple, Union
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple, Union
 
 import numpy as np
 
@@ -549,7 +549,6 @@ def rerank_dataset(path_in: PathLike, path_out: PathLike, method: str = "aces-c"
     bar = _Progress(total, show)
     timings: Dict[str, float] = {}
     resumed = 0
-    before = parts.written
 
     def emit(table: Any, errs: Sequence[Any], backend_used: str) -> None:
         if errs:
@@ -576,7 +575,7 @@ def rerank_dataset(path_in: PathLike, path_out: PathLike, method: str = "aces-c"
                                       errors.seen, batch_size=batch_size, backend=backend,
                                       n_threads=n_threads, skip_invalid=skip_invalid,
                                       address=address, timings=timings)
-        if parts.written == before and parts.next == 0:
+        if parts.next == 0:  # nothing to rank: still leave a readable (empty) table
             parts.write(results_schema(has_labels).empty_table(), "")
     except InvalidRowError as exc:
         raise InvalidRowError(f"{path_in}: {exc}", exc.error) from None
