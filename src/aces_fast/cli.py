@@ -9,6 +9,10 @@ Subcommands:
   ``.jsonl`` path.
 * ``rerank FILE`` -- rank the candidates of one pass matrix (npy, npz, csv,
   jsonl; ``-`` reads standard input) and show scores and test weights.
+* ``convert IN OUT.parquet`` -- a dataset (npz, jsonl, bundled name) to the Parquet
+  layout of :mod:`aces_fast.parquet`.
+* ``rerank-dataset IN.parquet -o OUT.parquet`` -- rank every problem of a Parquet
+  dataset, streaming, locally or on Ray (:mod:`aces_fast.stream`).
 * ``bench`` -- the benchmark suite of a source checkout (``benchmarks/``, not
   installed with the package).
 * ``config`` -- versions and available backends.
@@ -412,6 +416,139 @@ def _cmd_rerank(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------------
+# convert and rerank-dataset (Parquet datasets; aces_fast.parquet / .stream / .ray)
+
+
+def _cmd_convert(args: argparse.Namespace) -> int:
+    from .datasets import load_dataset
+
+    try:
+        from .parquet import save_parquet
+    except ImportError as exc:
+        raise ValueError(str(exc)) from None
+    ds = load_dataset(args.input)
+    dropped = save_parquet(ds, args.output, row_group_size=args.row_group_size,
+                           compression=args.compression)
+    if not args.quiet:
+        print(f"wrote {len(ds)} problems to {args.output}")
+        if dropped:
+            print(f"note: {', '.join(dropped)} are not columns of the Parquet layout and were "
+                  "not written", file=sys.stderr)
+    return 0
+
+
+def _cmd_rerank_dataset(args: argparse.Namespace) -> int:
+    from .evaluation import method_params
+
+    try:
+        from .parquet import InvalidRowError
+        from .stream import default_errors_path, rerank_dataset
+    except ImportError as exc:
+        raise ValueError(str(exc)) from None
+    overrides = _overrides(args)
+    family = "aces-o" if args.method.startswith("aces-o") else args.method
+    ignored = [f for f in overrides if f != family]
+    if ignored:
+        print(f"{PROG}: warning: hyperparameters for {', '.join(ignored)} are ignored by "
+              f"--method {args.method}", file=sys.stderr)
+    if args.address is not None and args.engine != "ray":
+        raise ValueError("--address needs --engine ray")
+    errors_path = args.errors or default_errors_path(args.output)
+    try:
+        summary = rerank_dataset(
+            args.input, args.output, args.method, engine=args.engine,
+            batch_size=args.batch_size, backend=args.backend, n_threads=args.threads,
+            skip_invalid=args.skip_invalid, errors_path=errors_path, resume=args.resume,
+            progress=False if args.quiet else None, address=args.address,
+            **method_params(args.method, overrides))
+    except InvalidRowError as exc:
+        raise ValueError(f"{exc} (--skip-invalid writes bad rows to {errors_path} and goes "
+                         "on)") from None
+    except ImportError as exc:
+        raise ValueError(str(exc)) from None
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted; the results in {args.output} are complete up to the last "
+              "finished batch: rerun with --resume to finish", file=sys.stderr)
+        return 130
+    if args.json:
+        print(json.dumps({"output": str(summary.output),
+                          "errors": None if summary.errors_path is None
+                          else str(summary.errors_path),
+                          "rows": summary.rows, "written": summary.written,
+                          "resumed": summary.resumed, "invalid": summary.invalid,
+                          "seconds": summary.seconds, "tasks_per_s": summary.tasks_per_s,
+                          "engine": summary.engine, "timings": summary.timings}, indent=2))
+    elif not args.quiet:
+        print(f"{summary.written} problems ranked with {args.method} ({summary.engine} engine) "
+              f"into {summary.output} in {summary.seconds:.2f} s "
+              f"({summary.tasks_per_s:,.0f} tasks/s)"
+              + (f"; {summary.resumed} already done" if summary.resumed else "")
+              + (f"; {summary.invalid} invalid rows in {summary.errors_path}"
+                 if summary.invalid else ""))
+        if summary.timings:
+            where = "time" if summary.engine == "local" else "time on the driver"
+            print(f"{where}: " + ", ".join(f"{k} {v:.2f} s" for k, v in summary.timings.items()))
+    return 0
+
+
+def _add_dataset_commands(sub: Any) -> None:
+    """The ``convert`` and ``rerank-dataset`` subcommands."""
+    from .datasets import BUNDLED
+    from .methods import METHODS
+    from .stream import DEFAULT_BATCH_SIZE
+
+    cv = sub.add_parser(
+        "convert", help="convert a dataset (npz, jsonl, bundled name) to Parquet",
+        description="Write a pass-matrix dataset in the Parquet layout (one row per problem, "
+                    "B bit-packed; docs/parquet.md). IN: a bundled name "
+                    f"({', '.join(BUNDLED)}), .npz, .jsonl, .jsonl.gz or .parquet. "
+                    "Needs pyarrow (pip install 'aces_fast[arrow]').")
+    cv.add_argument("input", metavar="IN")
+    cv.add_argument("output", metavar="OUT.parquet")
+    cv.add_argument("--row-group-size", type=_positive_int, default=16384, metavar="N",
+                    help="problems per row group (default 16384; a Ray read task reads one)")
+    cv.add_argument("--compression", default="zstd",
+                    choices=["zstd", "snappy", "gzip", "lz4", "brotli", "none"],
+                    help="Parquet compression (default zstd)")
+    cv.add_argument("-q", "--quiet", action="store_true", help="print nothing")
+    cv.set_defaults(func=_cmd_convert)
+
+    rd = sub.add_parser(
+        "rerank-dataset", help="rank every problem of a Parquet dataset, streaming",
+        description="Rank every problem of a Parquet pass-matrix dataset batch by batch "
+                    "(memory bounded by --batch-size) into a directory of Parquet part files, "
+                    "one per batch: task_id, order, scores, weights, fallback and, when the "
+                    "input has labels, pass@1, pass@2, pass@5. An interrupted run keeps every "
+                    "finished batch; --resume continues it.")
+    rd.add_argument("input", metavar="IN.parquet", help="a Parquet file or directory of files")
+    rd.add_argument("-o", "--output", required=True, metavar="OUT.parquet",
+                    help="output directory of part files (read it with "
+                         "pyarrow.parquet.read_table(OUT) or pandas.read_parquet(OUT))")
+    rd.add_argument("--method", default="aces-c", choices=list(METHODS),
+                    help="ranking method (default aces-c)")
+    rd.add_argument("--engine", default="local", choices=["local", "ray"],
+                    help="local: this process; ray: Ray Data tasks (default local)")
+    rd.add_argument("--address", metavar="ADDR",
+                    help="Ray cluster address (default: a new local cluster)")
+    rd.add_argument("--batch-size", type=_positive_int, default=DEFAULT_BATCH_SIZE, metavar="N",
+                    help=f"problems per batch (default {DEFAULT_BATCH_SIZE})")
+    rd.add_argument("--threads", type=_positive_int, metavar="N",
+                    help="threads per batch (default: all cores locally, 1 per Ray task)")
+    rd.add_argument("--backend", help="cpp, numba, torch, numpy or auto")
+    rd.add_argument("--skip-invalid", action="store_true",
+                    help="write bad rows to the errors file and go on (default: stop)")
+    rd.add_argument("--errors", metavar="FILE",
+                    help="errors file (JSON lines task_id, row, reason; default "
+                         "OUT.errors.jsonl next to OUT.parquet)")
+    rd.add_argument("--resume", action="store_true",
+                    help="continue a run into OUT: skip task_ids already there")
+    rd.add_argument("--json", action="store_true", help="print the run summary as JSON")
+    rd.add_argument("-q", "--quiet", action="store_true", help="no progress, no summary")
+    _add_hyperparameters(rd)
+    rd.set_defaults(func=_cmd_rerank_dataset)
+
+
+# ---------------------------------------------------------------------------
 # config and bench
 
 
@@ -519,6 +656,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_limits(rr)
     rr.set_defaults(func=_cmd_rerank)
 
+    _add_dataset_commands(sub)
+
     sub.add_parser("bench", help="run the benchmark suite of a source checkout (options: "
                                  "aces-fast bench -h)",
                    add_help=False)
@@ -541,7 +680,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             parser.print_help()
             return 0
         return args.func(args)
-    except (ValueError, TypeError, KeyError, OSError, BackendUnavailableError) as exc:
+    except (ValueError, TypeError, KeyError, OSError, ImportError,
+            BackendUnavailableError) as exc:
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         _error(str(msg))
         return 1

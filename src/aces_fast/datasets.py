@@ -740,8 +740,9 @@ def load_dataset(name_or_path: Optional[PathLike] = None, *, max_cells: Optional
     name_or_path : str or Path, optional
         ``None`` -> :data:`DEFAULT_DATASET`; a key of :data:`BUNDLED`; ``"-"``
         reads standard input (npz, JSONL or gzipped JSONL, told apart by their
-        first bytes); otherwise a path to a regular ``.npz`` or ``.jsonl`` /
-        ``.jsonl.gz`` file.
+        first bytes); otherwise a path to a regular ``.npz``, ``.jsonl`` /
+        ``.jsonl.gz`` file, or a ``.parquet`` file or directory
+        (:mod:`aces_fast.parquet`, needs pyarrow).
     max_cells, max_bytes : int, optional
         Size limits, see "Limits" in the module docstring and :func:`load_npz`.
 
@@ -781,7 +782,11 @@ def load_dataset(name_or_path: Optional[PathLike] = None, *, max_cells: Optional
         return load_npz(path, max_cells=cells, max_bytes=nbytes)
     if path.suffix.lower() == ".jsonl" or suffixes == ".jsonl.gz":
         return load_jsonl(path, max_cells=cells, max_bytes=nbytes)
-    raise ValueError(f"{path}: unknown dataset format; expected .npz, .jsonl or .jsonl.gz")
+    if path.suffix.lower() == ".parquet":  # file or directory; needs pyarrow
+        from .parquet import load_parquet
+        return load_parquet(path)
+    raise ValueError(f"{path}: unknown dataset format; expected .npz, .jsonl, .jsonl.gz "
+                     "or .parquet")
 
 
 # ---------------------------------------------------------------------------

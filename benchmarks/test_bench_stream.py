@@ -1,0 +1,115 @@
+"""Streaming rerank of Parquet datasets (issue 11): tasks/s of
+:func:`aces_fast.stream.rerank_dataset` next to in-memory ``rerank_batch`` on the
+same problems.
+
+* ``stream 100x50 <t>t``: ``PROBLEMS`` planted 100 x 50 problems with labels
+  (:func:`aces_fast._bench_stream.write_synthetic`), ACES-C on the cpp backend:
+  ``memory`` = ``rerank_batch`` on the matrices already unpacked in memory (the
+  kernel alone), ``local`` = the whole streaming run (read, unpack, rank,
+  Pass@k, encode, write). ``extra_info`` holds ``tasks_per_s`` and, for
+  ``local``, the seconds per stage of the last run.
+* ``ray 2 workers`` (slow): the Ray engine on a new local cluster of 2 CPUs,
+  cluster start-up excluded (``extra_info["startup_s"]``).
+
+With ``--benchmark-disable`` (the default) every case runs once on 300 problems
+as a smoke test. The million-problem memory check is the slow test
+``tests/test_stream.py::test_a_million_problems_in_a_gibibyte``; the README's
+numbers come from ``python -m aces_fast._bench_stream --problems 1000000``.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+pytest.importorskip("pyarrow")
+
+from aces_fast import bench  # noqa: E402
+from aces_fast._bench_stream import read_matrices, write_synthetic  # noqa: E402
+from aces_fast.backends import BackendUnavailableError, get_backend  # noqa: E402
+from aces_fast.batch import rerank_batch  # noqa: E402
+from aces_fast.stream import rerank_dataset  # noqa: E402
+
+PROBLEMS = 20_000
+SHAPE = (100, 50)
+
+
+@pytest.fixture(autouse=True)
+def _need_cpp():
+    try:
+        get_backend("cpp")
+    except BackendUnavailableError as exc:
+        pytest.skip(exc.reason)
+
+
+@pytest.fixture(scope="module")
+def dataset(request, tmp_path_factory):
+    opt = request.config.getoption
+    # addopts holds --benchmark-disable; a --benchmark-enable on the command line wins
+    smoke = opt("benchmark_disable") and not opt("benchmark_enable")
+    count = 300 if smoke else PROBLEMS
+    path = tmp_path_factory.mktemp("stream") / "in.parquet"
+    write_synthetic(path, count, *SHAPE, seed=11)
+    return path, count
+
+
+def _per_second(benchmark, count):
+    if not benchmark.disabled:
+        benchmark.extra_info["tasks_per_s"] = round(count / benchmark.stats.stats.median)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("impl", ["memory", "local"])
+def test_stream_throughput(benchmark, dataset, tmp_path, impl, threads):
+    path, count = dataset
+    benchmark.group = f"stream {SHAPE[0]}x{SHAPE[1]} {threads}t"
+    benchmark.extra_info.update(impl=impl, threads=threads, tasks=count)
+    out = tmp_path / "out.parquet"
+    if impl == "memory":
+        Bs = read_matrices(path)
+
+        def fn():
+            return rerank_batch(Bs, "aces-c", backend="cpp", n_threads=threads)
+    else:
+        def fn():
+            shutil.rmtree(out, ignore_errors=True)
+            return rerank_dataset(path, out, "aces-c", backend="cpp", n_threads=threads,
+                                  progress=False)
+    with bench.thread_limit(threads):
+        if benchmark.disabled:
+            result = benchmark(fn)
+        else:
+            fn()  # warm-up outside the measurement
+            result = benchmark.pedantic(fn, rounds=3, iterations=1)
+    if impl == "memory":
+        assert len(result) == count
+    else:
+        assert result.written == count
+        benchmark.extra_info["stages_s"] = {k: round(v, 3) for k, v in result.timings.items()}
+    _per_second(benchmark, count)
+
+
+@pytest.mark.slow
+def test_ray_two_workers(benchmark, dataset, tmp_path):
+    ray = pytest.importorskip("ray")
+    import aces_fast.ray as afray
+
+    path, count = dataset
+    if ray.is_initialized():
+        pytest.skip("needs to start its own 2-CPU cluster")
+    afray.init(num_cpus=2)
+    try:
+        out = tmp_path / "out.parquet"
+
+        def fn():
+            shutil.rmtree(out, ignore_errors=True)
+            return rerank_dataset(path, out, "aces-c", engine="ray", n_threads=1,
+                                  progress=False)
+        benchmark.group = f"stream {SHAPE[0]}x{SHAPE[1]} ray"
+        benchmark.extra_info.update(impl="ray", workers=2, tasks=count)
+        result = benchmark.pedantic(fn, rounds=3, iterations=1, warmup_rounds=1)
+        assert result.written == count
+        _per_second(benchmark, count)
+    finally:
+        ray.shutdown()

@@ -1,0 +1,199 @@
+"""Synthetic Parquet pass-matrix datasets of any size, and the streaming throughput
+measurement behind the README's numbers.
+
+``write_synthetic`` writes problems chunk by chunk (memory bounded by the chunk),
+from a planted model: each candidate is correct with probability 0.3; each test
+is right with probability 0.7 (a correct candidate passes it with probability
+0.95, a wrong one with 0.2) or wrong (everyone passes with probability 0.5).
+
+``python -m aces_fast._bench_stream --problems 1000000`` writes such a dataset
+(100 x 50 by default) and times, each ``--repeat`` times: in-memory
+``rerank_batch`` on chunks of the same problems (``memory``: 1 and 2 threads),
+the local streaming engine (``local1``, ``local2``: threads) and the Ray engine
+(``ray1``, ``ray2``: a new local cluster of that many CPUs, start-up timed
+apart); each streaming run is a fresh subprocess whose peak RSS is reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+
+
+def planted_chunk(rng: np.random.Generator, count: int, n: int, m: int):
+    """``(B uint8 (count, n, m), labels uint8 (count, n))`` from the planted model."""
+    y = rng.random((count, n)) < 0.3
+    right = rng.random((count, 1, m)) < 0.7
+    p = np.where(right, np.where(y[:, :, None], 0.95, 0.2), 0.5)
+    B = (rng.random((count, n, m)) < p).astype(np.uint8)
+    return B, y.astype(np.uint8)
+
+
+def write_synthetic(path: Any, problems: int, n: int = 100, m: int = 50, *, seed: int = 0,
+                    labels: bool = True, row_group_size: int = 4096,
+                    compression: str = "zstd") -> None:
+    """Write ``problems`` planted problems of shape (n, m) in the Parquet layout."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from .parquet import schema
+
+    sch = schema(labels=labels, test_count=False)
+    rng = np.random.default_rng(seed)
+    nb = (m + 7) // 8
+    with pq.ParquetWriter(str(path), sch, compression=compression) as writer:
+        for start in range(0, problems, row_group_size):
+            count = min(row_group_size, problems - start)
+            packed, ys = [], []
+            for s in range(0, count, 1024):  # bounds the float temporaries
+                B, y = planted_chunk(rng, min(1024, count - s), n, m)
+                packed.append(np.packbits(B, axis=2).reshape(-1))
+                ys.append(y.reshape(-1))
+            offsets = (np.arange(count + 1, dtype=np.int64) * n * nb).astype(np.int32)
+            cols = [pa.array([f"task/{start + i}" for i in range(count)], pa.string()),
+                    pa.array(np.full(count, n, np.int32)), pa.array(np.full(count, m, np.int32)),
+                    pa.Array.from_buffers(pa.binary(), count,
+                                          [None, pa.py_buffer(offsets),
+                                           pa.py_buffer(np.concatenate(packed))])]
+            if labels:
+                loff = (np.arange(count + 1, dtype=np.int64) * n).astype(np.int32)
+                cols.append(pa.ListArray.from_arrays(pa.array(loff),
+                                                     pa.array(np.concatenate(ys), pa.uint8())))
+            writer.write_table(pa.Table.from_arrays(cols, schema=sch))
+
+
+def read_matrices(path: Any, limit: Optional[int] = None) -> List[np.ndarray]:
+    """The pass matrices of a Parquet file, unpacked in memory (for comparisons)."""
+    from .parquet import _open, decode_batch
+
+    out: List[np.ndarray] = []
+    for batch in _open(path).iter_batches(batch_size=8192):
+        out.extend(decode_batch(batch, 0).B)
+        if limit is not None and len(out) >= limit:
+            return out[:limit]
+    return out
+
+
+# ---------------------------------------------------------------------------
+# the measurement
+
+
+_CHILD = """
+import json, sys, time
+from aces_fast._peak_memory import peak_bytes
+from aces_fast.stream import rerank_dataset
+kw = json.loads(sys.argv[1])
+startup = 0.0
+cpus = kw.pop("ray_cpus", None)
+if cpus:  # start the local cluster first: its start-up is reported apart
+    import aces_fast.ray
+    tick = time.perf_counter()
+    aces_fast.ray.init(num_cpus=cpus)
+    startup = time.perf_counter() - tick
+s = rerank_dataset(**kw)
+if cpus:
+    s.timings["startup"] = startup
+print(json.dumps({"seconds": s.seconds, "written": s.written, "timings": s.timings,
+                  "peak_rss": peak_bytes(False)}))
+"""
+
+
+def run_stream_child(**kwargs: Any) -> Dict[str, Any]:
+    """One streaming run in a fresh interpreter: its summary and peak RSS (bytes)."""
+    kwargs = {k: str(v) if isinstance(v, Path) else v for k, v in kwargs.items()}
+    proc = subprocess.run([sys.executable, "-c", _CHILD, json.dumps(kwargs)],
+                          capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(proc.stderr)
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _in_memory(path: Path, method: str, threads: int, chunk: int) -> float:
+    """Tasks/s of rerank_batch alone on the file's problems (unpacked beforehand,
+    ``chunk`` problems at a time so memory stays bounded; unpacking not timed)."""
+    from .batch import rerank_batch
+    from .parquet import _open, decode_batch
+
+    total = 0.0
+    count = 0
+    for batch in _open(path).iter_batches(batch_size=chunk):
+        Bs = decode_batch(batch, 0).B
+        tick = time.perf_counter()
+        rerank_batch(Bs, method, n_threads=threads)
+        total += time.perf_counter() - tick
+        count += len(Bs)
+    return count / total
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--problems", type=int, default=100_000)
+    ap.add_argument("--n", type=int, default=100)
+    ap.add_argument("--m", type=int, default=50)
+    ap.add_argument("--method", default="aces-c")
+    ap.add_argument("--batch-size", type=int, default=None)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--no-labels", action="store_true")
+    ap.add_argument("--engines", default="memory,local1,local2,ray1,ray2")
+    ap.add_argument("--dir", default="/tmp/aces_fast_stream_bench")
+    ap.add_argument("--json", help="write all measurements to this file")
+    args = ap.parse_args(argv)
+
+    from .stream import DEFAULT_BATCH_SIZE
+
+    batch = args.batch_size or DEFAULT_BATCH_SIZE
+    work = Path(args.dir)
+    work.mkdir(parents=True, exist_ok=True)
+    src = work / f"in_{args.problems}_{args.n}x{args.m}{'_nolab' if args.no_labels else ''}.parquet"
+    if not src.exists():
+        tick = time.perf_counter()
+        write_synthetic(src, args.problems, args.n, args.m, labels=not args.no_labels)
+        print(f"wrote {src} ({src.stat().st_size / 1e6:.0f} MB) in "
+              f"{time.perf_counter() - tick:.1f} s", flush=True)
+    rows: Dict[str, List[Dict[str, Any]]] = {}
+    for rep in range(args.repeat):
+        for engine in args.engines.split(","):
+            out = work / f"out_{engine}.parquet"
+            subprocess.run(["rm", "-rf", str(out)], check=True)
+            if engine == "memory":
+                for t in (1, 2):
+                    tps = _in_memory(src, args.method, t, batch)
+                    rows.setdefault(f"memory{t}", []).append({"tasks_per_s": tps,
+                                                              "load": os.getloadavg()[0]})
+                    print(f"[{rep}] rerank_batch in memory, {t} thread(s): {tps:,.0f} tasks/s "
+                          f"(load {os.getloadavg()[0]:.1f})", flush=True)
+                continue
+            kw: Dict[str, Any] = dict(path_in=src, path_out=out, method=args.method,
+                                      batch_size=batch, progress=False)
+            if engine.startswith("local"):
+                kw["n_threads"] = int(engine[5:])
+            else:  # "rayK": a new local cluster of K CPUs, one single-threaded task each
+                kw.update(engine="ray", n_threads=1, ray_cpus=int(engine[3:]))
+            res = run_stream_child(**kw)
+            res["tasks_per_s"] = res["written"] / res["seconds"]
+            rows.setdefault(engine, []).append(res)
+            stages = ", ".join(f"{k} {v:.1f}" for k, v in res["timings"].items())
+            res["load"] = os.getloadavg()[0]
+            print(f"[{rep}] {engine}: {res['tasks_per_s']:,.0f} tasks/s, {res['seconds']:.1f} s, "
+                  f"peak RSS {res['peak_rss'] / 2**20:.0f} MiB, load {res['load']:.1f}; "
+                  f"stages (s): {stages}", flush=True)
+    print("\nsummary (tasks/s: median, min-max over repeats)")
+    for name, rs in rows.items():
+        v = sorted(r["tasks_per_s"] for r in rs)
+        print(f"  {name:10s} {v[len(v) // 2]:>10,.0f}   {v[0]:,.0f}-{v[-1]:,.0f}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=2))
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,507 @@
+"""Pass-matrix datasets as Parquet: one row per problem, the matrix bit-packed.
+
+The layout (version :data:`LAYOUT_VERSION`; full description in
+``docs/parquet.md``):
+
+=============  ===============  ==================================================
+column         type             meaning
+=============  ===============  ==================================================
+``task_id``    string           unique problem id
+``n``, ``m``   int32            candidates (n >= 1) and tests (m >= 0)
+``B``          binary           ``numpy.packbits(B, axis=1)`` flattened: each row
+                                big-endian, padded with zero bits to whole bytes,
+                                ``n * ceil(m / 8)`` bytes
+``labels``     list<uint8>      optional, length n, 0/1 (null: unlabelled)
+``test_count`` list<int32>      optional, length m
+=============  ===============  ==================================================
+
+The schema's key-value metadata holds ``aces_fast`` = ``{"format":
+"pass-matrix", "version": 1}``. Files without it are read when their columns
+fit (Parquet written by other tools); a newer version is refused.
+
+:func:`decode_batch` turns a record batch into matrices and reports every bad
+row (with its row number and task id) instead of stopping at the first one, so
+a streaming run can skip bad rows. :func:`save_parquet` / :func:`load_parquet`
+write and read whole :class:`~aces_fast.datasets.Dataset` objects.
+
+Needs pyarrow (``pip install 'aces_fast[arrow]'``); ``import aces_fast`` does
+not import this module.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+try:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+except ImportError as _exc:  # pragma: no cover - exercised in a subprocess test
+    raise ImportError("reading and writing Parquet needs pyarrow, which is not installed: "
+                      "pip install 'aces_fast[arrow]'") from _exc
+
+from .datasets import Dataset, Problem
+
+__all__ = ["LAYOUT_VERSION", "METADATA_KEY", "REQUIRED_COLUMNS", "Decoded", "InvalidRowError",
+           "RowError",
+           "check_schema", "decode_batch", "input_files", "load_parquet", "pack_rows",
+           "save_parquet", "schema"]
+
+LAYOUT_VERSION = 1
+METADATA_KEY = b"aces_fast"
+REQUIRED_COLUMNS = ("task_id", "n", "m", "B")
+OPTIONAL_COLUMNS = ("labels", "test_count")
+#: rows per row group written by :func:`save_parquet` (about 11 MB at 100 x 50)
+DEFAULT_ROW_GROUP_SIZE = 16384
+
+PathLike = Union[str, Path]
+
+
+def schema(labels: bool = True, test_count: bool = True) -> "pa.Schema":
+    """The Arrow schema of the layout, with the version in its metadata."""
+    fields = [pa.field("task_id", pa.string(), nullable=False),
+              pa.field("n", pa.int32(), nullable=False),
+              pa.field("m", pa.int32(), nullable=False),
+              pa.field("B", pa.binary(), nullable=False)]
+    if labels:
+        fields.append(pa.field("labels", pa.list_(pa.uint8())))
+    if test_count:
+        fields.append(pa.field("test_count", pa.list_(pa.int32())))
+    meta = {"format": "pass-matrix", "version": LAYOUT_VERSION}
+    return pa.schema(fields, metadata={METADATA_KEY: json.dumps(meta).encode()})
+
+
+# ---------------------------------------------------------------------------
+# schema checks (whole file)
+
+
+def _is_int(t: "pa.DataType") -> bool:
+    return pa.types.is_integer(t)
+
+
+def _is_list_of(t: "pa.DataType", ok) -> bool:
+    return (pa.types.is_list(t) or pa.types.is_large_list(t)) and ok(t.value_type)
+
+
+_COLUMN_TYPES = {
+    "task_id": (lambda t: pa.types.is_string(t) or pa.types.is_large_string(t), "string"),
+    "n": (_is_int, "an integer type (int32)"),
+    "m": (_is_int, "an integer type (int32)"),
+    "B": (lambda t: pa.types.is_binary(t) or pa.types.is_large_binary(t), "binary"),
+    "labels": (lambda t: _is_list_of(t, lambda v: _is_int(v) or pa.types.is_boolean(v)),
+               "list<uint8>"),
+    "test_count": (lambda t: _is_list_of(t, _is_int), "list<int32>"),
+}
+
+
+def check_schema(sch: "pa.Schema", where: str) -> Tuple[bool, bool]:
+    """Check a file's schema against the layout; whole-file problems raise ``ValueError``.
+
+    Returns ``(has_labels, has_test_count)``. Other columns are allowed (ignored).
+    """
+    raw = (sch.metadata or {}).get(METADATA_KEY)
+    if raw is not None:
+        try:
+            meta = json.loads(raw)
+        except ValueError:
+            raise ValueError(f"{where}: metadata key 'aces_fast' is not JSON") from None
+        if not isinstance(meta, dict) or meta.get("format") != "pass-matrix":
+            kind = meta.get("format") if isinstance(meta, dict) else meta
+            raise ValueError(f"{where}: holds {kind!r} data, not a pass-matrix dataset "
+                             "(is it the output of rerank-dataset?)")
+        version = meta.get("version")
+        if not isinstance(version, int) or version > LAYOUT_VERSION:
+            raise ValueError(f"{where}: pass-matrix layout version {version!r}; this aces_fast "
+                             f"reads versions up to {LAYOUT_VERSION} (upgrade aces_fast)")
+    names = set(sch.names)
+    missing = [c for c in REQUIRED_COLUMNS if c not in names]
+    if missing:
+        raise ValueError(f"{where}: missing column(s) {', '.join(missing)}; a pass-matrix "
+                         f"Parquet file needs {', '.join(REQUIRED_COLUMNS)} (see docs/parquet.md)")
+    for name, (ok, want) in _COLUMN_TYPES.items():
+        if name in names and not ok(sch.field(name).type):
+            raise ValueError(f"{where}: column {name!r} has type {sch.field(name).type}; "
+                             f"expected {want}")
+    return "labels" in names, "test_count" in names
+
+
+def input_files(path: PathLike) -> List[Path]:
+    """The Parquet files of a dataset: ``path`` itself, or the ``*.parquet`` files of a
+    directory in name order (names starting with ``.`` or ``_`` are skipped, as
+    pyarrow and Spark do)."""
+    p = Path(path)
+    if p.is_dir():
+        files = sorted(f for f in p.iterdir() if f.suffix == ".parquet" and f.is_file()
+                       and not f.name.startswith((".", "_")))
+        if not files:
+            raise ValueError(f"{p}: directory holds no .parquet files")
+        return files
+    if not p.exists():
+        raise ValueError(f"{p}: no such file or directory")
+    return [p]
+
+
+# ---------------------------------------------------------------------------
+# packing
+
+
+def pack_rows(B: np.ndarray) -> bytes:
+    """The ``B`` cell of one problem: ``numpy.packbits`` of each row, big-endian,
+    rows padded to whole bytes, concatenated (``n * ceil(m / 8)`` bytes)."""
+    return np.packbits(np.asarray(B, dtype=np.uint8), axis=1, bitorder="big").tobytes()
+
+
+def _column(table: Any, name: str) -> "pa.Array":
+    """One column of a RecordBatch or Table as a single Array."""
+    col = table.column(name)
+    if isinstance(col, pa.ChunkedArray):
+        if col.num_chunks == 1:
+            return col.chunk(0)
+        return pa.concat_arrays(col.chunks) if col.num_chunks else pa.array([], col.type)
+    return col
+
+
+def _binary_parts(arr: "pa.Array") -> Tuple[np.ndarray, np.ndarray]:
+    """``(offsets int64 (len+1,), data uint8)`` of a (large) binary array; row ``i``
+    is ``data[offsets[i]:offsets[i + 1]]`` (empty for nulls)."""
+    bufs = arr.buffers()
+    odt = np.int64 if pa.types.is_large_binary(arr.type) else np.int32
+    offsets = np.frombuffer(bufs[1], odt)[arr.offset: arr.offset + len(arr) + 1].astype(np.int64)
+    data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
+    return offsets, data
+
+
+def _list_parts(arr: "pa.Array", dtype: Any) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(offsets int64 (len+1,), values, value is null)`` of a (large) list array; the
+    offsets index ``values`` directly (slices keep their absolute offsets)."""
+    offsets = np.asarray(arr.offsets, dtype=np.int64)
+    values = arr.values
+    if pa.types.is_boolean(values.type):
+        values = values.cast(pa.uint8())
+    null = np.asarray(values.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+    vals = values.fill_null(0).to_numpy(zero_copy_only=False)
+    return offsets, vals.astype(dtype, copy=False), null
+
+
+def _ints(arr: "pa.Array") -> Tuple[np.ndarray, np.ndarray]:
+    """An integer column as ``(int64 values with nulls as 0, null mask)``."""
+    if arr.null_count == 0 and not (pa.types.is_unsigned_integer(arr.type)
+                                    and arr.type.bit_width == 64):
+        return arr.to_numpy().astype(np.int64), np.zeros(len(arr), dtype=bool)
+    null = np.asarray(arr.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+    if pa.types.is_unsigned_integer(arr.type) and arr.type.bit_width == 64:
+        # Values past int64 are nonsense sizes; clip so the checks below reject them.
+        vals = np.minimum(arr.fill_null(0).to_numpy(zero_copy_only=False), 2**62)
+        return vals.astype(np.int64), null
+    return arr.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64), null
+
+
+# ---------------------------------------------------------------------------
+# decoding a batch
+
+
+@dataclass
+class RowError:
+    """A malformed row: its position in the input (0-based, over all files in order),
+    its ``task_id`` (``None`` when missing) and the reason."""
+
+    row: Optional[int]
+    task_id: Optional[str]
+    reason: str
+
+    def message(self) -> str:
+        where = "row ?" if self.row is None else f"row {self.row}"
+        tid = "missing" if self.task_id is None else repr(self.task_id)
+        return f"{where} (task_id {tid}): {self.reason}"
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"task_id": self.task_id, "row": self.row, "reason": self.reason}
+
+
+class InvalidRowError(ValueError):
+    """A malformed row stopped a run; ``error`` is its :class:`RowError`."""
+
+    def __init__(self, message: str, error: RowError):
+        super().__init__(message)
+        self.error = error
+
+
+@dataclass
+class Decoded:
+    """The valid rows of a batch, in batch order, and the invalid ones.
+
+    ``index[k]`` is the batch position of valid row ``k``; ``B[k]`` its uint8
+    (n, m) matrix (views into one array per distinct shape); ``labels[k]`` its
+    uint8 (n,) labels or ``None`` (``labels`` itself is ``None`` when the column is
+    absent); likewise ``test_count`` (int32 (m,)) when asked for.
+    """
+
+    index: np.ndarray
+    task_ids: List[str]
+    B: List[np.ndarray]
+    labels: Optional[List[Optional[np.ndarray]]]
+    test_count: Optional[List[Optional[np.ndarray]]]
+    errors: List[RowError]
+
+
+def _row_numbers(table: Any, rows: Any) -> List[Optional[int]]:
+    if rows is None:
+        if "row" in table.column_names:  # a Ray dataset carries them in a column
+            return _column(table, "row").to_pylist()
+        return [None] * table.num_rows
+    if isinstance(rows, (int, np.integer)):
+        return list(range(int(rows), int(rows) + table.num_rows))
+    return [int(r) for r in rows]
+
+
+def decode_batch(table: Any, rows: Any = 0, *, test_count: bool = False) -> Decoded:
+    """Validate and unpack one record batch (or table) of the layout.
+
+    Parameters
+    ----------
+    table : pyarrow.RecordBatch or pyarrow.Table
+        Rows of the layout (schema already passed :func:`check_schema`).
+    rows : int, sequence of int, or None
+        Input row numbers for error reports: the first row's (the rest follow),
+        one per row, or ``None`` to take them from a ``row`` column when there
+        is one.
+    test_count : bool
+        Also return the ``test_count`` arrays.
+
+    Returns
+    -------
+    Decoded
+        Bad rows -- a null in a required column, ``n < 1``, ``m < 0``, a ``B`` of
+        the wrong byte length or with padding bits set, labels of the wrong
+        length or not 0/1, a ``test_count`` of the wrong length -- are listed in
+        ``errors`` (first reason per row) and left out of the rest.
+
+    Notes
+    -----
+    Vectorized per distinct (n, m) shape: the packed bytes of all rows of one
+    shape are unpacked in one ``numpy.unpackbits`` call. O(total bits).
+    """
+    T = table.num_rows
+    names = table.column_names
+    reason: List[Optional[str]] = [None] * T
+
+    def flag(mask: np.ndarray, why) -> None:
+        for i in np.flatnonzero(mask).tolist():
+            if reason[i] is None:
+                reason[i] = why(i)
+
+    tid_arr = _column(table, "task_id")
+    tids = tid_arr.to_pylist()
+    flag(np.array([t is None for t in tids], dtype=bool), lambda i: "missing task_id")
+    n, n_null = _ints(_column(table, "n"))
+    m, m_null = _ints(_column(table, "m"))
+    b_arr = _column(table, "B")
+    offsets, data = _binary_parts(b_arr)
+    b_null = np.asarray(b_arr.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+    flag(n_null, lambda i: "missing n")
+    flag(m_null, lambda i: "missing m")
+    flag(b_null, lambda i: "missing B")
+    flag(n < 1, lambda i: f"n is {n[i]}; need n >= 1 candidates")
+    flag(m < 0, lambda i: f"m is {m[i]}; need m >= 0 tests")
+    nbytes = (np.maximum(m, 0) + 7) // 8
+    expected = np.maximum(n, 0) * nbytes
+    length = offsets[1:] - offsets[:-1]
+    flag(length != expected, lambda i: (
+        f"B has {length[i]} bytes, but n x m = {n[i]} x {m[i]} packed by row needs "
+        f"n * ceil(m / 8) = {expected[i]}"))
+
+    labels_out: Optional[List[Optional[np.ndarray]]] = None
+    if "labels" in names:
+        l_arr = _column(table, "labels")
+        l_null = np.asarray(l_arr.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+        l_off, l_val, l_vnull = _list_parts(l_arr, np.int64)
+        l_len = l_off[1:] - l_off[:-1]
+        flag(~l_null & (l_len != n), lambda i: f"labels has {l_len[i]} entries; need n = {n[i]}")
+        bad_pos = np.flatnonzero(((l_val != 0) & (l_val != 1)) | l_vnull)
+        if bad_pos.size:
+            # first offending entry of each row (the positions are sorted)
+            owner = np.searchsorted(l_off, bad_pos, side="right") - 1
+            owner, first = np.unique(owner, return_index=True)
+            for r, pos in zip(owner.tolist(), bad_pos[first].tolist()):
+                if 0 <= r < T and not l_null[r] and reason[r] is None and pos < l_off[r + 1]:
+                    what = "null" if l_vnull[pos] else str(l_val[pos])
+                    reason[r] = (f"labels entry {pos - l_off[r]} is {what}; "
+                                 "only 0 and 1 are allowed")
+    tc_out: Optional[List[Optional[np.ndarray]]] = None
+    if "test_count" in names:
+        t_arr = _column(table, "test_count")
+        t_null = np.asarray(t_arr.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+        t_off, t_val, _ = _list_parts(t_arr, np.int64)
+        t_len = t_off[1:] - t_off[:-1]
+        flag(~t_null & (t_len != m), lambda i: f"test_count has {t_len[i]} entries; "
+                                                f"need m = {m[i]}")
+
+    # Unpack per distinct shape; padding bits are checked on the packed bytes.
+    ok = np.array([r is None for r in reason], dtype=bool)
+    mats: Dict[int, np.ndarray] = {}
+    valid = np.flatnonzero(ok)
+    if valid.size:
+        nv, mv = n[valid], m[valid]
+        if (nv == nv[0]).all() and (mv == mv[0]).all():  # the common case: one shape
+            groups = [((int(nv[0]), int(mv[0])), valid)]
+        else:
+            uniq, inverse = np.unique(np.stack([nv, mv], axis=1), axis=0, return_inverse=True)
+            inverse = inverse.reshape(-1)
+            groups = [(tuple(u), valid[inverse == g]) for g, u in enumerate(uniq.tolist())]
+        for (n0, m0), members in groups:
+            nb = (m0 + 7) // 8
+            size = n0 * nb
+            if m0 == 0:
+                block = np.zeros((members.size, n0, 0), dtype=np.uint8)
+            else:
+                starts = offsets[members]
+                if np.array_equal(starts, starts[0] + size * np.arange(members.size)):
+                    packed = data[starts[0]: starts[0] + size * members.size]
+                else:
+                    packed = data[(starts[:, None] + np.arange(size)).reshape(-1)]
+                packed = packed.reshape(members.size * n0, nb)
+                if m0 % 8:
+                    pad = (packed[:, -1] & np.uint8((1 << (8 - m0 % 8)) - 1)) != 0
+                    if pad.any():
+                        for r in np.unique(members[np.flatnonzero(pad) // n0]).tolist():
+                            reason[r] = (f"B has padding bits set after column m = {m0} in a "
+                                         "row (each row must be packed big-endian and padded "
+                                         "with zero bits; is m or the bit order wrong?)")
+                block = np.unpackbits(packed, axis=1, count=m0).reshape(members.size, n0, m0)
+            for k, r in enumerate(members.tolist()):
+                mats[r] = block[k]
+
+    row_no = _row_numbers(table, rows)
+    errors = [RowError(row_no[i], tids[i], why) for i, why in enumerate(reason) if why is not None]
+    index = np.array([i for i in range(T) if reason[i] is None], dtype=np.int64)
+    good = index.tolist()
+    if "labels" in names:
+        l_u8 = l_val.astype(np.uint8)  # all 0/1 on the good rows, checked above
+        labels_out = [None if l_null[i] else l_u8[l_off[i]: l_off[i + 1]] for i in good]
+    if test_count and "test_count" in names:
+        tc_out = [None if t_null[i] else t_val[t_off[i]: t_off[i + 1]].astype(np.int32)
+                  for i in good]
+    return Decoded(index, [tids[i] for i in good], [mats[i] for i in good], labels_out, tc_out,
+                   errors)
+
+
+# ---------------------------------------------------------------------------
+# whole datasets
+
+
+def _list_array(arrays: Sequence[Optional[np.ndarray]], value_type: "pa.DataType") -> "pa.Array":
+    lengths = np.array([0 if a is None else len(a) for a in arrays], dtype=np.int64)
+    offsets = np.zeros(len(arrays) + 1, dtype=np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    present = [a for a in arrays if a is not None]
+    values = (np.concatenate(present) if present else np.zeros(0)).astype(
+        value_type.to_pandas_dtype())
+    mask = np.array([a is None for a in arrays], dtype=bool)
+    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(values, value_type),
+                                    mask=pa.array(mask) if mask.any() else None)
+
+
+def _problems_table(problems: Sequence[Problem], sch: "pa.Schema") -> "pa.Table":
+    packed = [pack_rows(p.B) for p in problems]
+    offsets = np.zeros(len(packed) + 1, dtype=np.int64)
+    np.cumsum([len(b) for b in packed], out=offsets[1:])
+    if offsets[-1] >= 2**31:
+        raise ValueError("row group too large for a binary column: lower row_group_size")
+    B = pa.Array.from_buffers(pa.binary(), len(packed),
+                              [None, pa.py_buffer(offsets.astype(np.int32)),
+                               pa.py_buffer(b"".join(packed))])
+    cols = {
+        "task_id": pa.array([p.task_id for p in problems], pa.string()),
+        "n": pa.array(np.array([p.n for p in problems], dtype=np.int32)),
+        "m": pa.array(np.array([p.m for p in problems], dtype=np.int32)),
+        "B": B,
+    }
+    if "labels" in sch.names:
+        cols["labels"] = _list_array([p.labels for p in problems], pa.uint8())
+    if "test_count" in sch.names:
+        cols["test_count"] = _list_array([p.extras.get("test_count") for p in problems],
+                                         pa.int32())
+    return pa.Table.from_arrays(list(cols.values()), schema=sch)
+
+
+def save_parquet(dataset: Union[Dataset, Sequence[Problem]], path: PathLike, *,
+                 row_group_size: int = DEFAULT_ROW_GROUP_SIZE,
+                 compression: str = "zstd") -> List[str]:
+    """Write problems in the Parquet layout (see the module docstring).
+
+    The ``labels`` column is written when some problem has labels (null for the
+    others), ``test_count`` likewise from ``Problem.extras``. Other extras
+    (``t_ok``, ``cand_uid``, ...) are not part of the layout.
+
+    Parameters
+    ----------
+    dataset : Dataset or sequence of Problem
+    path : str or Path
+        The ``.parquet`` file to write (replaced if it exists).
+    row_group_size : int
+        Problems per row group (the unit a Ray read task handles).
+    compression : str
+        A Parquet codec (``"zstd"``, ``"snappy"``, ``"none"``, ...).
+
+    Returns
+    -------
+    list of str
+        The names of extras that were not written (empty when nothing was lost).
+    """
+    problems = list(dataset)
+    if isinstance(row_group_size, bool) or not isinstance(row_group_size, int) \
+            or row_group_size < 1:
+        raise ValueError(f"row_group_size must be a positive integer; got {row_group_size!r}")
+    sch = schema(labels=any(p.labels is not None for p in problems),
+                 test_count=any("test_count" in p.extras for p in problems))
+    dropped = sorted({k for p in problems for k in p.extras if k != "test_count"})
+    with pq.ParquetWriter(str(path), sch, compression=compression) as writer:
+        for start in range(0, len(problems), row_group_size):
+            chunk = problems[start: start + row_group_size]
+            writer.write_table(_problems_table(chunk, sch), row_group_size=row_group_size)
+    return dropped
+
+
+def load_parquet(path: PathLike, name: Optional[str] = None) -> Dataset:
+    """Read a Parquet pass-matrix dataset (a file, or a directory of files) into memory.
+
+    Raises ``ValueError`` naming the file, the row number and the task id for a
+    malformed row (see :func:`decode_batch`), a missing column or wrong column
+    type, a duplicate task id, or a newer layout version. O(total size).
+    """
+    files = input_files(path)
+    problems: List[Problem] = []
+    row = 0
+    for f in files:
+        pf = _open(f)
+        check_schema(pf.schema_arrow, str(f))
+        for batch in pf.iter_batches(batch_size=DEFAULT_ROW_GROUP_SIZE):
+            dec = decode_batch(batch, row, test_count=True)
+            if dec.errors:
+                raise InvalidRowError(f"{f}: {dec.errors[0].message()}", dec.errors[0])
+            for k, tid in enumerate(dec.task_ids):
+                extras = {}
+                if dec.test_count is not None and dec.test_count[k] is not None:
+                    extras["test_count"] = dec.test_count[k]
+                lab = None if dec.labels is None else dec.labels[k]
+                problems.append(Problem(tid, np.ascontiguousarray(dec.B[k]), lab, extras))
+            row += batch.num_rows
+    if name is None:
+        p = Path(path)
+        name = p.name[: -len(".parquet")] if p.name.endswith(".parquet") else p.name
+    return Dataset(name, problems, source=str(path))
+
+
+def _open(path: Any) -> "pq.ParquetFile":
+    """A reader for streaming: ``pre_buffer=False``, because with pre-buffering the
+    reader keeps every column chunk it has read until it is closed, so memory
+    grows with the file (about 390 MiB after 600 000 rows of 100 x 50) instead of
+    staying at one batch."""
+    try:
+        return pq.ParquetFile(str(path), pre_buffer=False)
+    except (OSError, pa.ArrowException) as exc:
+        raise ValueError(f"{path}: cannot read as Parquet: {exc}") from None

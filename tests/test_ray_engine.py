@@ -1,0 +1,177 @@
+"""The Ray Data engine (aces_fast.ray) on a local two-CPU cluster: results
+bit-identical to the local engine. One quick end-to-end test runs by default; the
+heavier ones are marked slow."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pyarrow")
+ray = pytest.importorskip("ray")
+pytest.importorskip("ray.data")
+
+import pyarrow as pa  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+
+import aces_fast as af  # noqa: E402
+import aces_fast.ray as afray  # noqa: E402
+from aces_fast.datasets import load_dataset  # noqa: E402
+from aces_fast.parquet import InvalidRowError, save_parquet  # noqa: E402
+from aces_fast.stream import rerank_dataset  # noqa: E402
+
+from test_stream import (FAST_O, _start, _wait_for_parts, _with_bad_rows,  # noqa: E402
+                         assert_results_equal)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    started = afray.init(num_cpus=2)
+    yield
+    if started:
+        ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    """The first 40 bundled CodeGen problems, row groups of 8 (five read tasks)."""
+    ds = load_dataset("humaneval-codegen16b")
+    path = tmp_path_factory.mktemp("ray") / "small.parquet"
+    save_parquet(ds.problems[:40], path, row_group_size=8)
+    return path, ds.problems[:40]
+
+
+def _plain(table):
+    return table.sort_by("task_id").replace_schema_metadata(None)
+
+
+def test_ray_engine_equals_local_engine(cluster, small, tmp_path):
+    path, problems = small
+    local = tmp_path / "local"
+    rerank_dataset(path, local, "aces-c", batch_size=6)
+    s = rerank_dataset(path, tmp_path / "ray", "aces-c", engine="ray", batch_size=6)
+    assert (s.engine, s.rows, s.written, s.invalid) == ("ray", 40, 40, 0)
+    got = pq.read_table(tmp_path / "ray")
+    assert _plain(got).equals(_plain(pq.read_table(local)))
+    assert json.loads(got.schema.metadata[b"aces_fast"])["backend"] == "cpp" or \
+        "cpp" not in af.available_backends()
+    # the public API on a Dataset from Ray's own Parquet reader gives the same rows
+    ds = afray.rerank_dataset(ray.data.read_parquet(str(path)), "aces-c", batch_size=6)
+    table = pa.concat_tables(ds.iter_batches(batch_format="pyarrow", batch_size=None))
+    assert _plain(table).equals(_plain(pq.read_table(local)).cast(table.schema))
+    order = {t: i for i, t in enumerate(table.column("task_id").to_pylist())}
+    idx = [order[p.task_id] for p in problems]
+    assert_results_equal(table.take(idx), problems, af.rerank_batch([p.B for p in problems]))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method,params", [("aces-o", FAST_O), ("codet", {}), ("b4", {})])
+def test_ray_engine_other_methods(cluster, small, tmp_path, method, params):
+    path, problems = small
+    rerank_dataset(path, tmp_path / "local", method, batch_size=7, **params)
+    rerank_dataset(path, tmp_path / "ray", method, engine="ray", batch_size=7, n_threads=2,
+                   **params)
+    assert _plain(pq.read_table(tmp_path / "ray")).equals(
+        _plain(pq.read_table(tmp_path / "local")))
+
+
+@pytest.mark.slow
+def test_ray_engine_bad_rows(cluster, tmp_path):
+    path, good = _with_bad_rows(tmp_path)
+    with pytest.raises(InvalidRowError, match=r"row (3|7|10) \(task_id 't(3|7|10)'\)"):
+        rerank_dataset(path, tmp_path / "o1", engine="ray", batch_size=4)
+    s = rerank_dataset(path, tmp_path / "o2", engine="ray", batch_size=4, skip_invalid=True)
+    assert (s.written, s.invalid) == (12, 3)
+    lines = sorted((json.loads(x) for x in s.errors_path.read_text().splitlines()),
+                   key=lambda e: e["row"])
+    assert [(e["task_id"], e["row"]) for e in lines] == [("t3", 3), ("t7", 7), ("t10", 10)]
+    rerank_dataset(path, tmp_path / "o3", skip_invalid=True)
+    assert _plain(pq.read_table(tmp_path / "o2")).equals(_plain(pq.read_table(tmp_path / "o3")))
+    # the public API with skip_invalid marks bad rows instead of dropping them
+    out = afray.rerank_dataset(afray.read_pass_matrices(path), skip_invalid=True)
+    table = pa.concat_tables(out.iter_batches(batch_format="pyarrow", batch_size=None))
+    bad = table.filter(table.column("error").is_valid()).sort_by("row")
+    assert bad.column("row").to_pylist() == [3, 7, 10]
+    assert bad.column("order").null_count == 3
+
+
+@pytest.mark.slow
+def test_ray_engine_resume(cluster, tmp_path):
+    ds = load_dataset("humaneval-gpt35")
+    path = tmp_path / "gpt.parquet"
+    save_parquet(ds, path, row_group_size=20)
+    full = tmp_path / "full"
+    rerank_dataset(path, full, "aces-o", **FAST_O)
+    part = tmp_path / "part"
+    rerank_dataset(path, part, "aces-o", batch_size=50, **FAST_O)
+    for f in sorted(part.glob("part-*.parquet"))[2:]:
+        f.unlink()
+    s = rerank_dataset(path, part, "aces-o", engine="ray", resume=True, batch_size=16, **FAST_O)
+    assert (s.resumed, s.written) == (100, 64)
+    assert _plain(pq.read_table(part)).equals(_plain(pq.read_table(full)))
+
+
+@pytest.mark.slow
+def test_worker_errors_arrive_as_one_message(cluster, tmp_path):
+    path, _ = _with_bad_rows(tmp_path)
+    out = afray.rerank_dataset(afray.read_pass_matrices(path, batch_size=4))
+    with pytest.raises(ray.exceptions.RayError) as info:
+        out.materialize()
+    # Ray keeps the worker's exception as text only; the driver recovers its message
+    assert afray._task_error(info.value) in [
+        "row 3 (task_id 't3'): labels entry 2 is 7; only 0 and 1 are allowed",
+        "row 7 (task_id 't7'): B has 9 bytes, but n x m = 5 x 11 packed by row needs "
+        "n * ceil(m / 8) = 10",
+        "row 10 (task_id 't10'): n is -5; need n >= 1 candidates"]
+    with pytest.raises(ValueError, match="^unknown backend 'nope'"):
+        rerank_dataset(path, tmp_path / "o", engine="ray", backend="nope")
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.slow
+def test_cli_ray_engine_starts_its_own_cluster(small, tmp_path):
+    path, problems = small
+    out = tmp_path / "o.parquet"
+    code = "import sys\nfrom aces_fast.cli import main\nsys.exit(main(sys.argv[1:]))"
+    proc = subprocess.run([sys.executable, "-c", code, "rerank-dataset", str(path), "-o",
+                           str(out), "--engine", "ray", "--batch-size", "5", "--json"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["written"] == 40
+    ref = af.rerank_batch([p.B for p in problems])
+    table = pq.read_table(out)
+    order = {t: i for i, t in enumerate(table.column("task_id").to_pylist())}
+    assert_results_equal(table.take([order[p.task_id] for p in problems]), problems, ref)
+    assert np.all(np.isfinite(table.column("pass@1").to_numpy()))
+
+
+@pytest.mark.slow
+def test_cli_ray_engine_interrupted_and_resumed(tmp_path):
+    import signal
+
+    from aces_fast._bench_stream import write_synthetic
+
+    path = tmp_path / "in.parquet"
+    write_synthetic(path, 2000, 30, 40, seed=2, row_group_size=100)
+    out = tmp_path / "o.parquet"
+    args = ["rerank-dataset", path, "-o", out, "--engine", "ray", "--method", "aces-o",
+            "--batch-size", "50"]
+    proc = _start(args)
+    _wait_for_parts(out, proc, count=1, timeout=300)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130, err
+    assert "rerun with --resume" in err
+    kept = pq.read_table(out).num_rows
+    assert 0 < kept < 2000
+    proc = _start(args + ["--resume", "-q"])
+    _, err = proc.communicate(timeout=900)
+    assert proc.returncode == 0, err
+    done = pq.read_table(out)
+    assert sorted(done.column("task_id").to_pylist()) == sorted(f"task/{i}" for i in range(2000))
+    rerank_dataset(path, tmp_path / "local", "aces-o")
+    assert _plain(done).equals(_plain(pq.read_table(tmp_path / "local")))
