@@ -3,7 +3,7 @@
 same problems.
 
 * ``stream 100x50 <t>t``: ``PROBLEMS`` planted 100 x 50 problems with labels
-  (:func:`aces_fast._bench_stream.write_synthetic`), ACES-C on the cpp backend:
+  (:func:`benchmarks.harness.stream_scale.write_synthetic`), ACES-C on the cpp backend:
   ``memory`` = ``rerank_batch`` on the matrices already unpacked in memory (the
   kernel alone), ``local`` = the whole streaming run (read, unpack, rank,
   Pass@k, encode, write). ``extra_info`` holds ``tasks_per_s`` and, for
@@ -14,7 +14,7 @@ same problems.
 With ``--benchmark-disable`` (the default) every case runs once on 300 problems
 as a smoke test. The million-problem memory check is the slow test
 ``tests/test_stream.py::test_a_million_problems_in_a_gibibyte``; the README's
-numbers come from ``python -m aces_fast._bench_stream --problems 1000000``.
+numbers come from ``python -m benchmarks.harness.stream_scale --problems 1000000``.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ import pytest
 
 pytest.importorskip("pyarrow")
 
-from aces_fast import bench  # noqa: E402
-from aces_fast._bench_stream import read_matrices, write_synthetic  # noqa: E402
+from benchmarks.harness.runtime import thread_limit  # noqa: E402
+from benchmarks.harness.stream_scale import read_matrices, write_synthetic  # noqa: E402
 from aces_fast.backends import BackendUnavailableError, get_backend  # noqa: E402
 from aces_fast.batch import rerank_batch  # noqa: E402
 from aces_fast.stream import rerank_dataset  # noqa: E402
@@ -76,7 +76,7 @@ def test_stream_throughput(benchmark, dataset, tmp_path, impl, threads):
             shutil.rmtree(out, ignore_errors=True)
             return rerank_dataset(path, out, "aces-c", backend="cpp", n_threads=threads,
                                   progress=False)
-    with bench.thread_limit(threads):
+    with thread_limit(threads):
         if benchmark.disabled:
             result = benchmark(fn)
         else:

@@ -153,7 +153,7 @@ def test_cli_ray_engine_starts_its_own_cluster(small, tmp_path):
 def test_cli_ray_engine_interrupted_and_resumed(tmp_path):
     import signal
 
-    from aces_fast._bench_stream import write_synthetic
+    from benchmarks.harness.stream_scale import write_synthetic
 
     path = tmp_path / "in.parquet"
     write_synthetic(path, 2000, 30, 40, seed=2, row_group_size=100)

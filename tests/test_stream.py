@@ -17,7 +17,7 @@ pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 
 import aces_fast as af  # noqa: E402
-from aces_fast._bench_stream import write_synthetic  # noqa: E402
+from benchmarks.harness.stream_scale import write_synthetic  # noqa: E402
 from aces_fast.cli import main  # noqa: E402
 from aces_fast.datasets import Problem, load_dataset  # noqa: E402
 from aces_fast.parquet import InvalidRowError, pack_rows, save_parquet, schema  # noqa: E402
@@ -217,7 +217,7 @@ def test_a_million_problems_in_a_gibibyte(tmp_path):
     streaming process <= 1 GiB (about 215 MiB measured)."""
     import shutil
 
-    from aces_fast._bench_stream import run_stream_child
+    from benchmarks.harness.stream_scale import run_stream_child
 
     path = tmp_path / "million.parquet"
     write_synthetic(path, 1_000_000, 100, 50, seed=3)
@@ -382,7 +382,7 @@ def test_interrupted_run_keeps_its_batches_and_resumes(tmp_path, slowish, sig):
 
 
 def _matrices(path, limit):
-    from aces_fast._bench_stream import read_matrices
+    from benchmarks.harness.stream_scale import read_matrices
 
     return read_matrices(path, limit)
 

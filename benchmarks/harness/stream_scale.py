@@ -6,7 +6,7 @@ from a planted model: each candidate is correct with probability 0.3; each test
 is right with probability 0.7 (a correct candidate passes it with probability
 0.95, a wrong one with 0.2) or wrong (everyone passes with probability 0.5).
 
-``python -m aces_fast._bench_stream --problems 1000000`` writes such a dataset
+``python -m benchmarks.harness.stream_scale --problems 1000000`` writes such a dataset
 (100 x 50 by default) and times, each ``--repeat`` times: in-memory
 ``rerank_batch`` on chunks of the same problems (``memory``: 1 and 2 threads),
 the local streaming engine (``local1``, ``local2``: threads) and the Ray engine
@@ -44,7 +44,7 @@ def write_synthetic(path: Any, problems: int, n: int = 100, m: int = 50, *, seed
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from .parquet import schema
+    from aces_fast.parquet import schema
 
     sch = schema(labels=labels, test_count=False)
     rng = np.random.default_rng(seed)
@@ -72,7 +72,7 @@ def write_synthetic(path: Any, problems: int, n: int = 100, m: int = 50, *, seed
 
 def read_matrices(path: Any, limit: Optional[int] = None) -> List[np.ndarray]:
     """The pass matrices of a Parquet file, unpacked in memory (for comparisons)."""
-    from .parquet import _open, decode_batch
+    from aces_fast.parquet import _open, decode_batch
 
     out: List[np.ndarray] = []
     for batch in _open(path).iter_batches(batch_size=8192):
@@ -88,7 +88,7 @@ def read_matrices(path: Any, limit: Optional[int] = None) -> List[np.ndarray]:
 
 _CHILD = """
 import json, sys, time
-from aces_fast._peak_memory import peak_bytes
+from benchmarks.harness.memory import peak_bytes
 from aces_fast.stream import rerank_dataset
 kw = json.loads(sys.argv[1])
 startup = 0.0
@@ -109,8 +109,12 @@ print(json.dumps({"seconds": s.seconds, "written": s.written, "timings": s.timin
 def run_stream_child(**kwargs: Any) -> Dict[str, Any]:
     """One streaming run in a fresh interpreter: its summary and peak RSS (bytes)."""
     kwargs = {k: str(v) if isinstance(v, Path) else v for k, v in kwargs.items()}
+    # the child imports the harness, which is importable from the checkout's root
+    root = str(Path(__file__).resolve().parents[2])
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        p for p in (root, os.environ.get("PYTHONPATH")) if p))
     proc = subprocess.run([sys.executable, "-c", _CHILD, json.dumps(kwargs)],
-                          capture_output=True, text=True, check=False)
+                          capture_output=True, text=True, check=False, env=env)
     if proc.returncode != 0:
         raise RuntimeError(proc.stderr)
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -119,8 +123,8 @@ def run_stream_child(**kwargs: Any) -> Dict[str, Any]:
 def _in_memory(path: Path, method: str, threads: int, chunk: int) -> float:
     """Tasks/s of rerank_batch alone on the file's problems (unpacked beforehand,
     ``chunk`` problems at a time so memory stays bounded; unpacking not timed)."""
-    from .batch import rerank_batch
-    from .parquet import _open, decode_batch
+    from aces_fast.batch import rerank_batch
+    from aces_fast.parquet import _open, decode_batch
 
     total = 0.0
     count = 0
@@ -148,7 +152,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--json", help="write all measurements to this file")
     args = ap.parse_args(argv)
 
-    from .stream import DEFAULT_BATCH_SIZE
+    from aces_fast.stream import DEFAULT_BATCH_SIZE
 
     batch = args.batch_size or DEFAULT_BATCH_SIZE
     work = Path(args.dir)
