@@ -16,6 +16,7 @@
 #include "kernels/binned.hpp"
 #include "kernels/dedup.hpp"
 #include "kernels/kernels.hpp"
+#include "methods/batch.hpp"
 #include "methods/methods.hpp"
 #include "simd/simd.hpp"
 
@@ -272,55 +273,24 @@ py::list py_rerank_batch(const py::object& tasks, int method, double tie_tol, do
     prepare_task(where.c_str(), seq[k], p, ts[k]);
   }
 
-  std::vector<std::string> errors(T);
+  std::vector<aces_fast::BatchTask> bt(T);
+  for (size_t k = 0; k < T; ++k) {
+    bt[k].B = ts[k].M.data;
+    bt[k].n = ts[k].M.n;
+    bt[k].m = ts[k].M.m;
+    bt[k].out = ts[k].out;
+  }
   bool oom = false;
   {
     py::gil_scoped_release release;
-    const int nt = aces_fast::resolve_threads(true, n_threads);
-    if (T > 1 && nt > 1) {
-      // Largest tasks first (by cells) so the dynamic schedule ends balanced.
-      std::vector<size_t> order(T);
-      std::iota(order.begin(), order.end(), size_t(0));
-      std::stable_sort(order.begin(), order.end(), [&ts](size_t a, size_t b) {
-        return ts[a].M.n * std::max<int64_t>(ts[a].M.m, 1) >
-               ts[b].M.n * std::max<int64_t>(ts[b].M.m, 1);
-      });
-      const int team = static_cast<int>(std::min<size_t>(static_cast<size_t>(nt), T));
-#ifdef _OPENMP
-#pragma omp parallel num_threads(team)
-#endif
-      {
-        aces_fast::MethodWorkspace ws;
-#ifdef _OPENMP
-#pragma omp for schedule(dynamic, 1)
-#endif
-        for (int64_t q = 0; q < static_cast<int64_t>(T); ++q) {
-          Task& t = ts[order[static_cast<size_t>(q)]];
-          try {
-            aces_fast::run_method(t.M.data, t.M.n, t.M.m, p, t.out, ws, false, 1);
-          } catch (const std::bad_alloc&) {
-            errors[order[static_cast<size_t>(q)]] = "out of memory";
-#ifdef _OPENMP
-#pragma omp atomic write
-#endif
-            oom = true;
-          } catch (const std::exception& e) {
-            errors[order[static_cast<size_t>(q)]] = e.what();
-          }
-        }
-      }
-      (void)team;
-    } else {
-      aces_fast::MethodWorkspace ws;
-      for (size_t k = 0; k < T; ++k)
-        aces_fast::run_method(ts[k].M.data, ts[k].M.n, ts[k].M.m, p, ts[k].out, ws, true,
-                              n_threads);
-    }
+    oom = aces_fast::run_batch(bt.data(), T, p, n_threads);
   }
   if (oom) throw std::bad_alloc();
   for (size_t k = 0; k < T; ++k)
-    if (!errors[k].empty())
-      throw std::runtime_error(std::string(fn) + ": task " + std::to_string(k) + ": " + errors[k]);
+    if (!bt[k].error.empty())
+      throw std::runtime_error(std::string(fn) + ": task " + std::to_string(k) + ": " +
+                               bt[k].error);
+  for (size_t k = 0; k < T; ++k) ts[k].out.fallback = bt[k].out.fallback;
   py::list result(T);
   for (size_t k = 0; k < T; ++k) result[k] = task_result(ts[k]);
   return result;
