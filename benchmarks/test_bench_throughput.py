@@ -160,7 +160,9 @@ def test_small_call_latency(benchmark, what):
     B = make_pass_matrix(*LATENCY_SHAPE, seed=24100)
     fn = {"aces_c": lambda: af.aces_c(B, backend="cpp"),
           "majority_vote": lambda: af.majority_vote(B, backend="cpp"),
-          "core.rerank": lambda: _core.rerank(B, 1)}[what]
+          "core.rerank": lambda: _core.rerank(
+              B=B, method=_core.METHOD_CODES["aces-c"], tie_tol=1e-9, gamma=10.0, lr=0.01,
+              steps=0, top_k=None, warm=False, dedup=None, n_threads=1)}[what]
     benchmark.group = f"latency {LATENCY_SHAPE[0]}x{LATENCY_SHAPE[1]} 1t"
     benchmark.extra_info.update(what=what)
     with bench.thread_limit(1):

@@ -49,12 +49,14 @@ for t, B in enumerate(matrices()):
     m = B.shape[1]
     w = np.random.default_rng(t).random(m)
     counts = np.random.default_rng(t + 1).integers(0, 4, B.shape[0])
-    res = [core.loo_auc(B, None, None, n_threads=1), core.loo_auc(B, None, counts, n_threads=1),
-           core.loo_auc(B, w, None, n_threads=1)]
+    loo = dict(tie_tol=1e-9, dedup=None, n_threads=1)
+    res = [core.loo_auc(B=B, weights=None, counts=None, **loo),
+           core.loo_auc(B=B, weights=None, counts=counts, **loo),
+           core.loo_auc(B=B, weights=w, counts=None, **loo)]
     for method in ("majority", "aces-c", "aces-c-filter", "aces-o"):
         for dedup in (True, False):
-            r = core.rerank(B, core.METHOD_CODES[method], 1e-9, 10.0, 0.01, 5, 8, False,
-                            dedup, 1)
+            r = core.rerank(B=B, method=core.METHOD_CODES[method], tie_tol=1e-9, gamma=10.0,
+                            lr=0.01, steps=5, top_k=8, warm=False, dedup=dedup, n_threads=1)
             res += [x for x in r if isinstance(x, np.ndarray)]
     out[str(t)] = [np.asarray(x, dtype=np.float64).tobytes().hex() for x in res]
 print(json.dumps(out))
@@ -111,8 +113,9 @@ def test_aces_c_scores_follow_the_documented_association(shape):
 
     B = random_matrix(np.random.default_rng(shape[1]), *shape, density=0.5, dup_rows=5)
     for dedup in (True, False):
-        scores, weights, order, *_ = _core.rerank(B, _core.METHOD_CODES["aces-c"], 1e-9, 10.0,
-                                                  0.01, 0, None, False, dedup, 1)
+        scores, weights, order, *_ = _core.rerank(
+            B=B, method=_core.METHOD_CODES["aces-c"], tie_tol=1e-9, gamma=10.0, lr=0.01, steps=0,
+            top_k=None, warm=False, dedup=dedup, n_threads=1)
         raw = np.array([_dot32(row, weights) for row in B])
         expected = snap_ties(raw, 1e-9 * float(np.sum(weights)))
         np.testing.assert_array_equal(scores, expected)
@@ -127,26 +130,28 @@ def test_nonzero_bytes_count_as_passes():
     scaled = B * rng.integers(1, 256, B.shape).astype(np.uint8)
     assert (scaled[B == 1] > 0).all() and scaled.max() > 1
     for method in ("aces-c", "majority", "aces-o"):
-        a = _core.rerank(B, _core.METHOD_CODES[method], 1e-9, 10.0, 0.01, 4, 10, False, None, 1)
-        b = _core.rerank(scaled, _core.METHOD_CODES[method], 1e-9, 10.0, 0.01, 4, 10, False,
-                         None, 1)
+        kw = dict(method=_core.METHOD_CODES[method], tie_tol=1e-9, gamma=10.0, lr=0.01, steps=4,
+                  top_k=10, warm=False, dedup=None, n_threads=1)
+        a = _core.rerank(B=B, **kw)
+        b = _core.rerank(B=scaled, **kw)
         for x, y in zip(a, b):
             if isinstance(x, np.ndarray):
                 np.testing.assert_array_equal(x, y)
-    np.testing.assert_array_equal(_core.loo_auc(B), _core.loo_auc(scaled))
+    kw = dict(weights=None, counts=None, tie_tol=1e-9, dedup=None, n_threads=0)
+    np.testing.assert_array_equal(_core.loo_auc(B=B, **kw), _core.loo_auc(B=scaled, **kw))
 
 
 @pytest.mark.parametrize("shape", [(1, 0), (1, 1), (3, 21), (7, 64), (9, 130), (200, 500)])
 def test_max_byte_matches_numpy(shape):
     rng = np.random.default_rng(sum(shape))
     B = random_matrix(rng, *shape, density=0.5)
-    assert _core.max_byte(B) == (B.max() if B.size else 0)
+    assert _core.max_byte(B=B) == (B.max() if B.size else 0)
     if B.size:
         # a single large byte anywhere (including the tail past the last 64) is found
         for pos in {0, B.size // 2, B.size - 1}:
             C = B.copy()
             C.flat[pos] = 200
-            assert _core.max_byte(C) == 200
-        assert _core.max_byte(B.astype(bool)) == B.max()
+            assert _core.max_byte(B=C) == 200
+        assert _core.max_byte(B=B.astype(bool)) == B.max()
     with pytest.raises(TypeError):
-        _core.max_byte(B.astype(np.int64))
+        _core.max_byte(B=B.astype(np.int64))

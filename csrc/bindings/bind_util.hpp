@@ -1,6 +1,13 @@
-// Argument validation and conversion shared by the pybind11 bindings (module.cpp,
+// Argument conversion shared by the pybind11 bindings (module.cpp,
 // binned_bind.cpp), so every function of _core accepts the same inputs and raises
 // the same errors. Errors name the calling function (`fn`) and the argument.
+//
+// _core is private: the package validates every parameter's meaning (ranges of
+// gamma, lr, top_k, tie_tol, ...) once, at the Python boundary. What is checked
+// here is only what keeps the C++ side memory-safe: types, dtypes, layouts,
+// lengths, the kernels' numeric preconditions (finite weights, counts that fit
+// their integer accumulators) and sizes that would overflow an allocation or an
+// index.
 #pragma once
 
 #include <pybind11/numpy.h>
@@ -160,16 +167,6 @@ inline const int64_t* counts_ptr(const py::object& c) {
   return static_cast<const int64_t*>(py::reinterpret_borrow<py::array>(c).data());
 }
 
-inline void check_threads(const char* fn, int n_threads) {
-  if (n_threads < 0)
-    throw py::value_error(std::string(fn) + ": n_threads must be >= 0 (0 = OpenMP default)");
-}
-
-inline void check_gamma(const char* fn, double gamma) {
-  if (!std::isfinite(gamma) || gamma <= 0.0)
-    throw py::value_error(std::string(fn) + ": gamma must be finite and > 0");
-}
-
 // Float64 copy (or view) of a numeric 1-D vector with one entry per column (m);
 // values unchecked.
 inline DoubleArray get_column_vector(const char* fn, const char* name, const py::object& obj,
@@ -183,34 +180,77 @@ inline DoubleArray get_column_vector(const char* fn, const char* name, const py:
   return out;
 }
 
-// ACES-O active: mask of length m (bool, integer or float, no nan), nonzero = active.
+// ACES-O active: mask of length m (bool, integer or float), nonzero = active.
 inline std::vector<uint8_t> get_active(const char* fn, const py::object& active, int64_t m) {
   const DoubleArray actd = get_column_vector(fn, "active", active, m);
   std::vector<uint8_t> act(static_cast<size_t>(m));
-  for (int64_t j = 0; j < m; ++j) {
-    if (std::isnan(actd.data()[j]))
-      throw py::value_error(std::string(fn) + ": active must not contain nan");
-    act[j] = actd.data()[j] != 0.0;
-  }
+  for (int64_t j = 0; j < m; ++j) act[static_cast<size_t>(j)] = actd.data()[j] != 0.0;
   return act;
 }
 
-// ACES-O logits0: float vector of length m, finite on the active columns.
-inline DoubleArray get_logits0(const char* fn, const py::object& logits0,
-                               const std::vector<uint8_t>& act, int64_t m) {
-  DoubleArray lg = get_column_vector(fn, "logits0", logits0, m);
-  for (int64_t j = 0; j < m; ++j)
-    if (act[j] && !std::isfinite(lg.data()[j]))
-      throw py::value_error(std::string(fn) + ": logits0 must be finite on active columns (entry " +
-                            std::to_string(j) + ")");
-  return lg;
+// An integer (a Python int or anything with __index__, not bool) as int64 in
+// [lo, hi], else ValueError naming the argument (values beyond int64 included);
+// TypeError for anything else. `why` (may be empty) explains the range.
+inline int64_t get_int(const char* fn, const char* name, const py::object& obj, int64_t lo,
+                       int64_t hi, const char* why) {
+  if (PyBool_Check(obj.ptr()) || !PyIndex_Check(obj.ptr()))
+    throw py::type_error(std::string(fn) + ": " + name + " must be an int, got " +
+                         type_name(obj));
+  const py::object idx = py::reinterpret_steal<py::object>(PyNumber_Index(obj.ptr()));
+  if (!idx) throw py::error_already_set();
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(idx.ptr(), &overflow);
+  if (v == -1 && PyErr_Occurred()) throw py::error_already_set();
+  if (overflow != 0 || v < lo || v > hi)
+    throw py::value_error(std::string(fn) + ": " + name + " must be in [" + std::to_string(lo) +
+                          ", " + std::to_string(hi) + "]" + why + ", got " +
+                          py::str(idx).cast<std::string>());
+  return static_cast<int64_t>(v);
 }
 
-// ACES-O Adam settings: lr finite and >= 0, steps >= 0.
-inline void check_lr_steps(const char* fn, double lr, int64_t steps) {
-  if (!std::isfinite(lr) || lr < 0.0)
-    throw py::value_error(std::string(fn) + ": lr must be finite and >= 0");
-  if (steps < 0) throw py::value_error(std::string(fn) + ": steps must be >= 0");
+// Most threads a call may ask for: per-thread scratch is sized by it, and no
+// machine this targets has more hardware threads.
+constexpr int64_t kMaxThreads = 4096;
+
+// n_threads: 0 (the OpenMP default) .. kMaxThreads.
+inline int get_threads(const char* fn, const py::object& n_threads) {
+  return static_cast<int>(get_int(fn, "n_threads", n_threads, 0, kMaxThreads, " (0 = OpenMP default)"));
+}
+
+// ACES-O steps: the objective output holds steps + 1 float64 values, so steps + 1
+// must be a valid array length (no signed overflow in steps + 1 either).
+inline int64_t get_steps(const char* fn, const py::object& steps) {
+  constexpr int64_t kMax =
+      static_cast<int64_t>(std::numeric_limits<py::ssize_t>::max() / sizeof(double)) - 1;
+  return get_int(fn, "steps", steps, 0, kMax, " (the objective holds steps + 1 float64 values)");
+}
+
+// ACES-O top_k: None -> -1 (every row); an int >= 1, where anything beyond int64
+// (or >= n) also means every row, since the optimized rows are min(top_k, n).
+inline int64_t get_top_k(const char* fn, const py::object& top_k) {
+  if (top_k.is_none()) return -1;
+  if (PyBool_Check(top_k.ptr()) || !PyIndex_Check(top_k.ptr()))
+    throw py::type_error(std::string(fn) + ": top_k must be an int or None, got " +
+                         type_name(top_k));
+  const py::object idx = py::reinterpret_steal<py::object>(PyNumber_Index(top_k.ptr()));
+  if (!idx) throw py::error_already_set();
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(idx.ptr(), &overflow);
+  if (v == -1 && PyErr_Occurred()) throw py::error_already_set();
+  if (overflow > 0) return std::numeric_limits<int64_t>::max();
+  if (overflow < 0 || v < 1)
+    throw py::value_error(std::string(fn) + ": top_k must be >= 1 or None, got " +
+                          py::str(idx).cast<std::string>());
+  return static_cast<int64_t>(v);
+}
+
+// dedup: None (auto) -> -1, True -> 1, False -> 0.
+inline int get_dedup(const char* fn, const py::object& obj) {
+  if (obj.is_none()) return -1;
+  if (!PyBool_Check(obj.ptr()))
+    throw py::type_error(std::string(fn) + ": dedup must be True, False or None (auto), got " +
+                         type_name(obj));
+  return obj.ptr() == Py_True ? 1 : 0;
 }
 
 }  // namespace bind

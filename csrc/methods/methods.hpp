@@ -29,16 +29,36 @@ enum MethodCode : int {
   kMethodAcesO = 3,        // ACES-O (init "uniform", or "aces-c" when warm)
 };
 
+// The one list of method codes and their rerank names (_core.METHOD_CODES).
+struct MethodName {
+  const char* name;
+  MethodCode code;
+};
+inline constexpr MethodName kMethodNames[] = {
+    {"majority", kMethodMajority},
+    {"aces-c", kMethodAcesC},
+    {"aces-c-filter", kMethodAcesCFilter},
+    {"aces-o", kMethodAcesO},
+};
+
+// True when code is one of kMethodNames' codes.
+inline bool is_method_code(int code) {
+  for (const MethodName& m : kMethodNames)
+    if (m.code == code) return true;
+  return false;
+}
+
+// Every parameter of a method call. No defaults here: they are defined once, in
+// the Python package, which passes every field.
 struct MethodParams {
-  int method = kMethodAcesC;
-  double tie_tol = 1e-9;  // >= 0
-  double gamma = 10.0;    // ACES-O, > 0
-  double lr = 0.01;       // ACES-O, >= 0
-  int64_t steps = 90;     // ACES-O, >= 0
-  int64_t top_k = 24;     // ACES-O; <= 0 keeps every row
-  bool warm = false;      // ACES-O init="aces-c"
-  int dedup = -1;         // 1 on, 0 off, -1 auto (ACES-O on, ACES-C dedup_pays_for_loo,
-                          // majority off)
+  MethodCode method;
+  double tie_tol;  // >= 0; scores within tie_tol * sum(w) are snapped to one value
+  double gamma;    // ACES-O, > 0
+  double lr;       // ACES-O, >= 0
+  int64_t steps;   // ACES-O, >= 0 (the objective output holds steps + 1 values)
+  int64_t top_k;   // ACES-O; <= 0 keeps every row
+  bool warm;       // ACES-O init="aces-c"
+  int dedup;       // 1 on, 0 off, -1 auto (ACES-O on, ACES-C dedup_pays_for_loo, majority off)
 };
 
 // Caller-allocated outputs of one task (n candidates, m tests).

@@ -38,7 +38,7 @@ def _max_byte(B: np.ndarray) -> int:
 
         _core_max_byte = getattr(core, "max_byte", False) if core is not None else False
     if _core_max_byte and B.ndim == 2:
-        return _core_max_byte(B)
+        return _core_max_byte(B=B)
     return int(B.max())
 
 

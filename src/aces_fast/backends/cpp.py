@@ -23,14 +23,15 @@ from .._compiled import core, import_error
 from ..result import RerankResult
 from .base import Backend, BackendUnavailableError
 
-#: rerank names computed in C++ -> ``_core`` method code
-_CODES: Dict[str, int] = {
-    "majority": 0,
-    "aces-c": 1,
-    "aces-c-filter": 2,
-    "aces-o": 3,
-    "aces-o-warm": 3,
-}
+#: rerank names computed in C++ -> ``_core`` method code (``_core.METHOD_CODES``
+#: defines them; the warm start is ACES-O with ``warm=True``)
+_CODES: Dict[str, int] = {} if core is None else {
+    **core.METHOD_CODES, "aces-o-warm": core.METHOD_CODES["aces-o"]}
+
+#: ``_core.rerank`` takes every argument (no defaults); the ACES-O ones are
+#: ignored by the other methods
+_NOT_ACES_O: Dict[str, Any] = {"gamma": 10.0, "lr": 0.01, "steps": 0, "top_k": None,
+                               "warm": False}
 
 
 def _pack(name: str, out: tuple, params: Dict[str, Any]) -> RerankResult:
@@ -70,24 +71,28 @@ class CppBackend(Backend):
     # -- kernels ---------------------------------------------------------------
 
     def loo_auc(self, B, weights, tie_tol, counts=None):
-        return core.loo_auc(B, weights, counts, tie_tol, self.n_threads)
+        return core.loo_auc(B=B, weights=weights, counts=counts, tie_tol=tie_tol, dedup=None,
+                            n_threads=self.n_threads)
 
     def surrogate(self, B, weights, gamma, counts=None):
-        return core.surrogate_loo_auc(B, weights, gamma, counts, self.n_threads)
+        return core.surrogate_loo_auc(B=B, weights=weights, gamma=gamma, counts=counts,
+                                      dedup=None, n_threads=self.n_threads)
 
     def aces_o_fit(self, B, logits0, active, gamma, lr, steps, counts=None):
-        return core.aces_o_fit(B, logits0, active, gamma, lr, steps, counts, self.n_threads)
+        return core.aces_o_fit(B=B, logits0=logits0, active=active, gamma=gamma, lr=lr,
+                               steps=steps, counts=counts, dedup=None, n_threads=self.n_threads)
 
     # -- whole methods in C++ --------------------------------------------------
 
     def majority_vote(self, B, tie_tol=1e-9):
-        out = core.rerank(B, 0, tie_tol, 10.0, 0.01, 0, None, False, None, self.n_threads)
+        out = core.rerank(B=B, method=_CODES["majority"], tie_tol=tie_tol, **_NOT_ACES_O,
+                          dedup=None, n_threads=self.n_threads)
         return RerankResult(out[0], out[1], out[2], "majority", "cpp")
 
     def aces_c(self, B, variant="weighted", tie_tol=1e-9):
         name = "aces-c" if variant == "weighted" else "aces-c-filter"
-        out = core.rerank(B, _CODES[name], tie_tol, 10.0, 0.01, 0, None, False, None,
-                          self.n_threads)
+        out = core.rerank(B=B, method=_CODES[name], tie_tol=tie_tol, **_NOT_ACES_O, dedup=None,
+                          n_threads=self.n_threads)
         return RerankResult(out[0], out[1], out[2], name, "cpp", loo_auc=out[3],
                             fallback=out[4], info={"variant": variant})
 
@@ -95,12 +100,14 @@ class CppBackend(Backend):
         if bins is not None:
             # opt-in binned surrogate: same glue, approximate pair sums
             def fit(Bk, logits0, active, gamma, lr, steps):
-                return core.aces_o_fit_binned(Bk, logits0, active, gamma, lr, steps, bins,
-                                              None, self.n_threads)
+                return core.aces_o_fit_binned(B=Bk, logits0=logits0, active=active, gamma=gamma,
+                                              lr=lr, steps=steps, bins=bins, counts=None,
+                                              path="auto", n_threads=self.n_threads)
 
             return self._aces_o_glue(B, gamma, lr, steps, top_k, init, tie_tol, fit, bins=bins)
-        out = core.rerank(B, 3, tie_tol, gamma, lr, steps, top_k, init == "aces-c", None,
-                          self.n_threads)
+        out = core.rerank(B=B, method=_CODES["aces-o"], tie_tol=tie_tol, gamma=gamma, lr=lr,
+                          steps=steps, top_k=top_k, warm=init == "aces-c", dedup=None,
+                          n_threads=self.n_threads)
         params = {"gamma": gamma, "lr": lr, "steps": steps, "top_k": top_k, "init": init}
         return _pack("aces-o", out, params)
 
@@ -117,13 +124,13 @@ class CppBackend(Backend):
             return None
         threads = self.n_threads if n_threads is None else n_threads
         tie_tol = params.get("tie_tol", 1e-9)
-        if code == 3:
-            outs = core.rerank_batch(Bs, 3, tie_tol, params["gamma"], params["lr"],
-                                     params["steps"], params["top_k"],
-                                     params["init"] == "aces-c", None, threads)
+        if code == _CODES["aces-o"]:
+            aces_o = {"gamma": params["gamma"], "lr": params["lr"], "steps": params["steps"],
+                      "top_k": params["top_k"], "warm": params["init"] == "aces-c"}
         else:
-            outs = core.rerank_batch(Bs, code, tie_tol, 10.0, 0.01, 0, None, False, None,
-                                     threads)
+            aces_o = _NOT_ACES_O
+        outs = core.rerank_batch(tasks=Bs, method=code, tie_tol=tie_tol, **aces_o, dedup=None,
+                                 n_threads=threads)
         return [_pack(method, out, params) for out in outs]
 
     def info(self) -> dict:
