@@ -349,17 +349,71 @@ def test_loo_auc_constant_columns_nan_and_edges():
     np.testing.assert_array_equal(kc.loo_auc(np.ascontiguousarray(B[:, 2:]), [0.0, 0.0]), [0.5, 0.5])
 
 
-def test_loo_auc_nonzero_bytes_are_passes():
+@pytest.mark.parametrize("name", ["loo_auc", "surrogate_loo_auc", "aces_o_fit", "rerank",
+                                  "surrogate_loo_auc_binned", "aces_o_fit_binned",
+                                  "binned_grid_spacing"])
+def test_values_other_than_0_and_1_are_refused_inside_the_call(name):
+    # the compiled check names the largest byte, as the Python validation does;
+    # bool views of other bytes are checked too
     B = random_B(np.random.default_rng(2), 20, 6)
-    B2 = B * np.uint8(7)
-    B2[B2 == 7] = np.array([7, 255, 1], np.uint8)[np.arange((B2 == 7).sum()) % 3]
-    np.testing.assert_array_equal(kc.loo_auc(B2), kc.loo_auc(B))
-    w = np.linspace(0.1, 1, 6)
-    np.testing.assert_array_equal(kc.loo_auc(B2, w), kc.loo_auc(B, w))
-    np.testing.assert_array_equal(kc.surrogate_loo_auc(B2, w, 5.0)[2], kc.surrogate_loo_auc(B, w, 5.0)[2])
-    # a bool view of arbitrary bytes
-    Bv = B2.view(np.bool_)
-    np.testing.assert_array_equal(kc.loo_auc(Bv), kc.loo_auc(B))
+    kwargs = _valid_kwargs(name)
+    for k, v in dict(B=B, weights=np.full(6, 1 / 6), logits0=np.zeros(6), active=np.ones(6)).items():
+        if k in kwargs:
+            kwargs[k] = v
+    getattr(_core, name)(**kwargs)
+    for pos, value in [(0, 2), (B.size // 2, 255), (B.size - 1, 7)]:
+        bad = B.copy()
+        bad.flat[pos] = value
+        for arr in (bad, bad.view(np.bool_)):
+            with pytest.raises(ValueError, match=rf"^B must contain only 0 and 1; found value {value}$"):
+                getattr(_core, name)(**{**kwargs, "B": arr})
+
+
+def test_batch_checks_every_task_and_names_the_first_bad_one():
+    good = random_B(np.random.default_rng(3), 7, 5)
+    bad = good.copy()
+    bad[3, 2] = 9
+    kwargs = _valid_kwargs("rerank_batch")
+    for tasks, where in [([bad], 0), ([good, good, bad, bad], 2), ([good] * 5 + [bad], 5)]:
+        with pytest.raises(ValueError, match=rf"^task {where}: B must contain only 0 and 1; found value 9$"):
+            _core.rerank_batch(**{**kwargs, "tasks": tasks})
+
+
+def test_cpp_methods_cross_into_the_extension_once(monkeypatch):
+    # validation and the 0/1 check happen inside the one compiled call
+    import aces_fast as af
+    from aces_fast.backends import cpp
+
+    calls = []
+
+    class Counting:
+        def __getattr__(self, name):
+            attr = getattr(_core, name)
+            if not callable(attr):
+                return attr
+
+            def call(*args, **kwargs):
+                calls.append(name)
+                return attr(*args, **kwargs)
+            return call
+
+    B = random_B(np.random.default_rng(4), 24, 100)
+    af.aces_c(B, backend="cpp")  # loads the backend (it asks _core for the thread count)
+    monkeypatch.setattr(cpp, "core", Counting())
+    for fn, name in [(lambda: af.aces_c(B, backend="cpp"), "rerank"),
+                     (lambda: af.aces_c(B.astype(bool), backend="cpp"), "rerank"),
+                     (lambda: af.majority_vote(B, backend="cpp"), "rerank"),
+                     (lambda: af.aces_o(B, steps=3, backend="cpp"), "rerank"),
+                     (lambda: af.loo_auc(B, backend="cpp"), "loo_auc")]:
+        calls.clear()
+        fn()
+        assert calls == [name]
+    bad = B.copy()
+    bad[5, 7] = 3
+    calls.clear()
+    with pytest.raises(ValueError, match="found value 3"):
+        af.aces_c(bad, backend="cpp")
+    assert calls == ["rerank"]
 
 
 def test_loo_auc_bool_and_readonly_input():

@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "simd/simd.hpp"
+
 // Hidden like pybind11's own namespace: Matrix holds a py::array, and a type
 // more visible than its fields draws -Wattributes.
 #if defined(__GNUC__) || defined(__clang__)
@@ -77,6 +79,22 @@ inline Matrix get_matrix(const char* fn, const py::object& obj) {
   if (M.n == 0) throw py::value_error(std::string(fn) + ": B has no rows (n = 0 candidates)");
   M.data = static_cast<const uint8_t*>(a.data());
   return M;
+}
+
+// The value check of a pass matrix, run inside every call that takes one (with
+// the GIL released, before the kernels): the largest byte of B when it is not
+// 0/1 data, else 0. The vectorized max_byte scan costs a fraction of any kernel.
+inline int bad_byte(const Matrix& M) {
+  const int mx = aces_fast::max_byte(M.data, M.n * M.m);
+  return mx > 1 ? mx : 0;
+}
+
+// The error for bad_byte's value, raised once the GIL is held again; the
+// package's own message (the public functions rely on this check). prefix:
+// e.g. "task 3: " in a batch.
+[[noreturn]] inline void raise_not_binary(const std::string& prefix, int value) {
+  throw py::value_error(prefix + "B must contain only 0 and 1; found value " +
+                        std::to_string(value));
 }
 
 // The kernels index rows with int32 in places.

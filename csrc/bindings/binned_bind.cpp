@@ -55,11 +55,15 @@ py::tuple py_surrogate_binned(const py::object& B, const py::object& weights, do
   double* pg = grad.mutable_data();
   const double* pw = w.data();
   double J = 0.0;
+  int bad = 0;
   {
     py::gil_scoped_release release;
-    J = aces_fast::surrogate_loo_auc_binned(M.data, M.n, M.m, pw, gamma, pc, nb, pL, pg, true, nt,
-                                            pth);
+    bad = bad_byte(M);
+    if (bad == 0)
+      J = aces_fast::surrogate_loo_auc_binned(M.data, M.n, M.m, pw, gamma, pc, nb, pL, pg, true,
+                                              nt, pth);
   }
+  if (bad != 0) raise_not_binary("", bad);
   return py::make_tuple(L, J, grad);
 }
 
@@ -85,11 +89,15 @@ py::tuple py_aces_o_fit_binned(const py::object& B, const py::object& logits0,
   double* pw = weights.mutable_data();
   double* po = objective.mutable_data();
   const double* pl = lg.data();
+  int bad = 0;
   {
     py::gil_scoped_release release;
-    aces_fast::aces_o_fit_binned(M.data, M.n, M.m, pl, act.data(), gamma, lr, st, pc, nb, pw, po,
-                                 true, nt, pth);
+    bad = bad_byte(M);
+    if (bad == 0)
+      aces_fast::aces_o_fit_binned(M.data, M.n, M.m, pl, act.data(), gamma, lr, st, pc, nb, pw,
+                                   po, true, nt, pth);
   }
+  if (bad != 0) raise_not_binary("", bad);
   return py::make_tuple(weights, objective);
 }
 
@@ -99,17 +107,9 @@ py::tuple py_error_bound(double gamma, double h, double weight_sum) {
 }
 
 // Grid spacing the binned surrogate uses for these weights (same arithmetic as
-// BinnedSurrogate::evaluate: scores summed in ascending column order).
-double py_grid_spacing(const py::object& B, const py::object& weights, const py::object& bins,
-                       const py::object& counts) {
-  const char* fn = "binned_grid_spacing";
-  Matrix M = get_matrix(fn, B);
-  check_rows_int32(fn, M.n);
-  DoubleArray w = get_weights(fn, weights, M.m);
-  const int64_t nb = get_bins(fn, bins);
-  py::object c = get_counts(fn, counts, M.n);
-  const int64_t* pc = counts_ptr(c);
-  const double* pw = w.data();
+// BinnedSurrogate::evaluate: scores summed in ascending column order); 0 when no
+// row has a count > 0. O(n m), B read in place.
+double grid_spacing(const Matrix& M, const double* pw, const int64_t* pc, int64_t bins) {
   double wmax = 0.0;
   for (int64_t j = 0; j < M.m; ++j) wmax = std::max(wmax, pw[j]);
   bool any = false;
@@ -126,7 +126,28 @@ double py_grid_spacing(const py::object& B, const py::object& weights, const py:
   }
   if (!any) return 0.0;
   const double lo = std::max(0.0, smin - wmax);
-  return (smax - lo) / static_cast<double>(nb - 1);
+  return (smax - lo) / static_cast<double>(bins - 1);
+}
+
+double py_grid_spacing(const py::object& B, const py::object& weights, const py::object& bins,
+                       const py::object& counts) {
+  const char* fn = "binned_grid_spacing";
+  Matrix M = get_matrix(fn, B);
+  check_rows_int32(fn, M.n);
+  DoubleArray w = get_weights(fn, weights, M.m);
+  const int64_t nb = get_bins(fn, bins);
+  py::object c = get_counts(fn, counts, M.n);
+  const int64_t* pc = counts_ptr(c);
+  const double* pw = w.data();
+  double h = 0.0;
+  int bad = 0;
+  {
+    py::gil_scoped_release release;
+    bad = bad_byte(M);
+    if (bad == 0) h = grid_spacing(M, pw, pc, nb);
+  }
+  if (bad != 0) raise_not_binary("", bad);
+  return h;
 }
 
 }  // namespace

@@ -3,12 +3,9 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
-#include <algorithm>
-#include <cmath>
 #include <cstdint>
-#include <exception>
 #include <new>
-#include <numeric>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -70,20 +67,25 @@ py::array_t<double> py_loo_auc(const py::object& B, const py::object& weights,
 
   py::array_t<double> out(static_cast<py::ssize_t>(M.m));
   double* po = out.mutable_data();
+  int bad = 0;
   {
     py::gil_scoped_release release;
-    aces_fast::RowPlan plan;
-    const int64_t* kc = dedup_counts(M, pc, use, plan, nt);
-    if (pw == nullptr && kc != pc) {
-      plan.rep = std::vector<int64_t>();  // only counts and row sums are needed
-      // the hash pass already counted every row's passes
-      aces_fast::UniformScratch ws;
-      aces_fast::loo_auc_uniform_ex(M.data, M.n, M.m, kc, plan.rowsum.data(), po, nullptr, true,
-                                    nt, ws);
-    } else {
-      aces_fast::loo_auc(M.data, M.n, M.m, pw, kc, tie_tol, po, true, nt);
+    bad = bad_byte(M);
+    if (bad == 0) {
+      aces_fast::RowPlan plan;
+      const int64_t* kc = dedup_counts(M, pc, use, plan, nt);
+      if (pw == nullptr && kc != pc) {
+        plan.rep = std::vector<int64_t>();  // only counts and row sums are needed
+        // the hash pass already counted every row's passes
+        aces_fast::UniformScratch ws;
+        aces_fast::loo_auc_uniform_ex(M.data, M.n, M.m, kc, plan.rowsum.data(), po, nullptr,
+                                      true, nt, ws);
+      } else {
+        aces_fast::loo_auc(M.data, M.n, M.m, pw, kc, tie_tol, po, true, nt);
+      }
     }
   }
+  if (bad != 0) raise_not_binary("", bad);
   return out;
 }
 
@@ -105,12 +107,17 @@ py::tuple py_surrogate(const py::object& B, const py::object& weights, double ga
   double* pg = grad.mutable_data();
   const double* pw = w.data();
   double J = 0.0;
+  int bad = 0;
   {
     py::gil_scoped_release release;
-    aces_fast::RowPlan plan;
-    const int64_t* kc = dedup_counts(M, pc, use, plan, nt);
-    J = aces_fast::surrogate_loo_auc(M.data, M.n, M.m, pw, gamma, kc, pL, pg, true, nt);
+    bad = bad_byte(M);
+    if (bad == 0) {
+      aces_fast::RowPlan plan;
+      const int64_t* kc = dedup_counts(M, pc, use, plan, nt);
+      J = aces_fast::surrogate_loo_auc(M.data, M.n, M.m, pw, gamma, kc, pL, pg, true, nt);
+    }
   }
+  if (bad != 0) raise_not_binary("", bad);
   return py::make_tuple(L, J, grad);
 }
 
@@ -134,12 +141,18 @@ py::tuple py_aces_o_fit(const py::object& B, const py::object& logits0, const py
   double* pw = weights.mutable_data();
   double* po = objective.mutable_data();
   const double* pl = lg.data();
+  int bad = 0;
   {
     py::gil_scoped_release release;
-    aces_fast::RowPlan plan;
-    const int64_t* kc = dedup_counts(M, pc, use, plan, nt);
-    aces_fast::aces_o_fit(M.data, M.n, M.m, pl, act.data(), gamma, lr, st, kc, pw, po, true, nt);
+    bad = bad_byte(M);
+    if (bad == 0) {
+      aces_fast::RowPlan plan;
+      const int64_t* kc = dedup_counts(M, pc, use, plan, nt);
+      aces_fast::aces_o_fit(M.data, M.n, M.m, pl, act.data(), gamma, lr, st, kc, pw, po, true,
+                            nt);
+    }
   }
+  if (bad != 0) raise_not_binary("", bad);
   return py::make_tuple(weights, objective);
 }
 
@@ -167,16 +180,16 @@ aces_fast::MethodParams get_params(const char* fn, int method, double tie_tol, d
 // The Python arrays behind one task's outputs; allocated with the GIL held so
 // the method itself can run without it.
 struct TaskArrays {
-  py::array keep;  // the pass matrix
+  Matrix M;  // the pass matrix
   py::array_t<double> scores, weights, loo, objective;
   py::array_t<int64_t> order, rows;
 };
 
 void prepare_task(const char* fn, const py::object& B, const aces_fast::MethodParams& p,
                   TaskArrays& a, aces_fast::BatchTask& t) {
-  const Matrix M = get_matrix(fn, B);
+  a.M = get_matrix(fn, B);
+  const Matrix& M = a.M;
   check_rows_int32(fn, M.n);
-  a.keep = M.keep;
   t.B = M.data;
   t.n = M.n;
   t.m = M.m;
@@ -216,15 +229,20 @@ py::tuple py_rerank(const py::object& B, int method, double tie_tol, double gamm
   TaskArrays a;
   aces_fast::BatchTask t;
   prepare_task(fn, B, p, a, t);
+  int bad = 0;
   {
     py::gil_scoped_release release;
-    // One workspace per calling thread, reused across calls: a small call then
-    // allocates nothing but its outputs. Concurrent Python threads each get their
-    // own; run_method frees the big scratch of large tasks itself, so what stays
-    // is O(n + m) of the largest small task seen.
-    thread_local aces_fast::MethodWorkspace ws;
-    aces_fast::run_method(t.B, t.n, t.m, p, t.out, ws, true, nt);
+    bad = bad_byte(a.M);
+    if (bad == 0) {
+      // One workspace per calling thread, reused across calls: a small call then
+      // allocates nothing but its outputs. Concurrent Python threads each get
+      // their own; run_method frees the big scratch of large tasks itself, so
+      // what stays is O(n + m) of the largest small task seen.
+      thread_local aces_fast::MethodWorkspace ws;
+      aces_fast::run_method(t.B, t.n, t.m, p, t.out, ws, true, nt);
+    }
   }
+  if (bad != 0) raise_not_binary("", bad);
   return task_result(a, t);
 }
 
@@ -249,10 +267,17 @@ py::list py_rerank_batch(const py::object& tasks, int method, double tie_tol, do
     prepare_task(where.c_str(), seq[k], p, arrays[k], jobs[k]);
   }
   bool oom = false;
+  size_t bad_task = T;
+  int bad = 0;
   {
     py::gil_scoped_release release;
-    oom = aces_fast::run_batch(jobs.data(), T, p, nt);
+    // every task's values first: the lowest bad index is reported, and no work
+    // is spent on a batch that fails
+    for (size_t k = 0; k < T && bad == 0; ++k)
+      if ((bad = bad_byte(arrays[k].M)) != 0) bad_task = k;
+    if (bad == 0) oom = aces_fast::run_batch(jobs.data(), T, p, nt);
   }
+  if (bad != 0) raise_not_binary("task " + std::to_string(bad_task) + ": ", bad);
   if (oom) throw std::bad_alloc();
   for (size_t k = 0; k < T; ++k)
     if (!jobs[k].error.empty())
@@ -271,7 +296,9 @@ PYBIND11_MODULE(_core, mod) {
       "whole methods (rerank: majority, ACES-C, ACES-O; rerank_batch: many tasks at once).\n\n"
       "Private: the package validates every parameter's meaning before calling in. Every\n"
       "argument is keyword-only and required (no defaults here: they live in the package).\n"
-      "B must be a 2-D C-contiguous numpy array of dtype uint8 or bool (used in place).\n"
+      "B must be a 2-D C-contiguous numpy array of dtype uint8 or bool (used in place)\n"
+      "holding only 0 and 1: each call checks the values inside the kernel call (ValueError\n"
+      "'B must contain only 0 and 1; found value v', v the largest byte).\n"
       "counts (None or int, length n) are row multiplicities. Every function releases the\n"
       "GIL; n_threads=0 means the OpenMP default.";
   mod.attr("__version__") = ACES_FAST_VERSION;
@@ -282,17 +309,6 @@ PYBIND11_MODULE(_core, mod) {
       "Instruction set of the hand-vectorized kernels: 'avx512', 'avx2' or 'none' (portable);\n"
       "capped by the environment variable ACES_FAST_SIMD=avx2|none, read once per process.\n"
       "Every level computes bitwise the same results.");
-  mod.def(
-      "max_byte",
-      [](const py::object& B) {
-        const aces_fast::bind::Matrix M = aces_fast::bind::get_matrix("max_byte", B);
-        py::gil_scoped_release release;
-        return static_cast<int>(aces_fast::max_byte(M.data, M.n * M.m));
-      },
-      py::kw_only(), py::arg("B"),
-      "max_byte(*, B) -> int\n\n"
-      "Largest byte of B (2-D C-contiguous uint8 or bool array), 0 when B is empty: a\n"
-      "pass matrix is valid 0/1 data iff this is <= 1.");
   mod.def("max_threads", &aces_fast::max_threads,
           "Threads a kernel uses with n_threads=0 (omp_get_max_threads(), or 1).");
 

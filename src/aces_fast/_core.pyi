@@ -8,7 +8,10 @@ numeric preconditions and sizes that would overflow (``steps``, ``bins``,
 ``n_threads``, ``top_k``), raising ``TypeError``/``ValueError``.
 
 ``B`` is always a 2-D C-contiguous ``uint8`` or ``bool`` array (used in place, no
-copy). ``n_threads=0`` means the OpenMP default (at most 4096). Every function
+copy) holding only 0 and 1: every call checks the values inside the same call,
+after releasing the GIL (``ValueError: B must contain only 0 and 1; found value
+v``, ``v`` the largest byte; ``rerank_batch`` names the first bad task,
+``"task k: ..."``). ``n_threads=0`` means the OpenMP default (at most 4096). Every function
 releases the GIL for the kernel.
 """
 
@@ -29,7 +32,6 @@ _RerankTuple = Tuple[_F64, _F64, _I64, Optional[_F64], bool, Optional[_F64], Opt
 
 def has_openmp() -> bool: ...
 def simd_level() -> str: ...
-def max_byte(*, B: _Pass) -> int: ...
 def max_threads() -> int: ...
 def loo_auc(
     *,

@@ -20,6 +20,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 
 from .._compiled import core, import_error
+from .._validation import as_pass_matrix, check_zero_one
 from ..result import RerankResult
 from .base import Backend, BackendUnavailableError
 
@@ -68,6 +69,14 @@ class CppBackend(Backend):
         # omp_set_num_threads in this process, which would silently change it.
         self.n_threads = n_threads or _default_threads()
 
+    # -- conversions -----------------------------------------------------------
+
+    def prepare(self, B):
+        # no 0/1 scan of a uint8/bool matrix here: every _core call checks the
+        # values itself, within the call; paths that compute on B in NumPy
+        # first (codet, b4, binned ACES-O) call check_zero_one
+        return as_pass_matrix(B, check_values=False)
+
     # -- kernels ---------------------------------------------------------------
 
     def loo_auc(self, B, weights, tie_tol, counts=None):
@@ -96,8 +105,17 @@ class CppBackend(Backend):
         return RerankResult(out[0], out[1], out[2], name, "cpp", loo_auc=out[3],
                             fallback=out[4], info={"variant": variant})
 
+    def codet(self, B, exponent):
+        check_zero_one(B)
+        return super().codet(B, exponent)
+
+    def b4(self, B, alpha, beta0):
+        check_zero_one(B)
+        return super().b4(B, alpha, beta0)
+
     def aces_o(self, B, gamma, lr, steps, top_k, init, tie_tol=1e-9, bins=None):
         if bins is not None:
+            check_zero_one(B)
             # opt-in binned surrogate: same glue, approximate pair sums
             def fit(Bk, logits0, active, gamma, lr, steps):
                 return core.aces_o_fit_binned(B=Bk, logits0=logits0, active=active, gamma=gamma,
@@ -121,6 +139,11 @@ class CppBackend(Backend):
         """
         code = _CODES.get(method)
         if code is None:
+            for t, B in enumerate(Bs):  # run in NumPy: check here, naming the task
+                try:
+                    check_zero_one(B)
+                except ValueError as exc:
+                    raise ValueError(f"task {t}: {exc}") from None
             return None
         threads = self.n_threads if n_threads is None else n_threads
         tie_tol = params.get("tie_tol", 1e-9)
