@@ -13,6 +13,7 @@
 
 #include "bindings/bind_util.hpp"
 #include "bindings/binned_bind.hpp"
+#include "bindings/signals.hpp"
 #include "kernels/binned.hpp"
 
 namespace py = pybind11;
@@ -55,6 +56,7 @@ py::tuple py_surrogate_binned(const py::object& B, const py::object& weights, do
   double* pg = grad.mutable_data();
   const double* pw = w.data();
   double J = 0.0;
+  SignalWatch watch;
   int bad = 0;
   {
     py::gil_scoped_release release;
@@ -63,6 +65,7 @@ py::tuple py_surrogate_binned(const py::object& B, const py::object& weights, do
       J = aces_fast::surrogate_loo_auc_binned(M.data, M.n, M.m, pw, gamma, pc, nb, pL, pg, true,
                                               nt, pth);
   }
+  watch.raise_if_interrupted();
   if (bad != 0) raise_not_binary("", bad);
   return py::make_tuple(L, J, grad);
 }
@@ -89,6 +92,7 @@ py::tuple py_aces_o_fit_binned(const py::object& B, const py::object& logits0,
   double* pw = weights.mutable_data();
   double* po = objective.mutable_data();
   const double* pl = lg.data();
+  SignalWatch watch;
   int bad = 0;
   {
     py::gil_scoped_release release;
@@ -97,6 +101,7 @@ py::tuple py_aces_o_fit_binned(const py::object& B, const py::object& logits0,
       aces_fast::aces_o_fit_binned(M.data, M.n, M.m, pl, act.data(), gamma, lr, st, pc, nb, pw,
                                    po, true, nt, pth);
   }
+  watch.raise_if_interrupted();
   if (bad != 0) raise_not_binary("", bad);
   return py::make_tuple(weights, objective);
 }

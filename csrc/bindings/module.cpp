@@ -11,6 +11,7 @@
 
 #include "bindings/bind_util.hpp"
 #include "bindings/binned_bind.hpp"
+#include "bindings/signals.hpp"
 #include "kernels/dedup.hpp"
 #include "kernels/kernels.hpp"
 #include "methods/batch.hpp"
@@ -67,6 +68,7 @@ py::array_t<double> py_loo_auc(const py::object& B, const py::object& weights,
 
   py::array_t<double> out(static_cast<py::ssize_t>(M.m));
   double* po = out.mutable_data();
+  SignalWatch watch;
   int bad = 0;
   {
     py::gil_scoped_release release;
@@ -85,6 +87,7 @@ py::array_t<double> py_loo_auc(const py::object& B, const py::object& weights,
       }
     }
   }
+  watch.raise_if_interrupted();
   if (bad != 0) raise_not_binary("", bad);
   return out;
 }
@@ -107,6 +110,7 @@ py::tuple py_surrogate(const py::object& B, const py::object& weights, double ga
   double* pg = grad.mutable_data();
   const double* pw = w.data();
   double J = 0.0;
+  SignalWatch watch;
   int bad = 0;
   {
     py::gil_scoped_release release;
@@ -117,6 +121,7 @@ py::tuple py_surrogate(const py::object& B, const py::object& weights, double ga
       J = aces_fast::surrogate_loo_auc(M.data, M.n, M.m, pw, gamma, kc, pL, pg, true, nt);
     }
   }
+  watch.raise_if_interrupted();
   if (bad != 0) raise_not_binary("", bad);
   return py::make_tuple(L, J, grad);
 }
@@ -141,6 +146,7 @@ py::tuple py_aces_o_fit(const py::object& B, const py::object& logits0, const py
   double* pw = weights.mutable_data();
   double* po = objective.mutable_data();
   const double* pl = lg.data();
+  SignalWatch watch;
   int bad = 0;
   {
     py::gil_scoped_release release;
@@ -152,6 +158,7 @@ py::tuple py_aces_o_fit(const py::object& B, const py::object& logits0, const py
                             nt);
     }
   }
+  watch.raise_if_interrupted();
   if (bad != 0) raise_not_binary("", bad);
   return py::make_tuple(weights, objective);
 }
@@ -229,6 +236,7 @@ py::tuple py_rerank(const py::object& B, int method, double tie_tol, double gamm
   TaskArrays a;
   aces_fast::BatchTask t;
   prepare_task(fn, B, p, a, t);
+  SignalWatch watch;
   int bad = 0;
   {
     py::gil_scoped_release release;
@@ -242,6 +250,7 @@ py::tuple py_rerank(const py::object& B, int method, double tie_tol, double gamm
       aces_fast::run_method(t.B, t.n, t.m, p, t.out, ws, true, nt);
     }
   }
+  watch.raise_if_interrupted();
   if (bad != 0) raise_not_binary("", bad);
   return task_result(a, t);
 }
@@ -266,6 +275,7 @@ py::list py_rerank_batch(const py::object& tasks, int method, double tie_tol, do
     const std::string where = std::string(fn) + ": task " + std::to_string(k);
     prepare_task(where.c_str(), seq[k], p, arrays[k], jobs[k]);
   }
+  SignalWatch watch;
   bool oom = false;
   size_t bad_task = T;
   int bad = 0;
@@ -277,6 +287,7 @@ py::list py_rerank_batch(const py::object& tasks, int method, double tie_tol, do
       if ((bad = bad_byte(arrays[k].M)) != 0) bad_task = k;
     if (bad == 0) oom = aces_fast::run_batch(jobs.data(), T, p, nt);
   }
+  watch.raise_if_interrupted();
   if (bad != 0) raise_not_binary("task " + std::to_string(bad_task) + ": ", bad);
   if (oom) throw std::bad_alloc();
   for (size_t k = 0; k < T; ++k)
@@ -300,8 +311,10 @@ PYBIND11_MODULE(_core, mod) {
       "holding only 0 and 1: each call checks the values inside the kernel call (ValueError\n"
       "'B must contain only 0 and 1; found value v', v the largest byte).\n"
       "counts (None or int, length n) are row multiplicities. Every function releases the\n"
-      "GIL; n_threads=0 means the OpenMP default.";
+      "GIL; n_threads=0 means the OpenMP default. On the main thread a long call looks at\n"
+      "Python's signals every 50 ms and stops within about that (Ctrl-C: KeyboardInterrupt).";
   mod.attr("__version__") = ACES_FAST_VERSION;
+  aces_fast::bind::init_signal_watch();
 
   mod.def("has_openmp", &aces_fast::has_openmp, "True if the extension was built with OpenMP.");
   mod.def(

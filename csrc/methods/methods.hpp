@@ -110,7 +110,8 @@ void snap_and_order(double* s, int64_t n, double tol, const int64_t* rep, int64_
 // Run one method on B (n >= 1 rows, m >= 0 columns, row-major bytes, nonzero =
 // pass). parallel / n_threads as for the kernels (a batch driver running tasks
 // in parallel passes parallel = false). Results do not depend on the number of
-// threads. Throws only std::bad_alloc.
+// threads. Throws only std::bad_alloc. Returns early, outputs unfinished, once
+// the calling thread's interrupt token (kernels/interrupt.hpp) is cancelled.
 void run_method(const uint8_t* B, int64_t n, int64_t m, const MethodParams& p, MethodOutput& out,
                 MethodWorkspace& ws, bool parallel, int n_threads);
 
