@@ -156,3 +156,37 @@ def test_results_unchanged_when_signal_handlers_run_during_the_call(case):
     for a, b in zip(got, reference):
         for key in ("weights", "scores", "order", "objective"):
             np.testing.assert_array_equal(getattr(a, key), getattr(b, key))
+
+
+class _Stop(Exception):
+    pass
+
+
+def test_any_exception_a_handler_raises_stops_the_call():
+    """Not only KeyboardInterrupt: what the handler raises comes out of the call,
+    the same object, with the handler's frame in its traceback."""
+    _cpp()
+    rng = np.random.default_rng(2)
+    B = (rng.random((3000, 200)) < 0.5).astype(np.uint8)
+    raised = []
+
+    def handler(*_):
+        raised.append(_Stop("from the handler"))
+        raise raised[-1]
+
+    old = signal.signal(signal.SIGALRM, handler)
+    signal.setitimer(signal.ITIMER_REAL, 0.3)
+    try:
+        start = time.monotonic()
+        with pytest.raises(_Stop) as info:
+            af.aces_o(B, top_k=None, steps=100_000, backend="cpp")  # hours
+        took = time.monotonic() - start
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0, 0)
+        signal.signal(signal.SIGALRM, old)
+    assert info.value is raised[0]
+    assert any(tb.name == "handler" for tb in info.traceback)
+    assert took < 60
+    small = np.ascontiguousarray(B[:40])
+    np.testing.assert_array_equal(_in_thread(lambda: af.aces_c(small, backend="cpp")).scores,
+                                  af.aces_c(small, backend="cpp").scores)

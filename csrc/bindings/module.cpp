@@ -1,5 +1,7 @@
-// pybind11 bindings of aces_fast._core: argument validation and conversion, output
-// allocation, then the kernel with the GIL released. No numerics here.
+// pybind11 bindings of aces_fast._core: argument conversion and the checks that
+// keep the C++ side memory-safe (bind_util.hpp), output allocation, then, with
+// the GIL released, the 0/1 check of B and the kernels, watched for Ctrl-C
+// (signals.hpp). No numerics here.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 

@@ -22,6 +22,32 @@ namespace ACES_FAST_BIND_HIDDEN bind {
 
 namespace py = pybind11;
 
+// The raised exception as one object (a new reference), the error indicator
+// cleared: Python 3.12's PyErr_GetRaisedException, on older versions too.
+inline PyObject* take_raised() {
+#if PY_VERSION_HEX >= 0x030C0000
+  return PyErr_GetRaisedException();
+#else
+  PyObject *type = nullptr, *value = nullptr, *tb = nullptr;
+  PyErr_Fetch(&type, &value, &tb);
+  PyErr_NormalizeException(&type, &value, &tb);
+  if (tb != nullptr && value != nullptr) PyException_SetTraceback(value, tb);
+  Py_XDECREF(type);
+  Py_XDECREF(tb);
+  return value;
+#endif
+}
+
+// Raises exc again (steals the reference): PyErr_SetRaisedException.
+inline void restore_raised(PyObject* exc) {
+#if PY_VERSION_HEX >= 0x030C0000
+  PyErr_SetRaisedException(exc);
+#else
+  PyErr_Restore(Py_NewRef(reinterpret_cast<PyObject*>(Py_TYPE(exc))), exc,
+                PyException_GetTraceback(exc));
+#endif
+}
+
 // Identifier of the thread Python runs signal handlers on
 // (threading.main_thread()); set by init_signal_watch.
 inline unsigned long& main_thread_ident() {
@@ -46,20 +72,20 @@ class SignalWatch {
   SignalWatch() : token_(on_main_thread() ? &check : nullptr, this, kPeriodNs), scope_(&token_) {}
 
   // With the GIL held (after the GIL-released block, also when unwinding).
-  ~SignalWatch() {
-    Py_XDECREF(type_);
-    Py_XDECREF(value_);
-    Py_XDECREF(tb_);
-  }
+  ~SignalWatch() { Py_XDECREF(exc_); }
   SignalWatch(const SignalWatch&) = delete;
   SignalWatch& operator=(const SignalWatch&) = delete;
 
   // With the GIL held, after the kernels returned: raises what a signal handler
   // raised during the call (KeyboardInterrupt for Ctrl-C), if anything.
   void raise_if_interrupted() {
-    if (type_ == nullptr) return;
-    PyErr_Restore(type_, value_, tb_);  // steals the references
-    type_ = value_ = tb_ = nullptr;
+    if (!token_.cancelled()) return;
+    PyObject* exc = exc_;
+    exc_ = nullptr;
+    if (exc != nullptr)
+      restore_raised(exc);
+    else  // cannot happen (a check cancels only with an exception); never return garbage
+      PyErr_SetNone(PyExc_KeyboardInterrupt);
     throw py::error_already_set();
   }
 
@@ -71,14 +97,12 @@ class SignalWatch {
     SignalWatch* self = static_cast<SignalWatch*>(ctx);
     const PyGILState_STATE st = PyGILState_Ensure();
     const bool raised = PyErr_CheckSignals() != 0;
-    if (raised) PyErr_Fetch(&self->type_, &self->value_, &self->tb_);
+    if (raised) self->exc_ = take_raised();
     PyGILState_Release(st);
     return raised;
   }
 
-  PyObject* type_ = nullptr;
-  PyObject* value_ = nullptr;
-  PyObject* tb_ = nullptr;
+  PyObject* exc_ = nullptr;  // what a signal handler raised (a new reference)
   interrupt::Token token_;
   interrupt::Scope scope_;
 };
