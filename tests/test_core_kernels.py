@@ -6,6 +6,7 @@ independently of the library's own numpy backend.
 
 from __future__ import annotations
 
+import inspect
 import math
 
 import numpy as np
@@ -761,8 +762,16 @@ def test_core_functions_are_keyword_only_without_defaults(name):
     with pytest.raises(TypeError):
         fn(*kwargs.values())  # positionally: refused
     for k in kwargs:  # any argument left out: refused (no defaults)
-        with pytest.raises(TypeError):
+        with pytest.raises(TypeError, match=f"missing required keyword argument '{k}'"):
             fn(**{key: v for key, v in kwargs.items() if key != k})
+    with pytest.raises(TypeError, match="unexpected keyword argument 'extra'"):
+        fn(**kwargs, extra=1)
+    with pytest.raises(TypeError, match="keyword arguments only"):
+        fn(next(iter(kwargs.values())), **dict(list(kwargs.items())[1:]))
+    # introspection shows the same: every parameter keyword-only, none with a default
+    params = inspect.signature(fn).parameters
+    assert list(params) == SIGNATURES[name].split()
+    assert all(p.kind is p.KEYWORD_ONLY and p.default is p.empty for p in params.values())
 
 
 @pytest.mark.parametrize("name", ["aces_o_fit", "aces_o_fit_binned", "rerank", "rerank_batch"])

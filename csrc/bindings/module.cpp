@@ -6,6 +6,7 @@
 #include <pybind11/pybind11.h>
 
 #include <cstdint>
+#include <limits>
 #include <new>
 #include <stdexcept>
 #include <string>
@@ -48,10 +49,12 @@ const int64_t* dedup_counts(const Matrix& M, const int64_t* pc, bool use, aces_f
 
 // ---------------------------------------------------------------------------------
 
-py::array_t<double> py_loo_auc(const py::object& B, const py::object& weights,
-                               const py::object& counts, double tie_tol, const py::object& dedup,
-                               const py::object& n_threads) {
-  const char* fn = "loo_auc";
+py::object py_loo_auc(const FastArgs& args) {
+  static const Keywords sig("loo_auc", {"B", "weights", "counts", "tie_tol", "dedup", "n_threads"});
+  py::handle a[6];
+  sig.parse(args, a);
+  const py::handle B = a[0], weights = a[1], counts = a[2], dedup = a[4], n_threads = a[5];
+  const char* fn = sig.fn();
   Matrix M = get_matrix(fn, B);
   check_rows_int32(fn, M.n);
   const double* pw = nullptr;
@@ -64,6 +67,7 @@ py::array_t<double> py_loo_auc(const py::object& B, const py::object& weights,
   }
   py::object c = get_counts(fn, counts, M.n);
   const int64_t* pc = counts_ptr(c);
+  const double tie_tol = get_double(fn, "tie_tol", a[3]);
   const int dd = get_dedup(fn, dedup);
   const int nt = get_threads(fn, n_threads);
   const bool use = dd > 0 || (dd < 0 && aces_fast::dedup_pays_for_loo(M.n, M.m));
@@ -94,13 +98,17 @@ py::array_t<double> py_loo_auc(const py::object& B, const py::object& weights,
   return out;
 }
 
-py::tuple py_surrogate(const py::object& B, const py::object& weights, double gamma,
-                       const py::object& counts, const py::object& dedup,
-                       const py::object& n_threads) {
-  const char* fn = "surrogate_loo_auc";
+py::object py_surrogate(const FastArgs& args) {
+  static const Keywords sig("surrogate_loo_auc",
+                            {"B", "weights", "gamma", "counts", "dedup", "n_threads"});
+  py::handle a[6];
+  sig.parse(args, a);
+  const py::handle B = a[0], weights = a[1], counts = a[3], dedup = a[4], n_threads = a[5];
+  const char* fn = sig.fn();
   Matrix M = get_matrix(fn, B);
   check_rows_int32(fn, M.n);
   DoubleArray w = get_weights(fn, weights, M.m);
+  const double gamma = get_double(fn, "gamma", a[2]);
   py::object c = get_counts(fn, counts, M.n);
   const int64_t* pc = counts_ptr(c);
   const bool use = get_dedup(fn, dedup) != 0;  // auto: on (pair work is quadratic in rows)
@@ -128,16 +136,20 @@ py::tuple py_surrogate(const py::object& B, const py::object& weights, double ga
   return py::make_tuple(L, J, grad);
 }
 
-py::tuple py_aces_o_fit(const py::object& B, const py::object& logits0, const py::object& active,
-                        double gamma, double lr, const py::object& steps,
-                        const py::object& counts, const py::object& dedup,
-                        const py::object& n_threads) {
-  const char* fn = "aces_o_fit";
+py::object py_aces_o_fit(const FastArgs& args) {
+  static const Keywords sig("aces_o_fit", {"B", "logits0", "active", "gamma", "lr", "steps",
+                                           "counts", "dedup", "n_threads"});
+  py::handle a[9];
+  sig.parse(args, a);
+  const py::handle B = a[0], counts = a[6], dedup = a[7], n_threads = a[8];
+  const char* fn = sig.fn();
   Matrix M = get_matrix(fn, B);
   check_rows_int32(fn, M.n);
-  const std::vector<uint8_t> act = get_active(fn, active, M.m);
-  DoubleArray lg = get_column_vector(fn, "logits0", logits0, M.m);
-  const int64_t st = get_steps(fn, steps);
+  const std::vector<uint8_t> act = get_active(fn, a[2], M.m);
+  DoubleArray lg = get_column_vector(fn, "logits0", a[1], M.m);
+  const double gamma = get_double(fn, "gamma", a[3]);
+  const double lr = get_double(fn, "lr", a[4]);
+  const int64_t st = get_steps(fn, a[5]);
   py::object c = get_counts(fn, counts, M.n);
   const int64_t* pc = counts_ptr(c);
   const bool use = get_dedup(fn, dedup) != 0;  // auto: on (steps x quadratic pair work)
@@ -167,22 +179,25 @@ py::tuple py_aces_o_fit(const py::object& B, const py::object& logits0, const py
 
 // ---- whole methods ------------------------------------------------------------------
 
-aces_fast::MethodParams get_params(const char* fn, int method, double tie_tol, double gamma,
-                                   double lr, const py::object& steps, const py::object& top_k,
-                                   bool warm, const py::object& dedup) {
+// The method parameters of rerank / rerank_batch from their parsed keywords:
+// a[1..8] = method, tie_tol, gamma, lr, steps, top_k, warm, dedup (a[0] is B or
+// tasks, a[9] n_threads).
+aces_fast::MethodParams get_params(const char* fn, const py::handle* a) {
+  const int64_t method = get_int(fn, "method", a[1], std::numeric_limits<int>::min(),
+                                 std::numeric_limits<int>::max(), "");
   // an unknown code would leave outputs unallocated that run_method writes
-  if (!aces_fast::is_method_code(method))
+  if (!aces_fast::is_method_code(static_cast<int>(method)))
     throw py::value_error(std::string(fn) + ": unknown method code " + std::to_string(method) +
                           " (see METHOD_CODES)");
   aces_fast::MethodParams p{};
   p.method = static_cast<aces_fast::MethodCode>(method);
-  p.tie_tol = tie_tol;
-  p.gamma = gamma;
-  p.lr = lr;
-  p.steps = get_steps(fn, steps);
-  p.top_k = get_top_k(fn, top_k);
-  p.warm = warm;
-  p.dedup = get_dedup(fn, dedup);
+  p.tie_tol = get_double(fn, "tie_tol", a[2]);
+  p.gamma = get_double(fn, "gamma", a[3]);
+  p.lr = get_double(fn, "lr", a[4]);
+  p.steps = get_steps(fn, a[5]);
+  p.top_k = get_top_k(fn, a[6]);
+  p.warm = get_bool(fn, "warm", a[7]);
+  p.dedup = get_dedup(fn, a[8]);
   return p;
 }
 
@@ -194,7 +209,7 @@ struct TaskArrays {
   py::array_t<int64_t> order, rows;
 };
 
-void prepare_task(const char* fn, const py::object& B, const aces_fast::MethodParams& p,
+void prepare_task(const char* fn, py::handle B, const aces_fast::MethodParams& p,
                   TaskArrays& a, aces_fast::BatchTask& t) {
   a.M = get_matrix(fn, B);
   const Matrix& M = a.M;
@@ -228,16 +243,17 @@ py::tuple task_result(const TaskArrays& a, const aces_fast::BatchTask& t) {
                         t.out.rows ? py::object(a.rows) : none);
 }
 
-py::tuple py_rerank(const py::object& B, int method, double tie_tol, double gamma, double lr,
-                    const py::object& steps, const py::object& top_k, bool warm,
-                    const py::object& dedup, const py::object& n_threads) {
-  const char* fn = "rerank";
-  const aces_fast::MethodParams p =
-      get_params(fn, method, tie_tol, gamma, lr, steps, top_k, warm, dedup);
-  const int nt = get_threads(fn, n_threads);
+py::object py_rerank(const FastArgs& args) {
+  static const Keywords sig("rerank", {"B", "method", "tie_tol", "gamma", "lr", "steps", "top_k",
+                                       "warm", "dedup", "n_threads"});
+  py::handle v[10];
+  sig.parse(args, v);
+  const char* fn = sig.fn();
+  const aces_fast::MethodParams p = get_params(fn, v);
+  const int nt = get_threads(fn, v[9]);
   TaskArrays a;
   aces_fast::BatchTask t;
-  prepare_task(fn, B, p, a, t);
+  prepare_task(fn, v[0], p, a, t);
   SignalWatch watch;
   int bad = 0;
   {
@@ -257,18 +273,20 @@ py::tuple py_rerank(const py::object& B, int method, double tie_tol, double gamm
   return task_result(a, t);
 }
 
-py::list py_rerank_batch(const py::object& tasks, int method, double tie_tol, double gamma,
-                         double lr, const py::object& steps, const py::object& top_k, bool warm,
-                         const py::object& dedup, const py::object& n_threads) {
-  const char* fn = "rerank_batch";
-  const aces_fast::MethodParams p =
-      get_params(fn, method, tie_tol, gamma, lr, steps, top_k, warm, dedup);
-  const int nt = get_threads(fn, n_threads);
+py::object py_rerank_batch(const FastArgs& args) {
+  static const Keywords sig("rerank_batch", {"tasks", "method", "tie_tol", "gamma", "lr", "steps",
+                                             "top_k", "warm", "dedup", "n_threads"});
+  py::handle v[10];
+  sig.parse(args, v);
+  const char* fn = sig.fn();
+  const aces_fast::MethodParams p = get_params(fn, v);
+  const int nt = get_threads(fn, v[9]);
+  const py::handle tasks = v[0];
   if (!py::isinstance<py::sequence>(tasks) || py::isinstance<py::str>(tasks) ||
       py::isinstance<py::array>(tasks))
     throw py::type_error(std::string(fn) + ": tasks must be a list or tuple of 2-D arrays, got " +
                          type_name(tasks));
-  const py::sequence seq = py::reinterpret_borrow<py::sequence>(tasks);
+  const auto seq = py::reinterpret_borrow<py::sequence>(tasks);
   const size_t T = static_cast<size_t>(py::len(seq));
   std::vector<TaskArrays> arrays(T);
   std::vector<aces_fast::BatchTask> jobs(T);
@@ -301,6 +319,73 @@ py::list py_rerank_batch(const py::object& tasks, int method, double tie_tol, do
   return result;
 }
 
+// Docstrings of the functions bound as vectorcall functions: "name(signature)\n--\n\n"
+// first, which CPython turns into __text_signature__ (so inspect.signature shows
+// the keyword-only parameters), then the text.
+const char* const kLooAucDoc =
+    "loo_auc($module, /, *, B, weights, counts, tie_tol, dedup, n_threads)\n--\n\n"
+    "-> ndarray (m,)\n\n"
+    "Leave-one-out AUC of every test: AUC(B @ w - w_j B[:, j], B[:, j]); nan for a\n"
+    "column with no passer or no failer (among rows with count > 0).\n"
+    "weights=None: uniform integer weights, exact. Float weights (finite, >= 0): with\n"
+    "x = s_p - w_j and T = tie_tol * sum(w), a failer f is a win if s_f < x - T and a\n"
+    "tie if x - T <= s_f <= x + T.\n"
+    "dedup: merge identical rows into one row with a multiplicity first (True/False;\n"
+    "None = when the matrix is large enough to repay the hashing pass). Exact either way.";
+
+const char* const kSurrogateDoc =
+    "surrogate_loo_auc($module, /, *, B, weights, gamma, counts, dedup, n_threads)\n--\n\n"
+    "-> (L (m,), J, grad (m,))\n\n"
+    "L_j = mean over pass/fail pairs of sigmoid(gamma (s_p - s_f - w_j)) (nan if a class\n"
+    "is empty), J = sum_j w_j (L_j - 1/2) over nonempty columns, grad = dJ/dw.\n"
+    "dedup (None = True): merge identical rows first; equal to ~1e-12 (summation order).";
+
+const char* const kAcesOFitDoc =
+    "aces_o_fit($module, /, *, B, logits0, active, gamma, lr, steps, counts, dedup, "
+    "n_threads)\n--\n\n"
+    "-> (weights (m,), objective (steps+1,))\n\n"
+    "ACES-O: Adam (PyTorch semantics, betas (0.9, 0.999), eps 1e-8) maximizing\n"
+    "J(softmax(logits)) over the active columns; inactive columns get weight 0.\n"
+    "objective[t] = J after t updates. No active column: all zeros.\n"
+    "dedup (None = True): merge identical rows first; equal to ~1e-12 (summation order).";
+
+#define ACES_FAST_METHOD_DOC                                                                  \
+  "method: a code of METHOD_CODES (aces-o with warm=True: init 'aces-c'). gamma, lr,\n"      \
+  "steps, top_k (int >= 1 or None: all rows) and warm are ACES-O's (pass them for every\n"   \
+  "method). dedup: True/False/None (auto) merges identical rows inside the kernels\n"        \
+  "(exact for LOO-AUC and ACES-C; ACES-O to ~1e-12). Returns (scores (n,), weights (m,),\n"  \
+  "order (n,) int64, loo_auc (m,) | None, fallback, objective (steps+1,) | None,\n"          \
+  "rows (k,) int64 | None): weights sum to 1 (zeros if none), scores = B w summed in\n"      \
+  "ascending column order with ties within tie_tol * sum(w) snapped to one value,\n"         \
+  "order = stable descending. loo_auc for ACES-C, objective and the optimized rows for\n"    \
+  "ACES-O."
+
+const char* const kRerankDoc =
+    "rerank($module, /, *, B, method, tie_tol, gamma, lr, steps, top_k, warm, dedup, "
+    "n_threads)\n--\n\n"
+    "-> tuple\n\n"
+    "One ranking method on one pass matrix, GIL released.\n" ACES_FAST_METHOD_DOC;
+
+const char* const kRerankBatchDoc =
+    "rerank_batch($module, /, *, tasks, method, tie_tol, gamma, lr, steps, top_k, warm, dedup, "
+    "n_threads)\n--\n\n"
+    "-> list\n\n"
+    "rerank() over a list of pass matrices of any shapes in one call: OpenMP across\n"
+    "tasks (each task single-threaded; a lone task uses the threads itself), GIL\n"
+    "released. Results are identical to rerank() one by one.\n" ACES_FAST_METHOD_DOC;
+
+#undef ACES_FAST_METHOD_DOC
+
+PyMethodDef kFunctions[] = {
+    {"loo_auc", fastcall_entry<&py_loo_auc>(), METH_FASTCALL | METH_KEYWORDS, kLooAucDoc},
+    {"surrogate_loo_auc", fastcall_entry<&py_surrogate>(), METH_FASTCALL | METH_KEYWORDS,
+     kSurrogateDoc},
+    {"aces_o_fit", fastcall_entry<&py_aces_o_fit>(), METH_FASTCALL | METH_KEYWORDS, kAcesOFitDoc},
+    {"rerank", fastcall_entry<&py_rerank>(), METH_FASTCALL | METH_KEYWORDS, kRerankDoc},
+    {"rerank_batch", fastcall_entry<&py_rerank_batch>(), METH_FASTCALL | METH_KEYWORDS,
+     kRerankBatchDoc},
+    {nullptr, nullptr, 0, nullptr}};
+
 }  // namespace
 
 PYBIND11_MODULE(_core, mod) {
@@ -327,69 +412,11 @@ PYBIND11_MODULE(_core, mod) {
   mod.def("max_threads", &aces_fast::max_threads,
           "Threads a kernel uses with n_threads=0 (omp_get_max_threads(), or 1).");
 
-  mod.def("loo_auc", &py_loo_auc, py::kw_only(), py::arg("B"), py::arg("weights"),
-          py::arg("counts"), py::arg("tie_tol"), py::arg("dedup"), py::arg("n_threads"),
-          "loo_auc(*, B, weights, counts, tie_tol, dedup, n_threads) -> ndarray (m,)\n\n"
-          "Leave-one-out AUC of every test: AUC(B @ w - w_j B[:, j], B[:, j]); nan for a\n"
-          "column with no passer or no failer (among rows with count > 0).\n"
-          "weights=None: uniform integer weights, exact. Float weights (finite, >= 0): with\n"
-          "x = s_p - w_j and T = tie_tol * sum(w), a failer f is a win if s_f < x - T and a\n"
-          "tie if x - T <= s_f <= x + T.\n"
-          "dedup: merge identical rows into one row with a multiplicity first (True/False;\n"
-          "None = when the matrix is large enough to repay the hashing pass). Exact either way.");
-
-  mod.def("surrogate_loo_auc", &py_surrogate, py::kw_only(), py::arg("B"), py::arg("weights"),
-          py::arg("gamma"), py::arg("counts"), py::arg("dedup"), py::arg("n_threads"),
-          "surrogate_loo_auc(*, B, weights, gamma, counts, dedup, n_threads) -> (L, J, grad)\n\n"
-          "L_j = mean over pass/fail pairs of sigmoid(gamma (s_p - s_f - w_j)) (nan if a class\n"
-          "is empty), J = sum_j w_j (L_j - 1/2) over nonempty columns, grad = dJ/dw.\n"
-          "dedup (None = True): merge identical rows first; equal to ~1e-12 (summation order).");
-
-  mod.def("aces_o_fit", &py_aces_o_fit, py::kw_only(), py::arg("B"), py::arg("logits0"),
-          py::arg("active"), py::arg("gamma"), py::arg("lr"), py::arg("steps"),
-          py::arg("counts"), py::arg("dedup"), py::arg("n_threads"),
-          "aces_o_fit(*, B, logits0, active, gamma, lr, steps, counts, dedup, n_threads)\n"
-          "    -> (weights (m,), objective (steps+1,))\n\n"
-          "ACES-O: Adam (PyTorch semantics, betas (0.9, 0.999), eps 1e-8) maximizing\n"
-          "J(softmax(logits)) over the active columns; inactive columns get weight 0.\n"
-          "objective[t] = J after t updates. No active column: all zeros.\n"
-          "dedup (None = True): merge identical rows first; equal to ~1e-12 (summation order).");
-
   py::dict codes;
   for (const aces_fast::MethodName& mn : aces_fast::kMethodNames)
     codes[mn.name] = static_cast<int>(mn.code);
   mod.attr("METHOD_CODES") = codes;
 
-  const char* method_doc =
-      "method: a code of METHOD_CODES (aces-o with warm=True: init 'aces-c'). gamma, lr,\n"
-      "steps, top_k (int >= 1 or None: all rows) and warm are ACES-O's (pass them for every\n"
-      "method). dedup: True/False/None (auto) merges identical rows inside the kernels\n"
-      "(exact for LOO-AUC and ACES-C; ACES-O to ~1e-12). Returns (scores (n,), weights (m,),\n"
-      "order (n,) int64, loo_auc (m,) | None, fallback, objective (steps+1,) | None,\n"
-      "rows (k,) int64 | None): weights sum to 1 (zeros if none), scores = B w summed in\n"
-      "ascending column order with ties within tie_tol * sum(w) snapped to one value,\n"
-      "order = stable descending. loo_auc for ACES-C, objective and the optimized rows for\n"
-      "ACES-O.";
-  // docstrings must outlive the module definition
-  static const std::string rerank_doc =
-      std::string("rerank(*, B, method, tie_tol, gamma, lr, steps, top_k, warm, dedup,\n"
-                  "       n_threads) -> tuple\n\n"
-                  "One ranking method on one pass matrix, GIL released.\n") +
-      method_doc;
-  static const std::string batch_doc =
-      std::string("rerank_batch(*, tasks, method, tie_tol, gamma, lr, steps, top_k, warm,\n"
-                  "             dedup, n_threads) -> list\n\n"
-                  "rerank() over a list of pass matrices of any shapes in one call: OpenMP\n"
-                  "across tasks (each task single-threaded; a lone task uses the threads\n"
-                  "itself), GIL released. Results are identical to rerank() one by one.\n") +
-      method_doc;
-  mod.def("rerank", &py_rerank, py::kw_only(), py::arg("B"), py::arg("method"),
-          py::arg("tie_tol"), py::arg("gamma"), py::arg("lr"), py::arg("steps"),
-          py::arg("top_k"), py::arg("warm"), py::arg("dedup"), py::arg("n_threads"),
-          rerank_doc.c_str());
-  mod.def("rerank_batch", &py_rerank_batch, py::kw_only(), py::arg("tasks"), py::arg("method"),
-          py::arg("tie_tol"), py::arg("gamma"), py::arg("lr"), py::arg("steps"),
-          py::arg("top_k"), py::arg("warm"), py::arg("dedup"), py::arg("n_threads"),
-          batch_doc.c_str());
+  add_functions(mod, kFunctions);
   bind_binned(mod);
 }

@@ -103,10 +103,12 @@ def as_pass_matrix(B: Any, name: str = "B", *, check_values: bool = True) -> np.
         )
     if B.shape[0] == 0:
         raise ValueError(f"{name} has an empty candidate axis (shape {B.shape}); need n >= 1")
-    if B.dtype == np.bool_ or B.dtype == np.uint8:
+    if B.dtype == np.uint8 or B.dtype == np.bool_:
         # zero-copy; a bool array's bytes can hold other values too (views of
         # other data), so it is checked like uint8
-        B = np.ascontiguousarray(B).view(np.uint8)
+        B = np.ascontiguousarray(B)
+        if B.dtype == np.bool_:
+            B = B.view(np.uint8)
         if check_values:
             check_zero_one(B, name)
         return B

@@ -29,11 +29,6 @@ from .base import Backend, BackendUnavailableError
 _CODES: Dict[str, int] = {} if core is None else {
     **core.METHOD_CODES, "aces-o-warm": core.METHOD_CODES["aces-o"]}
 
-#: ``_core.rerank`` takes every argument (no defaults); the ACES-O ones are
-#: ignored by the other methods
-_NOT_ACES_O: Dict[str, Any] = {"gamma": 10.0, "lr": 0.01, "steps": 0, "top_k": None,
-                               "warm": False}
-
 
 def _pack(name: str, out: tuple, params: Dict[str, Any]) -> RerankResult:
     """A ``RerankResult`` from a ``_core.rerank`` tuple, fields as the NumPy glue sets them."""
@@ -94,14 +89,15 @@ class CppBackend(Backend):
     # -- whole methods in C++ --------------------------------------------------
 
     def majority_vote(self, B, tie_tol=1e-9):
-        out = core.rerank(B=B, method=_CODES["majority"], tie_tol=tie_tol, **_NOT_ACES_O,
-                          dedup=None, n_threads=self.n_threads)
+        # _core.rerank takes every argument; majority and ACES-C ignore ACES-O's
+        out = core.rerank(B=B, method=_CODES["majority"], tie_tol=tie_tol, gamma=10.0, lr=0.01,
+                          steps=0, top_k=None, warm=False, dedup=None, n_threads=self.n_threads)
         return RerankResult(out[0], out[1], out[2], "majority", "cpp")
 
     def aces_c(self, B, variant="weighted", tie_tol=1e-9):
         name = "aces-c" if variant == "weighted" else "aces-c-filter"
-        out = core.rerank(B=B, method=_CODES[name], tie_tol=tie_tol, **_NOT_ACES_O, dedup=None,
-                          n_threads=self.n_threads)
+        out = core.rerank(B=B, method=_CODES[name], tie_tol=tie_tol, gamma=10.0, lr=0.01,
+                          steps=0, top_k=None, warm=False, dedup=None, n_threads=self.n_threads)
         return RerankResult(out[0], out[1], out[2], name, "cpp", loo_auc=out[3],
                             fallback=out[4], info={"variant": variant})
 
@@ -148,12 +144,15 @@ class CppBackend(Backend):
         threads = self.n_threads if n_threads is None else n_threads
         tie_tol = params.get("tie_tol", 1e-9)
         if code == _CODES["aces-o"]:
-            aces_o = {"gamma": params["gamma"], "lr": params["lr"], "steps": params["steps"],
-                      "top_k": params["top_k"], "warm": params["init"] == "aces-c"}
-        else:
-            aces_o = _NOT_ACES_O
-        outs = core.rerank_batch(tasks=Bs, method=code, tie_tol=tie_tol, **aces_o, dedup=None,
-                                 n_threads=threads)
+            outs = core.rerank_batch(tasks=Bs, method=code, tie_tol=tie_tol,
+                                     gamma=params["gamma"], lr=params["lr"],
+                                     steps=params["steps"], top_k=params["top_k"],
+                                     warm=params["init"] == "aces-c", dedup=None,
+                                     n_threads=threads)
+        else:  # ACES-O's arguments are ignored
+            outs = core.rerank_batch(tasks=Bs, method=code, tie_tol=tie_tol, gamma=10.0, lr=0.01,
+                                     steps=0, top_k=None, warm=False, dedup=None,
+                                     n_threads=threads)
         return [_pack(method, out, params) for out in outs]
 
     def info(self) -> dict:
