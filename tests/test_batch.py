@@ -27,9 +27,9 @@ def _cpp():
         get_backend("cpp")
     except BackendUnavailableError as exc:
         pytest.skip(exc.reason)
-    from aces_fast import _core
+    import core_calls
 
-    return _core
+    return core_calls
 
 
 def mixed_tasks(seed=0, count=24):

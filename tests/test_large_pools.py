@@ -61,7 +61,7 @@ SCRIPT = textwrap.dedent(r"""
     L = results["loo_auc"]
     res = results["aces_c"]
     report["loo_shape_ok"] = L.shape == (m,)
-    off = _core.loo_auc(B, dedup=False)
+    off = _core.loo_auc(B=B, weights=None, counts=None, tie_tol=1e-9, dedup=False, n_threads=0)
     report["loo_dedup_equal"] = bool(np.array_equal(off, L, equal_nan=True))
     report["aces_c_ok"] = bool(res.scores.shape == (n,) and abs(res.weights.sum() - 1) < 1e-12
                                and np.array_equal(np.sort(res.order), np.arange(n)))

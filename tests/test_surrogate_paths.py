@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from aces_fast import _core
+import core_calls as kc
 from test_core_kernels import brute_surrogate, numpy_aces_o_fit, random_B
 
 KERNELS = ("rows", "columns")
@@ -27,11 +27,11 @@ def with_kernel(monkeypatch, kernel, fn, *args, **kwargs):
 
 
 def surrogate_with(monkeypatch, kernel, *args, **kwargs):
-    return with_kernel(monkeypatch, kernel, _core.surrogate_loo_auc, *args, **kwargs)
+    return with_kernel(monkeypatch, kernel, kc.surrogate_loo_auc, *args, **kwargs)
 
 
 def fit_with(monkeypatch, kernel, *args, **kwargs):
-    return with_kernel(monkeypatch, kernel, _core.aces_o_fit, *args, **kwargs)
+    return with_kernel(monkeypatch, kernel, kc.aces_o_fit, *args, **kwargs)
 
 
 def assert_close(res, ref, tol=1e-12):
@@ -145,7 +145,7 @@ def test_auto_choice_equals_a_forced_kernel(monkeypatch):
     for n, m in [(6, 200), (120, 40)]:
         B = random_B(rng, n, m, 0.5)
         w = rng.random(m) / m
-        auto = _core.surrogate_loo_auc(B, w, 10.0, dedup=False)
+        auto = kc.surrogate_loo_auc(B, w, 10.0, dedup=False)
         forced = [surrogate_with(monkeypatch, k, B, w, 10.0, dedup=False) for k in KERNELS]
         assert any(all(np.array_equal(a, b, equal_nan=True) for a, b in zip(auto, f))
                    for f in forced)

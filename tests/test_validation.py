@@ -266,3 +266,25 @@ def test_bfloat16_tensor_on_numpy_backend():
     t = torch.tensor(SPEC_EXAMPLE).to(torch.bfloat16)
     np.testing.assert_array_equal(af.loo_auc(t, backend="numpy"),
                                   af.loo_auc(SPEC_EXAMPLE, backend="numpy"))
+
+
+def test_every_path_checks_uint8_and_bool_values(backend):
+    # the zero-copy path: cpp checks inside its compiled call, the other
+    # backends (and cpp's NumPy-computed methods) in Python; same message
+    bad = SPEC_EXAMPLE.copy()
+    bad[3, 4] = 2
+    calls = [(lambda B: af.loo_auc(B, backend=backend), ""),
+             (lambda B: af.aces_c(B, backend=backend), ""),
+             (lambda B: af.aces_o(B, steps=2, backend=backend), ""),
+             (lambda B: af.codet(B, backend=backend), ""),
+             (lambda B: af.b4(B, backend=backend), ""),
+             (lambda B: af.rerank_batch([SPEC_EXAMPLE, B], "codet", backend=backend), "task 1: "),
+             (lambda B: af.rerank_batch([SPEC_EXAMPLE, B], "aces-c", backend=backend), "task 1: ")]
+    if backend == "cpp":
+        calls.append((lambda B: af.aces_o(B, steps=2, bins=64, backend=backend), ""))
+    for call, prefix in calls:
+        call(SPEC_EXAMPLE)
+        for B in (bad, bad.view(np.bool_)):
+            with pytest.raises(ValueError,
+                               match=f"^{prefix}B must contain only 0 and 1; found value 2$"):
+                call(B)

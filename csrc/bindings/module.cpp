@@ -1,21 +1,23 @@
-// pybind11 bindings of aces_fast._core: argument validation and conversion, output
-// allocation, then the kernel with the GIL released. No numerics here.
+// pybind11 bindings of aces_fast._core: argument conversion and the checks that
+// keep the C++ side memory-safe (bind_util.hpp), output allocation, then, with
+// the GIL released, the 0/1 check of B and the kernels, watched for Ctrl-C
+// (signals.hpp). No numerics here.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
-#include <algorithm>
-#include <cmath>
 #include <cstdint>
-#include <exception>
+#include <limits>
 #include <new>
-#include <numeric>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "bindings/bind_util.hpp"
-#include "kernels/binned.hpp"
+#include "bindings/binned_bind.hpp"
+#include "bindings/signals.hpp"
 #include "kernels/dedup.hpp"
 #include "kernels/kernels.hpp"
+#include "methods/batch.hpp"
 #include "methods/methods.hpp"
 #include "simd/simd.hpp"
 
@@ -28,15 +30,6 @@ namespace py = pybind11;
 namespace {
 
 using namespace aces_fast::bind;
-
-// dedup: None (auto) -> -1, True -> 1, False -> 0.
-int get_dedup(const char* fn, const py::object& obj) {
-  if (obj.is_none()) return -1;
-  if (!PyBool_Check(obj.ptr()))
-    throw py::type_error(std::string(fn) + ": dedup must be True, False or None (auto), got " +
-                         type_name(obj));
-  return obj.ptr() == Py_True ? 1 : 0;
-}
 
 // Row counts to hand a kernel: the caller's counts, or (dedup) the class
 // multiplicities of identical rows merged with them. plan must outlive the call.
@@ -56,10 +49,12 @@ const int64_t* dedup_counts(const Matrix& M, const int64_t* pc, bool use, aces_f
 
 // ---------------------------------------------------------------------------------
 
-py::array_t<double> py_loo_auc(const py::object& B, const py::object& weights,
-                               const py::object& counts, double tie_tol, int n_threads,
-                               const py::object& dedup) {
-  const char* fn = "loo_auc";
+py::object py_loo_auc(const FastArgs& args) {
+  static const Keywords sig("loo_auc", {"B", "weights", "counts", "tie_tol", "dedup", "n_threads"});
+  py::handle a[6];
+  sig.parse(args, a);
+  const py::handle B = a[0], weights = a[1], counts = a[2], dedup = a[4], n_threads = a[5];
+  const char* fn = sig.fn();
   Matrix M = get_matrix(fn, B);
   check_rows_int32(fn, M.n);
   const double* pw = nullptr;
@@ -72,42 +67,52 @@ py::array_t<double> py_loo_auc(const py::object& B, const py::object& weights,
   }
   py::object c = get_counts(fn, counts, M.n);
   const int64_t* pc = counts_ptr(c);
-  if (!std::isfinite(tie_tol) || tie_tol < 0.0)
-    throw py::value_error(std::string(fn) + ": tie_tol must be finite and >= 0");
-  check_threads(fn, n_threads);
+  const double tie_tol = get_double(fn, "tie_tol", a[3]);
   const int dd = get_dedup(fn, dedup);
+  const int nt = get_threads(fn, n_threads);
   const bool use = dd > 0 || (dd < 0 && aces_fast::dedup_pays_for_loo(M.n, M.m));
 
   py::array_t<double> out(static_cast<py::ssize_t>(M.m));
   double* po = out.mutable_data();
+  SignalWatch watch;
+  int bad = 0;
   {
     py::gil_scoped_release release;
-    aces_fast::RowPlan plan;
-    const int64_t* kc = dedup_counts(M, pc, use, plan, n_threads);
-    if (pw == nullptr && kc != pc) {
-      plan.rep = std::vector<int64_t>();  // only counts and row sums are needed
-      // the hash pass already counted every row's passes
-      aces_fast::UniformScratch ws;
-      aces_fast::loo_auc_uniform_ex(M.data, M.n, M.m, kc, plan.rowsum.data(), po, nullptr, true,
-                                    n_threads, ws);
-    } else {
-      aces_fast::loo_auc(M.data, M.n, M.m, pw, kc, tie_tol, po, true, n_threads);
+    bad = bad_byte(M);
+    if (bad == 0) {
+      aces_fast::RowPlan plan;
+      const int64_t* kc = dedup_counts(M, pc, use, plan, nt);
+      if (pw == nullptr && kc != pc) {
+        plan.rep = std::vector<int64_t>();  // only counts and row sums are needed
+        // the hash pass already counted every row's passes
+        aces_fast::UniformScratch ws;
+        aces_fast::loo_auc_uniform_ex(M.data, M.n, M.m, kc, plan.rowsum.data(), po, nullptr,
+                                      true, nt, ws);
+      } else {
+        aces_fast::loo_auc(M.data, M.n, M.m, pw, kc, tie_tol, po, true, nt);
+      }
     }
   }
+  watch.raise_if_interrupted();
+  if (bad != 0) raise_not_binary("", bad);
   return out;
 }
 
-py::tuple py_surrogate(const py::object& B, const py::object& weights, double gamma,
-                       const py::object& counts, int n_threads, const py::object& dedup) {
-  const char* fn = "surrogate_loo_auc";
+py::object py_surrogate(const FastArgs& args) {
+  static const Keywords sig("surrogate_loo_auc",
+                            {"B", "weights", "gamma", "counts", "dedup", "n_threads"});
+  py::handle a[6];
+  sig.parse(args, a);
+  const py::handle B = a[0], weights = a[1], counts = a[3], dedup = a[4], n_threads = a[5];
+  const char* fn = sig.fn();
   Matrix M = get_matrix(fn, B);
   check_rows_int32(fn, M.n);
   DoubleArray w = get_weights(fn, weights, M.m);
-  check_gamma(fn, gamma);
+  const double gamma = get_double(fn, "gamma", a[2]);
   py::object c = get_counts(fn, counts, M.n);
   const int64_t* pc = counts_ptr(c);
-  check_threads(fn, n_threads);
   const bool use = get_dedup(fn, dedup) != 0;  // auto: on (pair work is quadratic in rows)
+  const int nt = get_threads(fn, n_threads);
 
   py::array_t<double> L(static_cast<py::ssize_t>(M.m));
   py::array_t<double> grad(static_cast<py::ssize_t>(M.m));
@@ -115,216 +120,271 @@ py::tuple py_surrogate(const py::object& B, const py::object& weights, double ga
   double* pg = grad.mutable_data();
   const double* pw = w.data();
   double J = 0.0;
+  SignalWatch watch;
+  int bad = 0;
   {
     py::gil_scoped_release release;
-    aces_fast::RowPlan plan;
-    const int64_t* kc = dedup_counts(M, pc, use, plan, n_threads);
-    J = aces_fast::surrogate_loo_auc(M.data, M.n, M.m, pw, gamma, kc, pL, pg, true, n_threads);
+    bad = bad_byte(M);
+    if (bad == 0) {
+      aces_fast::RowPlan plan;
+      const int64_t* kc = dedup_counts(M, pc, use, plan, nt);
+      J = aces_fast::surrogate_loo_auc(M.data, M.n, M.m, pw, gamma, kc, pL, pg, true, nt);
+    }
   }
+  watch.raise_if_interrupted();
+  if (bad != 0) raise_not_binary("", bad);
   return py::make_tuple(L, J, grad);
 }
 
-py::tuple py_aces_o_fit(const py::object& B, const py::object& logits0, const py::object& active,
-                        double gamma, double lr, int64_t steps, const py::object& counts,
-                        int n_threads, const py::object& dedup) {
-  const char* fn = "aces_o_fit";
+py::object py_aces_o_fit(const FastArgs& args) {
+  static const Keywords sig("aces_o_fit", {"B", "logits0", "active", "gamma", "lr", "steps",
+                                           "counts", "dedup", "n_threads"});
+  py::handle a[9];
+  sig.parse(args, a);
+  const py::handle B = a[0], counts = a[6], dedup = a[7], n_threads = a[8];
+  const char* fn = sig.fn();
   Matrix M = get_matrix(fn, B);
   check_rows_int32(fn, M.n);
-  const std::vector<uint8_t> act = get_active(fn, active, M.m);
-  DoubleArray lg = get_logits0(fn, logits0, act, M.m);
-  check_gamma(fn, gamma);
-  check_lr_steps(fn, lr, steps);
+  const std::vector<uint8_t> act = get_active(fn, a[2], M.m);
+  DoubleArray lg = get_column_vector(fn, "logits0", a[1], M.m);
+  const double gamma = get_double(fn, "gamma", a[3]);
+  const double lr = get_double(fn, "lr", a[4]);
+  const int64_t st = get_steps(fn, a[5]);
   py::object c = get_counts(fn, counts, M.n);
   const int64_t* pc = counts_ptr(c);
-  check_threads(fn, n_threads);
   const bool use = get_dedup(fn, dedup) != 0;  // auto: on (steps x quadratic pair work)
+  const int nt = get_threads(fn, n_threads);
 
   py::array_t<double> weights(static_cast<py::ssize_t>(M.m));
-  py::array_t<double> objective(static_cast<py::ssize_t>(steps + 1));
+  py::array_t<double> objective(static_cast<py::ssize_t>(st + 1));
   double* pw = weights.mutable_data();
   double* po = objective.mutable_data();
   const double* pl = lg.data();
+  SignalWatch watch;
+  int bad = 0;
   {
     py::gil_scoped_release release;
-    aces_fast::RowPlan plan;
-    const int64_t* kc = dedup_counts(M, pc, use, plan, n_threads);
-    aces_fast::aces_o_fit(M.data, M.n, M.m, pl, act.data(), gamma, lr, steps, kc, pw, po, true,
-                          n_threads);
+    bad = bad_byte(M);
+    if (bad == 0) {
+      aces_fast::RowPlan plan;
+      const int64_t* kc = dedup_counts(M, pc, use, plan, nt);
+      aces_fast::aces_o_fit(M.data, M.n, M.m, pl, act.data(), gamma, lr, st, kc, pw, po, true,
+                            nt);
+    }
   }
+  watch.raise_if_interrupted();
+  if (bad != 0) raise_not_binary("", bad);
   return py::make_tuple(weights, objective);
 }
 
 // ---- whole methods ------------------------------------------------------------------
 
-aces_fast::MethodParams get_params(const char* fn, int method, double tie_tol, double gamma,
-                                   double lr, int64_t steps, const py::object& top_k, bool warm,
-                                   const py::object& dedup) {
-  aces_fast::MethodParams p;
-  if (method < aces_fast::kMethodMajority || method > aces_fast::kMethodAcesO)
+// The method parameters of rerank / rerank_batch from their parsed keywords:
+// a[1..8] = method, tie_tol, gamma, lr, steps, top_k, warm, dedup (a[0] is B or
+// tasks, a[9] n_threads).
+aces_fast::MethodParams get_params(const char* fn, const py::handle* a) {
+  const int64_t method = get_int(fn, "method", a[1], std::numeric_limits<int>::min(),
+                                 std::numeric_limits<int>::max(), "");
+  // an unknown code would leave outputs unallocated that run_method writes
+  if (!aces_fast::is_method_code(static_cast<int>(method)))
     throw py::value_error(std::string(fn) + ": unknown method code " + std::to_string(method) +
-                          " (0 majority, 1 aces-c, 2 aces-c-filter, 3 aces-o)");
-  p.method = method;
-  if (!std::isfinite(tie_tol) || tie_tol < 0.0)
-    throw py::value_error(std::string(fn) + ": tie_tol must be finite and >= 0");
-  p.tie_tol = tie_tol;
-  if (method == aces_fast::kMethodAcesO) {
-    check_gamma(fn, gamma);
-    if (!std::isfinite(lr) || lr < 0.0)
-      throw py::value_error(std::string(fn) + ": lr must be finite and >= 0");
-    if (steps < 0) throw py::value_error(std::string(fn) + ": steps must be >= 0");
-    if (top_k.is_none()) {
-      p.top_k = -1;
-    } else {
-      if (PyBool_Check(top_k.ptr()) || !PyLong_Check(top_k.ptr()))
-        throw py::type_error(std::string(fn) + ": top_k must be an int or None, got " +
-                             type_name(top_k));
-      const int64_t k = top_k.cast<int64_t>();
-      if (k < 1) throw py::value_error(std::string(fn) + ": top_k must be >= 1 or None");
-      p.top_k = k;
-    }
-  }
-  p.gamma = gamma;
-  p.lr = lr;
-  p.steps = steps;
-  p.warm = warm;
-  p.dedup = get_dedup(fn, dedup);
+                          " (see METHOD_CODES)");
+  aces_fast::MethodParams p{};
+  p.method = static_cast<aces_fast::MethodCode>(method);
+  p.tie_tol = get_double(fn, "tie_tol", a[2]);
+  p.gamma = get_double(fn, "gamma", a[3]);
+  p.lr = get_double(fn, "lr", a[4]);
+  p.steps = get_steps(fn, a[5]);
+  p.top_k = get_top_k(fn, a[6]);
+  p.warm = get_bool(fn, "warm", a[7]);
+  p.dedup = get_dedup(fn, a[8]);
   return p;
 }
 
-// One task's matrix and outputs; the outputs are allocated with the GIL held so
+// The Python arrays behind one task's outputs; allocated with the GIL held so
 // the method itself can run without it.
-struct Task {
-  Matrix M;
+struct TaskArrays {
+  Matrix M;  // the pass matrix
   py::array_t<double> scores, weights, loo, objective;
   py::array_t<int64_t> order, rows;
-  aces_fast::MethodOutput out;
 };
 
-void prepare_task(const char* fn, const py::object& B, const aces_fast::MethodParams& p, Task& t) {
-  t.M = get_matrix(fn, B);
-  const int64_t n = t.M.n, m = t.M.m;
-  const bool is_o = p.method == aces_fast::kMethodAcesO;
-  check_rows_int32(fn, n);
-  t.scores = py::array_t<double>(static_cast<py::ssize_t>(n));
-  t.weights = py::array_t<double>(static_cast<py::ssize_t>(m));
-  t.order = py::array_t<int64_t>(static_cast<py::ssize_t>(n));
-  t.out.scores = t.scores.mutable_data();
-  t.out.weights = t.weights.mutable_data();
-  t.out.order = t.order.mutable_data();
+void prepare_task(const char* fn, py::handle B, const aces_fast::MethodParams& p,
+                  TaskArrays& a, aces_fast::BatchTask& t) {
+  a.M = get_matrix(fn, B);
+  const Matrix& M = a.M;
+  check_rows_int32(fn, M.n);
+  t.B = M.data;
+  t.n = M.n;
+  t.m = M.m;
+  a.scores = py::array_t<double>(static_cast<py::ssize_t>(M.n));
+  a.weights = py::array_t<double>(static_cast<py::ssize_t>(M.m));
+  a.order = py::array_t<int64_t>(static_cast<py::ssize_t>(M.n));
+  t.out.scores = a.scores.mutable_data();
+  t.out.weights = a.weights.mutable_data();
+  t.out.order = a.order.mutable_data();
   if (p.method == aces_fast::kMethodAcesC || p.method == aces_fast::kMethodAcesCFilter) {
-    t.loo = py::array_t<double>(static_cast<py::ssize_t>(m));
-    t.out.loo = t.loo.mutable_data();
+    a.loo = py::array_t<double>(static_cast<py::ssize_t>(M.m));
+    t.out.loo = a.loo.mutable_data();
   }
-  if (is_o) {
-    t.objective = py::array_t<double>(static_cast<py::ssize_t>(p.steps + 1));
-    t.rows = py::array_t<int64_t>(static_cast<py::ssize_t>(aces_fast::top_k_count(n, p.top_k)));
-    t.out.objective = t.objective.mutable_data();
-    t.out.rows = t.rows.mutable_data();
+  if (p.method == aces_fast::kMethodAcesO) {
+    a.objective = py::array_t<double>(static_cast<py::ssize_t>(p.steps + 1));  // get_steps bounds it
+    a.rows = py::array_t<int64_t>(static_cast<py::ssize_t>(aces_fast::top_k_count(M.n, p.top_k)));
+    t.out.objective = a.objective.mutable_data();
+    t.out.rows = a.rows.mutable_data();
   }
 }
 
-py::tuple task_result(Task& t) {
+py::tuple task_result(const TaskArrays& a, const aces_fast::BatchTask& t) {
   py::object none = py::none();
-  return py::make_tuple(t.scores, t.weights, t.order, t.out.loo ? py::object(t.loo) : none,
+  return py::make_tuple(a.scores, a.weights, a.order, t.out.loo ? py::object(a.loo) : none,
                         py::bool_(t.out.fallback),
-                        t.out.objective ? py::object(t.objective) : none,
-                        t.out.rows ? py::object(t.rows) : none);
+                        t.out.objective ? py::object(a.objective) : none,
+                        t.out.rows ? py::object(a.rows) : none);
 }
 
-py::tuple py_rerank(const py::object& B, int method, double tie_tol, double gamma, double lr,
-                    int64_t steps, const py::object& top_k, bool warm, const py::object& dedup,
-                    int n_threads) {
-  const char* fn = "rerank";
-  const aces_fast::MethodParams p =
-      get_params(fn, method, tie_tol, gamma, lr, steps, top_k, warm, dedup);
-  check_threads(fn, n_threads);
-  Task t;
-  prepare_task(fn, B, p, t);
+py::object py_rerank(const FastArgs& args) {
+  static const Keywords sig("rerank", {"B", "method", "tie_tol", "gamma", "lr", "steps", "top_k",
+                                       "warm", "dedup", "n_threads"});
+  py::handle v[10];
+  sig.parse(args, v);
+  const char* fn = sig.fn();
+  const aces_fast::MethodParams p = get_params(fn, v);
+  const int nt = get_threads(fn, v[9]);
+  TaskArrays a;
+  aces_fast::BatchTask t;
+  prepare_task(fn, v[0], p, a, t);
+  SignalWatch watch;
+  int bad = 0;
   {
     py::gil_scoped_release release;
-    // One workspace per calling thread, reused across calls: a small call then
-    // allocates nothing but its outputs. Concurrent Python threads each get their
-    // own; run_method frees the big scratch of large tasks itself, so what stays
-    // is O(n + m) of the largest small task seen.
-    thread_local aces_fast::MethodWorkspace ws;
-    aces_fast::run_method(t.M.data, t.M.n, t.M.m, p, t.out, ws, true, n_threads);
+    bad = bad_byte(a.M);
+    if (bad == 0) {
+      // One workspace per calling thread, reused across calls: a small call then
+      // allocates nothing but its outputs. Concurrent Python threads each get
+      // their own; run_method frees the big scratch of large tasks itself, so
+      // what stays is O(n + m) of the largest small task seen.
+      thread_local aces_fast::MethodWorkspace ws;
+      aces_fast::run_method(t.B, t.n, t.m, p, t.out, ws, true, nt);
+    }
   }
-  return task_result(t);
+  watch.raise_if_interrupted();
+  if (bad != 0) raise_not_binary("", bad);
+  return task_result(a, t);
 }
 
-py::list py_rerank_batch(const py::object& tasks, int method, double tie_tol, double gamma,
-                         double lr, int64_t steps, const py::object& top_k, bool warm,
-                         const py::object& dedup, int n_threads) {
-  const char* fn = "rerank_batch";
-  const aces_fast::MethodParams p =
-      get_params(fn, method, tie_tol, gamma, lr, steps, top_k, warm, dedup);
-  check_threads(fn, n_threads);
+py::object py_rerank_batch(const FastArgs& args) {
+  static const Keywords sig("rerank_batch", {"tasks", "method", "tie_tol", "gamma", "lr", "steps",
+                                             "top_k", "warm", "dedup", "n_threads"});
+  py::handle v[10];
+  sig.parse(args, v);
+  const char* fn = sig.fn();
+  const aces_fast::MethodParams p = get_params(fn, v);
+  const int nt = get_threads(fn, v[9]);
+  const py::handle tasks = v[0];
   if (!py::isinstance<py::sequence>(tasks) || py::isinstance<py::str>(tasks) ||
       py::isinstance<py::array>(tasks))
     throw py::type_error(std::string(fn) + ": tasks must be a list or tuple of 2-D arrays, got " +
                          type_name(tasks));
-  const py::sequence seq = py::reinterpret_borrow<py::sequence>(tasks);
+  const auto seq = py::reinterpret_borrow<py::sequence>(tasks);
   const size_t T = static_cast<size_t>(py::len(seq));
-  std::vector<Task> ts(T);
+  std::vector<TaskArrays> arrays(T);
+  std::vector<aces_fast::BatchTask> jobs(T);
   for (size_t k = 0; k < T; ++k) {
     // the index goes into every message ("rerank_batch: task 3: B must be 2-D ...")
     const std::string where = std::string(fn) + ": task " + std::to_string(k);
-    prepare_task(where.c_str(), seq[k], p, ts[k]);
+    prepare_task(where.c_str(), seq[k], p, arrays[k], jobs[k]);
   }
-
-  std::vector<std::string> errors(T);
+  SignalWatch watch;
   bool oom = false;
+  size_t bad_task = T;
+  int bad = 0;
   {
     py::gil_scoped_release release;
-    const int nt = aces_fast::resolve_threads(true, n_threads);
-    if (T > 1 && nt > 1) {
-      // Largest tasks first (by cells) so the dynamic schedule ends balanced.
-      std::vector<size_t> order(T);
-      std::iota(order.begin(), order.end(), size_t(0));
-      std::stable_sort(order.begin(), order.end(), [&ts](size_t a, size_t b) {
-        return ts[a].M.n * std::max<int64_t>(ts[a].M.m, 1) >
-               ts[b].M.n * std::max<int64_t>(ts[b].M.m, 1);
-      });
-      const int team = static_cast<int>(std::min<size_t>(static_cast<size_t>(nt), T));
-#ifdef _OPENMP
-#pragma omp parallel num_threads(team)
-#endif
-      {
-        aces_fast::MethodWorkspace ws;
-#ifdef _OPENMP
-#pragma omp for schedule(dynamic, 1)
-#endif
-        for (int64_t q = 0; q < static_cast<int64_t>(T); ++q) {
-          Task& t = ts[order[static_cast<size_t>(q)]];
-          try {
-            aces_fast::run_method(t.M.data, t.M.n, t.M.m, p, t.out, ws, false, 1);
-          } catch (const std::bad_alloc&) {
-            errors[order[static_cast<size_t>(q)]] = "out of memory";
-#ifdef _OPENMP
-#pragma omp atomic write
-#endif
-            oom = true;
-          } catch (const std::exception& e) {
-            errors[order[static_cast<size_t>(q)]] = e.what();
-          }
-        }
-      }
-      (void)team;
-    } else {
-      aces_fast::MethodWorkspace ws;
-      for (size_t k = 0; k < T; ++k)
-        aces_fast::run_method(ts[k].M.data, ts[k].M.n, ts[k].M.m, p, ts[k].out, ws, true,
-                              n_threads);
-    }
+    // every task's values first: the lowest bad index is reported, and no work
+    // is spent on a batch that fails
+    for (size_t k = 0; k < T && bad == 0; ++k)
+      if ((bad = bad_byte(arrays[k].M)) != 0) bad_task = k;
+    if (bad == 0) oom = aces_fast::run_batch(jobs.data(), T, p, nt);
   }
+  watch.raise_if_interrupted();
+  if (bad != 0) raise_not_binary("task " + std::to_string(bad_task) + ": ", bad);
   if (oom) throw std::bad_alloc();
   for (size_t k = 0; k < T; ++k)
-    if (!errors[k].empty())
-      throw std::runtime_error(std::string(fn) + ": task " + std::to_string(k) + ": " + errors[k]);
+    if (!jobs[k].error.empty())
+      throw std::runtime_error(std::string(fn) + ": task " + std::to_string(k) + ": " +
+                               jobs[k].error);
   py::list result(T);
-  for (size_t k = 0; k < T; ++k) result[k] = task_result(ts[k]);
+  for (size_t k = 0; k < T; ++k) result[k] = task_result(arrays[k], jobs[k]);
   return result;
 }
+
+// Docstrings of the functions bound as vectorcall functions: "name(signature)\n--\n\n"
+// first, which CPython turns into __text_signature__ (so inspect.signature shows
+// the keyword-only parameters), then the text.
+const char* const kLooAucDoc =
+    "loo_auc($module, /, *, B, weights, counts, tie_tol, dedup, n_threads)\n--\n\n"
+    "-> ndarray (m,)\n\n"
+    "Leave-one-out AUC of every test: AUC(B @ w - w_j B[:, j], B[:, j]); nan for a\n"
+    "column with no passer or no failer (among rows with count > 0).\n"
+    "weights=None: uniform integer weights, exact. Float weights (finite, >= 0): with\n"
+    "x = s_p - w_j and T = tie_tol * sum(w), a failer f is a win if s_f < x - T and a\n"
+    "tie if x - T <= s_f <= x + T.\n"
+    "dedup: merge identical rows into one row with a multiplicity first (True/False;\n"
+    "None = when the matrix is large enough to repay the hashing pass). Exact either way.";
+
+const char* const kSurrogateDoc =
+    "surrogate_loo_auc($module, /, *, B, weights, gamma, counts, dedup, n_threads)\n--\n\n"
+    "-> (L (m,), J, grad (m,))\n\n"
+    "L_j = mean over pass/fail pairs of sigmoid(gamma (s_p - s_f - w_j)) (nan if a class\n"
+    "is empty), J = sum_j w_j (L_j - 1/2) over nonempty columns, grad = dJ/dw.\n"
+    "dedup (None = True): merge identical rows first; equal to ~1e-12 (summation order).";
+
+const char* const kAcesOFitDoc =
+    "aces_o_fit($module, /, *, B, logits0, active, gamma, lr, steps, counts, dedup, "
+    "n_threads)\n--\n\n"
+    "-> (weights (m,), objective (steps+1,))\n\n"
+    "ACES-O: Adam (PyTorch semantics, betas (0.9, 0.999), eps 1e-8) maximizing\n"
+    "J(softmax(logits)) over the active columns; inactive columns get weight 0.\n"
+    "objective[t] = J after t updates. No active column: all zeros.\n"
+    "dedup (None = True): merge identical rows first; equal to ~1e-12 (summation order).";
+
+#define ACES_FAST_METHOD_DOC                                                                  \
+  "method: a code of METHOD_CODES (aces-o with warm=True: init 'aces-c'). gamma, lr,\n"      \
+  "steps, top_k (int >= 1 or None: all rows) and warm are ACES-O's (pass them for every\n"   \
+  "method). dedup: True/False/None (auto) merges identical rows inside the kernels\n"        \
+  "(exact for LOO-AUC and ACES-C; ACES-O to ~1e-12). Returns (scores (n,), weights (m,),\n"  \
+  "order (n,) int64, loo_auc (m,) | None, fallback, objective (steps+1,) | None,\n"          \
+  "rows (k,) int64 | None): weights sum to 1 (zeros if none), scores = B w summed in\n"      \
+  "ascending column order with ties within tie_tol * sum(w) snapped to one value,\n"         \
+  "order = stable descending. loo_auc for ACES-C, objective and the optimized rows for\n"    \
+  "ACES-O."
+
+const char* const kRerankDoc =
+    "rerank($module, /, *, B, method, tie_tol, gamma, lr, steps, top_k, warm, dedup, "
+    "n_threads)\n--\n\n"
+    "-> tuple\n\n"
+    "One ranking method on one pass matrix, GIL released.\n" ACES_FAST_METHOD_DOC;
+
+const char* const kRerankBatchDoc =
+    "rerank_batch($module, /, *, tasks, method, tie_tol, gamma, lr, steps, top_k, warm, dedup, "
+    "n_threads)\n--\n\n"
+    "-> list\n\n"
+    "rerank() over a list of pass matrices of any shapes in one call: OpenMP across\n"
+    "tasks (each task single-threaded; a lone task uses the threads itself), GIL\n"
+    "released. Results are identical to rerank() one by one.\n" ACES_FAST_METHOD_DOC;
+
+#undef ACES_FAST_METHOD_DOC
+
+PyMethodDef kFunctions[] = {
+    {"loo_auc", fastcall_entry<&py_loo_auc>(), METH_FASTCALL | METH_KEYWORDS, kLooAucDoc},
+    {"surrogate_loo_auc", fastcall_entry<&py_surrogate>(), METH_FASTCALL | METH_KEYWORDS,
+     kSurrogateDoc},
+    {"aces_o_fit", fastcall_entry<&py_aces_o_fit>(), METH_FASTCALL | METH_KEYWORDS, kAcesOFitDoc},
+    {"rerank", fastcall_entry<&py_rerank>(), METH_FASTCALL | METH_KEYWORDS, kRerankDoc},
+    {"rerank_batch", fastcall_entry<&py_rerank_batch>(), METH_FASTCALL | METH_KEYWORDS,
+     kRerankBatchDoc},
+    {nullptr, nullptr, 0, nullptr}};
 
 }  // namespace
 
@@ -332,10 +392,16 @@ PYBIND11_MODULE(_core, mod) {
   mod.doc() =
       "aces_fast._core: compiled ACES kernels (LOO-AUC, surrogate LOO-AUC, ACES-O fit) and\n"
       "whole methods (rerank: majority, ACES-C, ACES-O; rerank_batch: many tasks at once).\n\n"
-      "B must be a 2-D C-contiguous numpy array of dtype uint8 or bool (used in place, any\n"
-      "nonzero byte is a pass). counts (optional, int, length n) are row multiplicities.\n"
-      "Every function releases the GIL; n_threads=0 means the OpenMP default.";
+      "Private: the package validates every parameter's meaning before calling in. Every\n"
+      "argument is keyword-only and required (no defaults here: they live in the package).\n"
+      "B must be a 2-D C-contiguous numpy array of dtype uint8 or bool (used in place)\n"
+      "holding only 0 and 1: each call checks the values inside the kernel call (ValueError\n"
+      "'B must contain only 0 and 1; found value v', v the largest byte).\n"
+      "counts (None or int, length n) are row multiplicities. Every function releases the\n"
+      "GIL; n_threads=0 means the OpenMP default. On the main thread a long call looks at\n"
+      "Python's signals every 50 ms and stops within about that (Ctrl-C: KeyboardInterrupt).";
   mod.attr("__version__") = ACES_FAST_VERSION;
+  aces_fast::bind::init_signal_watch();
 
   mod.def("has_openmp", &aces_fast::has_openmp, "True if the extension was built with OpenMP.");
   mod.def(
@@ -343,87 +409,14 @@ PYBIND11_MODULE(_core, mod) {
       "Instruction set of the hand-vectorized kernels: 'avx512', 'avx2' or 'none' (portable);\n"
       "capped by the environment variable ACES_FAST_SIMD=avx2|none, read once per process.\n"
       "Every level computes bitwise the same results.");
-  mod.def(
-      "max_byte",
-      [](const py::object& B) {
-        const aces_fast::bind::Matrix M = aces_fast::bind::get_matrix("max_byte", B);
-        py::gil_scoped_release release;
-        return static_cast<int>(aces_fast::max_byte(M.data, M.n * M.m));
-      },
-      py::arg("B"),
-      "Largest byte of B (2-D C-contiguous uint8 or bool array), 0 when B is empty: a\n"
-      "pass matrix is valid 0/1 data iff this is <= 1.");
   mod.def("max_threads", &aces_fast::max_threads,
           "Threads a kernel uses with n_threads=0 (omp_get_max_threads(), or 1).");
 
-  mod.def("loo_auc", &py_loo_auc, py::arg("B"), py::arg("weights") = py::none(),
-          py::arg("counts") = py::none(), py::arg("tie_tol") = 1e-9, py::arg("n_threads") = 0,
-          py::arg("dedup") = py::none(),
-          "loo_auc(B, weights=None, counts=None, tie_tol=1e-9, n_threads=0, dedup=None)\n"
-          "    -> ndarray (m,)\n\n"
-          "Leave-one-out AUC of every test: AUC(B @ w - w_j B[:, j], B[:, j]); nan for a\n"
-          "column with no passer or no failer (among rows with count > 0).\n"
-          "weights=None: uniform integer weights, exact. Float weights (>= 0): with\n"
-          "x = s_p - w_j and T = tie_tol * sum(w), a failer f is a win if s_f < x - T and a\n"
-          "tie if x - T <= s_f <= x + T.\n"
-          "dedup: merge identical rows into one row with a multiplicity first (True/False;\n"
-          "None = when the matrix is large enough to repay the hashing pass). Exact either way.");
-
-  mod.def("surrogate_loo_auc", &py_surrogate, py::arg("B"), py::arg("weights"),
-          py::arg("gamma"), py::arg("counts") = py::none(), py::arg("n_threads") = 0,
-          py::arg("dedup") = py::none(),
-          "surrogate_loo_auc(B, weights, gamma, counts=None, n_threads=0, dedup=None)\n"
-          "    -> (L, J, grad)\n\n"
-          "L_j = mean over pass/fail pairs of sigmoid(gamma (s_p - s_f - w_j)) (nan if a class\n"
-          "is empty), J = sum_j w_j (L_j - 1/2) over nonempty columns, grad = dJ/dw.\n"
-          "dedup (None = True): merge identical rows first; equal to ~1e-12 (summation order).");
-
-  mod.def("aces_o_fit", &py_aces_o_fit, py::arg("B"), py::arg("logits0"), py::arg("active"),
-          py::arg("gamma"), py::arg("lr"), py::arg("steps"), py::arg("counts") = py::none(),
-          py::arg("n_threads") = 0, py::arg("dedup") = py::none(),
-          "aces_o_fit(B, logits0, active, gamma, lr, steps, counts=None, n_threads=0, dedup=None)\n"
-          "    -> (weights (m,), objective (steps+1,))\n\n"
-          "ACES-O: Adam (PyTorch semantics, betas (0.9, 0.999), eps 1e-8) maximizing\n"
-          "J(softmax(logits)) over the active columns; inactive columns get weight 0.\n"
-          "objective[t] = J after t updates. No active column: all zeros.\n"
-          "dedup (None = True): merge identical rows first; equal to ~1e-12 (summation order).");
-
   py::dict codes;
-  codes["majority"] = static_cast<int>(aces_fast::kMethodMajority);
-  codes["aces-c"] = static_cast<int>(aces_fast::kMethodAcesC);
-  codes["aces-c-filter"] = static_cast<int>(aces_fast::kMethodAcesCFilter);
-  codes["aces-o"] = static_cast<int>(aces_fast::kMethodAcesO);
+  for (const aces_fast::MethodName& mn : aces_fast::kMethodNames)
+    codes[mn.name] = static_cast<int>(mn.code);
   mod.attr("METHOD_CODES") = codes;
 
-  const char* method_doc =
-      "method: 0 majority, 1 aces-c (weighted), 2 aces-c-filter, 3 aces-o (warm=True: init\n"
-      "'aces-c'); see METHOD_CODES. top_k: int >= 1 or None (all rows). dedup: True/False/None\n"
-      "(auto) merges identical rows inside the kernels (exact for LOO-AUC and ACES-C; ACES-O\n"
-      "to ~1e-12). Returns (scores (n,), weights (m,), order (n,) int64, loo_auc (m,) | None,\n"
-      "fallback, objective (steps+1,) | None, rows (k,) int64 | None): weights sum to 1 (zeros\n"
-      "if none), scores = B w summed in ascending column order with ties within\n"
-      "tie_tol * sum(w) snapped to one value, order = stable descending. loo_auc for ACES-C,\n"
-      "objective and the optimized rows for ACES-O.";
-  // docstrings must outlive the module definition
-  static const std::string rerank_doc =
-      std::string("rerank(B, method, tie_tol=1e-9, gamma=10.0, lr=0.01, steps=90, top_k=24,\n"
-                  "       warm=False, dedup=None, n_threads=0) -> tuple\n\n"
-                  "One ranking method on one pass matrix, GIL released.\n") +
-      method_doc;
-  static const std::string batch_doc =
-      std::string("rerank_batch(tasks, method, tie_tol=1e-9, gamma=10.0, lr=0.01, steps=90,\n"
-                  "             top_k=24, warm=False, dedup=None, n_threads=0) -> list\n\n"
-                  "rerank() over a list of pass matrices of any shapes in one call: OpenMP\n"
-                  "across tasks (each task single-threaded; a lone task uses the threads\n"
-                  "itself), GIL released. Results are identical to rerank() one by one.\n") +
-      method_doc;
-  mod.def("rerank", &py_rerank, py::arg("B"), py::arg("method"), py::arg("tie_tol") = 1e-9,
-          py::arg("gamma") = 10.0, py::arg("lr") = 0.01, py::arg("steps") = 90,
-          py::arg("top_k") = 24, py::arg("warm") = false, py::arg("dedup") = py::none(),
-          py::arg("n_threads") = 0, rerank_doc.c_str());
-  mod.def("rerank_batch", &py_rerank_batch, py::arg("tasks"), py::arg("method"),
-          py::arg("tie_tol") = 1e-9, py::arg("gamma") = 10.0, py::arg("lr") = 0.01,
-          py::arg("steps") = 90, py::arg("top_k") = 24, py::arg("warm") = false,
-          py::arg("dedup") = py::none(), py::arg("n_threads") = 0, batch_doc.c_str());
+  add_functions(mod, kFunctions);
   bind_binned(mod);
 }

@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/interrupt.hpp"
+
 namespace aces_fast {
 namespace adam {
 
@@ -71,6 +73,8 @@ inline void step(std::vector<double>& l, const std::vector<double>& w,
 // with double evaluate(const double* w, double gamma, double* L, double* grad)
 // over the |act| active columns (grad may be nullptr). Writes weights_out[act[a]]
 // and objective_out[0..steps]. O(steps) surrogate evaluations + O(steps |act|).
+// Stops early, outputs unfinished, when the calling thread's interrupt token is
+// cancelled (polled once per step).
 template <class Surrogate>
 void fit(Surrogate& ws, const std::vector<int64_t>& act, const double* logits0, double gamma,
          double lr, int64_t steps, double* weights_out, double* objective_out) {
@@ -79,6 +83,7 @@ void fit(Surrogate& ws, const std::vector<int64_t>& act, const double* logits0, 
   for (size_t a = 0; a < ma; ++a) l[a] = logits0[act[a]];
   softmax(l, w);
   for (int64_t t = 1; t <= steps; ++t) {
+    if (interrupt::poll()) return;
     objective_out[t - 1] = ws.evaluate(w.data(), gamma, L.data(), g.data());
     step(l, w, g, m1, m2, lr, t);
     softmax(l, w);

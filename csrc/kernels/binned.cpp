@@ -10,6 +10,7 @@
 
 #include "kernels/adam.hpp"
 #include "kernels/bits.hpp"
+#include "kernels/interrupt.hpp"
 #include "kernels/kernels.hpp"
 #include "kernels/sigmoid.hpp"
 
@@ -402,10 +403,12 @@ double BinnedSurrogate::evaluate(const double* w, double gamma, double* L, doubl
   const bool want_v = grad != nullptr;
   const int64_t nchunk = nchunk_;
   int64_t nfft = 0;
+  interrupt::Token* const tok = interrupt::current();  // at most 16 chunks: polls cost nothing
 #ifdef _OPENMP
 #pragma omp parallel for num_threads(nt_) if (parallel_) schedule(dynamic, 1) reduction(+ : nfft)
 #endif
   for (int64_t c = 0; c < nchunk; ++c) {
+    if (tok != nullptr && tok->poll()) continue;  // cancelled: results are discarded
     const int tid = thread_index();
     Scratch& sc = scratch_[static_cast<size_t>(tid)];
     double* vb = vbuf_.data() + static_cast<size_t>(c) * nu;

@@ -57,8 +57,6 @@
 // threads, bitwise). No n x m float matrix is formed.
 #pragma once
 
-#include <pybind11/pybind11.h>
-
 #include <cstdint>
 #include <vector>
 
@@ -156,7 +154,3 @@ void aces_o_fit_binned(const uint8_t* B, int64_t n, int64_t m, const double* log
                        BinnedPath path = BinnedPath::kAuto);
 
 }  // namespace aces_fast
-
-// Python bindings (binned_bind.cpp): surrogate_loo_auc_binned, aces_o_fit_binned,
-// binned_error_bound, binned_grid_spacing.
-void bind_binned(pybind11::module_& m);

@@ -12,6 +12,9 @@
 //     depend on the number of threads (bitwise).
 //   * Kernels never throw from inside a parallel region; they may throw
 //     std::bad_alloc before one.
+//   * Long kernels poll the calling thread's interrupt token (interrupt.hpp)
+//     at safe points and return early, outputs unfinished, once it is
+//     cancelled; callers then discard the outputs.
 #pragma once
 
 #include <cstdint>
@@ -121,6 +124,7 @@ class SurrogateWorkspace {
   int64_t mc_ = 0;  // selected columns
   int nt_ = 1;
   bool parallel_ = false;
+  bool poll_ = false;  // evaluate() polls the interrupt token inside its loops
   int64_t nchunk_ = 0;
   std::vector<double> cnt_;    // (ne) multiplicity of each kept row
   std::vector<int32_t> idx_;   // (mc * ne) per column: passer rows, then failer rows (ascending)

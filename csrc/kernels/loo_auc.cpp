@@ -14,6 +14,7 @@
 // 8 bytes per row and thread, whatever m is. O(n log n + n m); no n x m matrix
 // of leave-one-out scores is ever formed.
 #include "kernels/bits.hpp"
+#include "kernels/interrupt.hpp"
 #include "kernels/kernels.hpp"
 #include "simd/dispatch.hpp"
 #include "simd/simd.hpp"
@@ -69,6 +70,10 @@ int resolve_threads(bool parallel, int n_threads) {
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// Cells from which the column-block loops poll the interrupt token (a few
+// milliseconds of work); smaller problems finish first.
+constexpr int64_t kPollCells = int64_t(1) << 22;
 
 // (wins + ties/2) / (P F) from twice = 2 wins + ties, with one rounding: both
 // integers are exact in float64 below 2^53.
@@ -361,11 +366,13 @@ void loo_auc_uniform_ex(const uint8_t* B, int64_t n, int64_t m, const int64_t* c
   ws.pcur.resize(static_cast<size_t>(nt) * 2 * W);
   const int64_t* row_of = ws.row_of.data();
   const UniformLevelStep step = uniform_level_step();
+  interrupt::Token* const tok = n * m >= kPollCells ? interrupt::current() : nullptr;
 
 #ifdef _OPENMP
 #pragma omp parallel for num_threads(nt) if (nt > 1) schedule(dynamic, 1)
 #endif
   for (int64_t b = 0; b < nblocks; ++b) {
+    if (tok != nullptr && tok->poll()) continue;  // cancelled: results are discarded
     const int tid = thread_index();
     const int64_t j0 = b * W;
     const int64_t bw = std::min(W, m - j0);
@@ -459,11 +466,13 @@ void loo_auc(const uint8_t* B, int64_t n, int64_t m, const double* w, const int6
   // ctot[r] = total multiplicity before sorted position r
   std::vector<int64_t> ctot(static_cast<size_t>(ne) + 1, 0);
   for (int64_t r = 0; r < ne; ++r) ctot[r + 1] = ctot[r] + cs[r];
+  interrupt::Token* const tok = n * m >= kPollCells ? interrupt::current() : nullptr;
 
 #ifdef _OPENMP
 #pragma omp parallel for num_threads(nt) if (nt > 1) schedule(dynamic, 1)
 #endif
   for (int64_t b = 0; b < nblocks; ++b) {
+    if (tok != nullptr && tok->poll()) continue;  // cancelled: results are discarded
     const int tid = thread_index();
     const int64_t j0 = b * W;
     const int64_t bw = std::min(W, m - j0);

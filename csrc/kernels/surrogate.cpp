@@ -21,6 +21,7 @@
 // partials are summed in chunk order, so results do not depend on the number of
 // threads.
 #include "kernels/bits.hpp"
+#include "kernels/interrupt.hpp"
 #include "kernels/kernels.hpp"
 #include "kernels/sigmoid.hpp"
 #include "simd/dispatch.hpp"
@@ -49,6 +50,10 @@ constexpr int64_t kRowPairBlock = 512;
 constexpr double kSweepOverhead = 24.0;
 constexpr double kColumnOverhead = 150.0;
 constexpr double kColumnPerRow = 2.6;
+// Pair terms per evaluation from which the column and row-pair loops poll the
+// interrupt token themselves (about a millisecond of work); below, the once per
+// step poll of the Adam loop is soon enough.
+constexpr double kPollPairWork = double(1 << 20);
 
 // Kernel forced by ACES_FAST_SURROGATE_KERNEL (for tests): 1 rows, 0 columns, -1 auto.
 int forced_kernel() {
@@ -293,6 +298,7 @@ SurrogateWorkspace::SurrogateWorkspace(const uint8_t* B, int64_t n, int64_t m,
   for (size_t q = 0; q < mc; ++q)
     pair_work += static_cast<double>(npass_[q]) * static_cast<double>(ne_ - npass_[q]);
   if (pair_work + static_cast<double>(ne_) * static_cast<double>(mc_) < 20000.0) parallel_ = false;
+  poll_ = pair_work >= kPollPairWork;
 
   // Row pairs or columns: from the shape alone (see kernels.hpp).
   {
@@ -485,10 +491,12 @@ void SurrogateWorkspace::columns(const double* w, double gamma, bool fast, doubl
   const int64_t ne = ne_, mc = mc_;
   const bool want_v = grad != nullptr;
   const int64_t nchunk = nchunk_;
+  interrupt::Token* const tok = poll_ ? interrupt::current() : nullptr;
 #ifdef _OPENMP
 #pragma omp parallel for num_threads(nt_) if (parallel_) schedule(dynamic, 1)
 #endif
   for (int64_t c = 0; c < nchunk; ++c) {
+    if (tok != nullptr && tok->poll()) continue;  // cancelled: results are discarded
     const int tid = thread_index();
     double* vb = vbuf_.data() + static_cast<size_t>(c) * ne;
     if (want_v) std::fill(vb, vb + ne, 0.0);
@@ -536,6 +544,7 @@ void SurrogateWorkspace::row_pair_eval(const double* w, double gamma, double* L,
     cw[q] = pf_[q] > 0.0 ? w[q] / pf_[q] : 0.0;
   }
   const int64_t nrb = nrb_;
+  interrupt::Token* const tok = poll_ ? interrupt::current() : nullptr;
 #ifdef _OPENMP
 #pragma omp parallel for num_threads(nt_) if (parallel_ && nrb > 1) schedule(dynamic, 1)
 #endif
@@ -549,6 +558,7 @@ void SurrogateWorkspace::row_pair_eval(const double* w, double gamma, double* L,
     std::fill(Ls, Ls + len, 0.0);
     std::fill(Ds, Ds + len, 0.0);
     for (int64_t p = 0; p + 1 < ne; ++p) {
+      if (tok != nullptr && tok->poll()) break;  // cancelled: results are discarded
       const double* bp = xb_.data() + static_cast<size_t>(p) * mp + j0;
       const double cp = cnt[p];
       double vp = 0.0;

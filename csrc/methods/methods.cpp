@@ -7,6 +7,7 @@
 
 #include "kernels/bits.hpp"
 #include "simd/dispatch.hpp"
+#include "kernels/interrupt.hpp"
 #include "simd/simd.hpp"
 
 namespace aces_fast {
@@ -365,6 +366,7 @@ void run_method(const uint8_t* B, int64_t n, int64_t m, const MethodParams& p, M
   } else {
     column_sums(B, n, m, cnt, colsum, ws.acc32);
   }
+  if (interrupt::cancelled()) return;  // the caller discards the outputs
 
   if (p.method == kMethodMajority) {
     for (int64_t j = 0; j < m; ++j) w[j] = nonconstant(colsum[j], n) ? 1.0 : 0.0;
@@ -403,6 +405,7 @@ void run_method(const uint8_t* B, int64_t n, int64_t m, const MethodParams& p, M
     ws.wfit.resize(mm);
     aces_o_fit(B, n, m, ws.logits.data(), ws.active.data(), p.gamma, p.lr, p.steps, ck,
                ws.wfit.data(), out.objective, parallel, n_threads);
+    if (interrupt::cancelled()) return;
     normalize(ws.wfit.data(), m, out.weights);
   }
 

@@ -29,16 +29,36 @@ enum MethodCode : int {
   kMethodAcesO = 3,        // ACES-O (init "uniform", or "aces-c" when warm)
 };
 
+// The one list of method codes and their rerank names (_core.METHOD_CODES).
+struct MethodName {
+  const char* name;
+  MethodCode code;
+};
+inline constexpr MethodName kMethodNames[] = {
+    {"majority", kMethodMajority},
+    {"aces-c", kMethodAcesC},
+    {"aces-c-filter", kMethodAcesCFilter},
+    {"aces-o", kMethodAcesO},
+};
+
+// True when code is one of kMethodNames' codes.
+inline bool is_method_code(int code) {
+  for (const MethodName& m : kMethodNames)
+    if (m.code == code) return true;
+  return false;
+}
+
+// Every parameter of a method call. No defaults here: they are defined once, in
+// the Python package, which passes every field.
 struct MethodParams {
-  int method = kMethodAcesC;
-  double tie_tol = 1e-9;  // >= 0
-  double gamma = 10.0;    // ACES-O, > 0
-  double lr = 0.01;       // ACES-O, >= 0
-  int64_t steps = 90;     // ACES-O, >= 0
-  int64_t top_k = 24;     // ACES-O; <= 0 keeps every row
-  bool warm = false;      // ACES-O init="aces-c"
-  int dedup = -1;         // 1 on, 0 off, -1 auto (ACES-O on, ACES-C dedup_pays_for_loo,
-                          // majority off)
+  MethodCode method;
+  double tie_tol;  // >= 0; scores within tie_tol * sum(w) are snapped to one value
+  double gamma;    // ACES-O, > 0
+  double lr;       // ACES-O, >= 0
+  int64_t steps;   // ACES-O, >= 0 (the objective output holds steps + 1 values)
+  int64_t top_k;   // ACES-O; <= 0 keeps every row
+  bool warm;       // ACES-O init="aces-c"
+  int dedup;       // 1 on, 0 off, -1 auto (ACES-O on, ACES-C dedup_pays_for_loo, majority off)
 };
 
 // Caller-allocated outputs of one task (n candidates, m tests).
@@ -90,7 +110,8 @@ void snap_and_order(double* s, int64_t n, double tol, const int64_t* rep, int64_
 // Run one method on B (n >= 1 rows, m >= 0 columns, row-major bytes, nonzero =
 // pass). parallel / n_threads as for the kernels (a batch driver running tasks
 // in parallel passes parallel = false). Results do not depend on the number of
-// threads. Throws only std::bad_alloc.
+// threads. Throws only std::bad_alloc. Returns early, outputs unfinished, once
+// the calling thread's interrupt token (kernels/interrupt.hpp) is cancelled.
 void run_method(const uint8_t* B, int64_t n, int64_t m, const MethodParams& p, MethodOutput& out,
                 MethodWorkspace& ws, bool parallel, int n_threads);
 

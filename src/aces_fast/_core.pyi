@@ -1,12 +1,21 @@
-"""Type stub of the compiled extension ``aces_fast._core`` (csrc/module.cpp).
+"""Type stub of the compiled extension ``aces_fast._core`` (csrc/bindings/).
+
+Private: the package validates every parameter's meaning at its Python boundary
+and then calls in with every argument by keyword (no function here has a
+default; the defaults live in the package). The extension itself checks only
+what keeps it memory-safe: types, dtypes, layouts, lengths, the kernels'
+numeric preconditions and sizes that would overflow (``steps``, ``bins``,
+``n_threads``, ``top_k``), raising ``TypeError``/``ValueError``.
 
 ``B`` is always a 2-D C-contiguous ``uint8`` or ``bool`` array (used in place, no
-copy); any other dtype or layout raises ``TypeError``. ``n_threads=0`` means the
-OpenMP default. Every function validates its arguments first, then releases the
-GIL for the kernel.
+copy) holding only 0 and 1: every call checks the values inside the same call,
+after releasing the GIL (``ValueError: B must contain only 0 and 1; found value
+v``, ``v`` the largest byte; ``rerank_batch`` names the first bad task,
+``"task k: ..."``). ``n_threads=0`` means the OpenMP default (at most 4096). Every function
+releases the GIL for the kernel.
 """
 
-from typing import Dict, List, Literal, Optional, Tuple
+from typing import Dict, List, Literal, Optional, Sequence, Tuple
 
 import numpy as np
 import numpy.typing as npt
@@ -18,88 +27,96 @@ METHOD_CODES: Dict[str, int]
 
 _F64 = npt.NDArray[np.float64]
 _I64 = npt.NDArray[np.int64]
+_Pass = npt.NDArray[np.uint8] | npt.NDArray[np.bool_]
 _RerankTuple = Tuple[_F64, _F64, _I64, Optional[_F64], bool, Optional[_F64], Optional[_I64]]
 
 def has_openmp() -> bool: ...
 def simd_level() -> str: ...
-def max_byte(B: npt.NDArray[np.uint8] | npt.NDArray[np.bool_]) -> int: ...
 def max_threads() -> int: ...
 def loo_auc(
-    B: npt.NDArray[np.uint8] | npt.NDArray[np.bool_],
-    weights: Optional[npt.ArrayLike] = None,
-    counts: Optional[npt.ArrayLike] = None,
-    tie_tol: float = 1e-9,
-    n_threads: int = 0,
-    dedup: Optional[bool] = None,
+    *,
+    B: _Pass,
+    weights: Optional[npt.ArrayLike],
+    counts: Optional[npt.ArrayLike],
+    tie_tol: float,
+    dedup: Optional[bool],
+    n_threads: int,
 ) -> _F64: ...
 def surrogate_loo_auc(
-    B: npt.NDArray[np.uint8] | npt.NDArray[np.bool_],
+    *,
+    B: _Pass,
     weights: npt.ArrayLike,
     gamma: float,
-    counts: Optional[npt.ArrayLike] = None,
-    n_threads: int = 0,
-    dedup: Optional[bool] = None,
+    counts: Optional[npt.ArrayLike],
+    dedup: Optional[bool],
+    n_threads: int,
 ) -> Tuple[_F64, float, _F64]: ...
 def aces_o_fit(
-    B: npt.NDArray[np.uint8] | npt.NDArray[np.bool_],
+    *,
+    B: _Pass,
     logits0: npt.ArrayLike,
     active: npt.ArrayLike,
     gamma: float,
     lr: float,
     steps: int,
-    counts: Optional[npt.ArrayLike] = None,
-    n_threads: int = 0,
-    dedup: Optional[bool] = None,
+    counts: Optional[npt.ArrayLike],
+    dedup: Optional[bool],
+    n_threads: int,
 ) -> Tuple[_F64, _F64]: ...
 def rerank(
-    B: npt.NDArray[np.uint8] | npt.NDArray[np.bool_],
+    *,
+    B: _Pass,
     method: int,
-    tie_tol: float = 1e-9,
-    gamma: float = 10.0,
-    lr: float = 0.01,
-    steps: int = 90,
-    top_k: Optional[int] = 24,
-    warm: bool = False,
-    dedup: Optional[bool] = None,
-    n_threads: int = 0,
+    tie_tol: float,
+    gamma: float,
+    lr: float,
+    steps: int,
+    top_k: Optional[int],
+    warm: bool,
+    dedup: Optional[bool],
+    n_threads: int,
 ) -> _RerankTuple: ...
 def rerank_batch(
-    tasks: List[npt.NDArray[np.uint8]],
+    *,
+    tasks: Sequence[_Pass],
     method: int,
-    tie_tol: float = 1e-9,
-    gamma: float = 10.0,
-    lr: float = 0.01,
-    steps: int = 90,
-    top_k: Optional[int] = 24,
-    warm: bool = False,
-    dedup: Optional[bool] = None,
-    n_threads: int = 0,
+    tie_tol: float,
+    gamma: float,
+    lr: float,
+    steps: int,
+    top_k: Optional[int],
+    warm: bool,
+    dedup: Optional[bool],
+    n_threads: int,
 ) -> List[_RerankTuple]: ...
 def surrogate_loo_auc_binned(
-    B: npt.NDArray[np.uint8] | npt.NDArray[np.bool_],
+    *,
+    B: _Pass,
     weights: npt.ArrayLike,
     gamma: float,
-    bins: int = 2048,
-    counts: Optional[npt.ArrayLike] = None,
-    n_threads: int = 0,
-    path: Literal["auto", "fft", "direct"] = "auto",
+    bins: int,
+    counts: Optional[npt.ArrayLike],
+    path: Literal["auto", "fft", "direct"],
+    n_threads: int,
 ) -> Tuple[_F64, float, _F64]: ...
 def aces_o_fit_binned(
-    B: npt.NDArray[np.uint8] | npt.NDArray[np.bool_],
+    *,
+    B: _Pass,
     logits0: npt.ArrayLike,
     active: npt.ArrayLike,
     gamma: float,
     lr: float,
     steps: int,
-    bins: int = 2048,
-    counts: Optional[npt.ArrayLike] = None,
-    n_threads: int = 0,
-    path: Literal["auto", "fft", "direct"] = "auto",
+    bins: int,
+    counts: Optional[npt.ArrayLike],
+    path: Literal["auto", "fft", "direct"],
+    n_threads: int,
 ) -> Tuple[_F64, _F64]: ...
 def binned_grid_spacing(
-    B: npt.NDArray[np.uint8] | npt.NDArray[np.bool_],
+    *,
+    B: _Pass,
     weights: npt.ArrayLike,
-    bins: int = 2048,
-    counts: Optional[npt.ArrayLike] = None,
+    bins: int,
+    counts: Optional[npt.ArrayLike],
 ) -> float: ...
-def binned_error_bound(gamma: float, h: float, weight_sum: float = 1.0) -> Tuple[float, float, float]: ...
+def binned_error_bound(*, gamma: float, h: float, weight_sum: float) -> Tuple[float, float, float]: ...

@@ -22,24 +22,18 @@ def is_torch_tensor(x: Any) -> bool:
     return torch is not None and isinstance(x, torch.Tensor)
 
 
-_core_max_byte: Any = None
+def check_zero_one(B: np.ndarray, name: str = "B") -> None:
+    """Raise ``ValueError`` unless a ``uint8`` matrix holds only 0 and 1.
 
-
-def _max_byte(B: np.ndarray) -> int:
-    """Largest value of a C-contiguous 2-D ``uint8`` array.
-
-    The compiled scan when the extension is present (it has no ufunc overhead:
-    about half of ``B.max()``'s time on a 200 x 500 matrix), else ``B.max()``. The
-    extension is looked up on first use, so importing this module stays cheap.
+    The value check of the zero-copy ``uint8``/``bool`` path, for computations
+    that do not make it themselves: the compiled ``cpp`` kernels check inside
+    their own call (same message), NumPy, numba and torch code does not.
+    O(n m), one pass.
     """
-    global _core_max_byte
-    if _core_max_byte is None:
-        from ._compiled import core
-
-        _core_max_byte = getattr(core, "max_byte", False) if core is not None else False
-    if _core_max_byte and B.ndim == 2:
-        return _core_max_byte(B)
-    return int(B.max())
+    if B.size:
+        top = int(B.max())
+        if top > 1:
+            raise ValueError(f"{name} must contain only 0 and 1; found value {top}")
 
 
 def tensor_device(x: Any) -> Optional[str]:
@@ -63,7 +57,7 @@ def _tensor_to_numpy(x: Any, name: str) -> np.ndarray:
     return x.numpy()
 
 
-def as_pass_matrix(B: Any, name: str = "B") -> np.ndarray:
+def as_pass_matrix(B: Any, name: str = "B", *, check_values: bool = True) -> np.ndarray:
     """Validate a pass matrix and return it as a C-contiguous ``uint8`` array.
 
     Parameters
@@ -72,6 +66,11 @@ def as_pass_matrix(B: Any, name: str = "B") -> np.ndarray:
         ``B[i, j] = 1`` iff candidate ``i`` passes test ``j``. Accepted: NumPy
         arrays of bool, any integer or float dtype holding only 0 and 1, nested
         lists, CPU torch tensors. ``m = 0`` (no tests) is allowed; ``n = 0`` is not.
+    check_values : bool, default True
+        Check that a ``uint8`` or ``bool`` input holds only 0 and 1
+        (:func:`check_zero_one`). ``False`` for callers whose next step checks it
+        anyway (the compiled kernels do, within their call); every other dtype is
+        converted value by value and always checked.
 
     Returns
     -------
@@ -104,12 +103,14 @@ def as_pass_matrix(B: Any, name: str = "B") -> np.ndarray:
         )
     if B.shape[0] == 0:
         raise ValueError(f"{name} has an empty candidate axis (shape {B.shape}); need n >= 1")
-    if B.dtype == np.bool_:
-        return np.ascontiguousarray(B).view(np.uint8)
-    if B.dtype == np.uint8:
+    if B.dtype == np.uint8 or B.dtype == np.bool_:
+        # zero-copy; a bool array's bytes can hold other values too (views of
+        # other data), so it is checked like uint8
         B = np.ascontiguousarray(B)
-        if B.size and _max_byte(B) > 1:
-            raise ValueError(f"{name} must contain only 0 and 1; found value {int(B.max())}")
+        if B.dtype == np.bool_:
+            B = B.view(np.uint8)
+        if check_values:
+            check_zero_one(B, name)
         return B
     if B.dtype.kind == "f" and B.size and np.isnan(B).any():
         raise ValueError(f"{name} contains NaN; a pass matrix must contain only 0 and 1")

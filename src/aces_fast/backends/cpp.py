@@ -20,17 +20,14 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 
 from .._compiled import core, import_error
+from .._validation import as_pass_matrix, check_zero_one
 from ..result import RerankResult
 from .base import Backend, BackendUnavailableError
 
-#: rerank names computed in C++ -> ``_core`` method code
-_CODES: Dict[str, int] = {
-    "majority": 0,
-    "aces-c": 1,
-    "aces-c-filter": 2,
-    "aces-o": 3,
-    "aces-o-warm": 3,
-}
+#: rerank names computed in C++ -> ``_core`` method code (``_core.METHOD_CODES``
+#: defines them; the warm start is ACES-O with ``warm=True``)
+_CODES: Dict[str, int] = {} if core is None else {
+    **core.METHOD_CODES, "aces-o-warm": core.METHOD_CODES["aces-o"]}
 
 
 def _pack(name: str, out: tuple, params: Dict[str, Any]) -> RerankResult:
@@ -67,40 +64,64 @@ class CppBackend(Backend):
         # omp_set_num_threads in this process, which would silently change it.
         self.n_threads = n_threads or _default_threads()
 
+    # -- conversions -----------------------------------------------------------
+
+    def prepare(self, B):
+        # no 0/1 scan of a uint8/bool matrix here: every _core call checks the
+        # values itself, within the call; paths that compute on B in NumPy
+        # first (codet, b4, binned ACES-O) call check_zero_one
+        return as_pass_matrix(B, check_values=False)
+
     # -- kernels ---------------------------------------------------------------
 
     def loo_auc(self, B, weights, tie_tol, counts=None):
-        return core.loo_auc(B, weights, counts, tie_tol, self.n_threads)
+        return core.loo_auc(B=B, weights=weights, counts=counts, tie_tol=tie_tol, dedup=None,
+                            n_threads=self.n_threads)
 
     def surrogate(self, B, weights, gamma, counts=None):
-        return core.surrogate_loo_auc(B, weights, gamma, counts, self.n_threads)
+        return core.surrogate_loo_auc(B=B, weights=weights, gamma=gamma, counts=counts,
+                                      dedup=None, n_threads=self.n_threads)
 
     def aces_o_fit(self, B, logits0, active, gamma, lr, steps, counts=None):
-        return core.aces_o_fit(B, logits0, active, gamma, lr, steps, counts, self.n_threads)
+        return core.aces_o_fit(B=B, logits0=logits0, active=active, gamma=gamma, lr=lr,
+                               steps=steps, counts=counts, dedup=None, n_threads=self.n_threads)
 
     # -- whole methods in C++ --------------------------------------------------
 
     def majority_vote(self, B, tie_tol=1e-9):
-        out = core.rerank(B, 0, tie_tol, 10.0, 0.01, 0, None, False, None, self.n_threads)
+        # _core.rerank takes every argument; majority and ACES-C ignore ACES-O's
+        out = core.rerank(B=B, method=_CODES["majority"], tie_tol=tie_tol, gamma=10.0, lr=0.01,
+                          steps=0, top_k=None, warm=False, dedup=None, n_threads=self.n_threads)
         return RerankResult(out[0], out[1], out[2], "majority", "cpp")
 
     def aces_c(self, B, variant="weighted", tie_tol=1e-9):
         name = "aces-c" if variant == "weighted" else "aces-c-filter"
-        out = core.rerank(B, _CODES[name], tie_tol, 10.0, 0.01, 0, None, False, None,
-                          self.n_threads)
+        out = core.rerank(B=B, method=_CODES[name], tie_tol=tie_tol, gamma=10.0, lr=0.01,
+                          steps=0, top_k=None, warm=False, dedup=None, n_threads=self.n_threads)
         return RerankResult(out[0], out[1], out[2], name, "cpp", loo_auc=out[3],
                             fallback=out[4], info={"variant": variant})
 
+    def codet(self, B, exponent):
+        check_zero_one(B)
+        return super().codet(B, exponent)
+
+    def b4(self, B, alpha, beta0):
+        check_zero_one(B)
+        return super().b4(B, alpha, beta0)
+
     def aces_o(self, B, gamma, lr, steps, top_k, init, tie_tol=1e-9, bins=None):
         if bins is not None:
+            check_zero_one(B)
             # opt-in binned surrogate: same glue, approximate pair sums
             def fit(Bk, logits0, active, gamma, lr, steps):
-                return core.aces_o_fit_binned(Bk, logits0, active, gamma, lr, steps, bins,
-                                              None, self.n_threads)
+                return core.aces_o_fit_binned(B=Bk, logits0=logits0, active=active, gamma=gamma,
+                                              lr=lr, steps=steps, bins=bins, counts=None,
+                                              path="auto", n_threads=self.n_threads)
 
             return self._aces_o_glue(B, gamma, lr, steps, top_k, init, tie_tol, fit, bins=bins)
-        out = core.rerank(B, 3, tie_tol, gamma, lr, steps, top_k, init == "aces-c", None,
-                          self.n_threads)
+        out = core.rerank(B=B, method=_CODES["aces-o"], tie_tol=tie_tol, gamma=gamma, lr=lr,
+                          steps=steps, top_k=top_k, warm=init == "aces-c", dedup=None,
+                          n_threads=self.n_threads)
         params = {"gamma": gamma, "lr": lr, "steps": steps, "top_k": top_k, "init": init}
         return _pack("aces-o", out, params)
 
@@ -114,16 +135,24 @@ class CppBackend(Backend):
         """
         code = _CODES.get(method)
         if code is None:
+            for t, B in enumerate(Bs):  # run in NumPy: check here, naming the task
+                try:
+                    check_zero_one(B)
+                except ValueError as exc:
+                    raise ValueError(f"task {t}: {exc}") from None
             return None
         threads = self.n_threads if n_threads is None else n_threads
         tie_tol = params.get("tie_tol", 1e-9)
-        if code == 3:
-            outs = core.rerank_batch(Bs, 3, tie_tol, params["gamma"], params["lr"],
-                                     params["steps"], params["top_k"],
-                                     params["init"] == "aces-c", None, threads)
-        else:
-            outs = core.rerank_batch(Bs, code, tie_tol, 10.0, 0.01, 0, None, False, None,
-                                     threads)
+        if code == _CODES["aces-o"]:
+            outs = core.rerank_batch(tasks=Bs, method=code, tie_tol=tie_tol,
+                                     gamma=params["gamma"], lr=params["lr"],
+                                     steps=params["steps"], top_k=params["top_k"],
+                                     warm=params["init"] == "aces-c", dedup=None,
+                                     n_threads=threads)
+        else:  # ACES-O's arguments are ignored
+            outs = core.rerank_batch(tasks=Bs, method=code, tie_tol=tie_tol, gamma=10.0, lr=0.01,
+                                     steps=0, top_k=None, warm=False, dedup=None,
+                                     n_threads=threads)
         return [_pack(method, out, params) for out in outs]
 
     def info(self) -> dict:

@@ -1,0 +1,100 @@
+// The batch scheduler (see batch.hpp).
+#include "methods/batch.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <new>
+#include <numeric>
+#include <vector>
+
+#include "kernels/interrupt.hpp"
+#include "kernels/kernels.hpp"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace aces_fast {
+
+namespace {
+
+// One task, its failure recorded instead of thrown (an exception must not leave
+// an OpenMP region). Returns true when it ran out of memory.
+bool run_one(BatchTask& t, const MethodParams& p, MethodWorkspace& ws, bool parallel,
+             int n_threads) {
+  try {
+    run_method(t.B, t.n, t.m, p, t.out, ws, parallel, n_threads);
+  } catch (const std::bad_alloc&) {
+    t.error = "out of memory";
+    return true;
+  } catch (const std::exception& e) {
+    t.error = e.what();
+  }
+  return false;
+}
+
+}  // namespace
+
+bool run_batch(BatchTask* tasks, size_t count, const MethodParams& p, int n_threads) {
+  const int nt = resolve_threads(true, n_threads);
+  bool oom = false;
+  if (count <= 1 || nt <= 1) {
+    MethodWorkspace ws;
+    for (size_t k = 0; k < count && !interrupt::poll(); ++k)
+      oom = run_one(tasks[k], p, ws, true, n_threads) || oom;
+    return oom;
+  }
+#ifdef _OPENMP
+  // Largest tasks first (by cells) so the dynamic schedule ends balanced.
+  std::vector<size_t> order(count);
+  std::iota(order.begin(), order.end(), size_t(0));
+  std::stable_sort(order.begin(), order.end(), [tasks](size_t a, size_t b) {
+    return tasks[a].n * std::max<int64_t>(tasks[a].m, 1) >
+           tasks[b].n * std::max<int64_t>(tasks[b].m, 1);
+  });
+  const int team = static_cast<int>(std::min<size_t>(static_cast<size_t>(nt), count));
+  // The calling thread's interrupt token serves every thread of the team; the
+  // caller, once out of tasks, keeps polling it (it alone can see a signal)
+  // until the others have finished theirs, woken as each one finishes.
+  interrupt::Token* const tok = interrupt::current();
+  std::mutex mu;
+  std::condition_variable cv;
+  int finished = 0;
+#pragma omp parallel num_threads(team)
+  {
+    const interrupt::Scope scope(tok);
+    {
+      MethodWorkspace ws;
+#pragma omp for schedule(dynamic, 1) nowait
+      for (int64_t q = 0; q < static_cast<int64_t>(count); ++q) {
+        if (tok != nullptr && tok->poll()) continue;  // cancelled: skip the rest
+        if (run_one(tasks[order[static_cast<size_t>(q)]], p, ws, false, 1)) {
+#pragma omp atomic write
+          oom = true;
+        }
+      }
+    }
+    const int size = omp_get_num_threads();
+    {
+      const std::lock_guard<std::mutex> lock(mu);
+      ++finished;
+    }
+    cv.notify_all();
+    if (tok != nullptr && tok->watched() && omp_get_thread_num() == 0) {
+      std::unique_lock<std::mutex> lock(mu);
+      while (finished < size) {
+        cv.wait_for(lock, std::chrono::milliseconds(20));
+        lock.unlock();
+        tok->poll();
+        lock.lock();
+      }
+    }
+  }
+#endif
+  return oom;
+}
+
+}  // namespace aces_fast

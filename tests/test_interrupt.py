@@ -1,0 +1,192 @@
+"""Ctrl-C during long compiled calls.
+
+A long ``_core`` call on the Python main thread looks at Python's signals every
+50 ms (taking the GIL briefly) and, when a handler raises, stops its kernels at
+the next safe point and re-raises: SIGINT gives ``KeyboardInterrupt`` within
+about a second instead of after the whole call. These tests run each long call
+in a child process, send SIGINT from outside after it has started, and expect
+a ``KeyboardInterrupt`` long before the call could have finished, no thread
+still computing afterwards, and a working extension. They check behaviour, not
+speed: the timeouts are generous.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import aces_fast as af
+from aces_fast import backends
+
+pytestmark = [
+    pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals"),
+]
+
+
+def _cpp():
+    try:
+        backends.get_backend("cpp")
+    except backends.BackendUnavailableError as exc:
+        pytest.skip(exc.reason)
+
+
+# Each call would run for hours: ACES-O over all 4000 rows costs ~1e9 pair
+# terms per Adam step, the binned fit ~50 ms per step for a million steps.
+CHILD = textwrap.dedent(r"""
+    import sys, time
+    import numpy as np
+    import aces_fast as af
+
+    rng = np.random.default_rng(0)
+    B = (rng.random((4000, 300)) < 0.5).astype(np.uint8)
+    small = np.ascontiguousarray(B[:60])
+    calls = {
+        "rerank": lambda: af.aces_o(B, top_k=None, steps=100_000, backend="cpp"),
+        "rerank_batch": lambda: af.rerank_batch([B, B[:10], B[:2000], B[:20]], "aces-o",
+                                                top_k=None, steps=100_000, backend="cpp"),
+        "binned": lambda: af.aces_o(B, top_k=None, steps=1_000_000, bins=2048, backend="cpp"),
+    }
+    before = af.aces_o(small, steps=5, backend="cpp")
+    print("started", flush=True)
+    t = time.monotonic()
+    try:
+        calls[sys.argv[1]]()
+    except KeyboardInterrupt:
+        print(f"interrupted after {time.monotonic() - t:.3f} s", flush=True)
+    else:
+        print("finished", flush=True)
+        sys.exit(1)
+    # no thread of the call is left computing: the idle process uses no CPU
+    time.sleep(0.3)
+    cpu = time.process_time()
+    time.sleep(1.0)
+    print(f"idle cpu {time.process_time() - cpu:.3f} s", flush=True)
+    # and the extension still gives the same results
+    after = af.aces_o(small, steps=5, backend="cpp")
+    same = all(np.array_equal(getattr(before, k), getattr(after, k))
+               for k in ("weights", "scores", "order", "objective"))
+    print(f"same results {same}", flush=True)
+""")
+
+
+@pytest.mark.parametrize("case", ["rerank", "rerank_batch", "binned"])
+def test_sigint_interrupts_a_long_call(case):
+    _cpp()
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen([sys.executable, "-c", CHILD, case], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        line = proc.stdout.readline()
+        assert line.strip() == "started", line + proc.stderr.read()
+        time.sleep(1.0)  # inside the long call by now
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+        took = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, out + err
+    lines = out.splitlines()
+    assert lines[0].startswith("interrupted after"), out + err
+    idle_cpu = float(lines[1].split()[2])
+    assert idle_cpu < 0.25, out  # no worker thread still running
+    assert lines[2] == "same results True", out
+    # the child then idles ~1.3 s by design; the call itself would take hours
+    assert took < 60, (took, out)
+
+
+def _record_handler_runs():
+    """SIGALRM every 10 ms; returns the list its handler appends to and a stop()."""
+    runs = []
+    old = signal.signal(signal.SIGALRM, lambda *_: runs.append(time.monotonic()))
+    signal.setitimer(signal.ITIMER_REAL, 0.01, 0.01)
+
+    def stop():
+        signal.setitimer(signal.ITIMER_REAL, 0, 0)
+        signal.signal(signal.SIGALRM, old)
+
+    return runs, stop
+
+
+def _in_thread(fn):
+    out = []
+    t = threading.Thread(target=lambda: out.append(fn()))
+    t.start()
+    t.join()
+    return out[0]
+
+
+@pytest.mark.parametrize("case", ["rerank", "rerank_batch", "binned"])
+def test_results_unchanged_when_signal_handlers_run_during_the_call(case):
+    """Signal handlers that do not raise run during a long call (proof that it
+    polls) and change nothing; a call from another thread, which never polls,
+    gives the same bits."""
+    _cpp()
+    rng = np.random.default_rng(1)
+    B = (rng.random((700, 200)) < 0.5).astype(np.uint8)
+    call = {
+        "rerank": lambda: [af.aces_o(B, top_k=None, steps=25, backend="cpp")],
+        "rerank_batch": lambda: af.rerank_batch([B, B[:300], B[:500]], "aces-o", top_k=None,
+                                                steps=25, backend="cpp"),
+        "binned": lambda: [af.aces_o(np.tile(B, (4, 1)), top_k=None, steps=12, bins=2048,
+                                     backend="cpp")],
+    }[case]
+    reference = _in_thread(call)
+    runs, stop = _record_handler_runs()
+    try:
+        start = time.monotonic()
+        got = call()
+        end = time.monotonic()
+    finally:
+        stop()
+    during = [t for t in runs if start <= t <= end]
+    # ITIMER_REAL fires every 10 ms; checked every 50 ms the handler runs many
+    # times during the call, not just once after it (pending signals coalesce)
+    assert end - start < 0.2 or len(during) >= 3, (end - start, len(during))
+    for a, b in zip(got, reference):
+        for key in ("weights", "scores", "order", "objective"):
+            np.testing.assert_array_equal(getattr(a, key), getattr(b, key))
+
+
+class _Stop(Exception):
+    pass
+
+
+def test_any_exception_a_handler_raises_stops_the_call():
+    """Not only KeyboardInterrupt: what the handler raises comes out of the call,
+    the same object, with the handler's frame in its traceback."""
+    _cpp()
+    rng = np.random.default_rng(2)
+    B = (rng.random((3000, 200)) < 0.5).astype(np.uint8)
+    raised = []
+
+    def handler(*_):
+        raised.append(_Stop("from the handler"))
+        raise raised[-1]
+
+    old = signal.signal(signal.SIGALRM, handler)
+    signal.setitimer(signal.ITIMER_REAL, 0.3)
+    try:
+        start = time.monotonic()
+        with pytest.raises(_Stop) as info:
+            af.aces_o(B, top_k=None, steps=100_000, backend="cpp")  # hours
+        took = time.monotonic() - start
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0, 0)
+        signal.signal(signal.SIGALRM, old)
+    assert info.value is raised[0]
+    assert any(tb.name == "handler" for tb in info.traceback)
+    assert took < 60
+    small = np.ascontiguousarray(B[:40])
+    np.testing.assert_array_equal(_in_thread(lambda: af.aces_c(small, backend="cpp")).scores,
+                                  af.aces_c(small, backend="cpp").scores)
