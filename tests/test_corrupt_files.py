@@ -43,7 +43,7 @@ from aces_fast.datasets import (Dataset, Problem, load_dataset, load_jsonl, load
                                 load_pass_matrix, save_jsonl, save_npz)
 
 ROOT = Path(__file__).resolve().parents[1]
-CHILD_ADDRESS_SPACE = 2 << 30  # RLIMIT_AS of every CLI child
+CHILD_ADDRESS_SPACE = 2 << 30  # RLIMIT_AS of every CLI child, above its start-up size
 DATASET_SUFFIXES = (".npz", ".jsonl", ".jsonl.gz")
 
 
@@ -604,8 +604,11 @@ def test_valid_seeds_load_as_written(corpus):
 
 # setrlimit runs inside the child before aces_fast is imported (a preexec_fn
 # would run between fork and exec, which is unsafe while this process has threads).
-_CHILD = ("import resource, runpy, sys; "
-          "resource.setrlimit(resource.RLIMIT_AS, ({cap}, {cap})); "
+# The cap is on top of the address space the interpreter already holds: under
+# AddressSanitizer (tools/sanitize.sh) that includes terabytes of reserved shadow.
+_CHILD = ("import os, resource, runpy, sys; "
+          "vm = int(open('/proc/self/statm').read().split()[0]) * os.sysconf('SC_PAGE_SIZE'); "
+          "resource.setrlimit(resource.RLIMIT_AS, (vm + {cap}, vm + {cap})); "
           "sys.argv = ['aces-fast'] + sys.argv[1:]; "
           "runpy.run_module('aces_fast', run_name='__main__', alter_sys=True)")
 
