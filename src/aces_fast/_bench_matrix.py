@@ -253,7 +253,7 @@ def load_runtimes(impls: Sequence[str]) -> Dict[str, Any]:
             except BackendUnavailableError:
                 continue
             if name == "numba":
-                from .backends import numba_backend
+                from .backends import numba as numba_backend
 
                 warm = getattr(numba_backend, "warmup", None)
                 if warm is not None:

@@ -23,15 +23,18 @@ def is_torch_tensor(x: Any) -> bool:
 
 
 _core_max_byte: Any = None
+_UINT8 = np.dtype(np.uint8)
 
 
 def _max_byte(B: np.ndarray) -> int:
-    """Largest value of a C-contiguous 2-D ``uint8`` array.
+    """Largest value of a C-contiguous 2-D ``uint8`` array (the 0/1 check of
+    :func:`as_pass_matrix` for ``uint8`` input).
 
     The compiled scan when the extension is present (it has no ufunc overhead:
     about half of ``B.max()``'s time on a 200 x 500 matrix), else ``B.max()``. The
     extension is looked up on first use, so importing this module stays cheap.
     """
+    # removed when _core checks 0/1 itself (cpp-bind)
     global _core_max_byte
     if _core_max_byte is None:
         from ._compiled import core
@@ -87,6 +90,11 @@ def as_pass_matrix(B: Any, name: str = "B") -> np.ndarray:
         For a wrong number of dimensions, an empty candidate axis, NaN, or any
         value other than 0 and 1.
     """
+    if type(B) is np.ndarray and B.dtype is _UINT8 and B.ndim == 2 and B.shape[0] \
+            and B.flags.c_contiguous:  # the common case, checked in the fewest steps
+        if B.size and _max_byte(B) > 1:
+            raise ValueError(f"{name} must contain only 0 and 1; found value {int(B.max())}")
+        return B
     if is_torch_tensor(B):
         B = _tensor_to_numpy(B, name)
     if not isinstance(B, np.ndarray):

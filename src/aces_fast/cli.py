@@ -49,52 +49,42 @@ def _int_at_least(minimum: int, what: str) -> Any:
 
 
 _positive_int = _int_at_least(1, "a positive integer")
-_nonneg_int = _int_at_least(0, "an integer >= 0")
 
 
-def _top_k(text: str) -> Any:
-    if text.lower() in ("none", "all"):
-        return "all"
-    return _positive_int(text)
+#: the value of a hyperparameter flag the user did not give
+_UNSET = object()
 
 
-def _float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not math.isfinite(v):
-        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
-    return v
+def _hyperparameter_flags() -> List[Any]:
+    """``(flag, dest, family, Param)`` of every tunable hyperparameter, from the
+    declarations of :mod:`aces_fast._registry`: ``--<family>-<name>``."""
+    from . import _registry
+
+    out = []
+    for family, params in _registry.tunable_families().items():
+        for p in params:
+            flag = f"--{family}-{p.name.replace('_', '-')}"
+            out.append((flag, flag[2:].replace("-", "_"), family, p))
+    return out
 
 
 def _add_hyperparameters(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group(
         "method hyperparameters (default: the library's, i.e. the paper's)")
-    g.add_argument("--aces-o-gamma", type=_float, metavar="G",
-                   help="ACES-O sigmoid sharpness gamma (default 10)")
-    g.add_argument("--aces-o-lr", type=_float, metavar="LR",
-                   help="ACES-O Adam learning rate (default 0.01; paper: 0.05 on HumanEval+/MBPP)")
-    g.add_argument("--aces-o-steps", type=_nonneg_int, metavar="N",
-                   help="ACES-O Adam steps (default 90)")
-    g.add_argument("--aces-o-top-k", type=_top_k, metavar="K",
-                   help="ACES-O: optimize on the K candidates with most passes; 'all' keeps "
-                        "every candidate (default 24)")
-    g.add_argument("--b4-alpha", type=_float, metavar="A", help="B4 prior a (default 1e3)")
-    g.add_argument("--b4-beta0", type=_float, metavar="B", help="B4 prior b (default 1e4)")
+    for flag, dest, family, p in _hyperparameter_flags():
+        default = "all" if p.default is None else p.default
+        g.add_argument(flag, dest=dest, type=p.check.parse, metavar=p.metavar, default=_UNSET,
+                       help=f"{family}: {p.help} (default {default})")
 
 
 def _overrides(args: argparse.Namespace) -> Dict[str, Dict[str, Any]]:
-    """Hyperparameters the user set, by method family (for evaluation.method_params)."""
-    out: Dict[str, Dict[str, Any]] = {"aces-o": {}, "b4": {}}
-    for attr, family, key in (("aces_o_gamma", "aces-o", "gamma"), ("aces_o_lr", "aces-o", "lr"),
-                              ("aces_o_steps", "aces-o", "steps"),
-                              ("aces_o_top_k", "aces-o", "top_k"),
-                              ("b4_alpha", "b4", "alpha"), ("b4_beta0", "b4", "beta0")):
-        value = getattr(args, attr)
-        if value is not None:
-            out[family][key] = None if value == "all" else value
-    return {k: v for k, v in out.items() if v}
+    """Hyperparameters the user set, by method family (for ``evaluate``'s ``params``)."""
+    out: Dict[str, Dict[str, Any]] = {}
+    for _, dest, family, p in _hyperparameter_flags():
+        value = getattr(args, dest, _UNSET)
+        if value is not _UNSET:
+            out.setdefault(family, {})[p.name] = value
+    return out
 
 
 def _method_list(text: str) -> List[str]:
@@ -263,18 +253,18 @@ def _tolist(x: Any) -> Any:
 
 
 def _cmd_rerank(args: argparse.Namespace) -> int:
+    from . import _registry
     from .datasets import load_pass_matrix
-    from .evaluation import method_params
     from .methods import rerank
 
     prob = load_pass_matrix(args.file, task=args.task)
     overrides = _overrides(args)
-    family = "aces-o" if args.method.startswith("aces-o") else args.method
+    family = _registry.get(args.method).family
     ignored = [f for f in overrides if f != family]
     if ignored:
         print(f"{PROG}: warning: hyperparameters for {', '.join(ignored)} are ignored by "
               f"--method {args.method}", file=sys.stderr)
-    params = method_params(args.method, overrides)
+    params = _registry.method_params(args.method, overrides.get(family), tunable=True)
     res = rerank(prob.B, args.method, backend=args.backend, **params)
     scores = _tolist(res.scores)
     order = [int(i) for i in (res.order.tolist() if hasattr(res.order, "tolist") else res.order)]
@@ -371,10 +361,9 @@ def _run_bench(argv: List[str]) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The top-level parser (``bench`` is listed but parsed by :mod:`aces_fast.bench`)."""
-    from . import __version__
+    from . import __version__, _registry
     from .datasets import BUNDLED, DEFAULT_DATASET
     from .evaluation import ALL_METHODS
-    from .methods import METHODS
 
     parser = argparse.ArgumentParser(
         prog=PROG,
@@ -413,8 +402,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "(single array, key 'B', or the dataset layout), .csv (0/1, no header), "
                     ".jsonl (dataset layout; first problem or --task).")
     rr.add_argument("file", metavar="FILE")
-    rr.add_argument("--method", default="aces-c", choices=list(METHODS),
-                    help="ranking method (default aces-c)")
+    rr.add_argument("--method", default=_registry.DEFAULT_METHOD, choices=list(_registry.names()),
+                    help=f"ranking method (default {_registry.DEFAULT_METHOD})")
     rr.add_argument("--task", metavar="ID", help="task_id to take from a .jsonl/.npz dataset")
     rr.add_argument("--top", type=_positive_int, metavar="N",
                     help="show only the N best candidates and N largest test weights")

@@ -5,11 +5,14 @@ GIL and run OpenMP over tests. The thread count is fixed when the backend loads:
 ``OMP_NUM_THREADS`` if set, else OpenMP's default (set ``n_threads`` on the
 backend object to change it).
 
-Majority vote, ACES-C and ACES-O run whole in C++ (``_core.rerank``: weights,
-scores, tie snapping and order in one call, identical in meaning to the NumPy
-glue of :mod:`.base`), and :meth:`CppBackend.rerank_batch` runs many tasks in
-one call with OpenMP across tasks (``_core.rerank_batch``). Identical candidate
-rows are merged inside the kernels when that pays (``dedup=None``).
+Methods with a compiled copy (a spec's ``core_method``: majority vote, ACES-C,
+ACES-O) run whole in C++ -- ``_core.rerank``: weights, scores, tie snapping and
+order in one call, the same semantics as :mod:`aces_fast._semantics` -- and
+:meth:`CppBackend.rerank_batch` runs many tasks in one call with OpenMP across
+tasks (``_core.rerank_batch``). The other methods, and ACES-O with ``bins``,
+run the Python semantics on these kernels. Identical candidate rows are merged
+inside the kernels when that pays (``dedup=None``). Every ``_core`` function is
+called with keyword arguments.
 """
 
 from __future__ import annotations
@@ -19,34 +22,10 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
+from .. import _registry
 from .._compiled import core, import_error
 from ..result import RerankResult
-from .base import Backend, BackendUnavailableError
-
-#: rerank names computed in C++ -> ``_core`` method code
-_CODES: Dict[str, int] = {
-    "majority": 0,
-    "aces-c": 1,
-    "aces-c-filter": 2,
-    "aces-o": 3,
-    "aces-o-warm": 3,
-}
-
-
-def _pack(name: str, out: tuple, params: Dict[str, Any]) -> RerankResult:
-    """A ``RerankResult`` from a ``_core.rerank`` tuple, fields as the NumPy glue sets them."""
-    scores, weights, order, loo, fallback, objective, rows = out
-    if name == "majority":
-        return RerankResult(scores, weights, order, "majority", "cpp")
-    if name in ("aces-c", "aces-c-filter"):
-        variant = "weighted" if name == "aces-c" else "filter"
-        return RerankResult(scores, weights, order, name, "cpp", loo_auc=loo, fallback=fallback,
-                            info={"variant": variant})
-    init = params["init"]
-    info = {"gamma": params["gamma"], "lr": params["lr"], "steps": params["steps"],
-            "top_k": params["top_k"], "init": init, "rows": rows}
-    method = "aces-o-warm" if init == "aces-c" else "aces-o"
-    return RerankResult(scores, weights, order, method, "cpp", objective=objective, info=info)
+from .base import ArrayBackend, Backend, BackendUnavailableError
 
 
 def _default_threads() -> int:
@@ -57,7 +36,13 @@ def _default_threads() -> int:
     return int(core.max_threads())
 
 
-class CppBackend(Backend):
+#: ``_core.METHOD_CODES``: a spec's ``core_method`` -> the code ``_core.rerank`` takes
+_CODES: Dict[str, int] = dict(core.METHOD_CODES) if core is not None else {}
+
+
+
+
+class CppBackend(ArrayBackend):
     """Backend calling the C++ extension."""
 
     name = "cpp"
@@ -70,61 +55,54 @@ class CppBackend(Backend):
     # -- kernels ---------------------------------------------------------------
 
     def loo_auc(self, B, weights, tie_tol, counts=None):
-        return core.loo_auc(B, weights, counts, tie_tol, self.n_threads)
+        return core.loo_auc(B=B, weights=weights, counts=counts, tie_tol=tie_tol,
+                            n_threads=self.n_threads, dedup=None)
 
     def surrogate(self, B, weights, gamma, counts=None):
-        return core.surrogate_loo_auc(B, weights, gamma, counts, self.n_threads)
+        return core.surrogate_loo_auc(B=B, weights=weights, gamma=gamma, counts=counts,
+                                      n_threads=self.n_threads, dedup=None)
 
-    def aces_o_fit(self, B, logits0, active, gamma, lr, steps, counts=None):
-        return core.aces_o_fit(B, logits0, active, gamma, lr, steps, counts, self.n_threads)
+    def aces_o_fit(self, B, logits0, active, gamma, lr, steps, counts=None, bins=None):
+        if bins is None:
+            return core.aces_o_fit(B=B, logits0=logits0, active=active, gamma=gamma, lr=lr,
+                                   steps=steps, counts=counts, n_threads=self.n_threads,
+                                   dedup=None)
+        # opt-in binned surrogate: approximate pair sums on a grid of `bins` nodes
+        return core.aces_o_fit_binned(B=B, logits0=logits0, active=active, gamma=gamma, lr=lr,
+                                      steps=steps, bins=bins, counts=counts,
+                                      n_threads=self.n_threads, path="auto")
 
     # -- whole methods in C++ --------------------------------------------------
 
-    def majority_vote(self, B, tie_tol=1e-9):
-        out = core.rerank(B, 0, tie_tol, 10.0, 0.01, 0, None, False, None, self.n_threads)
-        return RerankResult(out[0], out[1], out[2], "majority", "cpp")
+    def rerank(self, B, method, values):
+        spec = _registry.get(method)
+        code = _CODES.get(spec.core_method)  # type: ignore[arg-type]
+        args = None if code is None or spec.core_args is None else spec.core_args(values)
+        if args is None:  # no compiled copy: the Python semantics on these kernels
+            return super().rerank(B, spec, values)
+        tie_tol, gamma, lr, steps, top_k, warm = args
+        out = core.rerank(B=B, method=code, tie_tol=tie_tol, gamma=gamma, lr=lr, steps=steps,
+                          top_k=top_k, warm=warm, dedup=None, n_threads=self.n_threads)
+        return spec.pack(out, values, "cpp")
 
-    def aces_c(self, B, variant="weighted", tie_tol=1e-9):
-        name = "aces-c" if variant == "weighted" else "aces-c-filter"
-        out = core.rerank(B, _CODES[name], tie_tol, 10.0, 0.01, 0, None, False, None,
-                          self.n_threads)
-        return RerankResult(out[0], out[1], out[2], name, "cpp", loo_auc=out[3],
-                            fallback=out[4], info={"variant": variant})
-
-    def aces_o(self, B, gamma, lr, steps, top_k, init, tie_tol=1e-9, bins=None):
-        if bins is not None:
-            # opt-in binned surrogate: same glue, approximate pair sums
-            def fit(Bk, logits0, active, gamma, lr, steps):
-                return core.aces_o_fit_binned(Bk, logits0, active, gamma, lr, steps, bins,
-                                              None, self.n_threads)
-
-            return self._aces_o_glue(B, gamma, lr, steps, top_k, init, tie_tol, fit, bins=bins)
-        out = core.rerank(B, 3, tie_tol, gamma, lr, steps, top_k, init == "aces-c", None,
-                          self.n_threads)
-        params = {"gamma": gamma, "lr": lr, "steps": steps, "top_k": top_k, "init": init}
-        return _pack("aces-o", out, params)
-
-    def rerank_batch(self, Bs: Sequence[np.ndarray], method: str, params: Dict[str, Any],
+    def rerank_batch(self, Bs: Sequence[np.ndarray], method: str, values: Dict[str, Any],
                      n_threads: Optional[int]) -> Optional[List[RerankResult]]:
         """All tasks in one ``_core.rerank_batch`` call (OpenMP across tasks, GIL released).
 
-        ``Bs``: validated ``uint8`` matrices; ``params``: the method's complete,
-        validated keyword arguments. Returns ``None`` for methods without a C++
-        implementation (CodeT, B4), which the caller then runs task by task.
+        ``Bs``: validated ``uint8`` matrices; ``values``: the method's complete,
+        validated parameters. Returns ``None`` for methods without a compiled
+        copy (CodeT, B4, binned ACES-O), which the caller then runs task by task.
         """
-        code = _CODES.get(method)
-        if code is None:
+        spec = _registry.get(method)
+        code = _CODES.get(spec.core_method)  # type: ignore[arg-type]
+        args = None if code is None or spec.core_args is None else spec.core_args(values)
+        if args is None:
             return None
-        threads = self.n_threads if n_threads is None else n_threads
-        tie_tol = params.get("tie_tol", 1e-9)
-        if code == 3:
-            outs = core.rerank_batch(Bs, 3, tie_tol, params["gamma"], params["lr"],
-                                     params["steps"], params["top_k"],
-                                     params["init"] == "aces-c", None, threads)
-        else:
-            outs = core.rerank_batch(Bs, code, tie_tol, 10.0, 0.01, 0, None, False, None,
-                                     threads)
-        return [_pack(method, out, params) for out in outs]
+        tie_tol, gamma, lr, steps, top_k, warm = args
+        outs = core.rerank_batch(tasks=list(Bs), method=code, tie_tol=tie_tol, gamma=gamma, lr=lr,
+                                 steps=steps, top_k=top_k, warm=warm, dedup=None,
+                                 n_threads=self.n_threads if n_threads is None else n_threads)
+        return [spec.pack(out, values, "cpp") for out in outs]
 
     def info(self) -> dict:
         return {"version": core.__version__, "openmp": core.has_openmp(),
