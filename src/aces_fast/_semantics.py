@@ -60,32 +60,42 @@ def normalized(nx: Any, w: Any) -> Any:
     return w / nx.where(total > 0, total, 1.0)
 
 
-def snap_ties(nx: Any, s: Any, tol: Any, valid: Any = None) -> Any:
-    """Scores that differ by at most ``tol`` become exactly equal (SPEC section 2).
+def snap_and_order(nx: Any, s: Any, tol: Any, valid: Any = None) -> Tuple[Any, Any]:
+    """Tie-snapped scores and their descending order (SPEC section 2).
 
-    Sums of float weights equal in exact arithmetic can differ in the last bits
-    with the summation order; evaluation breaks ties at random, so such noise
-    would silently change Pass@k. The scores are sorted and each run of
-    neighbours at most ``tol`` apart gets the run's smallest value. ``valid``
-    marks real candidates (padding sorts last as ``+inf`` and stays ``+inf``).
-    O(n log n).
+    Scores that differ by at most ``tol`` become exactly equal: sums of float
+    weights equal in exact arithmetic can differ in the last bits with the
+    summation order; evaluation breaks ties at random, so such noise would
+    silently change Pass@k. The scores are sorted and each run of neighbours at
+    most ``tol`` apart gets the run's smallest value. The order is by descending
+    score, ties by lower index. ``valid`` marks real candidates (padding gets
+    ``-inf`` and is ordered last). One sort when nothing needs snapping, else
+    two: O(n log n).
     """
     if valid is not None:
-        s = nx.where(valid, s, math.inf)
+        s = nx.where(valid, s, -math.inf)
+    order = nx.argsort(-s)
     n = s.shape[-1]
     if n < 2:
-        return s
-    idx = nx.argsort(s)
+        return s, order
+    # ascending (equal scores in any order, which snapping does not see)
+    idx = nx.flip(order)
     sv = nx.take(s, idx)
     gaps = sv[..., 1:] - sv[..., :-1]
     # sorted position r starts a run when its gap to r - 1 exceeds tol
     starts = gaps > tol
     # the starts are some of the non-zero gaps: all of them when no gap is in (0, tol]
     if not nx.maybe(nx.count_nonzero(gaps) != nx.count_nonzero(starts)):
-        return s  # no two different scores within tol: nothing to snap
+        return s, order  # no two different scores within tol: nothing to snap
     # the run of r starts at the largest start <= r (position 0 starts the first)
     first = nx.cummax(nx.where(starts, nx.arange(1, n, s), 0))
-    return nx.scatter(idx, nx.concat(sv[..., :1], nx.take(sv, first)))
+    snapped = nx.scatter(idx, nx.concat(sv[..., :1], nx.take(sv, first)))
+    return snapped, nx.argsort(-snapped)
+
+
+def snap_ties(nx: Any, s: Any, tol: Any) -> Any:
+    """The tie-snapped scores of :func:`snap_and_order`."""
+    return snap_and_order(nx, s, tol)[0]
 
 
 def descending_order(nx: Any, scores: Any, valid: Any = None) -> Any:
@@ -105,9 +115,9 @@ def weighted_ranking(nx: Any, B: Any, w: Any, tie_tol: float, plan: Any = None
     O(n m + n log n).
     """
     w = normalized(nx, w)
-    valid = nx.row_mask(B)
-    scores = snap_ties(nx, nx.row_scores(B, w, plan), tie_tol * nx.sum(w), valid)
-    return w, scores, descending_order(nx, scores, valid)
+    scores, order = snap_and_order(nx, nx.row_scores(B, w, plan), tie_tol * nx.sum(w),
+                                   nx.row_mask(B))
+    return w, scores, order
 
 
 def aces_c_weights(nx: Any, L: Any, colsum: Any, n_rows: Any, weighted: bool

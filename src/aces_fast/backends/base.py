@@ -11,7 +11,7 @@ against. It supplies
   backend's: NumPy pairwise, numba ascending, torch exact), ``count``,
   ``none``, ``count_nonzero``, ``where``, ``fmax``, ``log``, ``lgamma``, ``to_float``, ``zeros``,
   ``argsort`` (stable),
-  ``sort``, ``take``, ``scatter``, ``concat``, ``cummax``, ``arange``,
+  ``sort``, ``take``, ``scatter``, ``flip``, ``concat``, ``cummax``, ``arange``,
   ``by_distinct_keys``, ``maybe``;
 * :meth:`Backend.rerank` / :meth:`Backend.rerank_batch`: run a registered
   method (by default its semantics on this backend; ``cpp`` calls its compiled
@@ -210,7 +210,7 @@ class ArrayBackend(Backend):
     @staticmethod
     def maybe(mask: Any) -> bool:
         """Whether ``mask`` (any shape) may hold a True (here: whether it does)."""
-        return bool(np.count_nonzero(mask))
+        return mask if type(mask) is bool else bool(np.count_nonzero(mask))
 
     @staticmethod
     def count(x: np.ndarray) -> Any:
@@ -262,6 +262,10 @@ class ArrayBackend(Backend):
         else:
             np.put_along_axis(out, idx, values, axis=-1)
         return out
+
+    @staticmethod
+    def flip(x: np.ndarray) -> np.ndarray:
+        return x[..., ::-1]
 
     @staticmethod
     def concat(a: np.ndarray, b: np.ndarray) -> np.ndarray:

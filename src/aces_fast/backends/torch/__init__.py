@@ -335,6 +335,10 @@ class TorchBackend(Backend):
         return torch.empty_like(values).scatter_(-1, idx, values)
 
     @staticmethod
+    def flip(x):
+        return torch.flip(x, dims=(-1,))
+
+    @staticmethod
     def concat(a, b):
         return torch.cat((a, b), dim=-1)
 
