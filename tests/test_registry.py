@@ -91,6 +91,12 @@ def test_method_params_validates_and_fills_in():
     with pytest.raises(ValueError, match="unknown method"):
         _registry.method_params("aces-x")
     assert _registry.ACES_O.result_name({"init": "aces-c"}) == "aces-o-warm"
+    from aces_fast._compiled import core
+    if core is not None:  # compiled codes come from the extension, by the spec's core_method
+        assert _registry.ACES_O_WARM.code == core.METHOD_CODES["aces-o"]
+        assert {s.name: s.code for s in _registry.specs() if s.code is not None} == {
+            "majority": 0, "aces-c": 1, "aces-c-filter": 2, "aces-o": 3, "aces-o-warm": 3}
+    assert _registry.CODET.code is None and _registry.B4.code is None
     assert _registry.CODET.result_name({"exponent": 1.0}) == "codet-linear"
     assert _registry.CODET_LINEAR.result_name({"exponent": 2.0}) == "codet"
 

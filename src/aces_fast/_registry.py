@@ -233,6 +233,16 @@ class MethodSpec:
         object.__setattr__(self, "_param_info", tuple(k for k in self.info
                                                       if k not in self.fixed))
 
+    @property
+    def code(self) -> Optional[int]:
+        """The compiled method code (``_core.METHOD_CODES[core_method]``); ``None``
+        without a compiled copy or without the extension."""
+        from ._compiled import core
+
+        if core is None or self.core_method is None:
+            return None
+        return core.METHOD_CODES.get(self.core_method)
+
     def default(self, name: str) -> Any:
         """The default of parameter ``name`` (for the public functions' signatures)."""
         return self._defaults[name]  # type: ignore[attr-defined]

@@ -41,8 +41,15 @@ def _max_byte(B: np.ndarray) -> int:
 
         _core_max_byte = getattr(core, "max_byte", False) if core is not None else False
     if _core_max_byte and B.ndim == 2:
-        return _core_max_byte(B)
+        return _core_max_byte(B=B)
     return int(B.max())
+
+
+def _check_bytes(B: np.ndarray, name: str) -> np.ndarray:
+    """``B`` (C-contiguous 2-D ``uint8``) if it holds only 0 and 1, else ValueError."""
+    if B.size and _max_byte(B) > 1:
+        raise ValueError(f"{name} must contain only 0 and 1; found value {int(B.max())}")
+    return B
 
 
 def tensor_device(x: Any) -> Optional[str]:
@@ -92,9 +99,7 @@ def as_pass_matrix(B: Any, name: str = "B") -> np.ndarray:
     """
     if type(B) is np.ndarray and B.dtype is _UINT8 and B.ndim == 2 and B.shape[0] \
             and B.flags.c_contiguous:  # the common case, checked in the fewest steps
-        if B.size and _max_byte(B) > 1:
-            raise ValueError(f"{name} must contain only 0 and 1; found value {int(B.max())}")
-        return B
+        return _check_bytes(B, name)
     if is_torch_tensor(B):
         B = _tensor_to_numpy(B, name)
     if not isinstance(B, np.ndarray):
@@ -115,10 +120,7 @@ def as_pass_matrix(B: Any, name: str = "B") -> np.ndarray:
     if B.dtype == np.bool_:
         return np.ascontiguousarray(B).view(np.uint8)
     if B.dtype == np.uint8:
-        B = np.ascontiguousarray(B)
-        if B.size and _max_byte(B) > 1:
-            raise ValueError(f"{name} must contain only 0 and 1; found value {int(B.max())}")
-        return B
+        return _check_bytes(np.ascontiguousarray(B), name)
     if B.dtype.kind == "f" and B.size and np.isnan(B).any():
         raise ValueError(f"{name} contains NaN; a pass matrix must contain only 0 and 1")
     if B.size:
