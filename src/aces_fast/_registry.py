@@ -159,7 +159,7 @@ WARM_INIT = "aces-c"
 Values = Dict[str, Any]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class MethodSpec:
     """Everything the library knows about one ``rerank`` method.
 
@@ -232,6 +232,8 @@ class MethodSpec:
                                                  if k in self.fixed})
         object.__setattr__(self, "_param_info", tuple(k for k in self.info
                                                       if k not in self.fixed))
+        object.__setattr__(self, "_has", tuple(r in self.results for r in
+                                               ("loo_auc", "fallback", "objective", "rows")))
 
     @property
     def code(self) -> Optional[int]:
@@ -246,9 +248,6 @@ class MethodSpec:
     def default(self, name: str) -> Any:
         """The default of parameter ``name`` (for the public functions' signatures)."""
         return self._defaults[name]  # type: ignore[attr-defined]
-
-    def param(self, name: str) -> Param:
-        return next(p for p in self.params if p.name == name)
 
     def validate(self, params: Mapping[str, Any]) -> Values:
         """``params`` checked and completed with the defaults.
@@ -270,10 +269,6 @@ class MethodSpec:
                             f"{', '.join(unknown)}; its parameters: {allowed}")
         return values
 
-    def value(self, values: Values, name: str) -> Any:
-        """Parameter or fixed value ``name``."""
-        return values[name] if name in values else self.fixed[name]
-
     def result_name(self, values: Values) -> str:
         """The name a result with these values reports (see ``key``)."""
         key = self._named_by  # type: ignore[attr-defined]
@@ -287,7 +282,7 @@ class MethodSpec:
         objective, rows)`` (a semantics' Outputs or the compiled path's tuple);
         ``convert`` maps each array (e.g. tensors to NumPy)."""
         scores, weights, order, loo, fallback, objective, rows = out
-        results = self.results
+        has_loo, has_fallback, has_objective, has_rows = self._has  # type: ignore[attr-defined]
         info = dict(self._fixed_info)  # type: ignore[attr-defined]
         for k in self._param_info:  # type: ignore[attr-defined]
             info[k] = values[k]
@@ -297,16 +292,15 @@ class MethodSpec:
             loo = None if loo is None else convert(loo)
             objective = None if objective is None else convert(objective)
             rows = None if rows is None else convert(rows)
-        if "rows" in results:
+        if has_rows:
             info["rows"] = rows
         for k in self.info_if_set:
             if values.get(k) is not None:
                 info[k] = values[k]
         return RerankResult(
             scores, weights if self.weights else None, order, self.result_name(values), backend,
-            loo if "loo_auc" in results else None,
-            bool(fallback) if "fallback" in results else False,
-            objective if "objective" in results else None, info)
+            loo if has_loo else None, bool(fallback) if has_fallback else False,
+            objective if has_objective else None, info)
 
 
 _SPECS: Dict[str, MethodSpec] = {}
