@@ -149,6 +149,10 @@ def resolve_backend(backend: Optional[str], data: Any = None) -> Backend:
         The input; a CUDA tensor makes ``auto`` choose torch.
     """
     choice = backend if backend is not None else _env_choice() or "auto"
+    # the exact name of a loaded backend: nothing to normalize
+    loaded = _loaded.get(choice) if type(choice) is str else None
+    if loaded is not None:
+        return loaded
     if choice != "auto":  # the common spelling skips the normalization
         if not isinstance(choice, str):
             raise TypeError(f"backend must be a string or None; got {type(choice).__name__}")
