@@ -19,7 +19,6 @@ kernels it needs in each backend, if any) and :func:`register` a spec below.
 
 from __future__ import annotations
 
-import argparse
 import math
 from dataclasses import dataclass, field
 from typing import (Any, Callable, Dict, Iterator, Mapping, Optional, Sequence, Tuple)
@@ -31,6 +30,13 @@ from .result import RerankResult
 # ---------------------------------------------------------------------------
 # validators: a value and the parameter's name in, the converted value out
 # (TypeError / ValueError naming the parameter otherwise)
+
+
+def _cli_error(message: str) -> Exception:
+    """The error a CLI ``type`` raises (argparse imported only by the CLI's use)."""
+    import argparse
+
+    return argparse.ArgumentTypeError(message)
 
 
 class Real:
@@ -48,9 +54,9 @@ class Real:
         try:
             v = float(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+            raise _cli_error(f"expected a number, got {text!r}") from None
         if not math.isfinite(v):
-            raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+            raise _cli_error(f"expected a finite number, got {text!r}")
         return v
 
 
@@ -70,7 +76,7 @@ class Int:
             v = self.minimum - 1
         if v < self.minimum:
             what = "a positive integer" if self.minimum == 1 else f"an integer >= {self.minimum}"
-            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+            raise _cli_error(f"expected {what}, got {text!r}")
         return v
 
 
