@@ -213,6 +213,8 @@ def test_hot_path_never_runs_the_per_task_method(monkeypatch):
     want = _per_task(TASKS, PARAM_SETS["warm"])
     monkeypatch.setattr(TorchBackend, "rerank", forbidden)
     monkeypatch.setattr(torch_aces_o, "aces_o_fit", forbidden)
+    monkeypatch.setattr(torch_aces_o, "surrogate_core", forbidden)
+    monkeypatch.setattr(torch_aces_o, "SurrogateData", forbidden)
     monkeypatch.setattr(torch_surrogate, "surrogate_core", forbidden)
     monkeypatch.setattr(torch_surrogate, "SurrogateData", forbidden)
     monkeypatch.setattr(torch_loo_auc, "loo_auc", forbidden)
