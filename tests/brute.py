@@ -38,6 +38,11 @@ def is_constant(B, j: int) -> bool:
     return all(v == 1 for v in col) or all(v == 0 for v in col)
 
 
+def nonconstant_mask(B) -> np.ndarray:
+    """bool (m,): True for the tests some candidate passes and some fails."""
+    return np.array([not is_constant(B, j) for j in range(_shape(B)[1])], dtype=bool)
+
+
 def exact_weights(weights, m: int) -> List[Fraction]:
     """Weights as Fractions; ``None`` means all ones. Floats are taken at their exact value."""
     if weights is None:

@@ -89,7 +89,7 @@ def _full_params(method):
 def numba_routes():
     """The registry's numba backend plus two forced onto the parallel / serial route."""
     _require("numba")
-    from aces_fast.backends import numba_backend
+    from aces_fast.backends import numba as numba_backend
 
     return {"parallel": numba_backend.NumbaBackend(parallel_min_work=0),
             "serial": numba_backend.NumbaBackend(parallel_min_work=1 << 62)}
@@ -232,7 +232,7 @@ def test_torch_batch_real_data(torch_mod, real_tasks, method):
 
 @pytest.mark.parametrize("chunk", [1, 64, 2000])
 def test_torch_chunking_does_not_change_results(torch_mod, chunk):
-    from aces_fast.backends.torch_backend import TorchBackend
+    from aces_fast.backends.torch import TorchBackend
 
     be = TorchBackend(chunk_elements=chunk)  # 1: every task alone, over budget (per-task path)
     prepared = [be.prepare(B) for B in MIXED]
@@ -289,8 +289,7 @@ def test_torch_n_threads_is_restored(torch_mod):
 def test_torch_padded_loo_auc_against_per_task(torch_mod):
     """Padding rows and columns never count; every value is the per-task one, bit for bit."""
     torch = torch_mod
-    from aces_fast.backends import _torch_batch as batch_ops
-    from aces_fast.backends import _torch_ops as ops
+    from aces_fast.backends.torch import loo_auc as torch_loo_auc
 
     rng = np.random.default_rng(11)
     for _ in range(40):
@@ -301,10 +300,11 @@ def test_torch_padded_loo_auc_against_per_task(torch_mod):
         for t in range(T):
             B[t, :rows[t], :cols[t]] = random_matrix(rng, rows[t], cols[t], rng.random(),
                                                      dup_rows=rows[t] // 2)
-        L, passers = batch_ops.loo_auc_uniform_padded(torch.from_numpy(B), torch.from_numpy(rows))
+        L, passers = torch_loo_auc.loo_auc_uniform_padded(torch.from_numpy(B),
+                                                          torch.from_numpy(rows))
         for t in range(T):
             Bt = torch.from_numpy(np.ascontiguousarray(B[t, :rows[t], :cols[t]]))
-            want = ops.loo_auc(Bt, None, 1e-9)
+            want = torch_loo_auc.loo_auc(Bt, None, 1e-9)
             np.testing.assert_array_equal(L[t, :cols[t]].numpy(), want.numpy())
             assert torch.isnan(L[t, cols[t]:]).all()
             np.testing.assert_array_equal(passers[t, :cols[t]].numpy(), Bt.sum(0).numpy())
@@ -314,7 +314,7 @@ def test_torch_scores_and_sums_do_not_depend_on_order_or_padding(torch_mod):
     """Scores and weight sums: padding, batching and order leave them bit-identical, and
     they are within two roundings of the exact sums (checked with fractions)."""
     torch = torch_mod
-    from aces_fast.backends import _torch_ops as ops
+    from aces_fast.backends.torch import scores as ops
 
     rng = np.random.default_rng(12)
     for trial in range(25):
@@ -341,7 +341,7 @@ def test_torch_scores_and_sums_do_not_depend_on_order_or_padding(torch_mod):
 
 
 def test_numba_task_threads_reraise_the_first_error(numba_routes):
-    from aces_fast.backends.numba_backend import _in_threads
+    from aces_fast.backends.numba import _in_threads
 
     done = []
 

@@ -16,7 +16,7 @@ import pytest
 import aces_fast as af
 import brute
 from aces_fast.backends import get_backend
-from aces_fast.backends.base import nonconstant_mask
+from brute import nonconstant_mask
 from conftest import SPEC_EXAMPLE, SPEC_LABELS, npy, random_matrix
 
 EXACT = 1e-12

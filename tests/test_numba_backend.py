@@ -20,7 +20,10 @@ import pytest
 pytest.importorskip("numba", reason="numba is not installed")
 
 import aces_fast as af  # noqa: E402
-from aces_fast.backends import get_backend, numba_backend, numpy_ref  # noqa: E402
+from aces_fast._registry import method_params  # noqa: E402
+from aces_fast.backends import get_backend  # noqa: E402
+from aces_fast.backends import numba as numba_backend  # noqa: E402
+from aces_fast.backends import numpy as numpy_ref  # noqa: E402
 from conftest import SPEC_EXAMPLE, random_matrix  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -378,7 +381,8 @@ def test_serial_and_parallel_builds_agree_bitwise(warm):
                     parallel.aces_o_fit(B[:24], np.zeros(200), active, 10.0, 0.01, 20)):
         np.testing.assert_array_equal(a, b)
     for init in ("uniform", "aces-c"):
-        a, b = (be.aces_o(B, 10.0, 0.01, 20, 24, init) for be in (serial, parallel))
+        values = method_params("aces-o", dict(steps=20, init=init))
+        a, b = (be.rerank(B, "aces-o", values) for be in (serial, parallel))
         for field in ("weights", "scores", "order", "objective"):
             np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
 
@@ -547,7 +551,7 @@ def test_import_does_not_import_numba():
     proc = _run_python("""
         import sys
         import aces_fast
-        import aces_fast.backends.numba_backend
+        import aces_fast.backends.numba
         assert 'numba' not in sys.modules, 'numba imported'
         aces_fast.loo_auc([[1, 0], [0, 1]], backend='numpy')
         assert 'numba' not in sys.modules, 'numba imported by the numpy backend'
@@ -587,7 +591,7 @@ def test_workqueue_layer_concurrent_calls():
         import threading
         import numpy as np
         import numba
-        from aces_fast.backends import numba_backend
+        from aces_fast.backends import numba as numba_backend
         be = numba_backend.NumbaBackend(parallel_min_work=0)
         rng = np.random.default_rng(0)
         B = (rng.random((300, 200)) < 0.4).astype(np.uint8)
@@ -644,7 +648,8 @@ def test_uniform_loo_auc_merged_rows_match_reference(nb, scale):
         got = nb.loo_auc(B, None, 1e-9, c)
         want = numpy_ref.NumpyBackend().loo_auc(B, None, 1e-9, c)
         np.testing.assert_array_equal(got, want)
-    r, ref = nb.aces_c(B), numpy_ref.NumpyBackend().aces_c(B)
+    values = method_params("aces-c")
+    r, ref = nb.rerank(B, "aces-c", values), numpy_ref.NumpyBackend().rerank(B, "aces-c", values)
     np.testing.assert_allclose(r.weights, ref.weights, **EXACT)
     np.testing.assert_allclose(r.scores, ref.scores, **EXACT)
     np.testing.assert_array_equal(r.order, ref.order)

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 import aces_fast as af
-from aces_fast.backends.base import nonconstant_mask
+from brute import nonconstant_mask
 from conftest import npy
 
 # the backend fixture only returns a name, so reusing it across examples is safe

@@ -15,12 +15,18 @@ import numpy as np
 import pytest
 
 import brute
-from aces_fast.backends import numpy_ref
-from aces_fast.backends.base import nonconstant_mask
+from aces_fast._registry import method_params
+from aces_fast.backends import numpy as numpy_ref
+from brute import nonconstant_mask
 from conftest import SPEC_EXAMPLE, SPEC_LABELS, random_matrix
 
 REF = numpy_ref.NumpyBackend()
 TOL = 1e-9
+
+
+def ref(method, B, **params):
+    """``method`` on the reference backend (the registry's validated parameters)."""
+    return REF.rerank(B, method, method_params(method, params))
 
 
 def assert_matches_exact(got, expected, atol=1e-12):
@@ -120,13 +126,13 @@ def test_spec_example_loo_auc():
 
 
 def test_spec_example_aces_c_and_ranking_auc():
-    res = REF.aces_c(SPEC_EXAMPLE, "weighted", TOL)
+    res = ref("aces-c", SPEC_EXAMPLE, tie_tol=TOL)
     np.testing.assert_allclose(res.weights, np.array([5, 5, 0, 5, 0, 0, 2, 0, 0, 0]) / 17,
                                rtol=0, atol=1e-15)
     assert not res.fallback
     # ranking AUC = AUC(scores, labels); ties between float scores must be exact
     assert brute.auc(list(res.scores), list(SPEC_LABELS)) == Fraction(14, 15)
-    maj = REF.majority_vote(SPEC_EXAMPLE)
+    maj = ref("majority", SPEC_EXAMPLE)
     assert brute.auc(list(maj.scores), list(SPEC_LABELS)) == Fraction(9, 10)
 
 
@@ -298,7 +304,7 @@ def _all_cases():
 @pytest.mark.parametrize("variant", ["weighted", "filter"])
 @pytest.mark.parametrize("name, B", list(_all_cases().items()))
 def test_aces_c_matches_formula(name, B, variant):
-    res = REF.aces_c(B, variant, TOL)
+    res = ref("aces-c" if variant == "weighted" else "aces-c-filter", B, tie_tol=TOL)
     w, fallback = brute.aces_c_weights(B, variant)
     assert res.fallback == fallback
     np.testing.assert_allclose(res.weights, [float(x) for x in w], rtol=0, atol=1e-12)
@@ -309,7 +315,7 @@ def test_aces_c_matches_formula(name, B, variant):
 
 @pytest.mark.parametrize("name, B", list(_all_cases().items()))
 def test_majority_matches_definition(name, B):
-    res = REF.majority_vote(B)
+    res = ref("majority", B)
     w = brute.majority_weights(B)
     np.testing.assert_allclose(res.weights, [float(x) for x in w], rtol=0, atol=1e-15)
     exact = brute.weighted_scores(B, w)
@@ -320,14 +326,14 @@ def test_majority_matches_definition(name, B):
 @pytest.mark.parametrize("exponent", [0.5, 1.0])
 @pytest.mark.parametrize("name, B", list(_all_cases().items()))
 def test_codet_matches_grouping(name, B, exponent):
-    res = REF.codet(B, exponent)
+    res = ref("codet", B, exponent=exponent)
     np.testing.assert_allclose(res.scores, brute.codet(B, exponent), rtol=1e-14, atol=0)
     assert res.weights is None
 
 
 @pytest.mark.parametrize("name, B", list(_all_cases().items()))
 def test_b4_matches_formula(name, B):
-    res = REF.b4(B, 1e3, 1e4)
+    res = ref("b4", B, alpha=1e3, beta0=1e4)
     np.testing.assert_allclose(res.scores, brute.b4(B), rtol=1e-12, atol=1e-9)
-    res = REF.b4(B, 2.0, 3.0)
+    res = ref("b4", B, alpha=2.0, beta0=3.0)
     np.testing.assert_allclose(res.scores, brute.b4(B, 2.0, 3.0), rtol=1e-12, atol=1e-9)

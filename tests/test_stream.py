@@ -19,6 +19,7 @@ pq = pytest.importorskip("pyarrow.parquet")
 import aces_fast as af  # noqa: E402
 from benchmarks.harness.stream_scale import write_synthetic  # noqa: E402
 from aces_fast.cli import main  # noqa: E402
+from aces_fast._registry import method_params  # noqa: E402
 from aces_fast.datasets import Problem, load_dataset  # noqa: E402
 from aces_fast.parquet import InvalidRowError, pack_rows, save_parquet, schema  # noqa: E402
 from aces_fast.stream import (PASS_KS, default_errors_path, pass_at_ks,  # noqa: E402
@@ -79,7 +80,7 @@ def test_bundled_equals_rerank_batch_bit_for_bit(tmp_path, bundled, method, para
     assert sorted(os.listdir(out)) == [f"part-{i:06d}.parquet" for i in range(3)]
     meta = json.loads(table.schema.metadata[b"aces_fast"])
     assert meta["format"] == "rerank-results" and meta["method"] == method
-    assert meta["params"] == json.loads(json.dumps(af.batch.method_params(method, params)))
+    assert meta["params"] == json.loads(json.dumps(method_params(method, params)))
     assert meta["backend"] == ref[0].backend
 
 

@@ -20,12 +20,16 @@ torch = pytest.importorskip("torch")
 
 import aces_fast as af  # noqa: E402
 import brute  # noqa: E402
+from aces_fast import _semantics  # noqa: E402
+from aces_fast._registry import method_params  # noqa: E402
 from aces_fast._validation import as_pass_matrix, as_weights  # noqa: E402
 from aces_fast.backends import BackendUnavailableError, get_backend  # noqa: E402
-from aces_fast.backends import _torch_ops as ops  # noqa: E402
-from aces_fast.backends import numpy_ref, torch_backend  # noqa: E402
-from aces_fast.backends.torch_backend import (FLOAT32_RTOL, FLOAT32_WEIGHT_ATOL,  # noqa: E402
-                                              TorchBackend, to_device, to_output)
+from aces_fast.backends import numpy as numpy_ref  # noqa: E402
+from aces_fast.backends import torch as torch_backend  # noqa: E402
+from aces_fast.backends.base import ArrayBackend  # noqa: E402
+from aces_fast.backends.torch import chunks, validate  # noqa: E402
+from aces_fast.backends.torch import (FLOAT32_RTOL, FLOAT32_WEIGHT_ATOL,  # noqa: E402
+                                      TorchBackend, to_device, to_output)
 
 from conftest import SPEC_EXAMPLE, SPEC_LABELS, random_matrix  # noqa: E402
 
@@ -254,7 +258,7 @@ def test_counts_act_as_repeated_rows():
 def test_aces_o_fit_matches_reference_adam(name, B):
     rng = np.random.default_rng(4)
     n, m = B.shape
-    active = ops.nonconstant_mask(torch.from_numpy(B)).numpy().astype(np.uint8)
+    active = brute.nonconstant_mask(B).astype(np.uint8)
     logits0 = rng.normal(size=m)
     for cnt in (None, rng.integers(1, 3, n)):
         w, obj = TB.aces_o_fit(B, logits0, active, 10.0, 0.05, 25, cnt)
@@ -325,18 +329,27 @@ def test_scores_are_tie_exact():
     w = np.array([0.1, 0.2, 0.3, 0.4])
     raw = TB.row_scores(B, w)
     assert raw[0] != raw[1]  # rounding noise the snapping must remove
-    res = TB._weighted_result(torch.from_numpy(B), torch.from_numpy(w), "t", 1e-9, True)
-    assert res.scores[0] == res.scores[1] and res.scores[2] == res.scores[3]
+    _, scores, order = _semantics.weighted_ranking(TB, torch.from_numpy(B), torch.from_numpy(w),
+                                                   1e-9)
+    assert scores[0] == scores[1] and scores[2] == scores[3]
     # stable descending: the lower index first among ties
-    assert res.order.tolist() == [2, 3, 4, 0, 1]
+    assert order.tolist() == [2, 3, 4, 0, 1]
 
 
 def test_snap_ties_matches_base_rule():
-    from aces_fast.backends.base import snap_ties
+    # the one tie rule on tensors and on NumPy arrays, against its definition
     rng = np.random.default_rng(5)
     s = np.round(rng.random(200) * 20) / 7 + rng.normal(scale=1e-13, size=200)
-    np.testing.assert_array_equal(ops.snap_ties(torch.from_numpy(s), 1e-9).numpy(),
-                                  snap_ties(s, 1e-9))
+    got = _semantics.snap_ties(TB, torch.from_numpy(s), 1e-9).numpy()
+    np.testing.assert_array_equal(got, _semantics.snap_ties(ArrayBackend, s, 1e-9))
+    idx = np.argsort(s, kind="stable")  # runs of sorted neighbours <= tol apart
+    run_min = s[idx].copy()
+    for r in range(1, s.size):
+        if s[idx[r]] - s[idx[r - 1]] <= 1e-9:
+            run_min[r] = run_min[r - 1]
+    want = np.empty_like(s)
+    want[idx] = run_min
+    np.testing.assert_array_equal(got, want)
 
 
 # ---------------------------------------------------------------------------
@@ -432,7 +445,7 @@ def test_column_chunking_gives_same_results(chunk):
     _assert_same(L, Lr, atol=1e-13)
     assert abs(J - Jr) <= 1e-13
     _assert_same(g, gr, atol=1e-12)
-    assert list(ops.column_chunks(5, 4, chunk)) == [(a, min(5, a + max(1, chunk // 4)))
+    assert list(chunks.column_chunks(5, 4, chunk)) == [(a, min(5, a + max(1, chunk // 4)))
                                                       for a in range(0, 5, max(1, chunk // 4))]
 
 
@@ -451,8 +464,9 @@ def test_float32_mode_within_documented_tolerance():
         assert abs(J - Jr) <= FLOAT32_RTOL * w.sum()
         np.testing.assert_allclose(g, gr, rtol=0, atol=FLOAT32_RTOL * np.abs(gr).max())
     for lr in (0.01, 0.05):
-        got = f32.aces_o(B, 10.0, lr, 90, 24, "uniform")
-        ref = TB.aces_o(B, 10.0, lr, 90, 24, "uniform")
+        values = method_params("aces-o", {"lr": lr})
+        got = f32.rerank(B, "aces-o", values)
+        ref = TB.rerank(B, "aces-o", values)
         np.testing.assert_allclose(got.weights, ref.weights, rtol=0, atol=FLOAT32_WEIGHT_ATOL)
         assert not np.array_equal(got.weights, ref.weights)
     # LOO-AUC stays exact in float32 mode
@@ -482,7 +496,7 @@ def test_bad_matrix_errors(name, make, exc, match):
         af.aces_c(make(), backend="torch")
     # the on-device validator (used for CUDA tensors) says exactly what the NumPy one says
     with pytest.raises(exc) as on_device:
-        ops.check_pass_tensor(make())
+        validate.check_pass_tensor(make())
     with pytest.raises(exc) as on_host:
         as_pass_matrix(make())
     assert str(on_device.value) == str(on_host.value)
@@ -492,14 +506,14 @@ def test_on_device_validator_accepts_and_converts():
     for dtype in (torch.bool, torch.uint8, torch.int64, torch.float32, torch.float64,
                   torch.bfloat16):
         B = torch.from_numpy(SPEC_EXAMPLE).to(dtype)
-        out = ops.check_pass_tensor(B)
+        out = validate.check_pass_tensor(B)
         assert out.dtype == torch.uint8 and out.is_contiguous()
         np.testing.assert_array_equal(out.numpy(), SPEC_EXAMPLE)
     # bfloat16 has no NumPy twin: the backend validates it in torch
     res = af.loo_auc(torch.from_numpy(SPEC_EXAMPLE).to(torch.bfloat16), backend="torch")
     np.testing.assert_array_equal(res.numpy(), NP.loo_auc(SPEC_EXAMPLE, None, 1e-9))
     with pytest.raises(ValueError, match=r"found value .*2\.0"):
-        ops.check_pass_tensor(torch.tensor([[0.0, 2.0]], dtype=torch.bfloat16))
+        validate.check_pass_tensor(torch.tensor([[0.0, 2.0]], dtype=torch.bfloat16))
 
 
 BAD_WEIGHTS = [
@@ -518,7 +532,7 @@ def test_bad_weights_errors(name, make, exc, match):
     with pytest.raises(exc, match=match):
         af.surrogate_loo_auc(SPEC_EXAMPLE, make(), backend="torch")
     with pytest.raises(exc) as on_device:
-        ops.check_weights_tensor(make(), 10)
+        validate.check_weights_tensor(make(), 10)
     with pytest.raises(exc) as on_host:
         as_weights(make(), 10)
     assert str(on_device.value) == str(on_host.value)

@@ -21,12 +21,17 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import aces_fast as af  # noqa: E402
-from aces_fast.backends import _torch_batch as batch_ops  # noqa: E402
-from aces_fast.backends import _torch_ops as ops  # noqa: E402
-from aces_fast.backends import torch_backend  # noqa: E402
-from aces_fast.backends._torch_batch import _pad  # noqa: E402
-from aces_fast.backends.torch_backend import FLOAT32_WEIGHT_ATOL, TorchBackend  # noqa: E402
-from aces_fast._params import METHOD_PARAMS, method_params  # noqa: E402
+from aces_fast import _semantics  # noqa: E402
+from aces_fast._registry import METHOD_PARAMS, method_params  # noqa: E402
+from aces_fast.backends import torch as torch_backend  # noqa: E402
+from aces_fast.backends.torch import aces_o as torch_aces_o  # noqa: E402
+from aces_fast.backends.torch import dedup as torch_dedup  # noqa: E402
+from aces_fast.backends.torch import loo_auc as torch_loo_auc  # noqa: E402
+from aces_fast.backends.torch import surrogate as torch_surrogate  # noqa: E402
+from aces_fast.backends.torch import FLOAT32_WEIGHT_ATOL, TorchBackend  # noqa: E402
+from aces_fast.backends.torch.batch import PaddedTasks  # noqa: E402
+from aces_fast.backends.torch.batch import pad as _pad  # noqa: E402
+from aces_fast.backends.torch.shapes import shape_chunks  # noqa: E402
 from aces_fast.datasets import load_dataset  # noqa: E402
 
 from conftest import SPEC_EXAMPLE, npy, random_matrix  # noqa: E402
@@ -100,8 +105,20 @@ def assert_close(got, want, atol):
 
 def _per_task(tasks, params, be=TB):
     p = method_params("aces-o", params)
-    return [be.aces_o(be.prepare(B), p["gamma"], p["lr"], p["steps"], p["top_k"], p["init"],
-                      p["tie_tol"]) for B in tasks]
+    return [be.rerank(be.prepare(B), "aces-o", p) for B in tasks]
+
+
+def _top_k_rows(nx, B, top_k):
+    """The semantics' top-k prefilter, ``None`` (every row) spelled out."""
+    rows = _semantics.top_k_rows(nx, B, top_k)
+    return torch.arange(B.shape[-2]) if rows is None else rows
+
+
+def _padded_top_k(B, n_rows, top_k):
+    """``(rows (T, K), valid rows (T, K))`` of a padded batch, as ACES-O selects them."""
+    nx = PaddedTasks(TB, n_rows, [B.shape[2]] * B.shape[0])
+    rows = _top_k_rows(nx, B, top_k)
+    return rows, nx.take(nx.row_mask(B), rows)
 
 
 # ---------------------------------------------------------------------------
@@ -194,12 +211,13 @@ def test_hot_path_never_runs_the_per_task_method(monkeypatch):
         raise AssertionError("the batch called a per-task ACES-O function")
 
     want = _per_task(TASKS, PARAM_SETS["warm"])
-    monkeypatch.setattr(TorchBackend, "aces_o", forbidden)
-    monkeypatch.setattr(TorchBackend, "aces_c", forbidden)
-    monkeypatch.setattr(ops, "aces_o_fit", forbidden)
-    monkeypatch.setattr(ops, "surrogate_core", forbidden)
-    monkeypatch.setattr(ops, "SurrogateData", forbidden)
-    monkeypatch.setattr(ops, "loo_auc", forbidden)
+    monkeypatch.setattr(TorchBackend, "rerank", forbidden)
+    monkeypatch.setattr(torch_aces_o, "aces_o_fit", forbidden)
+    monkeypatch.setattr(torch_aces_o, "surrogate_core", forbidden)
+    monkeypatch.setattr(torch_aces_o, "SurrogateData", forbidden)
+    monkeypatch.setattr(torch_surrogate, "surrogate_core", forbidden)
+    monkeypatch.setattr(torch_surrogate, "SurrogateData", forbidden)
+    monkeypatch.setattr(torch_loo_auc, "loo_auc", forbidden)
     got = af.rerank_batch(TASKS, "aces-o", backend="torch", **PARAM_SETS["warm"])
     for g, w in zip(got, want):
         assert_close(g, w, atol=1e-12)
@@ -214,8 +232,8 @@ def test_chunking_does_not_change_results(chunk, monkeypatch):
     params = PARAM_SETS["warm"]
     want = _per_task(TASKS, params)
     calls = []
-    fit = batch_ops.aces_o_fit_padded
-    monkeypatch.setattr(batch_ops, "aces_o_fit_padded",
+    fit = torch_aces_o.aces_o_fit_padded
+    monkeypatch.setattr(torch_aces_o, "aces_o_fit_padded",
                         lambda *a, **k: calls.append(1) or fit(*a, **k))
     got = be.rerank_batch(prepared, "aces-o", method_params("aces-o", params), None)
     for g, w in zip(got, want):
@@ -233,22 +251,24 @@ def test_pair_tensors_split_over_tests_are_exact():
     shapes = [(9, 7), (4, 11), (15, 3), (1, 5)]
     mats = [torch.from_numpy(random_matrix(rng, n, m, 0.5, dup_rows=2)) for n, m in shapes]
     B, n_rows = _pad(mats)
-    rows, k_rows = batch_ops.top_k_rows_padded(B, n_rows, None)
-    Bu, counts, distinct = batch_ops.distinct_rows_padded(B, rows, k_rows, torch.float64)
-    data = batch_ops.PaddedSurrogateData(Bu.contiguous(), counts.contiguous())
+    rows, valid = _padded_top_k(B, n_rows, None)
+    Bk = B.gather(1, rows[:, :, None].expand(*rows.shape, B.shape[2]))
+    Bu, counts, distinct = torch_dedup.distinct_rows_padded(Bk, valid, torch.float64)
+    data = torch_surrogate.PaddedSurrogateData(Bu.contiguous(), counts.contiguous())
     w = torch.from_numpy(rng.random(B.shape[::2]))
     for t, (_, m) in enumerate(shapes):
         w[t, m:] = 0  # padding columns are inactive: weight 0
     w = w / w.sum(dim=1, keepdim=True)
     for exp_trick in (True, False):
-        J1, g1 = batch_ops.surrogate_core_padded(data, w, 10.0, exp_trick, chunk_elements=1)
-        J2, g2 = batch_ops.surrogate_core_padded(data, w, 10.0, exp_trick)
+        J1, g1 = torch_surrogate.surrogate_core_padded(data, w, 10.0, exp_trick,
+                                                       chunk_elements=1)
+        J2, g2 = torch_surrogate.surrogate_core_padded(data, w, 10.0, exp_trick)
         np.testing.assert_allclose(J1.numpy(), J2.numpy(), rtol=0, atol=1e-14)
         np.testing.assert_allclose(g1.numpy(), g2.numpy(), rtol=0, atol=1e-13)
         for t, (n, m) in enumerate(shapes):
-            _, J, g = ops.surrogate_core(ops.SurrogateData(mats[t], None, torch.float64),
-                                         w[t, :m].contiguous(), 10.0,
-                                         max_w=1.0 if exp_trick else None)
+            _, J, g = torch_surrogate.surrogate_core(
+                torch_surrogate.SurrogateData(mats[t], None, torch.float64),
+                w[t, :m].contiguous(), 10.0, max_w=1.0 if exp_trick else None)
             assert abs(float(J2[t]) - float(J)) <= 1e-14
             np.testing.assert_allclose(g2[t, :m].numpy(), g.numpy(), rtol=0, atol=1e-13)
             np.testing.assert_array_equal(g2[t, m:].numpy(), 0.0)
@@ -305,10 +325,11 @@ def test_top_k_rows_padded_matches_per_task():
             for n, m in [(1, 4), (6, 3), (30, 8), (12, 0), (25, 5)]]
     B, n_rows = _pad(mats)
     for top_k in (None, 1, 5, 24, 100):
-        rows, k_rows = batch_ops.top_k_rows_padded(B, n_rows, top_k)
+        rows, valid = _padded_top_k(B, n_rows, top_k)
         for t, Bt in enumerate(mats):
-            want = ops.top_k_rows(Bt, top_k)
-            assert int(k_rows[t]) == want.shape[0]
+            want = _top_k_rows(TB, Bt, top_k)
+            assert int(valid[t].sum()) == want.shape[0]
+            assert valid[t, :want.shape[0]].all()
             np.testing.assert_array_equal(rows[t, :want.shape[0]].numpy(), want.numpy())
 
 
@@ -324,12 +345,13 @@ def test_distinct_rows_padded_matches_unique():
         mats.append(torch.from_numpy(B))
     B, n_rows = _pad(mats)
     for top_k in (None, 7):
-        rows, k_rows = batch_ops.top_k_rows_padded(B, n_rows, top_k)
-        Bu, counts, distinct = batch_ops.distinct_rows_padded(B, rows, k_rows, torch.float64)
+        rows, valid = _padded_top_k(B, n_rows, top_k)
+        Bk = B.gather(1, rows[:, :, None].expand(*rows.shape, B.shape[2]))
+        Bu, counts, distinct = torch_dedup.distinct_rows_padded(Bk, valid, torch.float64)
         assert Bu.shape[1] == counts.shape[1] == max(distinct)
         for t, Bt in enumerate(mats):
             n, m = Bt.shape
-            sub = Bt[ops.top_k_rows(Bt, top_k)]
+            sub = Bt[_top_k_rows(TB, Bt, top_k)]
             if m == 0:
                 assert distinct[t] == 1 and float(counts[t, 0]) == sub.shape[0]
                 continue
@@ -345,10 +367,11 @@ def test_distinct_rows_padded_matches_unique():
 def test_softmax_masked_padded_without_active_tests_gives_zeros():
     logits = torch.tensor([[0.5, 1.0, -2.0], [3.0, 0.0, 1.0]], dtype=torch.float64)
     active = torch.tensor([[True, False, True], [False, False, False]])
-    w = batch_ops.softmax_masked_padded(logits, active, active.any(dim=1, keepdim=True))
+    w = torch_aces_o.softmax_masked_padded(logits, active, active.any(dim=1, keepdim=True))
     assert not torch.isnan(w).any()
     np.testing.assert_array_equal(w[1].numpy(), 0.0)
-    np.testing.assert_allclose(w[0].numpy(), ops.softmax_masked(logits[0], active[0]).numpy(),
+    np.testing.assert_allclose(w[0].numpy(),
+                               torch_aces_o.softmax_masked(logits[0], active[0]).numpy(),
                                rtol=0, atol=1e-16)
     assert float(w[0, 1]) == 0.0
 
@@ -357,19 +380,19 @@ def test_shape_chunks_budget_and_waste():
     shapes = [(1, 100), (4, 100), (400, 100), (1, 3), (576, 500)]
     # budget only: every chunk within it unless alone
     for budget in (10, 1000, 10**5, 10**9):
-        chunks = batch_ops.shape_chunks(shapes, budget)
+        chunks = shape_chunks(shapes, budget)
         assert sorted(t for c in chunks for t in c) == list(range(len(shapes)))
         for c in chunks:
             cells = len(c) * max(shapes[t][0] for t in c) * max(max(shapes[t][1] for t in c), 1)
             assert len(c) == 1 or cells <= budget
     # waste: padded cells at most twice the chunk's own cells; the budget alone
     # would put everything in one chunk
-    assert len(batch_ops.shape_chunks(shapes, 10**9)) == 1
-    chunks = batch_ops.shape_chunks(shapes, 10**9, max_waste=2.0, slack=0)
+    assert len(shape_chunks(shapes, 10**9)) == 1
+    chunks = shape_chunks(shapes, 10**9, max_waste=2.0, slack=0)
     assert sorted(t for c in chunks for t in c) == list(range(len(shapes)))
     assert [4] in chunks  # (576, 500) padded with anything smaller would waste cells
     for c in chunks:
         cells = len(c) * max(shapes[t][0] for t in c) * max(shapes[t][1] for t in c)
         assert len(c) == 1 or cells <= 2.0 * sum(shapes[t][0] * shapes[t][1] for t in c)
     # slack lets small items share a chunk whatever their padding
-    assert len(batch_ops.shape_chunks(shapes[:2] + shapes[3:4], 10**9, 2.0, slack=10**4)) == 1
+    assert len(shape_chunks(shapes[:2] + shapes[3:4], 10**9, 2.0, slack=10**4)) == 1

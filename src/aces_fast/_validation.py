@@ -22,6 +22,9 @@ def is_torch_tensor(x: Any) -> bool:
     return torch is not None and isinstance(x, torch.Tensor)
 
 
+_UINT8 = np.dtype(np.uint8)
+
+
 def check_zero_one(B: np.ndarray, name: str = "B") -> None:
     """Raise ``ValueError`` unless a ``uint8`` matrix holds only 0 and 1.
 
@@ -86,6 +89,11 @@ def as_pass_matrix(B: Any, name: str = "B", *, check_values: bool = True) -> np.
         For a wrong number of dimensions, an empty candidate axis, NaN, or any
         value other than 0 and 1.
     """
+    if type(B) is np.ndarray and B.dtype is _UINT8 and B.ndim == 2 and B.shape[0] \
+            and B.flags.c_contiguous:  # the common case, checked in the fewest steps
+        if check_values:
+            check_zero_one(B, name)
+        return B
     if is_torch_tensor(B):
         B = _tensor_to_numpy(B, name)
     if not isinstance(B, np.ndarray):

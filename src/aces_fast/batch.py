@@ -4,54 +4,42 @@ A batch is a list of pass matrices of any shapes (one per problem) ranked with
 the same method and parameters. Every task is validated first (an error names
 the task's index), then the backend runs them all:
 
-* a backend with a ``rerank_batch(Bs, method, params, n_threads)`` method gets
-  the whole list at once (``cpp``: one call into C++, OpenMP across tasks, GIL
-  released, for majority, ACES-C and ACES-O; ``numba``: one prange kernel over
-  tasks for majority and ACES-C, ACES-O tasks on threads; ``torch``: padded
-  (T, n, m) chunks on the input's device for majority, ACES-C and ACES-O). It
-  returns one :class:`~aces_fast.result.RerankResult` per task, or ``None`` for a
-  method it has no batch path for;
-* otherwise the tasks run one by one through the backend's method entry points,
-  exactly as :func:`aces_fast.rerank` would run them.
+* the backend's ``rerank_batch(Bs, method, params, n_threads)`` gets the whole
+  list at once (``cpp``: one call into C++, OpenMP across tasks, GIL released,
+  for the methods with a compiled copy; ``numba``: tasks on Python threads
+  running the serial kernels, which release the GIL, for the methods whose
+  semantics run over tasks; ``torch``: padded (T, n, m) chunks on the input's
+  device for those same methods). It returns one
+  :class:`~aces_fast.result.RerankResult` per task, or ``None`` for a method it
+  has no batch path for;
+* otherwise the tasks run one by one through the backend's ``rerank``, exactly
+  as :func:`aces_fast.rerank` would run them.
 
 Either way the results equal calling :func:`aces_fast.rerank` task by task:
 bitwise, except torch's batched ACES-O, whose batched matrix products sum in
 another order (weights equal to ~1e-12, orders equal).
 
 Backend protocol (for backend authors): ``Bs`` is a list of matrices already
-through :meth:`Backend.prepare`; ``method`` a name of
-:data:`aces_fast.methods.METHODS`; ``params`` the method's complete, validated
-keyword arguments (defaults filled in, see :data:`METHOD_PARAMS`); ``n_threads``
-``None`` (backend default) or an int >= 1.
+through :meth:`Backend.prepare`; ``method`` a registered name
+(:mod:`aces_fast._registry`); ``params`` the method's complete, validated
+parameters (defaults and fixed values filled in, see
+:func:`aces_fast._registry.method_params`); ``n_threads`` ``None`` (backend
+default) or an int >= 1.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any, Iterable, List, Optional
 
 import numpy as np
 
-from ._params import METHOD_PARAMS, method_params
+from . import _registry
+from ._registry import DEFAULT_METHOD, METHOD_PARAMS
 from ._validation import check_int, is_torch_tensor
 from .backends import resolve_backend
-from .methods import METHODS
 from .result import RerankResult
 
 __all__ = ["METHOD_PARAMS", "rerank_batch"]
-
-
-def _run_one(be: Any, method: str, B: Any, p: Dict[str, Any]) -> RerankResult:
-    """One task through the backend's method entry points, as :mod:`.methods` calls them."""
-    if method == "majority":
-        return be.majority_vote(B)
-    if method in ("aces-c", "aces-c-filter"):
-        return be.aces_c(B, "weighted" if method == "aces-c" else "filter", p["tie_tol"])
-    if method in ("aces-o", "aces-o-warm"):
-        return be.aces_o(B, p["gamma"], p["lr"], p["steps"], p["top_k"], p["init"],
-                         p["tie_tol"])
-    if method in ("codet", "codet-linear"):
-        return be.codet(B, p["exponent"])
-    return be.b4(B, p["alpha"], p["beta0"])
 
 
 def _task_list(tasks: Any) -> List[Any]:
@@ -66,7 +54,8 @@ def _task_list(tasks: Any) -> List[Any]:
     return list(tasks)
 
 
-def rerank_batch(tasks: Iterable[Any], method: str = "aces-c", *, backend: Optional[str] = None,
+def rerank_batch(tasks: Iterable[Any], method: str = DEFAULT_METHOD, *,
+                 backend: Optional[str] = None,
                  n_threads: Optional[int] = None, **params: Any) -> List[RerankResult]:
     """Rank the candidates of many problems with one method.
 
@@ -102,12 +91,11 @@ def rerank_batch(tasks: Iterable[Any], method: str = "aces-c", *, backend: Optio
     Notes
     -----
     With the ``cpp`` backend majority vote, ACES-C (both variants) and ACES-O
-    run in one call into C++ with the GIL released; CodeT and B4 (NumPy) run
-    task by task. Cost: the sum of the tasks' costs, divided across threads.
+    run in one call into C++ with the GIL released; CodeT and B4 run task by
+    task. Cost: the sum of the tasks' costs, divided across threads.
     """
-    if not isinstance(method, str) or method not in METHODS:
-        raise ValueError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
-    p = method_params(method, params)
+    spec = _registry.get(method)
+    values = spec.validate(params)
     if n_threads is not None:
         n_threads = check_int(n_threads, "n_threads", minimum=1)
     items = _task_list(tasks)
@@ -122,9 +110,7 @@ def rerank_batch(tasks: Iterable[Any], method: str = "aces-c", *, backend: Optio
             raise TypeError(f"task {t}: {exc}") from None
         except ValueError as exc:
             raise ValueError(f"task {t}: {exc}") from None
-    batch = getattr(be, "rerank_batch", None)
-    if batch is not None:
-        results = batch(Bs, method, p, n_threads)
-        if results is not None:
-            return results
-    return [_run_one(be, method, B, p) for B in Bs]
+    results = be.rerank_batch(Bs, spec.name, values, n_threads)
+    if results is not None:
+        return results
+    return [be.rerank(B, spec.name, values) for B in Bs]

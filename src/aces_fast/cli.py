@@ -62,23 +62,23 @@ def _int_at_least(minimum: int, what: str) -> Any:
 
 
 _positive_int = _int_at_least(1, "a positive integer")
-_nonneg_int = _int_at_least(0, "an integer >= 0")
 
 
-def _top_k(text: str) -> Any:
-    if text.lower() in ("none", "all"):
-        return "all"
-    return _positive_int(text)
+#: the value of a hyperparameter flag the user did not give
+_UNSET = object()
 
 
-def _float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not math.isfinite(v):
-        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
-    return v
+def _hyperparameter_flags() -> List[Any]:
+    """``(flag, dest, family, Param)`` of every tunable hyperparameter, from the
+    declarations of :mod:`aces_fast._registry`: ``--<family>-<name>``."""
+    from . import _registry
+
+    out = []
+    for family, params in _registry.tunable_families().items():
+        for p in params:
+            flag = f"--{family}-{p.name.replace('_', '-')}"
+            out.append((flag, flag[2:].replace("-", "_"), family, p))
+    return out
 
 
 def _limit(text: str) -> int:
@@ -147,30 +147,35 @@ def _unexpected(exc: BaseException) -> str:
 def _add_hyperparameters(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group(
         "method hyperparameters (default: the library's, i.e. the paper's)")
-    g.add_argument("--aces-o-gamma", type=_float, metavar="G",
-                   help="ACES-O sigmoid sharpness gamma (default 10)")
-    g.add_argument("--aces-o-lr", type=_float, metavar="LR",
-                   help="ACES-O Adam learning rate (default 0.01; paper: 0.05 on HumanEval+/MBPP)")
-    g.add_argument("--aces-o-steps", type=_nonneg_int, metavar="N",
-                   help="ACES-O Adam steps (default 90)")
-    g.add_argument("--aces-o-top-k", type=_top_k, metavar="K",
-                   help="ACES-O: optimize on the K candidates with most passes; 'all' keeps "
-                        "every candidate (default 24)")
-    g.add_argument("--b4-alpha", type=_float, metavar="A", help="B4 prior a (default 1e3)")
-    g.add_argument("--b4-beta0", type=_float, metavar="B", help="B4 prior b (default 1e4)")
+    for flag, dest, family, p in _hyperparameter_flags():
+        default = "all" if p.default is None else p.default
+        g.add_argument(flag, dest=dest, type=p.check.parse, metavar=p.metavar, default=_UNSET,
+                       help=f"{family}: {p.help} (default {default})")
 
 
 def _overrides(args: argparse.Namespace) -> Dict[str, Dict[str, Any]]:
-    """Hyperparameters the user set, by method family (for evaluation.method_params)."""
-    out: Dict[str, Dict[str, Any]] = {"aces-o": {}, "b4": {}}
-    for attr, family, key in (("aces_o_gamma", "aces-o", "gamma"), ("aces_o_lr", "aces-o", "lr"),
-                              ("aces_o_steps", "aces-o", "steps"),
-                              ("aces_o_top_k", "aces-o", "top_k"),
-                              ("b4_alpha", "b4", "alpha"), ("b4_beta0", "b4", "beta0")):
-        value = getattr(args, attr)
-        if value is not None:
-            out[family][key] = None if value == "all" else value
-    return {k: v for k, v in out.items() if v}
+    """Hyperparameters the user set, by method family (for ``evaluate``'s ``params``)."""
+    out: Dict[str, Dict[str, Any]] = {}
+    for _, dest, family, p in _hyperparameter_flags():
+        value = getattr(args, dest, _UNSET)
+        if value is not _UNSET:
+            out.setdefault(family, {})[p.name] = value
+    return out
+
+
+def _method_values(args: argparse.Namespace) -> Dict[str, Any]:
+    """The tunable hyperparameters of ``--method`` from the flags the user set
+    (``rerank``, ``rerank-dataset``); flags of other method families are
+    ignored with a warning."""
+    from . import _registry
+
+    overrides = _overrides(args)
+    family = _registry.get(args.method).family
+    ignored = [f for f in overrides if f != family]
+    if ignored:
+        print(f"{PROG}: warning: hyperparameters for {', '.join(ignored)} are ignored by "
+              f"--method {args.method}", file=sys.stderr)
+    return _registry.method_params(args.method, overrides.get(family), tunable=True)
 
 
 def _method_list(text: str) -> List[str]:
@@ -344,19 +349,12 @@ def _tolist(x: Any) -> Any:
 
 def _cmd_rerank(args: argparse.Namespace) -> int:
     from .datasets import load_pass_matrix
-    from .evaluation import method_params
     from .methods import rerank
 
     with _loading(args.file):
         prob = load_pass_matrix(args.file, task=args.task, max_cells=args.max_cells,
                                 max_bytes=args.max_bytes)
-    overrides = _overrides(args)
-    family = "aces-o" if args.method.startswith("aces-o") else args.method
-    ignored = [f for f in overrides if f != family]
-    if ignored:
-        print(f"{PROG}: warning: hyperparameters for {', '.join(ignored)} are ignored by "
-              f"--method {args.method}", file=sys.stderr)
-    params = method_params(args.method, overrides)
+    params = _method_values(args)
     res = rerank(prob.B, args.method, backend=args.backend, **params)
     scores = _tolist(res.scores)
     order = [int(i) for i in (res.order.tolist() if hasattr(res.order, "tolist") else res.order)]
@@ -438,19 +436,12 @@ def _cmd_convert(args: argparse.Namespace) -> int:
 
 
 def _cmd_rerank_dataset(args: argparse.Namespace) -> int:
-    from .evaluation import method_params
-
     try:
         from .parquet import InvalidRowError
         from .stream import default_errors_path, rerank_dataset
     except ImportError as exc:
         raise ValueError(str(exc)) from None
-    overrides = _overrides(args)
-    family = "aces-o" if args.method.startswith("aces-o") else args.method
-    ignored = [f for f in overrides if f != family]
-    if ignored:
-        print(f"{PROG}: warning: hyperparameters for {', '.join(ignored)} are ignored by "
-              f"--method {args.method}", file=sys.stderr)
+    params = _method_values(args)
     if args.address is not None and args.engine != "ray":
         raise ValueError("--address needs --engine ray")
     errors_path = args.errors or default_errors_path(args.output)
@@ -460,7 +451,7 @@ def _cmd_rerank_dataset(args: argparse.Namespace) -> int:
             batch_size=args.batch_size, backend=args.backend, n_threads=args.threads,
             skip_invalid=args.skip_invalid, errors_path=errors_path, resume=args.resume,
             progress=False if args.quiet else None, address=args.address,
-            **method_params(args.method, overrides))
+            **params)
     except InvalidRowError as exc:
         raise ValueError(f"{exc} (--skip-invalid writes bad rows to {errors_path} and goes "
                          "on)") from None
@@ -493,8 +484,8 @@ def _cmd_rerank_dataset(args: argparse.Namespace) -> int:
 
 def _add_dataset_commands(sub: Any) -> None:
     """The ``convert`` and ``rerank-dataset`` subcommands."""
+    from . import _registry
     from .datasets import BUNDLED
-    from .methods import METHODS
     from .stream import DEFAULT_BATCH_SIZE
 
     cv = sub.add_parser(
@@ -524,8 +515,8 @@ def _add_dataset_commands(sub: Any) -> None:
     rd.add_argument("-o", "--output", required=True, metavar="OUT.parquet",
                     help="output directory of part files (read it with "
                          "pyarrow.parquet.read_table(OUT) or pandas.read_parquet(OUT))")
-    rd.add_argument("--method", default="aces-c", choices=list(METHODS),
-                    help="ranking method (default aces-c)")
+    rd.add_argument("--method", default=_registry.DEFAULT_METHOD, choices=list(_registry.names()),
+                    help=f"ranking method (default {_registry.DEFAULT_METHOD})")
     rd.add_argument("--engine", default="local", choices=["local", "ray"],
                     help="local: this process; ray: Ray Data tasks (default local)")
     rd.add_argument("--address", metavar="ADDR",
@@ -601,10 +592,9 @@ def _run_bench(argv: List[str]) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The top-level parser (``bench`` is listed but parsed by the checkout's harness)."""
-    from . import __version__
+    from . import __version__, _registry
     from .datasets import BUNDLED, DEFAULT_DATASET
     from .evaluation import ALL_METHODS
-    from .methods import METHODS
 
     parser = argparse.ArgumentParser(
         prog=PROG,
@@ -645,8 +635,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "(single array, key 'B', or the dataset layout), .csv (0/1, no header), "
                     ".jsonl (dataset layout; first problem or --task).")
     rr.add_argument("file", metavar="FILE", help="the matrix file, or '-' for standard input")
-    rr.add_argument("--method", default="aces-c", choices=list(METHODS),
-                    help="ranking method (default aces-c)")
+    rr.add_argument("--method", default=_registry.DEFAULT_METHOD, choices=list(_registry.names()),
+                    help=f"ranking method (default {_registry.DEFAULT_METHOD})")
     rr.add_argument("--task", metavar="ID", help="task_id to take from a .jsonl/.npz dataset")
     rr.add_argument("--top", type=_positive_int, metavar="N",
                     help="show only the N best candidates and N largest test weights")

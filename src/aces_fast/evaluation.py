@@ -18,53 +18,58 @@ ranking) and ``"oracle"`` (scores = labels).
 
 from __future__ import annotations
 
-import inspect
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
+from . import _registry
+from ._registry import method_params
 from .datasets import Dataset
-from .methods import METHODS, aces_o, b4, rerank
+from .methods import rerank
 from .metrics import diagnostics, pass_at_k
 
 __all__ = ["ALL_METHODS", "DEFAULT_KS", "Evaluation", "evaluate", "method_params"]
 
 #: Reference rows computed without a ranking method.
 REFERENCE_METHODS = ("random", "oracle")
-#: Every method name ``evaluate`` knows, in table order.
-_TABLE_ORDER = ("majority", "codet", "codet-linear", "b4", "aces-c", "aces-c-filter", "aces-o",
-                "aces-o-warm")
-ALL_METHODS: tuple = (("random",) + tuple(m for m in _TABLE_ORDER if m in METHODS)
-                      + tuple(m for m in METHODS if m not in _TABLE_ORDER) + ("oracle",))
 DEFAULT_KS = (1, 2, 5)
 
-# Which ``rerank`` functions' keyword defaults describe each method's hyperparameters.
-_PARAM_SOURCES: Dict[str, Callable[..., Any]] = {"aces-o": aces_o, "aces-o-warm": aces_o, "b4": b4}
-_TUNABLE = {"aces-o": ("gamma", "lr", "steps", "top_k"), "b4": ("alpha", "beta0")}
+
+class _AllMethods(Sequence[str]):
+    """Every method name ``evaluate`` knows, in table order: ``"random"``, the
+    registered methods (:mod:`aces_fast._registry`, a live view), ``"oracle"``."""
+
+    def _names(self) -> Tuple[str, ...]:
+        return (REFERENCE_METHODS[0],) + _registry.names() + REFERENCE_METHODS[1:]
+
+    def __getitem__(self, i: Any) -> Any:
+        return self._names()[i]
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names()
+
+    def __repr__(self) -> str:
+        return repr(self._names())
 
 
-def method_params(method: str, overrides: Optional[Mapping[str, Mapping[str, Any]]] = None
-                  ) -> Dict[str, Any]:
-    """The hyperparameters ``method`` runs with: the library defaults updated by ``overrides``.
+ALL_METHODS: Sequence[str] = _AllMethods()
 
-    ``overrides`` maps a method family (``"aces-o"`` -- also used by
-    ``"aces-o-warm"`` -- or ``"b4"``) to keyword arguments, e.g.
-    ``{"aces-o": {"lr": 0.05}}``. Methods without tunable hyperparameters
-    return ``{}``.
-    """
-    family = "aces-o" if method == "aces-o-warm" else method
-    if family not in _TUNABLE:
+
+def _run_params(method: str, overrides: Optional[Mapping[str, Mapping[str, Any]]]
+                ) -> Dict[str, Any]:
+    """The hyperparameters ``method`` runs with: its tunable defaults updated by
+    ``overrides`` for its family (see :func:`aces_fast._registry.method_params`);
+    ``{}`` for the reference rows."""
+    if method in REFERENCE_METHODS:
         return {}
-    sig = inspect.signature(_PARAM_SOURCES[method])
-    params = {p: sig.parameters[p].default for p in _TUNABLE[family]}
-    params.update((overrides or {}).get(family, {}))
-    unknown = set(params) - set(_TUNABLE[family])
-    if unknown:
-        raise ValueError(f"unknown hyperparameter(s) for {family}: {', '.join(sorted(unknown))}")
-    return params
+    family = _registry.get(method).family
+    return method_params(method, (overrides or {}).get(family), tunable=True)
 
 
 def _check_methods(methods: Optional[Iterable[str]]) -> List[str]:
@@ -199,8 +204,9 @@ class Evaluation:
                    + f"  {self.seconds[meth]:8.3f}  {self.backends[meth]}")
             lines.append(row)
         lines.append("Pass@k in percent: exact expectation with ties broken at random.")
+        # one line per family: its members run with the same hyperparameters
         hp = "; ".join(f"{m}: " + " ".join(f"{k}={v}" for k, v in p.items())
-                       for m, p in self.params.items() if p and m != "aces-o-warm")
+                       for m, p in self.params.items() if p and _registry.get(m).family == m)
         if hp:
             lines.append("hyperparameters: " + hp)
         d = self.diagnostics
@@ -257,8 +263,9 @@ def evaluate(dataset: Dataset, methods: Optional[Sequence[str]] = None, *,
     backend : str, optional
         Passed to every method (``None``: ``ACES_FAST_BACKEND``, then auto).
     params : mapping, optional
-        Hyperparameter overrides per family, e.g. ``{"aces-o": {"lr": 0.05},
-        "b4": {"alpha": 100.0}}`` (see :func:`method_params`).
+        Hyperparameter overrides per method family, e.g. ``{"aces-o": {"lr": 0.05},
+        "b4": {"alpha": 100.0}}`` (``"aces-o"`` also applies to ``"aces-o-warm"``;
+        the tunable hyperparameters are declared in :mod:`aces_fast._registry`).
     progress : callable, optional
         Called with the method name after each (method, problem) pair, e.g. to
         advance a progress bar; ``len(methods) * len(dataset)`` calls in all.
@@ -278,11 +285,12 @@ def evaluate(dataset: Dataset, methods: Optional[Sequence[str]] = None, *,
     ks = tuple(int(k) for k in ks)
     if not ks or any(k < 1 for k in ks):
         raise ValueError(f"ks must be positive integers; got {ks}")
+    families = _registry.tunable_families()
     for family in (params or {}):
-        if family not in _TUNABLE:
+        if family not in families:
             raise ValueError(f"no tunable hyperparameters for {family!r}; "
-                             f"params accepts {', '.join(_TUNABLE)}")
-    run_params = {m: method_params(m, params) for m in chosen}
+                             f"params accepts {', '.join(families)}")
+    run_params = {m: _run_params(m, params) for m in chosen}
     P = len(dataset)
     labelled = np.array([p.labels is not None for p in dataset], dtype=bool)
     mixed = np.array([p.is_mixed for p in dataset], dtype=bool)

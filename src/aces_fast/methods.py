@@ -7,18 +7,17 @@ section 4 (``backend=None`` -> ``ACES_FAST_BACKEND`` -> auto) and returns a
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Iterator, Mapping, Optional
 
 import numpy as np
 
-from . import consensus
-from . import _params
-from ._params import DEFAULT_TIE_TOL
-from ._validation import as_scores, check_int, check_real, is_torch_tensor
+from . import _registry, _semantics, consensus
+from ._registry import (ACES_C, ACES_C_FILTER, ACES_O, B4, CODET, DEFAULT_METHOD, GAMMA,
+                        MAJORITY, TIE_TOL, MethodSpec)
+from ._validation import as_scores, check_real, is_torch_tensor
 from .backends import check_backend_choice, resolve_backend
-from .backends.base import descending_order
+from .backends.base import ArrayBackend
 from .result import RerankResult, SurrogateResult
-
 
 
 def _setup(B: Any, backend: Optional[str]):
@@ -26,7 +25,15 @@ def _setup(B: Any, backend: Optional[str]):
     return be, be.prepare(B)
 
 
-def loo_auc(B: Any, weights: Any = None, *, tie_tol: float = DEFAULT_TIE_TOL,
+def _run(spec: MethodSpec, B: Any, backend: Optional[str], params: Dict[str, Any]
+         ) -> RerankResult:
+    """Validate ``params`` (once, here), pick the backend, validate ``B``, rank."""
+    values = spec.validate(params)
+    be = resolve_backend(backend, B)
+    return be.rerank(be.prepare(B), spec, values)
+
+
+def loo_auc(B: Any, weights: Any = None, *, tie_tol: float = TIE_TOL.default,
             backend: Optional[str] = None):
     """Leave-one-out AUC of every test (SPEC section 2).
 
@@ -56,13 +63,13 @@ def loo_auc(B: Any, weights: Any = None, *, tie_tol: float = DEFAULT_TIE_TOL,
     One sort of the scores serves all tests, then a merge per test:
     O(n log n + n m) time, O(n + m) extra memory besides an optional uint8 copy.
     """
-    tie_tol = _params.tie_tol(tie_tol)
+    tie_tol = TIE_TOL.validate(tie_tol)
     be, Bv = _setup(B, backend)
     w = None if weights is None else be.prepare_weights(weights, Bv.shape[1])
     return be.loo_auc_public(Bv, w, tie_tol)
 
 
-def surrogate_loo_auc(B: Any, weights: Any, gamma: float = 10.0, *,
+def surrogate_loo_auc(B: Any, weights: Any, gamma: float = GAMMA.default, *,
                       backend: Optional[str] = None) -> SurrogateResult:
     """Logistic surrogate of LOO-AUC, the ACES-O objective and its gradient.
 
@@ -83,7 +90,7 @@ def surrogate_loo_auc(B: Any, weights: Any, gamma: float = 10.0, *,
         ``(values (m,), objective float, gradient (m,))`` with ``gradient = dJ/dw``
         computed analytically in ``O(sum_j |P_j||F_j| + n m)``.
     """
-    gamma = _params.gamma(gamma)
+    gamma = GAMMA.validate(gamma)
     be, Bv = _setup(B, backend)
     w = be.prepare_weights(weights, Bv.shape[1])
     return be.surrogate_public(Bv, w, gamma)
@@ -95,11 +102,15 @@ def majority_vote(B: Any, *, backend: Optional[str] = None) -> RerankResult:
     Weights are uniform over non-constant tests (normalized to sum 1), so
     ``scores`` are pass fractions. O(n m).
     """
-    be, Bv = _setup(B, backend)
-    return be.majority_vote(Bv)
+    return _run(MAJORITY, B, backend, {})
 
 
-def aces_c(B: Any, variant: str = "weighted", *, tie_tol: float = DEFAULT_TIE_TOL,
+#: ``aces_c``'s variants: the value of ``variant`` -> the method it runs
+_ACES_C_VARIANTS = {spec.fixed["variant"]: spec for spec in (ACES_C, ACES_C_FILTER)}
+
+
+def aces_c(B: Any, variant: str = ACES_C.fixed["variant"], *,
+           tie_tol: float = ACES_C.default("tie_tol"),
            backend: Optional[str] = None) -> RerankResult:
     """ACES-C: closed-form test weights from uniform-weight LOO-AUC.
 
@@ -111,16 +122,17 @@ def aces_c(B: Any, variant: str = "weighted", *, tie_tol: float = DEFAULT_TIE_TO
     Returns a :class:`RerankResult` whose ``loo_auc`` holds the uniform LOO-AUC.
     Cost: one LOO-AUC pass, O(n log n + n m).
     """
-    if variant not in ("weighted", "filter"):
-        raise ValueError(f"variant must be 'weighted' or 'filter'; got {variant!r}")
-    tie_tol = _params.tie_tol(tie_tol)
-    be, Bv = _setup(B, backend)
-    return be.aces_c(Bv, variant, tie_tol)
+    spec = _ACES_C_VARIANTS.get(variant) if isinstance(variant, str) else None
+    if spec is None:
+        allowed = " or ".join(repr(v) for v in _ACES_C_VARIANTS)
+        raise ValueError(f"variant must be {allowed}; got {variant!r}")
+    return _run(spec, B, backend, {"tie_tol": tie_tol})
 
 
-def aces_o(B: Any, gamma: float = 10.0, lr: float = 0.01, steps: int = 90,
-           top_k: Optional[int] = 24, init: str = "uniform", *,
-           tie_tol: float = DEFAULT_TIE_TOL, bins: Optional[int] = None,
+def aces_o(B: Any, gamma: float = ACES_O.default("gamma"), lr: float = ACES_O.default("lr"),
+           steps: int = ACES_O.default("steps"), top_k: Optional[int] = ACES_O.default("top_k"),
+           init: str = ACES_O.default("init"), *, tie_tol: float = ACES_O.default("tie_tol"),
+           bins: Optional[int] = ACES_O.default("bins"),
            backend: Optional[str] = None) -> RerankResult:
     """ACES-O: test weights on the simplex maximizing the surrogate LOO-AUC objective.
 
@@ -163,45 +175,29 @@ def aces_o(B: Any, gamma: float = 10.0, lr: float = 0.01, steps: int = 90,
     -----
     Cost: ``O(steps * (sum_j |P_j||F_j| + k m))`` on the ``k = top_k`` rows.
     """
-    gamma = _params.gamma(gamma)
-    lr = _params.lr(lr)
-    steps = _params.steps(steps)
-    top_k = _params.top_k(top_k)
-    init = _params.init(init)
-    tie_tol = _params.tie_tol(tie_tol)
-    be, Bv = _setup(B, backend)
-    if bins is None:
-        return be.aces_o(Bv, gamma, lr, steps, top_k, init, tie_tol)
-    bins = check_int(bins, "bins", minimum=2)
-    if be.name != "cpp":
-        raise ValueError("bins= (the binned surrogate approximation) is implemented by the cpp "
-                         f"backend only; the selected backend is {be.name!r}")
-    return be.aces_o(Bv, gamma, lr, steps, top_k, init, tie_tol, bins=bins)
+    return _run(ACES_O, B, backend, {"gamma": gamma, "lr": lr, "steps": steps, "top_k": top_k,
+                                     "init": init, "tie_tol": tie_tol, "bins": bins})
 
 
-def codet(B: Any, exponent: float = 0.5, *, backend: Optional[str] = None) -> RerankResult:
+def codet(B: Any, exponent: float = CODET.default("exponent"), *,
+          backend: Optional[str] = None) -> RerankResult:
     """CodeT dual agreement in pass-matrix form.
 
     Candidates with identical rows form a consensus set scoring
     ``(#non-constant tests passed) * (set size) ** exponent`` (0.5 as in CodeT's
     released code, 1 for the paper's linear form). O(n m log n).
     """
-    exponent = _params.exponent(exponent)
-    be, Bv = _setup(B, backend)
-    return be.codet(Bv, exponent)
+    return _run(CODET, B, backend, {"exponent": exponent})
 
 
-def b4(B: Any, alpha: float = 1e3, beta0: float = 1e4, *,
+def b4(B: Any, alpha: float = B4.default("alpha"), beta0: float = B4.default("beta0"), *,
        backend: Optional[str] = None) -> RerankResult:
     """B4 (Chen et al., ASE 2024): Bayesian posterior of each consensus set.
 
-    See :func:`aces_fast.consensus.b4_scores` for the formula; ``alpha`` and
+    See :func:`aces_fast._semantics.b4` for the formula; ``alpha`` and
     ``beta0`` are the Beta prior parameters ``a`` and ``b`` (defaults 1e3, 1e4).
     """
-    alpha = _params.b4_alpha(alpha)
-    beta0 = _params.b4_beta0(beta0)
-    be, Bv = _setup(B, backend)
-    return be.b4(Bv, alpha, beta0)
+    return _run(B4, B, backend, {"alpha": alpha, "beta0": beta0})
 
 
 def mbr_exec(outputs: Any, *, backend: Optional[str] = None) -> RerankResult:
@@ -230,7 +226,8 @@ def mbr_exec(outputs: Any, *, backend: Optional[str] = None) -> RerankResult:
     if O.ndim != 2 or O.shape[0] == 0:
         raise ValueError(f"outputs must have shape (n >= 1, t); got {O.shape}")
     scores = consensus.mbr_exec_scores(O)
-    return RerankResult(scores=scores, weights=None, order=descending_order(scores),
+    return RerankResult(scores=scores, weights=None,
+                        order=_semantics.descending_order(ArrayBackend, scores),
                         method="mbr-exec", backend=ran)
 
 
@@ -275,32 +272,49 @@ def combine(scores: Any, quality: Any, consensus_matrix: Any, alpha: float = 0.5
     s_hat = (s - s.min()) / span if span > 0 else np.zeros(n)
     r = alpha * (beta * s_hat + (1 - beta) * q) + (1 - alpha) * (P @ (beta * s_hat + (1 - beta) * q))
     method = f"combine({base})" if base else "combine"
-    return RerankResult(scores=r, weights=None, order=descending_order(r), method=method,
+    return RerankResult(scores=r, weights=None, order=_semantics.descending_order(ArrayBackend, r),
+                        method=method,
                         backend=ran, info={"alpha": alpha, "beta": beta})
 
 
+class _Methods(Mapping[str, Callable[..., RerankResult]]):
+    """``rerank`` name -> a callable ``(B, *, backend=None, **params)``: a live view of
+    the registered methods (:mod:`aces_fast._registry`), in table order."""
+
+    def __getitem__(self, name: str) -> Callable[..., RerankResult]:
+        if name not in _registry.names():
+            raise KeyError(name)
+        spec = _registry.get(name)
+
+        def call(B: Any, *, backend: Optional[str] = None, **params: Any) -> RerankResult:
+            return _run(spec, B, backend, params)
+
+        call.__name__ = call.__qualname__ = spec.name.replace("-", "_")
+        call.__doc__ = spec.summary
+        return call
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_registry.names())
+
+    def __len__(self) -> int:
+        return len(_registry.names())
+
+    def __repr__(self) -> str:
+        return f"METHODS({', '.join(self)})"
+
+
 #: ``rerank`` method names -> callables taking ``(B, backend=..., **params)``.
-METHODS: Dict[str, Callable[..., RerankResult]] = {
-    "majority": majority_vote,
-    "aces-c": lambda B, **kw: aces_c(B, "weighted", **kw),
-    "aces-c-filter": lambda B, **kw: aces_c(B, "filter", **kw),
-    "aces-o": aces_o,
-    "aces-o-warm": lambda B, **kw: aces_o(B, **{"init": "aces-c", **kw}),
-    "codet": codet,
-    "codet-linear": lambda B, **kw: codet(B, **{"exponent": 1.0, **kw}),
-    "b4": b4,
-}
+METHODS: Mapping[str, Callable[..., RerankResult]] = _Methods()
 
 
-def rerank(B: Any, method: str = "aces-c", *, backend: Optional[str] = None,
+def rerank(B: Any, method: str = DEFAULT_METHOD, *, backend: Optional[str] = None,
            **params: Any) -> RerankResult:
     """Rank candidates with the method called ``method``.
 
-    Names: ``"majority"``, ``"aces-c"``, ``"aces-c-filter"``, ``"aces-o"``,
-    ``"aces-o-warm"`` (ACES-O with ``init="aces-c"``), ``"codet"`` (exponent 0.5),
-    ``"codet-linear"`` (exponent 1), ``"b4"``. ``params`` go to the method, e.g.
-    ``rerank(B, "aces-o", lr=0.05, top_k=32)``.
+    Names (:data:`METHODS`): ``"majority"``, ``"codet"`` (exponent 0.5),
+    ``"codet-linear"`` (exponent 1), ``"b4"``, ``"aces-c"``, ``"aces-c-filter"``,
+    ``"aces-o"``, ``"aces-o-warm"`` (ACES-O with ``init="aces-c"``). ``params``
+    go to the method, e.g. ``rerank(B, "aces-o", lr=0.05, top_k=32)``; an
+    unknown one is a TypeError.
     """
-    if not isinstance(method, str) or method not in METHODS:
-        raise ValueError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
-    return METHODS[method](B, backend=backend, **params)
+    return _run(_registry.get(method), B, backend, params)

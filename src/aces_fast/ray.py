@@ -37,9 +37,8 @@ except ImportError as _exc:  # pragma: no cover - exercised in a subprocess test
 
 import pyarrow as pa
 
-from ._params import method_params
+from ._registry import DEFAULT_METHOD, method_params
 from ._validation import check_int
-from .methods import METHODS
 from .parquet import InvalidRowError, RowError, check_schema, input_files
 from .stream import (DEFAULT_BATCH_SIZE, _drop_reported, drop_task_ids, rerank_table,
                      results_schema)
@@ -227,7 +226,7 @@ def _rerank_block(table: pa.Table, *, method: str, params: Dict[str, Any],
     return pa.concat_tables([good, pa.table(bad, schema=good.schema)])
 
 
-def rerank_dataset(ds: "ray.data.Dataset", method: str = "aces-c", *,
+def rerank_dataset(ds: "ray.data.Dataset", method: str = DEFAULT_METHOD, *,
                    batch_size: int = DEFAULT_BATCH_SIZE, backend: Optional[str] = None,
                    n_threads: int = 1, skip_invalid: bool = False,
                    **params: Any) -> "ray.data.Dataset":
@@ -259,9 +258,7 @@ def rerank_dataset(ds: "ray.data.Dataset", method: str = "aces-c", *,
         One row per problem with the columns of :mod:`aces_fast.stream` (lazy:
         nothing runs until it is consumed, e.g. ``.write_parquet(dir)``).
     """
-    if not isinstance(method, str) or method not in METHODS:
-        raise ValueError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
-    p = method_params(method, params)
+    p = method_params(method, params)  # ValueError for an unknown method, listing the names
     batch_size = check_int(batch_size, "batch_size", minimum=1)
     n_threads = check_int(n_threads, "n_threads", minimum=1)
     return ds.map_batches(_rerank_block,  # type: ignore[arg-type]

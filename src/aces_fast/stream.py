@@ -51,9 +51,8 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple, Un
 
 import numpy as np
 
-from ._params import method_params
+from ._registry import DEFAULT_METHOD, method_params
 from ._validation import check_int
-from .methods import METHODS
 
 __all__ = ["DEFAULT_BATCH_SIZE", "PASS_KS", "RunSummary", "default_errors_path", "pass_at_ks",
            "rerank_dataset", "rerank_table", "results_schema"]
@@ -171,7 +170,7 @@ def rerank_table(table: Any, method: str, params: Dict[str, Any], *, rows: Any =
     table : pyarrow.RecordBatch or pyarrow.Table
         Rows of the pass-matrix layout (:mod:`aces_fast.parquet`).
     method, params
-        A method name and its complete parameters (``_params.method_params``).
+        A method name and its complete parameters (``_registry.method_params``).
     rows : int, sequence of int, or None
         Input row numbers for error reports (see ``decode_batch``).
     has_labels : bool
@@ -460,7 +459,7 @@ def _local_batches(inputs: List[Tuple[Path, Any]], batch_size: int, done: Set[st
             yield table, rows, size
 
 
-def rerank_dataset(path_in: PathLike, path_out: PathLike, method: str = "aces-c", *,
+def rerank_dataset(path_in: PathLike, path_out: PathLike, method: str = DEFAULT_METHOD, *,
                    engine: str = "local", batch_size: int = DEFAULT_BATCH_SIZE,
                    backend: Optional[str] = None, n_threads: Optional[int] = None,
                    skip_invalid: bool = False, errors_path: Optional[PathLike] = None,
@@ -522,9 +521,7 @@ def rerank_dataset(path_in: PathLike, path_out: PathLike, method: str = "aces-c"
     _arrow()
     from .parquet import InvalidRowError
 
-    if not isinstance(method, str) or method not in METHODS:
-        raise ValueError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
-    p = method_params(method, params)
+    p = method_params(method, params)  # ValueError for an unknown method, listing the names
     batch_size = check_int(batch_size, "batch_size", minimum=1)
     if n_threads is not None:
         n_threads = check_int(n_threads, "n_threads", minimum=1)

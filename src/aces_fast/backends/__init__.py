@@ -1,9 +1,12 @@
 """Backend registry and the selection rule of SPEC section 4.
 
-Each backend lives in its own module exposing ``load() -> Backend`` which raises
-:class:`BackendUnavailableError` (with the reason) when its dependency is absent.
-Modules are imported lazily, on first use, so ``import aces_fast`` imports
-neither torch nor numba.
+Each backend lives in the module (or package) of its name -- ``backends/cpp.py``,
+``backends/numpy.py`` (the readable reference), ``backends/numba/``,
+``backends/torch/`` -- exposing ``load() -> Backend``, which raises
+:class:`BackendUnavailableError` (with the reason) when its dependency is
+absent. Modules are imported lazily, on first use, so ``import aces_fast``
+imports neither torch nor numba. A backend is the ``nx`` the method semantics
+(:mod:`aces_fast._semantics`) run against: see :class:`.base.Backend`.
 
 Selection: an explicit ``backend=`` argument, else the ``ACES_FAST_BACKEND``
 environment variable, else ``"auto"``: torch when the input is a CUDA tensor,
@@ -35,12 +38,8 @@ __all__ = [
 ENV_VAR = "ACES_FAST_BACKEND"
 
 #: name -> module implementing it, in ``auto`` preference order for CPU input.
-_MODULES: Dict[str, str] = {
-    "cpp": "aces_fast.backends.cpp",
-    "numba": "aces_fast.backends.numba_backend",
-    "torch": "aces_fast.backends.torch_backend",
-    "numpy": "aces_fast.backends.numpy_ref",
-}
+_MODULES: Dict[str, str] = {name: f"{__name__}.{name}"
+                             for name in ("cpp", "numba", "torch", "numpy")}
 BACKEND_NAMES: Tuple[str, ...] = tuple(_MODULES)
 _AUTO_CPU_ORDER = ("cpp", "numba", "numpy")
 
@@ -118,6 +117,26 @@ def check_backend_choice(backend: Optional[str]) -> str:
     return "numpy"
 
 
+try:  # os.environ's own key for ENV_VAR (bytes on POSIX, upper case on Windows)
+    _ENV_KEY: Any = os.environ.encodekey(ENV_VAR)  # type: ignore[attr-defined]
+except AttributeError:  # pragma: no cover - not CPython's os._Environ
+    _ENV_KEY = None
+
+
+def _env_choice() -> Optional[str]:
+    """``ACES_FAST_BACKEND``, read on every call (users and tests change it).
+
+    Through ``os.environ``'s own mapping, which ``os.environ[...] = ...`` and
+    ``del`` keep in step with the process environment: a tenth of
+    ``os.environ.get``'s cost, which matters for microsecond-scale calls.
+    """
+    data = getattr(os.environ, "_data", None)
+    if data is None or _ENV_KEY is None:
+        return os.environ.get(ENV_VAR)
+    raw = data.get(_ENV_KEY)
+    return None if raw is None else os.environ.decodevalue(raw)  # type: ignore[attr-defined]
+
+
 def resolve_backend(backend: Optional[str], data: Any = None) -> Backend:
     """Apply the selection rule to an explicit choice and an input array.
 
@@ -129,7 +148,11 @@ def resolve_backend(backend: Optional[str], data: Any = None) -> Backend:
     data : array-like, optional
         The input; a CUDA tensor makes ``auto`` choose torch.
     """
-    choice = backend if backend is not None else os.environ.get(ENV_VAR) or "auto"
+    choice = backend if backend is not None else _env_choice() or "auto"
+    # the exact name of a loaded backend: nothing to normalize
+    loaded = _loaded.get(choice) if type(choice) is str else None
+    if loaded is not None:
+        return loaded
     if choice != "auto":  # the common spelling skips the normalization
         if not isinstance(choice, str):
             raise TypeError(f"backend must be a string or None; got {type(choice).__name__}")

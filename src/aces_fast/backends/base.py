@@ -1,28 +1,39 @@
-"""The backend interface and the method glue shared by the NumPy-array backends.
+"""The backend interface, and the NumPy array primitives shared by the array backends.
 
-A backend supplies three kernels (SPEC sections 2 and 3):
+A backend is the ``nx`` that :mod:`aces_fast._semantics` computes every method
+against. It supplies
 
-* :meth:`Backend.loo_auc` -- LOO-AUC of every column, exact ties;
-* :meth:`Backend.surrogate` -- logistic surrogate values, ``J`` and ``dJ/dw``;
-* :meth:`Backend.aces_o_fit` -- a whole ACES-O Adam run on a (top-k) matrix.
+* kernels (SPEC sections 2-3): :meth:`Backend.loo_auc`, :meth:`Backend.surrogate`,
+  :meth:`Backend.aces_o_fit`, and the smaller ones the semantics call --
+  ``loo_auc_uniform``, ``row_scores``, ``column_sums``, ``row_sums``,
+  ``row_groups`` (distinct rows), ``take_rows``, ``row_count``, ``row_mask``;
+* array primitives over the last axis -- ``sum`` (its rounding is the
+  backend's: NumPy pairwise, numba ascending, torch exact), ``count``,
+  ``none``, ``count_nonzero``, ``where``, ``fmax``, ``log``, ``lgamma``, ``to_float``, ``zeros``,
+  ``argsort`` (stable),
+  ``sort``, ``take``, ``scatter``, ``flip``, ``concat``, ``cummax``, ``arange``,
+  ``by_distinct_keys``, ``maybe``;
+* :meth:`Backend.rerank` / :meth:`Backend.rerank_batch`: run a registered
+  method (by default its semantics on this backend; ``cpp`` calls its compiled
+  copy) and pack the :class:`~aces_fast.result.RerankResult`.
 
-Everything else -- constant columns, weight formulas, the top-k prefilter,
-scores, tie-exact orders -- is written once here on NumPy arrays and reused by
-the ``cpp``, ``numba`` and ``numpy`` backends. A backend that keeps data on
-another device (torch) overrides the method-level entry points instead.
+:class:`ArrayBackend` implements the primitives and the small kernels in NumPy
+for the backends working on NumPy arrays (``cpp``, ``numba``, ``numpy``).
 
 Arguments reaching a backend are already validated: ``B`` is a C-contiguous
 ``uint8`` (n, m) array of 0/1 with n >= 1, weights are finite non-negative
-float64 (m,), hyperparameters are checked scalars.
+float64 (m,), method parameters are complete and checked (see
+:meth:`aces_fast._registry.MethodSpec.validate`).
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple
+import math
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .. import consensus
+from .. import _registry, consensus
 from .._validation import as_pass_matrix, as_weights
 from ..result import RerankResult, SurrogateResult
 
@@ -36,83 +47,16 @@ class BackendUnavailableError(RuntimeError):
         self.reason = reason
 
 
-# ---------------------------------------------------------------------------
-# small NumPy helpers used by the glue (and by tests)
-
-
-def column_sums(B: np.ndarray) -> np.ndarray:
-    """Number of passing candidates per test, int64 (m,)."""
-    return B.sum(axis=0, dtype=np.int64)
-
-
-def nonconstant_mask(B: np.ndarray) -> np.ndarray:
-    """bool (m,): True for tests that some candidate passes and some fails."""
-    c = column_sums(B)
-    return (c > 0) & (c < B.shape[0])
-
-
-def normalized(w: np.ndarray) -> np.ndarray:
-    """``w / w.sum()``, or all zeros when the sum is 0."""
-    total = w.sum()
-    return w / total if total > 0 else np.zeros_like(w)
-
-
-def snap_ties(s: np.ndarray, tol: float) -> np.ndarray:
-    """Make scores that differ by at most ``tol`` exactly equal.
-
-    Sums of float weights that are equal in exact arithmetic can differ in the
-    last bits depending on summation order; evaluation breaks ties at random, so
-    such rounding noise would silently change Pass@k. Scores are sorted and each
-    run of neighbours closer than ``tol`` gets the run's smallest value.
-    O(n log n).
-    """
-    if s.shape[0] < 2 or tol <= 0:
-        return s
-    idx = np.argsort(s, kind="stable")
-    sv = s[idx]
-    starts = np.empty(sv.shape[0], dtype=bool)
-    starts[0] = True
-    np.greater(np.diff(sv), tol, out=starts[1:])
-    group = np.cumsum(starts) - 1
-    out = np.empty_like(s)
-    out[idx] = sv[starts][group]
-    return out
-
-
-def codet_method_name(exponent: float) -> str:
-    """The ``rerank`` name of CodeT with this exponent: 1 is ``"codet-linear"``."""
-    return "codet-linear" if exponent == 1 else "codet"
-
-
-def descending_order(scores: np.ndarray) -> np.ndarray:
-    """Indices sorting ``scores`` descending, ties by lower index (int64)."""
-    return np.argsort(-scores, kind="stable").astype(np.int64, copy=False)
-
-
-def top_k_rows(B: np.ndarray, top_k: Optional[int]) -> np.ndarray:
-    """Indices (ascending) of the ``top_k`` rows with the largest row sums.
-
-    Stable: among equal row sums the lower index wins. ``None`` or ``top_k >= n``
-    keeps every row.
-    """
-    n = B.shape[0]
-    if top_k is None or top_k >= n:
-        return np.arange(n)
-    rs = B.sum(axis=1, dtype=np.int64)
-    keep = np.argsort(-rs, kind="stable")[:top_k]
-    return np.sort(keep)
-
-
 class Backend:
-    """Base class: kernels to implement, method glue on NumPy arrays provided."""
+    """Base class: the kernels a backend implements, and the method entry points."""
 
     #: registry name of the backend
     name: str = "base"
 
     # -- kernels ---------------------------------------------------------------
 
-    def loo_auc(self, B: np.ndarray, weights: Optional[np.ndarray], tie_tol: float,
-                counts: Optional[np.ndarray] = None) -> np.ndarray:
+    def loo_auc(self, B: Any, weights: Optional[Any], tie_tol: float,
+                counts: Optional[Any] = None) -> Any:
         """LOO-AUC of every column: float64 (m,), ``nan`` for constant columns.
 
         ``weights=None`` means uniform integer weights. ``counts`` (int64 (n,))
@@ -120,18 +64,118 @@ class Backend:
         """
         raise NotImplementedError
 
-    def surrogate(self, B: np.ndarray, weights: np.ndarray, gamma: float,
-                  counts: Optional[np.ndarray] = None) -> Tuple[np.ndarray, float, np.ndarray]:
+    def surrogate(self, B: Any, weights: Any, gamma: float,
+                  counts: Optional[Any] = None) -> Tuple[Any, Any, Any]:
         """``(L (m,), J, dJ/dw (m,))`` of SPEC section 3; ``L_j = nan`` if P_j or F_j is empty."""
         raise NotImplementedError
 
-    def aces_o_fit(self, B: np.ndarray, logits0: np.ndarray, active: np.ndarray,
-                   gamma: float, lr: float, steps: int,
-                   counts: Optional[np.ndarray] = None) -> Tuple[np.ndarray, np.ndarray]:
-        """Run ACES-O's Adam ascent on ``B``; return ``(weights (m,), objective (steps+1,))``."""
+    def aces_o_fit(self, B: Any, logits0: Any, active: Any, gamma: float, lr: float,
+                   steps: int, counts: Optional[Any] = None,
+                   bins: Optional[int] = None) -> Tuple[Any, Any]:
+        """Run ACES-O's Adam ascent on ``B``; return ``(weights (m,), objective (steps+1,))``.
+
+        ``bins``: the binned surrogate approximation, which only the ``cpp``
+        backend implements.
+        """
         raise NotImplementedError
 
-    def row_scores(self, B: np.ndarray, w: np.ndarray) -> np.ndarray:
+    def loo_auc_uniform(self, B: Any) -> Tuple[Any, Any, Any]:
+        """Uniform-weight LOO-AUC: ``(L (m,), passers per test int64 (m,), plan)``;
+        ``plan`` is handed back to ``row_scores`` (what the kernel learnt about
+        ``B``, e.g. identical rows), ``None`` when there is nothing to share."""
+        raise NotImplementedError
+
+    def no_bins(self, bins: Optional[int]) -> None:
+        """Raise the error of a backend without the binned surrogate when ``bins`` is set."""
+        if bins is not None:
+            raise ValueError("bins= (the binned surrogate approximation) is implemented by the "
+                             f"cpp backend only; the selected backend is {self.name!r}")
+
+    # -- conversions (overridden by device backends) ----------------------------
+
+    def prepare(self, B: Any) -> Any:
+        """Validate the user's pass matrix into this backend's working form."""
+        return as_pass_matrix(B)
+
+    def prepare_weights(self, w: Any, m: int) -> Any:
+        """Validate user weights for an ``m``-test matrix into float64 (m,)."""
+        return as_weights(w, m)
+
+    # -- methods -----------------------------------------------------------------
+
+    def rerank(self, B: Any, method: Any, values: Dict[str, Any]) -> RerankResult:
+        """Rank one prepared matrix with registered method ``method`` (a name or its
+        spec); ``values``: its complete, validated parameters
+        (:func:`aces_fast._registry.method_params`)."""
+        spec = _registry.get(method)
+        return spec.pack(spec.run(self, B, values), values, self.name)
+
+    def rerank_batch(self, Bs: Sequence[Any], method: str, values: Dict[str, Any],
+                     n_threads: Optional[int]) -> Optional[List[RerankResult]]:
+        """Rank many prepared matrices at once, or ``None`` when this backend has no
+        faster way than :meth:`rerank` per task (see :mod:`aces_fast.batch`)."""
+        return None
+
+    # -- public kernels with result packaging ----------------------------------
+
+    def loo_auc_public(self, B: Any, weights: Optional[Any], tie_tol: float) -> Any:
+        return self.loo_auc(B, weights, tie_tol)
+
+    def surrogate_public(self, B: Any, weights: Any, gamma: float) -> SurrogateResult:
+        L, J, g = self.surrogate(B, weights, gamma)
+        return SurrogateResult(L, float(J), g)
+
+    def info(self) -> dict:
+        """Versions and settings reported by :func:`aces_fast.show_config`."""
+        return {}
+
+    def warmup(self) -> dict:
+        """Compile or load whatever the first call would (JIT backends); no-op here.
+
+        Call before timing or serving so no measured call pays one-off costs.
+        """
+        return {}
+
+
+class ArrayBackend(Backend):
+    """A backend on NumPy arrays: primitives and small kernels in NumPy.
+
+    Per-task arrays only (no task axis): reductions over the last axis of a
+    1-D array return NumPy scalars.
+    """
+
+    # -- small kernels -------------------------------------------------------------
+
+    def loo_auc_uniform(self, B: np.ndarray) -> Tuple[Any, Any, Any]:
+        return self.loo_auc(B, None, 0.0), self.column_sums(B), None
+
+    @staticmethod
+    def column_sums(B: np.ndarray) -> np.ndarray:
+        """Passing candidates per test, int64 (m,)."""
+        return B.sum(axis=0, dtype=np.int64)
+
+    @staticmethod
+    def row_sums(B: np.ndarray) -> np.ndarray:
+        """Passes per candidate, int64 (n,)."""
+        return B.sum(axis=1, dtype=np.int64)
+
+    @staticmethod
+    def row_count(B: np.ndarray) -> int:
+        return B.shape[0]
+
+    @staticmethod
+    def row_mask(B: np.ndarray) -> None:
+        return None
+
+    @staticmethod
+    def take_rows(B: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(B[rows])
+
+    @staticmethod
+    def row_groups(B: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return consensus.row_groups(B)
+
+    def row_scores(self, B: np.ndarray, w: np.ndarray, plan: Any = None) -> np.ndarray:
         """``B @ w`` as float64 (n,), O(n m).
 
         ``B @ w`` on a uint8 matrix first casts all of ``B`` to float64 (8x the
@@ -146,104 +190,97 @@ class Backend:
             out[start:start + rows] = B[start:start + rows] @ w
         return out
 
-    def info(self) -> dict:
-        """Versions and settings reported by :func:`aces_fast.show_config`."""
-        return {}
+    # -- primitives (over the last axis) -------------------------------------------
 
-    def warmup(self) -> dict:
-        """Compile or load whatever the first call would (JIT backends); no-op here.
+    @staticmethod
+    def sum(x: np.ndarray) -> Any:
+        """Float sum, pairwise (NumPy's reduction)."""
+        return x.sum(axis=-1) if x.ndim == 1 else x.sum(axis=-1, keepdims=True)
 
-        Call before timing or serving so no measured call pays one-off costs.
-        """
-        return {}
+    @staticmethod
+    def none(x: np.ndarray) -> Any:
+        """No non-zero entry along the last axis (a bool per task)."""
+        return np.count_nonzero(x) == 0 if x.ndim == 1 else ~x.any(axis=-1, keepdims=True)
 
-    # -- conversions (overridden by device backends) ----------------------------
+    @staticmethod
+    def count_nonzero(x: np.ndarray) -> Any:
+        """Non-zero entries along the last axis (int per task)."""
+        return np.count_nonzero(x) if x.ndim == 1 else np.count_nonzero(x, axis=-1)
 
-    def prepare(self, B: Any) -> np.ndarray:
-        """Validate the user's pass matrix into this backend's working form."""
-        return as_pass_matrix(B)
+    @staticmethod
+    def maybe(mask: Any) -> bool:
+        """Whether ``mask`` (any shape) may hold a True (here: whether it does)."""
+        return mask if type(mask) is bool else bool(np.count_nonzero(mask))
 
-    def prepare_weights(self, w: Any, m: int) -> np.ndarray:
-        """Validate user weights for an ``m``-test matrix into float64 (m,)."""
-        return as_weights(w, m)
+    @staticmethod
+    def count(x: np.ndarray) -> Any:
+        """Exact integer sum (int64)."""
+        return x.sum(axis=-1, dtype=np.int64)
 
-    def _result(self, B: np.ndarray, scores: np.ndarray, weights: Optional[np.ndarray],
-                method: str, **extra: Any) -> RerankResult:
-        return RerankResult(scores=scores, weights=weights, order=descending_order(scores),
-                            method=method, backend=self.name, **extra)
+    @staticmethod
+    def where(cond: Any, a: Any, b: Any) -> Any:
+        """``np.where``; a scalar condition picks ``a`` or ``b`` as they are."""
+        if type(cond) is bool or type(cond) is np.bool_:
+            return a if cond else b
+        return np.where(cond, a, b)
 
-    def _weighted_result(self, B: np.ndarray, w: np.ndarray, method: str, tie_tol: float,
-                         **extra: Any) -> RerankResult:
-        w = normalized(w)
-        scores = snap_ties(self.row_scores(B, w), tie_tol * float(w.sum()))
-        return self._result(B, scores, w, method, **extra)
+    fmax = staticmethod(np.fmax)
+    log = staticmethod(np.log)
 
-    # -- methods (SPEC section 3) -----------------------------------------------
+    @staticmethod
+    def lgamma(x: np.ndarray) -> np.ndarray:
+        # math.lgamma element by element: the rounding of the C library's lgamma
+        return np.array([math.lgamma(v) for v in x.tolist()], dtype=np.float64)
 
-    def majority_vote(self, B: np.ndarray, tie_tol: float = 1e-9) -> RerankResult:
-        w = nonconstant_mask(B).astype(np.float64)
-        return self._weighted_result(B, w, "majority", tie_tol)
+    @staticmethod
+    def to_float(x: Any) -> Any:
+        return np.asarray(x, dtype=np.float64)
 
-    def aces_c_weights(self, B: np.ndarray, variant: str, tie_tol: float
-                       ) -> Tuple[np.ndarray, np.ndarray, bool]:
-        """Unnormalized ACES-C weights, the uniform LOO-AUC, and whether it fell back."""
-        L = self.loo_auc(B, None, tie_tol)
-        informative = L > 0.5  # nan (constant column) compares False
-        if variant == "weighted":
-            p = column_sums(B) / B.shape[0]
-            w = np.where(informative, (L - 0.5) * p * (1.0 - p), 0.0)
+    @staticmethod
+    def zeros(like: np.ndarray) -> np.ndarray:
+        return np.zeros(like.shape)
+
+    @staticmethod
+    def argsort(x: np.ndarray) -> np.ndarray:
+        """Stable ascending order, int64."""
+        return np.argsort(x, axis=-1, kind="stable")
+
+    @staticmethod
+    def sort(x: np.ndarray) -> np.ndarray:
+        return np.sort(x, axis=-1)
+
+    @staticmethod
+    def take(x: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        return x[idx] if x.ndim == 1 else np.take_along_axis(x, idx, axis=-1)
+
+    @staticmethod
+    def scatter(idx: np.ndarray, values: np.ndarray) -> np.ndarray:
+        """``out`` with ``out[..., idx] = values`` (``idx`` a permutation)."""
+        out = np.empty_like(values)
+        if values.ndim == 1:
+            out[idx] = values
         else:
-            w = informative.astype(np.float64)
-        fallback = not bool(np.any(w > 0))
-        if fallback:
-            w = nonconstant_mask(B).astype(np.float64)
-        return w, L, fallback
+            np.put_along_axis(out, idx, values, axis=-1)
+        return out
 
-    def aces_c(self, B: np.ndarray, variant: str = "weighted", tie_tol: float = 1e-9
-               ) -> RerankResult:
-        w, L, fallback = self.aces_c_weights(B, variant, tie_tol)
-        method = "aces-c" if variant == "weighted" else "aces-c-filter"
-        return self._weighted_result(B, w, method, tie_tol, loo_auc=L, fallback=fallback,
-                                     info={"variant": variant})
+    @staticmethod
+    def flip(x: np.ndarray) -> np.ndarray:
+        return x[..., ::-1]
 
-    def aces_o(self, B: np.ndarray, gamma: float, lr: float, steps: int,
-               top_k: Optional[int], init: str, tie_tol: float = 1e-9) -> RerankResult:
-        return self._aces_o_glue(B, gamma, lr, steps, top_k, init, tie_tol, self.aces_o_fit)
+    @staticmethod
+    def concat(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return np.concatenate((a, b), axis=-1)
 
-    def _aces_o_glue(self, B: np.ndarray, gamma: float, lr: float, steps: int,
-                     top_k: Optional[int], init: str, tie_tol: float, fit: Any,
-                     **extra_info: Any) -> RerankResult:
-        """ACES-O around an optimizer ``fit`` with the signature of :meth:`aces_o_fit`:
-        starting logits, top-k prefilter, then scores of every candidate."""
-        active = nonconstant_mask(B)
-        logits0 = np.zeros(B.shape[1])
-        if init == "aces-c":
-            wc, _, _ = self.aces_c_weights(B, "weighted", tie_tol)
-            logits0 = np.where(active, np.log(normalized(wc) + 1e-3), 0.0)
-        rows = top_k_rows(B, top_k)
-        Bk = B if rows.shape[0] == B.shape[0] else np.ascontiguousarray(B[rows])
-        w, objective = fit(Bk, logits0, active.astype(np.uint8), gamma, lr, steps)
-        info = {"gamma": gamma, "lr": lr, "steps": steps, "top_k": top_k, "init": init,
-                "rows": rows, **extra_info}
-        method = "aces-o-warm" if init == "aces-c" else "aces-o"
-        return self._weighted_result(B, w, method, tie_tol, objective=objective, info=info)
+    @staticmethod
+    def cummax(x: np.ndarray) -> np.ndarray:
+        return np.maximum.accumulate(x, axis=-1)
 
-    def codet(self, B: np.ndarray, exponent: float) -> RerankResult:
-        scores = consensus.codet_scores(B, exponent)
-        return self._result(B, scores, None, codet_method_name(exponent),
-                            info={"exponent": exponent})
+    @staticmethod
+    def arange(start: int, stop: int, like: Any = None) -> np.ndarray:
+        return np.arange(start, stop, dtype=np.int64)
 
-    def b4(self, B: np.ndarray, alpha: float, beta0: float) -> RerankResult:
-        scores = consensus.b4_scores(B, alpha, beta0)
-        return self._result(B, scores, None, "b4", info={"alpha": alpha, "beta0": beta0})
-
-    # -- public kernels with result packaging ----------------------------------
-
-    def loo_auc_public(self, B: np.ndarray, weights: Optional[np.ndarray],
-                       tie_tol: float) -> np.ndarray:
-        return self.loo_auc(B, weights, tie_tol)
-
-    def surrogate_public(self, B: np.ndarray, weights: np.ndarray,
-                         gamma: float) -> SurrogateResult:
-        L, J, g = self.surrogate(B, weights, gamma)
-        return SurrogateResult(L, float(J), g)
+    @staticmethod
+    def by_distinct_keys(fn: Callable[..., np.ndarray], *keys: np.ndarray) -> np.ndarray:
+        """``fn(*keys)``, evaluated on every key (the device backends evaluate each
+        distinct key once, so equal keys get bit-equal results)."""
+        return fn(*keys)

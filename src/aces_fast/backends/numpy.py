@@ -1,8 +1,10 @@
-"""``numpy``: the plain, readable reference implementation of SPEC sections 2-3.
+"""``numpy``: the plain, readable reference kernels of SPEC sections 2-3.
 
-Written for clarity, not speed: one Python iteration per test. Every other
-backend is tested against this one, and this one against brute-force pairwise
-definitions in ``tests/``.
+Written for clarity, not speed: one Python iteration per test. The methods
+built on them are :mod:`aces_fast._semantics` on NumPy arrays (the primitives
+of :class:`~aces_fast.backends.base.ArrayBackend`). Every other backend is
+tested against this one, and this one against brute-force pairwise definitions
+in ``tests/``.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from .base import Backend
+from .base import ArrayBackend, Backend
 
 
 def _counts_or_ones(counts: Optional[np.ndarray], n: int) -> np.ndarray:
@@ -146,7 +148,7 @@ def aces_o_fit(B: np.ndarray, logits0: np.ndarray, active: np.ndarray, gamma: fl
     return softmax_masked(logits, active), objective
 
 
-class NumpyBackend(Backend):
+class NumpyBackend(ArrayBackend):
     """Reference backend on plain NumPy."""
 
     name = "numpy"
@@ -157,7 +159,8 @@ class NumpyBackend(Backend):
     def surrogate(self, B, weights, gamma, counts=None):
         return surrogate(B, weights, gamma, counts)
 
-    def aces_o_fit(self, B, logits0, active, gamma, lr, steps, counts=None):
+    def aces_o_fit(self, B, logits0, active, gamma, lr, steps, counts=None, bins=None):
+        self.no_bins(bins)
         return aces_o_fit(B, logits0, active, gamma, lr, steps, counts)
 
     def info(self) -> dict:

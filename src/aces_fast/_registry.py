@@ -1,0 +1,480 @@
+"""The ranking methods: one :class:`MethodSpec` per ``rerank`` name.
+
+Everything that lists methods or their parameters derives from the specs
+registered here: :func:`aces_fast.rerank` and :func:`aces_fast.rerank_batch`,
+the defaults in the public functions' signatures, :data:`aces_fast.METHODS`,
+the tables and hyperparameters of :func:`aces_fast.evaluation.evaluate`, the
+CLI's ``--<family>-<parameter>`` flags, and every backend's method map (the
+compiled ``cpp`` path by the spec's ``core_method``, the Python backends by
+``run``, the batch paths by ``over_tasks``). This module is the only one that
+spells a method's name.
+
+A parameter is declared once, as a :class:`Param` (name, default, validator,
+one-line help), the way scikit-learn declares ``_parameter_constraints``;
+values a method name fixes (ACES-C's ``variant``) are part of its spec.
+
+Adding a method: write its semantics in :mod:`aces_fast._semantics` (and the
+kernels it needs in each backend, if any) and :func:`register` a spec below.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import (Any, Callable, Dict, Iterator, Mapping, Optional, Sequence, Tuple)
+
+from . import _semantics
+from ._validation import check_int, check_real
+from .result import RerankResult
+
+# ---------------------------------------------------------------------------
+# validators: a value and the parameter's name in, the converted value out
+# (TypeError / ValueError naming the parameter otherwise)
+
+
+def _cli_error(message: str) -> Exception:
+    """The error a CLI ``type`` raises (argparse imported only by the CLI's use)."""
+    import argparse
+
+    return argparse.ArgumentTypeError(message)
+
+
+class Real:
+    """A finite real number, optionally > 0 (``positive``) or >= 0 (``nonneg``)."""
+
+    def __init__(self, positive: bool = False, nonneg: bool = False):
+        self.positive, self.nonneg = positive, nonneg
+
+    def __call__(self, value: Any, name: str) -> float:
+        return check_real(value, name, positive=self.positive, nonneg=self.nonneg)
+
+    @staticmethod
+    def parse(text: str) -> float:
+        """CLI text to a number (the validator runs later, with the other parameters)."""
+        try:
+            v = float(text)
+        except ValueError:
+            raise _cli_error(f"expected a number, got {text!r}") from None
+        if not math.isfinite(v):
+            raise _cli_error(f"expected a finite number, got {text!r}")
+        return v
+
+
+class Int:
+    """An integer (``bool`` rejected) >= ``minimum``."""
+
+    def __init__(self, minimum: int):
+        self.minimum = minimum
+
+    def __call__(self, value: Any, name: str) -> int:
+        return check_int(value, name, minimum=self.minimum)
+
+    def parse(self, text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            v = self.minimum - 1
+        if v < self.minimum:
+            what = "a positive integer" if self.minimum == 1 else f"an integer >= {self.minimum}"
+            raise _cli_error(f"expected {what}, got {text!r}")
+        return v
+
+
+class OrNone:
+    """``None`` or a value of ``inner`` (on the CLI: ``none`` or ``all`` mean ``None``)."""
+
+    def __init__(self, inner: Any):
+        self.inner = inner
+
+    def __call__(self, value: Any, name: str) -> Any:
+        return None if value is None else self.inner(value, name)
+
+    def parse(self, text: str) -> Any:
+        return None if text.lower() in ("none", "all") else self.inner.parse(text)
+
+
+class Choice:
+    """One of a few strings."""
+
+    def __init__(self, *options: str):
+        self.options = options
+
+    def __call__(self, value: Any, name: str) -> str:
+        if not isinstance(value, str) or value not in self.options:
+            allowed = " or ".join(repr(o) for o in self.options)
+            raise ValueError(f"{name} must be {allowed}; got {value!r}")
+        return value
+
+    def parse(self, text: str) -> str:
+        return text
+
+
+@dataclass(frozen=True)
+class Param:
+    """A method parameter, declared once.
+
+    ``tunable``: a hyperparameter that :func:`aces_fast.evaluation.evaluate`'s
+    ``params`` and the CLI's ``--<family>-<name>`` flags may set. ``compiled``:
+    the C++ method path understands it (otherwise the ``cpp`` backend runs the
+    Python semantics with its kernels whenever the value is not ``None``).
+    """
+
+    name: str
+    default: Any
+    check: Callable[[Any, str], Any]
+    help: str
+    tunable: bool = False
+    compiled: bool = True
+    metavar: str = "X"
+
+    def validate(self, value: Any) -> Any:
+        return self.check(value, self.name)
+
+    def with_default(self, default: Any) -> "Param":
+        return Param(self.name, default, self.check, self.help, self.tunable, self.compiled,
+                     self.metavar)
+
+
+DEFAULT_TIE_TOL = 1e-9
+
+TIE_TOL = Param("tie_tol", DEFAULT_TIE_TOL, Real(nonneg=True),
+                "float scores within tie_tol * sum(w) tie (rounding never breaks a tie)")
+GAMMA = Param("gamma", 10.0, Real(positive=True), "sigmoid sharpness gamma", tunable=True,
+              metavar="G")
+LR = Param("lr", 0.01, Real(nonneg=True),
+           "Adam learning rate (paper: 0.05 on HumanEval+/MBPP)", tunable=True, metavar="LR")
+STEPS = Param("steps", 90, Int(0), "Adam steps", tunable=True, metavar="N")
+TOP_K = Param("top_k", 24, OrNone(Int(1)),
+              "optimize on the K candidates with most passes; 'all' keeps every candidate",
+              tunable=True, metavar="K")
+INIT = Param("init", "uniform", Choice("uniform", "aces-c"),
+             "start from equal logits, or from the ACES-C weights (a warm start)")
+BINS = Param("bins", None, OrNone(Int(2)),
+             "binned surrogate with this many grid nodes (cpp only, approximate)",
+             compiled=False)
+EXPONENT = Param("exponent", 0.5, Real(nonneg=True), "consensus-set size exponent")
+ALPHA = Param("alpha", 1e3, Real(positive=True), "prior a", tunable=True, metavar="A")
+BETA0 = Param("beta0", 1e4, Real(positive=True), "prior b", tunable=True, metavar="B")
+
+#: the ``init`` value that starts ACES-O from the ACES-C weights
+WARM_INIT = "aces-c"
+
+# ---------------------------------------------------------------------------
+# method specs
+
+Values = Dict[str, Any]
+
+
+@dataclass(frozen=True, eq=False)
+class MethodSpec:
+    """Everything the library knows about one ``rerank`` method.
+
+    Attributes
+    ----------
+    name : str
+        The public ``rerank`` name.
+    summary : str
+        One line for listings.
+    run : callable ``(nx, B, values) -> _semantics.Outputs``
+        The method's semantics on a Python backend ``nx`` (see :mod:`._semantics`).
+    params : tuple of Param
+        The user's parameters, in signature order.
+    fixed : mapping
+        Values the name fixes (``run`` has them built in; reported in ``info``,
+        not settable).
+    weights : bool
+        Whether the method yields test weights (``RerankResult.weights``).
+    results : tuple of str
+        Which of ``"loo_auc"``, ``"fallback"``, ``"objective"``, ``"rows"`` the
+        result carries (``rows`` goes to ``info["rows"]``).
+    info : tuple of str
+        Parameters / fixed values copied into ``RerankResult.info``;
+        ``info_if_set`` those copied only when not ``None``.
+    family : str
+        The group sharing hyperparameter overrides (``evaluate``'s ``params``,
+        the CLI flags); defaults to ``name``.
+    key : str, optional
+        The parameter that tells the members of a family apart: a result is
+        named after the member whose value of it matches (``aces-o`` with
+        ``init="aces-c"`` is ``aces-o-warm``).
+    core_method : str, optional
+        Key of ``_core.METHOD_CODES`` for the compiled path (``None``: Python only).
+    core_args : callable ``values -> tuple``, optional
+        The compiled path's ``(tie_tol, gamma, lr, steps, top_k, warm)`` (the
+        arguments of ``_core.rerank`` besides ``B``, ``method``, ``dedup`` and
+        ``n_threads``), or ``None`` when these values have no compiled path.
+    over_tasks : bool
+        The semantics broadcast over a leading task axis (torch's padded
+        batches) and do their work in kernels (numba's threaded batches).
+    """
+
+    name: str
+    summary: str
+    run: Callable[[Any, Any, Values], "_semantics.Outputs"]
+    params: Tuple[Param, ...] = ()
+    fixed: Mapping[str, Any] = field(default_factory=dict)
+    weights: bool = True
+    results: Tuple[str, ...] = ()
+    info: Tuple[str, ...] = ()
+    info_if_set: Tuple[str, ...] = ()
+    family: str = ""
+    key: Optional[str] = None
+    core_method: Optional[str] = None
+    core_args: Optional[Callable[[Values], Optional[Tuple[Any, ...]]]] = None
+    over_tasks: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.family:
+            object.__setattr__(self, "family", self.name)
+        names = tuple(p.name for p in self.params)
+        object.__setattr__(self, "_names", frozenset(names))
+        object.__setattr__(self, "_checks", tuple((p.name, p.check, p.default)
+                                                  for p in self.params))
+        object.__setattr__(self, "_defaults", {p.name: p.default for p in self.params})
+        # what pack() needs, decided once
+        object.__setattr__(self, "_named_by", None if self.key is None or self.key in self.fixed
+                           else self.key)
+        object.__setattr__(self, "_fixed_info", {k: self.fixed[k] for k in self.info
+                                                 if k in self.fixed})
+        object.__setattr__(self, "_param_info", tuple(k for k in self.info
+                                                      if k not in self.fixed))
+        object.__setattr__(self, "_has", tuple(r in self.results for r in
+                                               ("loo_auc", "fallback", "objective", "rows")))
+
+    @property
+    def code(self) -> Optional[int]:
+        """The compiled method code (``_core.METHOD_CODES[core_method]``); ``None``
+        without a compiled copy or without the extension."""
+        from ._compiled import core
+
+        if core is None or self.core_method is None:
+            return None
+        return core.METHOD_CODES.get(self.core_method)
+
+    def default(self, name: str) -> Any:
+        """The default of parameter ``name`` (for the public functions' signatures)."""
+        return self._defaults[name]  # type: ignore[attr-defined]
+
+    def validate(self, params: Mapping[str, Any]) -> Values:
+        """``params`` checked and completed with the defaults.
+
+        Raises TypeError for an unknown parameter, else the validator's error.
+        """
+        values = {}
+        given = 0
+        for name, check, default in self._checks:  # type: ignore[attr-defined]
+            if name in params:
+                values[name] = check(params[name], name)
+                given += 1
+            else:
+                values[name] = default
+        if given != len(params):
+            unknown = sorted(set(params) - self._names)  # type: ignore[attr-defined]
+            allowed = ", ".join(p.name for p in self.params) or "none"
+            raise TypeError(f"method {self.name!r} got unexpected parameter(s) "
+                            f"{', '.join(unknown)}; its parameters: {allowed}")
+        return values
+
+    def result_name(self, values: Values) -> str:
+        """The name a result with these values reports (see ``key``)."""
+        key = self._named_by  # type: ignore[attr-defined]
+        if key is None:
+            return self.name
+        return _FAMILY_NAMES.get((self.family, values[key]), self.family)
+
+    def pack(self, out: Sequence[Any], values: Values, backend: str,
+             convert: Optional[Callable[[Any], Any]] = None) -> RerankResult:
+        """A :class:`RerankResult` from ``(scores, weights, order, loo_auc, fallback,
+        objective, rows)`` (a semantics' Outputs or the compiled path's tuple);
+        ``convert`` maps each array (e.g. tensors to NumPy)."""
+        scores, weights, order, loo, fallback, objective, rows = out
+        has_loo, has_fallback, has_objective, has_rows = self._has  # type: ignore[attr-defined]
+        info = dict(self._fixed_info)  # type: ignore[attr-defined]
+        for k in self._param_info:  # type: ignore[attr-defined]
+            info[k] = values[k]
+        if convert is not None:
+            scores, order = convert(scores), convert(order)
+            weights = None if weights is None else convert(weights)
+            loo = None if loo is None else convert(loo)
+            objective = None if objective is None else convert(objective)
+            rows = None if rows is None else convert(rows)
+        if has_rows:
+            info["rows"] = rows
+        for k in self.info_if_set:
+            if values.get(k) is not None:
+                info[k] = values[k]
+        return RerankResult(
+            scores, weights if self.weights else None, order, self.result_name(values), backend,
+            loo if has_loo else None, bool(fallback) if has_fallback else False,
+            objective if has_objective else None, info)
+
+
+_SPECS: Dict[str, MethodSpec] = {}
+#: (family, value of the family's key) -> the member's name
+_FAMILY_NAMES: Dict[Tuple[str, Any], str] = {}
+
+
+def register(spec: MethodSpec) -> MethodSpec:
+    """Add ``spec`` (its name must be new); the table order is registration order."""
+    if spec.name in _SPECS:
+        raise ValueError(f"method {spec.name!r} is already registered")
+    _SPECS[spec.name] = spec
+    if spec.key is not None:
+        value = spec.fixed[spec.key] if spec.key in spec.fixed else spec.default(spec.key)
+        _FAMILY_NAMES.setdefault((spec.family, value), spec.name)
+    return spec
+
+
+def unregister(name: str) -> None:
+    """Remove a registered method (for tests that register a temporary one)."""
+    spec = _SPECS.pop(name)
+    for k, v in list(_FAMILY_NAMES.items()):
+        if v == spec.name:
+            del _FAMILY_NAMES[k]
+
+
+def get(method: Any) -> MethodSpec:
+    """The spec of ``rerank`` name ``method`` (a spec is returned as is); ValueError
+    listing the names otherwise."""
+    if type(method) is MethodSpec:
+        return method
+    spec = _SPECS.get(method) if isinstance(method, str) else None
+    if spec is None:
+        raise ValueError(f"unknown method {method!r}; choose one of {', '.join(_SPECS)}")
+    return spec
+
+
+def names() -> Tuple[str, ...]:
+    """Every ``rerank`` name, in table order."""
+    return tuple(_SPECS)
+
+
+def specs() -> Tuple[MethodSpec, ...]:
+    return tuple(_SPECS.values())
+
+
+def method_params(method: str, params: Optional[Mapping[str, Any]] = None, *,
+                  tunable: bool = False) -> Values:
+    """The parameters ``method`` runs with: ``params`` validated, defaults filled in.
+
+    ``tunable=True`` (evaluate, the CLI): only the tunable hyperparameters, and
+    an unknown name is a ValueError naming the family; otherwise every
+    parameter, and an unknown name is a TypeError.
+    """
+    spec = get(method)
+    params = dict(params or {})
+    if not tunable:
+        return spec.validate(params)
+    allowed = [p for p in spec.params if p.tunable]
+    unknown = set(params) - {p.name for p in allowed}
+    if unknown:
+        raise ValueError(f"unknown hyperparameter(s) for {spec.family}: "
+                         f"{', '.join(sorted(unknown))}")
+    return {p.name: p.validate(params[p.name]) if p.name in params else p.default
+            for p in allowed}
+
+
+def tunable_families() -> Dict[str, Tuple[Param, ...]]:
+    """Family -> its tunable parameters (the first member's declarations), in table order."""
+    out: Dict[str, Tuple[Param, ...]] = {}
+    for spec in _SPECS.values():
+        tunables = tuple(p for p in spec.params if p.tunable)
+        if tunables and spec.family not in out:
+            out[spec.family] = tunables
+    return out
+
+
+class _ParamTable(Mapping[str, Dict[str, Tuple[Any, Callable[[Any], Any]]]]):
+    """``METHOD_PARAMS``: method -> {parameter: (default, validator of one value)},
+    a live view of the registry."""
+
+    def __getitem__(self, method: str) -> Dict[str, Tuple[Any, Callable[[Any], Any]]]:
+        spec = _SPECS[method]
+        return {p.name: (p.default, p.validate) for p in spec.params}
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(tuple(_SPECS))
+
+    def __len__(self) -> int:
+        return len(_SPECS)
+
+
+METHOD_PARAMS = _ParamTable()
+
+# ---------------------------------------------------------------------------
+# the methods (table order)
+
+
+MAJORITY = register(MethodSpec(
+    name="majority",
+    summary="majority vote: every non-constant test weighs the same",
+    run=lambda nx, B, v: _semantics.majority(nx, B, DEFAULT_TIE_TOL),
+    core_method="majority",
+    core_args=lambda v: (DEFAULT_TIE_TOL, GAMMA.default, LR.default, 0, None, False),
+    over_tasks=True,
+))
+CODET = register(MethodSpec(
+    name="codet",
+    summary="CodeT: consensus sets score passes x size ** exponent (0.5)",
+    run=lambda nx, B, v: _semantics.codet(nx, B, v["exponent"]),
+    params=(EXPONENT,), weights=False, info=("exponent",), key="exponent",
+))
+CODET_LINEAR = register(MethodSpec(
+    name="codet-linear",
+    summary="CodeT with exponent 1 (the paper's linear form)",
+    run=CODET.run, params=(EXPONENT.with_default(1.0),), weights=False, info=("exponent",),
+    family="codet", key="exponent",
+))
+B4 = register(MethodSpec(
+    name="b4",
+    summary="B4: Bayesian posterior of each consensus set",
+    run=lambda nx, B, v: _semantics.b4(nx, B, v["alpha"], v["beta0"]),
+    params=(ALPHA, BETA0), weights=False, info=("alpha", "beta0"),
+))
+ACES_C = register(MethodSpec(
+    name="aces-c",
+    summary="ACES-C: closed-form weights max(0, LOO-AUC - 1/2) p (1 - p)",
+    run=lambda nx, B, v: _semantics.aces_c(nx, B, True, v["tie_tol"]),
+    params=(TIE_TOL,), fixed={"variant": "weighted"}, results=("loo_auc", "fallback"),
+    info=("variant",), key="variant", core_method="aces-c",
+    core_args=lambda v: (v["tie_tol"], GAMMA.default, LR.default, 0, None, False),
+    over_tasks=True,
+))
+ACES_C_FILTER = register(MethodSpec(
+    name="aces-c-filter",
+    summary="ACES-C filter: weight 1 on tests with LOO-AUC > 1/2",
+    run=lambda nx, B, v: _semantics.aces_c(nx, B, False, v["tie_tol"]),
+    params=(TIE_TOL,), fixed={"variant": "filter"},
+    results=("loo_auc", "fallback"), info=("variant",), family="aces-c", key="variant",
+    core_method="aces-c-filter", core_args=ACES_C.core_args, over_tasks=True,
+))
+
+
+def _aces_o_core_args(v: Values) -> Optional[Tuple[Any, ...]]:
+    if v["bins"] is not None:
+        return None  # the binned fit runs through the Python semantics
+    return v["tie_tol"], v["gamma"], v["lr"], v["steps"], v["top_k"], v["init"] == WARM_INIT
+
+
+ACES_O = register(MethodSpec(
+    name="aces-o",
+    summary="ACES-O: simplex weights maximizing the surrogate LOO-AUC objective (Adam)",
+    run=lambda nx, B, v: _semantics.aces_o(nx, B, v["gamma"], v["lr"], v["steps"], v["top_k"],
+                                           v["init"] == WARM_INIT, v["tie_tol"], v["bins"]),
+    params=(GAMMA, LR, STEPS, TOP_K, INIT, TIE_TOL, BINS),
+    results=("objective", "rows"), info=("gamma", "lr", "steps", "top_k", "init"),
+    info_if_set=("bins",), key="init", core_method="aces-o", core_args=_aces_o_core_args,
+    over_tasks=True,
+))
+ACES_O_WARM = register(MethodSpec(
+    name="aces-o-warm",
+    summary="ACES-O started from the ACES-C weights (init='aces-c')",
+    run=ACES_O.run,
+    params=tuple(INIT.with_default(WARM_INIT) if p is INIT else p for p in ACES_O.params),
+    results=ACES_O.results, info=ACES_O.info, info_if_set=ACES_O.info_if_set,
+    family="aces-o", key="init", core_method="aces-o", core_args=_aces_o_core_args,
+    over_tasks=True,
+))
+
+#: the method ``rerank`` / ``rerank_batch`` / the CLI use when none is named
+DEFAULT_METHOD = ACES_C.name

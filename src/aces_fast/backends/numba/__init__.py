@@ -1,0 +1,494 @@
+"""``numba``: njit kernels running the same algorithms as the C++ core.
+
+numba is imported only when the registry calls :func:`load` (so ``import
+aces_fast`` -- and ``import aces_fast.backends.numba`` -- never imports it);
+the kernels live in this package's modules, one per kernel family as in
+``csrc/kernels/``: :mod:`.loo_auc`, :mod:`.surrogate`, :mod:`.aces_o`,
+:mod:`.dedup`, :mod:`.scores` (and :mod:`._jit`, their shared jit options).
+
+The backend is a kernel provider: the methods are :mod:`aces_fast._semantics`
+on NumPy arrays, with this backend's kernels and two primitives of its own
+rounding -- ``sum`` in ascending order and the C library's ``log``
+(:mod:`.scores`).
+
+JIT compilation happens on the first call of each kernel (seconds). Call
+:func:`warmup` (or ``get_backend("numba").warmup()``) once before timing or
+serving so no call pays it unknowingly. Set ``ACES_FAST_NUMBA_CACHE=1`` to
+cache the compiled code on disk (off by default: installs may be read-only).
+
+Uniform LOO-AUC below the parallel threshold is one kernel call
+(``uniform_loo_auc``: identical rows merged into counts by hashing; the merge
+also lets the scores be computed once per distinct row); weighted LOO-AUC
+sorts the scores in NumPy and runs the rest in numba; the surrogate and the
+ACES-O fit run entirely in numba (dropping rows with count 0 and merging
+identical rows into counts first: the pair work is quadratic in the rows).
+
+Read-only input arrays are passed to the kernels as writeable aliases of the
+same memory (the kernels never write their inputs), so they reuse the
+signatures :func:`warmup` compiled instead of compiling their own.
+
+Threads: inputs with at least :attr:`NumbaBackend.parallel_min_work` units of
+work run the ``parallel=True`` kernels (prange over columns), smaller ones the
+serial build; both give identical bits. numba's ``workqueue`` threading layer
+cannot run two parallel kernels at once, so under that layer a call that finds
+another parallel call running uses the serial build instead (still releasing
+the GIL: concurrent calls from Python threads stay safe and parallel).
+:meth:`NumbaBackend.rerank_batch` hands tasks to Python threads, each running
+the per-task method on the serial kernels (which release the GIL).
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+import types
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy as np
+
+from ... import _registry
+from ...result import RerankResult
+from ..base import ArrayBackend, Backend, BackendUnavailableError
+
+_UNAVAILABLE = "numba is not installed (pip install aces_fast[numba])"
+#: the kernel modules, in dependency order
+_KERNEL_MODULES = ("_jit", "scores", "dedup", "loo_auc", "surrogate", "aces_o")
+
+_kernels: Any = None  # every kernel module's names in one namespace, once numba imported fine
+_parallel_lock = threading.Lock()
+_layer: Optional[str] = None  # numba's threading layer, known after a parallel launch
+
+
+def _load_kernels():
+    """Import numba and the kernels once; :class:`BackendUnavailableError` says why not.
+
+    Returns a namespace holding the names of every kernel module.
+    """
+    global _kernels
+    if _kernels is None:
+        try:
+            importlib.import_module("numba")
+        except ModuleNotFoundError as exc:
+            if exc.name != "numba":
+                raise BackendUnavailableError("numba", f"numba cannot be imported: {exc}") from exc
+            raise BackendUnavailableError("numba", _UNAVAILABLE) from exc
+        except ImportError as exc:  # installed but broken, e.g. an unsupported NumPy
+            raise BackendUnavailableError("numba", f"numba cannot be imported: {exc}") from exc
+        namespace = types.SimpleNamespace()
+        for name in _KERNEL_MODULES:
+            module = importlib.import_module(f"{__name__}.{name}")
+            namespace.__dict__.update((k, v) for k, v in vars(module).items()
+                                      if not k.startswith("__"))
+        _kernels = namespace
+    return _kernels
+
+
+def _note_layer() -> None:
+    global _layer
+    if _layer is None:
+        import numba
+
+        try:
+            _layer = numba.threading_layer()
+        except ValueError:  # no parallel region has run yet
+            pass
+
+
+def _num_threads() -> int:
+    import numba
+
+    return numba.get_num_threads()
+
+
+def _run(call, parallel: bool):
+    """Return ``call(parallel)`` where ``call`` runs a kernel's serial (False) or
+    parallel (True) build; safe from any number of Python threads."""
+    if not parallel:
+        return call(False)
+    if _layer is not None and _layer != "workqueue":
+        return call(True)
+    # unknown layer (first launch) or workqueue: one parallel launch at a time;
+    # a concurrent caller runs the serial build (identical results) rather than wait
+    if not _parallel_lock.acquire(blocking=False):
+        return call(False)
+    try:
+        return call(True)
+    finally:
+        _note_layer()
+        _parallel_lock.release()
+
+
+_NEVER = 1 << 62  # a parallel_min_work no input reaches
+_EMPTY_I = np.empty(0, dtype=np.int64)
+_EMPTY_F = np.empty(0)
+
+
+def _loo_auc(B: np.ndarray, w: Optional[np.ndarray], tie_tol: float, cnt: np.ndarray,
+             parallel: bool, colsum: np.ndarray = _EMPTY_I):
+    """``(LOO-AUC (m,), rep)`` (see :meth:`NumbaBackend.loo_auc`; ``w`` None =
+    uniform). Uniform and serial: one kernel call; weighted: the sort runs in
+    NumPy, the rest in numba. Uniform only: ``colsum`` (int64 (m,) or empty)
+    gets the count-weighted passers per test, and ``rep`` the representative
+    identical row of every row (``None`` for weights)."""
+    k = _kernels
+    m = B.shape[1]
+    if w is None and not parallel:
+        out = np.empty(m)
+        rep = k.uniform_loo_auc(B, cnt, out, colsum)
+        return out, rep
+    out = np.full(m, np.nan)
+    keep = np.flatnonzero(cnt > 0)
+    if m == 0 or keep.size == 0:
+        return out, None
+    if w is None:
+        # wide blocks (the inner loops run along a block's columns), but enough
+        # of them to keep every thread busy
+        per_thread = -(-m // (2 * _num_threads()))
+        width = min(512, max(64, -(-per_thread // 64) * 64))
+        n = B.shape[0]
+        dedup = n >= k.DEDUP_MIN_ROWS and n * m >= k.DEDUP_MIN_CELLS
+        rs, c, rep = k.row_sums_and_reps(B, cnt, dedup)
+        args = (B, True, c, *k.levels_by_count(rs, c, m), _EMPTY_I, _EMPTY_F, _EMPTY_I,
+                _EMPTY_F, 0.0, width, out, colsum)
+    else:
+        rep = None
+        s = k.row_scores(B, w)
+        perm = keep[np.argsort(s[keep], kind="stable")]
+        args = (B, False, cnt, _EMPTY_I, _EMPTY_I, _EMPTY_I, _EMPTY_I, perm, s[perm], cnt[perm],
+                w, tie_tol * float(w.sum()), 64, out, _EMPTY_I)
+    _run(lambda par: (k.loo_blocks_parallel if par else k.loo_blocks)(*args), parallel)
+    return out, rep
+
+
+def _surrogate(B: np.ndarray, cnt: np.ndarray, w: np.ndarray, gamma: float, parallel: bool):
+    """``(L, J, grad)`` (see :meth:`NumbaBackend.surrogate`), one kernel call."""
+    m = B.shape[1]
+    L = np.full(m, np.nan)
+    grad = np.zeros(m)
+    J = _run(lambda par: _kernels.surrogate(B, w, gamma, cnt, L, grad, par), parallel)
+    return L, float(J), grad
+
+
+class _WriteableAlias:
+    """The memory of a read-only array under a writeable array interface (see
+    :func:`_for_kernels`); holds the array, so the memory outlives the alias."""
+
+    def __init__(self, a: np.ndarray):
+        self._array = a
+        interface = dict(a.__array_interface__)
+        interface["data"] = (interface["data"][0], False)
+        self.__array_interface__ = interface
+
+
+def _for_kernels(a: np.ndarray) -> np.ndarray:
+    """``a`` as the kernels receive it: a writeable array over the same memory.
+
+    numba types a read-only array as a type of its own, so a read-only input
+    (``np.load(mmap_mode="r")``, ``np.broadcast_to``, arrays from other
+    libraries) would JIT-compile a second copy of every kernel it reaches, for
+    seconds, after :func:`warmup`. The kernels never write their inputs, so a
+    read-only array is passed as a writeable alias of its memory: no copy, no
+    new signature.
+    """
+    if a.flags.writeable:
+        return a
+    return np.asarray(_WriteableAlias(a))
+
+
+_UINT8 = np.dtype(np.uint8)
+
+
+def _as_matrix(B: Any) -> np.ndarray:
+    if type(B) is np.ndarray and B.dtype is _UINT8 and B.ndim == 2:
+        flags = B.flags
+        if flags.c_contiguous and flags.writeable:
+            return B  # the validated matrices of a method call
+    B = np.asarray(B)
+    if B.ndim != 2:
+        raise ValueError(f"B must be 2-D (n, m); got shape {B.shape}")
+    if B.dtype == np.bool_:
+        B = B.view(np.uint8)
+    return _for_kernels(np.ascontiguousarray(B, dtype=np.uint8))
+
+
+def _as_vector(x: Any, size: int, name: str) -> np.ndarray:
+    x = np.ascontiguousarray(x, dtype=np.float64)
+    if x.shape != (size,):
+        raise ValueError(f"{name} must have shape ({size},); got {x.shape}")
+    return _for_kernels(x)
+
+
+_ONES = np.ones(0, dtype=np.int64)
+
+
+def _ones(n: int) -> np.ndarray:
+    """Unit row multiplicities (n,): a view of a shared read-only-by-convention
+    buffer (the kernels never write their inputs)."""
+    global _ONES
+    if _ONES.shape[0] < n:
+        _ONES = np.ones(max(n, 2 * _ONES.shape[0]), dtype=np.int64)
+    return _ONES[:n]
+
+
+def _as_counts(counts: Any, n: int) -> np.ndarray:
+    if counts is None:
+        return _ones(n)
+    c = np.asarray(counts)
+    if c.shape != (n,):
+        raise ValueError(f"counts must have shape ({n},); got {c.shape}")
+    if c.dtype.kind not in "biu" or np.any(c < 0):
+        raise ValueError("counts must be non-negative integer row multiplicities")
+    return _for_kernels(np.ascontiguousarray(c, dtype=np.int64))
+
+
+def _in_threads(fn, items: np.ndarray, threads: int) -> None:
+    """``fn(item)`` for every item, on ``threads`` Python threads (the caller's included)
+    taking the next item as they finish; the first exception is re-raised."""
+    if threads <= 1 or len(items) <= 1:
+        for item in items:
+            fn(int(item))
+        return
+    queue = iter(items.tolist())
+    lock = threading.Lock()
+    errors: List[BaseException] = []
+
+    def work() -> None:
+        while not errors:
+            with lock:
+                item = next(queue, None)
+            if item is None:
+                return
+            try:
+                fn(item)
+            except BaseException as exc:  # re-raised in the calling thread
+                errors.append(exc)
+
+    helpers = [threading.Thread(target=work, daemon=True)
+               for _ in range(min(threads, len(items)) - 1)]
+    for th in helpers:
+        th.start()
+    work()
+    for th in helpers:
+        th.join()
+    if errors:
+        raise errors[0]
+
+
+def _max_threads() -> int:
+    """The most threads a batch uses (numba's pool size, ``NUMBA_NUM_THREADS``)."""
+    import numba
+
+    return int(numba.config.NUMBA_NUM_THREADS)
+
+
+class NumbaBackend(ArrayBackend):
+    """Backend running the njit kernels of this package."""
+
+    name = "numba"
+
+    #: Work (about one unit per nanosecond of serial run time: n*m for weighted
+    #: LOO-AUC, n*m/8 uniform, n*m*(1 + n/4) for the surrogate, per step for
+    #: ACES-O) from which the parallel build runs; below it, starting the
+    #: threads costs more than they save.
+    parallel_min_work: int = 1 << 16
+
+    def __init__(self, parallel_min_work: Optional[int] = None):
+        """``parallel_min_work``: override the class default (0 = always parallel)."""
+        _load_kernels()
+        if parallel_min_work is not None:
+            self.parallel_min_work = int(parallel_min_work)
+
+    def _parallel(self, work: float) -> bool:
+        return work >= self.parallel_min_work and _num_threads() > 1
+
+    @staticmethod
+    def _surrogate_work(n: int, m: int) -> float:
+        # n m for the scores and gradient, up to n^2/4 sigmoid pairs per column
+        return n * m * (1.0 + n / 4.0)
+
+    # -- kernels -----------------------------------------------------------------
+
+    def loo_auc(self, B, weights, tie_tol, counts=None):
+        B = _as_matrix(B)
+        n, m = B.shape
+        c = _as_counts(counts, n)
+        if weights is None:
+            # the uniform kernel spends a fraction of a nanosecond per cell
+            return _loo_auc(B, None, 0.0, c, self._parallel(n * m // 8))[0]
+        w = _as_vector(weights, m, "weights")
+        return _loo_auc(B, w, float(tie_tol), c, self._parallel(n * m))[0]
+
+    def loo_auc_uniform(self, B):
+        """Uniform LOO-AUC, passers per test and the representative row of every row
+        (identical rows merged by the kernel), for :meth:`row_scores`."""
+        B = _as_matrix(B)
+        n, m = B.shape
+        colsum = np.zeros(m, dtype=np.int64)
+        L, rep = _loo_auc(B, None, 0.0, _ones(n), self._parallel(n * m // 8), colsum)
+        return L, colsum, rep
+
+    def surrogate(self, B, weights, gamma, counts=None):
+        B = _as_matrix(B)
+        n, m = B.shape
+        w = _as_vector(weights, m, "weights")
+        return _surrogate(B, _as_counts(counts, n), w, float(gamma),
+                          self._parallel(self._surrogate_work(n, m)))
+
+    def aces_o_fit(self, B, logits0, active, gamma, lr, steps, counts=None, bins=None):
+        self.no_bins(bins)
+        B = _as_matrix(B)
+        n, m = B.shape
+        logits0 = _as_vector(logits0, m, "logits0")
+        active = np.ascontiguousarray(active, dtype=np.uint8)
+        if active.shape != (m,):
+            raise ValueError(f"active must have shape ({m},); got {active.shape}")
+        active = _for_kernels(active)
+        steps = int(steps)
+        if steps < 0:
+            raise ValueError(f"steps must be >= 0; got {steps}")
+        cnt = _as_counts(counts, n)
+        work = self._surrogate_work(n, int(active.sum()))
+        gamma, lr = float(gamma), float(lr)
+        return _run(lambda par: _kernels.aces_o_fit(B, logits0, active, gamma, lr, steps, cnt,
+                                                    par), self._parallel(work))
+
+    def row_scores(self, B, w, plan=None):
+        """``B @ w`` summed in ascending test order (float64 (n,)); with ``plan`` (the
+        representative rows of :meth:`loo_auc_uniform`) each distinct row once."""
+        B = _as_matrix(B)
+        if type(w) is not np.ndarray or w.dtype != np.float64 or not w.flags.c_contiguous:
+            w = np.ascontiguousarray(w, dtype=np.float64)
+        w = _for_kernels(w)
+        if plan is None:
+            return _kernels.row_scores(B, w)
+        return _kernels.row_scores_rep(B, w, plan)
+
+    def row_sums(self, B):
+        return _kernels.row_sums(_as_matrix(B))
+
+    # -- primitives with this backend's rounding ------------------------------------
+
+    @staticmethod
+    def sum(x):
+        """Float sum in ascending order (a plain loop: its rounding is the code's)."""
+        return _kernels.ascending_sum(_for_kernels(np.ascontiguousarray(x, dtype=np.float64)))
+
+    @staticmethod
+    def log(x):
+        """The C library's ``log`` per entry (NumPy's vectorized log may round otherwise)."""
+        return _kernels.log(_for_kernels(np.ascontiguousarray(x, dtype=np.float64)))
+
+    # -- methods ---------------------------------------------------------------------
+
+    def rerank(self, B, method, values):
+        return super().rerank(_as_matrix(B), method, values)
+
+    def rerank_batch(self, Bs: Sequence[np.ndarray], method: str, values: Dict[str, Any],
+                     n_threads: Optional[int]) -> Optional[List[RerankResult]]:
+        """Rank many tasks at once (the protocol of :mod:`aces_fast.batch`).
+
+        Methods whose semantics do their work in kernels (a spec's
+        ``over_tasks``: majority vote, ACES-C, ACES-O) run task by task on
+        Python threads, largest first, each task the per-task method on the
+        serial kernels, which release the GIL: the kernels of different tasks
+        run in parallel. ``n_threads``: threads across tasks (``None``: numba's
+        thread count; values above ``NUMBA_NUM_THREADS`` are capped there).
+        Small batches (under :attr:`parallel_min_work`) run in the calling
+        thread. Results equal :meth:`rerank` task by task bit for bit, whatever
+        the thread count. Returns ``None`` for the other methods (CodeT, B4),
+        which the caller runs task by task. Cost: the sum of the per-task
+        costs, the kernels divided across threads.
+        """
+        spec = _registry.get(method)
+        if not spec.over_tasks:
+            return None
+        mats = [_as_matrix(B) for B in Bs]
+        shapes = np.array([B.shape for B in mats], dtype=np.float64).reshape(len(mats), 2)
+        n, m = shapes[:, 0], shapes[:, 1]
+        cost = n * m + n * np.log2(n + 1.0)
+        if "steps" in values:  # an Adam fit on (at most) top_k rows per task
+            top_k = values.get("top_k")
+            k = n if top_k is None else np.minimum(n, top_k)
+            cost += (values["steps"] + 1) * k * m * (1.0 + k / 4.0)
+        threads = _num_threads() if n_threads is None else min(int(n_threads), _max_threads())
+        parallel = len(mats) > 1 and float(cost.sum()) >= self.parallel_min_work
+        results: List[Any] = [None] * len(mats)
+        serial = _serial_backend()
+
+        def run(t: int) -> None:
+            results[t] = serial.rerank(mats[t], method, values)
+
+        # largest first: with one task per thread at a time, the last ones are small
+        _in_threads(run, np.argsort(-cost, kind="stable"), threads if parallel else 1)
+        return results
+
+    def warmup(self) -> Dict[str, Any]:
+        """Compile every kernel (serial and parallel builds); see :func:`warmup`."""
+        return warmup()
+
+    def info(self) -> dict:
+        import numba
+
+        _note_layer()
+        return {
+            "numba": numba.__version__,
+            "threading_layer": _layer or "not chosen yet (no parallel call; run warmup())",
+            "num_threads": numba.get_num_threads(),
+            "cache": _kernels.CACHE,
+            "parallel_min_work": self.parallel_min_work,
+        }
+
+
+_SERIAL: Optional[NumbaBackend] = None
+
+
+def _serial_backend() -> NumbaBackend:
+    """The backend forced onto the serial kernels (for tasks on Python threads)."""
+    global _SERIAL
+    if _SERIAL is None:
+        _SERIAL = NumbaBackend(parallel_min_work=_NEVER)
+    return _SERIAL
+
+
+def warmup() -> Dict[str, Any]:
+    """JIT-compile every kernel signature the backend uses, on tiny inputs.
+
+    Covers LOO-AUC (uniform and weighted), the surrogate and ACES-O, each with
+    unit and explicit counts, every method over tasks and its batch path
+    (:meth:`NumbaBackend.rerank_batch`), in both the serial and the parallel
+    build (the parallel run also makes numba choose its threading layer).
+    Read-only inputs need nothing more: they reach the kernels as writeable
+    aliases, with the same signatures. Takes about 30-40 s of CPU the first time
+    in a process (about a second with ``ACES_FAST_NUMBA_CACHE=1`` and a warm
+    cache), milliseconds afterwards.
+    Returns :meth:`NumbaBackend.info`.
+
+    Raises :class:`BackendUnavailableError` when numba is not installed.
+    """
+    _load_kernels()
+    B = np.array([[1, 0, 1, 1], [0, 1, 1, 0], [1, 1, 1, 0]], dtype=np.uint8)
+    m = B.shape[1]
+    w = np.full(m, 1.0 / m)
+    active = np.array([1, 1, 0, 1], dtype=np.uint8)
+    short = {"steps": 2, "top_k": 2}  # few Adam steps, fewer rows than B: every branch
+    # the serial build, then the parallel one (never used, so never compiled,
+    # when numba has a single thread)
+    for backend in (NumbaBackend(parallel_min_work=_NEVER), NumbaBackend(parallel_min_work=0)):
+        for counts in (None, np.array([2, 0, 1])):
+            backend.loo_auc(B, None, 1e-9, counts)
+            backend.loo_auc(B, w, 1e-9, counts)
+            backend.surrogate(B, w, 10.0, counts)
+            backend.aces_o_fit(B, np.zeros(m), active, 10.0, 0.01, 2, counts)
+        for spec in _registry.specs():
+            if not spec.over_tasks:
+                continue
+            values = _registry.method_params(
+                spec.name, {k: v for k, v in short.items() if k in _registry.METHOD_PARAMS[spec.name]})
+            backend.rerank(B, spec.name, values)
+            backend.rerank_batch([B, B[:2]], spec.name, values, None)
+    return NumbaBackend().info()
+
+
+def load() -> Backend:
+    _load_kernels()
+    return NumbaBackend()

@@ -1,0 +1,225 @@
+"""Many tasks at once on the ``torch`` backend: the method semantics on zero-padded batches.
+
+:func:`rerank_batch` sorts tasks by shape and groups them (:func:`.shapes.shape_chunks`),
+stacks each group into one zero-padded tensor (:func:`pad`) and runs the
+method's semantics (:mod:`aces_fast._semantics`, the same functions as per task)
+on it with :class:`PaddedTasks` as the backend: the semantics broadcast over the
+leading task axis, and :class:`PaddedTasks` supplies padded kernels. Results are
+copied to the host once per group. Every step is vectorized over tasks and
+tests: Python loops run only over column (or row) chunks of at most
+``chunk_elements`` entries, over 62-column key words when merging rows, over
+groups of tasks with similar shapes and over ACES-O's Adam steps -- never over
+tasks, except for the padding copies and the split into results.
+
+Shapes: a batch of T tasks is a ``uint8`` (T, n, m) tensor with ``n`` the most
+candidates and ``m`` the most tests of its tasks; task t's (n_t, m_t) pass
+matrix sits in the top-left corner ``B[t, :n_t, :m_t]``. Results are (T, n)
+per candidate or (T, m) per test; entries beyond a task's own shape are
+padding, cut off when the results are split.
+
+Padding conventions: padding is zeros. Padded rows are not candidates
+(:meth:`PaddedTasks.row_mask`): left out of LOO-AUC's score levels, ranked last
+for the top-k rows, ``+inf`` in the tie snapping, ordered last, multiplicity 0
+in the surrogate (in no P_j or F_j). Padded columns are inactive: no
+candidate passes them, so they are constant tests -- LOO-AUC ``nan``, weight
+exactly 0, no pairs -- and add exactly 0 to every score and sum. Every
+quantity of a task is then its per-task value: bit for bit for majority vote
+and ACES-C (scores and sums are rounded independently of summation order), up
+to summation order inside ACES-O's surrogate.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+
+from ... import _registry, _semantics
+from ...result import RerankResult
+from . import TorchBackend, to_output
+from . import aces_o as _aces_o
+from . import loo_auc as _loo_auc
+from .shapes import shape_chunks
+from .validate import from_numpy
+
+#: cap on batched ACES-O's per-step pair tensors on the CPU (8 MiB in float64):
+#: measured fastest among 2**17..2**22 for 100 x m real tasks and 200 x 500 ones
+CPU_PAIR_ELEMENTS = 1 << 20
+
+_threads_lock = threading.Lock()
+
+
+class PaddedTasks(TorchBackend):
+    """The backend the semantics see for one padded batch (T, n, m): per-task row
+    counts and masks, and padded kernels; the primitives are :class:`TorchBackend`'s."""
+
+    def __init__(self, parent: TorchBackend, n_rows: torch.Tensor, n_cols: Sequence[int]):
+        super().__init__(parent.dtype, parent.chunk_elements)
+        self.n_rows = n_rows
+        self.n_cols = list(n_cols)
+        self._count = n_rows.to(torch.float64)[:, None]
+        self._valid: Optional[torch.Tensor] = None
+        device = n_rows.device
+        # ACES-O's per-step pair tensors: tensors that stay in cache run faster on
+        # the CPU (a GPU wants them large)
+        self.pair_elements = (min(self.chunk_elements, CPU_PAIR_ELEMENTS)
+                              if device.type == "cpu" else self.chunk_elements)
+
+    def row_count(self, B):
+        return self._count
+
+    def row_mask(self, B):
+        if self._valid is None or self._valid.shape[1] != B.shape[1]:
+            self._valid = torch.arange(B.shape[1], device=B.device)[None, :] < self.n_rows[:, None]
+        return self._valid
+
+    @staticmethod
+    def maybe(mask) -> bool:
+        return True  # knowing would cost a host sync per batch
+
+    @staticmethod
+    def column_sums(B):
+        # exact in float32 below 2**24 rows; torch's float reductions beat its integer ones
+        return B.to(_loo_auc._count_dtype(B.shape[1])).sum(dim=1).to(torch.int64)
+
+    @staticmethod
+    def row_sums(B):
+        return B.to(_loo_auc._count_dtype(B.shape[2])).sum(dim=2).to(torch.int64)
+
+    @staticmethod
+    def take_rows(B, rows):
+        T, _, m = B.shape
+        return B.gather(1, rows[:, :, None].expand(T, rows.shape[1], m))
+
+    def loo_auc_uniform(self, B):
+        L, passers = _loo_auc.loo_auc_uniform_padded(B, self.n_rows)
+        return L, passers, None
+
+    def aces_o_fit(self, B, logits0, active, gamma, lr, steps, counts=None, bins=None):
+        """The fit of every task on its rows ``B`` (T, K, m) (``counts``: bool (T, K),
+        the real rows), in groups of similar shape (:func:`.aces_o.aces_o_fit_groups`)."""
+        self.no_bins(bins)
+        valid = counts if counts is not None else self.row_mask(B)
+        return _aces_o.aces_o_fit_groups(B, valid, self.n_cols, logits0, active, gamma, lr,
+                                         steps, self.dtype, self.pair_elements)
+
+
+@contextlib.contextmanager
+def _intra_op_threads(n_threads: Optional[int]):
+    """Run the block with torch's intra-op thread count set to ``n_threads`` (None:
+    unchanged), restored afterwards; serialized because the setting is process-wide."""
+    if n_threads is None:
+        yield
+        return
+    with _threads_lock:
+        previous = torch.get_num_threads()
+        torch.set_num_threads(n_threads)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(previous)
+
+
+def rerank_batch(be: TorchBackend, Bs: Sequence[Any], method: str, values: Dict[str, Any],
+                 n_threads: Optional[int]) -> Optional[List[RerankResult]]:
+    """Rank many tasks with a method over tasks, in padded batches (:meth:`TorchBackend.rerank_batch`).
+
+    The protocol of :mod:`aces_fast.batch`. Tasks (all on one device; NumPy
+    inputs count as the CPU) are sorted by shape and grouped into chunks of at
+    most ``chunk_elements`` padded cells ``T n_max m_max``; each chunk is one
+    zero-padded (T, n_max, m_max) ``uint8`` tensor ranked by the method's
+    semantics on :class:`PaddedTasks` -- for ACES-O: active tests, warm start,
+    top-k rows merged to distinct rows, the Adam loop (in groups of similar
+    shape, two per-step pair tensors of at most ``chunk_elements`` entries, on
+    the CPU at most ``CPU_PAIR_ELEMENTS``, which run faster in cache),
+    normalization, scores of all rows, tie snapping, orders.
+
+    A task whose own ``n m`` exceeds ``chunk_elements`` runs through the
+    per-task method (which chunks over tests). Results mirror each task's input
+    type; they equal :meth:`TorchBackend.rerank` task by task bit for bit for
+    majority vote and ACES-C, and for ACES-O up to summation order in the
+    surrogate (weights to 1e-9, see the package docstring; same top-k rows).
+    ``n_threads`` sets torch's (process-wide) intra-op thread count for the call
+    on the CPU and restores it afterwards. Returns ``None`` for methods not over
+    tasks (CodeT, B4: the caller loops over tasks). Cost O(sum over chunks of
+    T n_max m_max), plus for ACES-O O(T K m log K) to find distinct rows and
+    O(steps sum_t U_t^2 m_t) (up to group padding) for the Adam loop, plus one
+    copy per task to pad.
+    """
+    spec = _registry.get(method)
+    if not spec.over_tasks:
+        return None
+    mats = [be._matrix(B) for B in Bs]
+    if not mats:
+        return []
+    device = mats[0][0].device
+    for t, (Bt, _) in enumerate(mats):
+        if Bt.device != device:
+            raise ValueError(f"task {t}: the pass matrix is on device '{Bt.device}' but task 0 "
+                             f"is on '{device}'; a torch batch runs on one device: move "
+                             "every task there first")
+    shapes = [(int(Bt.shape[0]), int(Bt.shape[1])) for Bt, _ in mats]
+    results: List[Optional[RerankResult]] = [None] * len(mats)
+    with _intra_op_threads(n_threads if device.type == "cpu" else None):
+        for chunk in shape_chunks(shapes, be.chunk_elements):
+            if len(chunk) == 1 and mats[chunk[0]][0].numel() > be.chunk_elements:
+                t = chunk[0]  # too big to pad: the per-task path chunks over tests
+                results[t] = be.rerank(to_output(*mats[t]), method, values)
+                continue
+            group = [mats[t] for t in chunk]
+            padded, n_rows = pad([Bt for Bt, _ in group])
+            nx = PaddedTasks(be, n_rows, [Bt.shape[1] for Bt, _ in group])
+            out = spec.run(nx, padded, values)
+            host = _host_copy(out) if any(numpy_out for _, numpy_out in group) else out
+            for k, (Bt, numpy_out) in enumerate(group):
+                task = _task(host if numpy_out else out, k, *Bt.shape)
+                results[chunk[k]] = spec.pack(task, values, be.name)
+    return results  # type: ignore[return-value]
+
+
+def _task(out: _semantics.Outputs, k: int, n: int, m: int) -> _semantics.Outputs:
+    """Task ``k`` (``n`` candidates, ``m`` tests) of a padded batch's outputs."""
+    def cut(x: Any, size: Optional[int]) -> Any:
+        if x is None or isinstance(x, bool):
+            return x
+        return x[k] if size is None else x[k, :size]
+
+    rows = None if out.rows is None else cut(out.rows, min(n, out.rows.shape[1]))
+    return _semantics.Outputs(cut(out.scores, n), cut(out.weights, m), cut(out.order, n),
+                              cut(out.loo_auc, m), cut(out.fallback, None),
+                              cut(out.objective, None), rows)
+
+
+def _host_copy(out: _semantics.Outputs) -> _semantics.Outputs:
+    """NumPy copies of a batch's output tensors (one transfer each per chunk)."""
+    return _semantics.Outputs(*(x if x is None or isinstance(x, bool) else x.cpu().numpy()
+                                for x in out))
+
+
+def pad(mats: Sequence["torch.Tensor"], via_numpy: Optional[bool] = None
+        ) -> Tuple["torch.Tensor", "torch.Tensor"]:
+    """Stack uint8 (n_t, m_t) tensors (one device) zero-padded: ``(B (T, n, m), n_rows (T,))``.
+
+    One slice copy per task; on the CPU (``via_numpy`` None) through NumPy,
+    cheaper per call than torch's slice assignment, which runs elsewhere (and
+    on the CPU with ``via_numpy=False``, as the tests do). O(T n m).
+    """
+    device = mats[0].device
+    n_max = max(Bt.shape[0] for Bt in mats)
+    m_max = max(Bt.shape[1] for Bt in mats)
+    if via_numpy is None:
+        via_numpy = device.type == "cpu"
+    if via_numpy:
+        buffer = np.zeros((len(mats), n_max, m_max), dtype=np.uint8)
+        for k, Bt in enumerate(mats):
+            buffer[k, :Bt.shape[0], :Bt.shape[1]] = Bt.numpy()
+        padded = from_numpy(buffer)
+    else:
+        padded = torch.zeros((len(mats), n_max, m_max), dtype=torch.uint8, device=device)
+        for k, Bt in enumerate(mats):
+            padded[k, :Bt.shape[0], :Bt.shape[1]] = Bt
+    n_rows = torch.tensor([Bt.shape[0] for Bt in mats], dtype=torch.int64, device=device)
+    return padded, n_rows
