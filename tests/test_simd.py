@@ -30,9 +30,10 @@ LEVELS = ("none", "avx2", "avx512")
 
 # Column counts around every vector width and tail the kernels special-case
 # (4, 8, 16, 32, 64 lanes or bytes, the 512-column blocks), rows with and without
-# repeats, bytes other than 1.
+# repeats, bytes other than 1; 32 rows is the most the per-column surrogate keeps
+# in registers (one to four vectors of inner rows).
 SHAPES = [(1, 1), (3, 7), (9, 8), (17, 15), (24, 16), (30, 31), (40, 32), (33, 33),
-          (50, 63), (64, 64), (70, 65), (24, 100), (120, 129), (200, 500), (11, 517)]
+          (50, 63), (64, 64), (70, 65), (24, 100), (120, 129), (200, 500), (11, 517), (32, 41)]
 
 # Runs the workload at the SIMD level of its environment and prints
 # {"level": ..., "<shape index>": {"<output name>": "<dtype>:<hex bytes>"}}.

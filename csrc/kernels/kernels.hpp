@@ -126,7 +126,11 @@ class SurrogateWorkspace {
   std::vector<int32_t> idx_;   // (mc * ne) per column: passer rows, then failer rows (ascending)
   std::vector<int64_t> npass_; // (mc) number of distinct passer rows
   std::vector<double> pw_, fw_;  // (mc) count-weighted |P_j|, |F_j|
-  std::vector<double> s_, E_, F_;  // (ne) scores, exp(-g(s-s0)), exp(g(s-s0))
+  int64_t ngr_ = 0, ngc_ = 0;     // groups of eight kept rows / of eight columns
+  std::vector<uint8_t> rbytes_;    // (ngr * mc) pass bits of 8 rows per column (masked_sums)
+  std::vector<uint8_t> cbytes_;    // (ngc * ne) pass bits of 8 columns per row (masked_sums)
+  std::vector<double> cv_, bvc_;   // (ne) c_i v_i; (8 ngc) B^T (c v)
+  std::vector<double> s_, E_, F_;  // (8 ngr, ne, ne) scores, exp(-g(s-s0)), exp(g(s-s0))
   std::vector<double> v_;          // (ne)
   std::vector<double> G_, D_, c_;  // (mc) exp(g w_j), D_j, c_j
   std::vector<double> vbuf_;       // (nchunk * ne) per-chunk partial v
@@ -139,6 +143,12 @@ class SurrogateWorkspace {
   std::vector<double> pf_;             // (mp) |P_j| |F_j| with multiplicities; 0 = constant
   std::vector<double> Gp_, cw_, Ls_, Ds_, bv_;  // (mp) exp(g w_j), c_j, sums, B^T (c v)
   std::vector<double> rvbuf_;          // (nrb * ne) per-block partial v
+  // Per-column kernel in registers (2..32 kept rows):
+  std::vector<uint32_t> sbits_;        // (mc) bit r: kept row r passes; empty otherwise
+  std::vector<uint8_t> slists_;        // (mc * 80) per column: inner, outer rows, positions
+  std::vector<double> spf_;            // (mc) |P_j| |F_j| with multiplicities
+  bool sunit_ = false;                 // every kept row has count 1
+  alignas(64) double sE_[32], sF_[32], sC_[32];
 };
 
 // One-shot surrogate over all m columns. L (m), grad (m, nullable). Returns J.
