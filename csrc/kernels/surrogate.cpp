@@ -257,18 +257,25 @@ ACES_FAST_KERNEL_BODY void masked_sums_body(const uint8_t* __restrict bytes, int
                                             int64_t nk, const double* __restrict vals,
                                             double* __restrict out) {
   const v8l lane = {0, 1, 2, 3, 4, 5, 6, 7};
-  const v8l zero = {};
-  for (int64_t g = 0; g < ng; ++g) {
-    const uint8_t* bg = bytes + g * nk;
-    v8d acc;
-    splat8(acc, 0.0);
+  const v8l zero = {};  // (vector op scalar) is a splat of the scalar
+  // Four groups per pass: four independent chains of additions (each group's
+  // own order is unchanged), so the add latency is not the bound.
+  constexpr int kG = 4;
+  for (int64_t g0 = 0; g0 < ng; g0 += kG) {
+    const int ngb = static_cast<int>(std::min<int64_t>(kG, ng - g0));
+    v8d acc[kG];
+    for (int b = 0; b < kG; ++b) splat8(acc[b], 0.0);
     for (int64_t k = 0; k < nk; ++k) {
       int64_t vb;
       __builtin_memcpy(&vb, vals + k, sizeof vb);
-      const v8l m = -(((zero + static_cast<int64_t>(bg[k])) >> lane) & 1);  // (vector op scalar: a splat)
-      acc += reinterpret_cast<v8d>((zero + vb) & m);
+      const v8l val = zero + vb;
+      for (int b = 0; b < kG; ++b) {
+        if (b >= ngb) break;
+        const v8l m = -(((zero + static_cast<int64_t>(bytes[(g0 + b) * nk + k])) >> lane) & 1);
+        acc[b] += reinterpret_cast<v8d>(val & m);
+      }
     }
-    store8(out + 8 * g, acc);
+    for (int b = 0; b < ngb; ++b) store8(out + 8 * (g0 + b), acc[b]);
   }
 }
 constexpr simd::Dispatched<&masked_sums_body, simd::kAvx512> masked_sums{};
@@ -309,53 +316,43 @@ SurrogateWorkspace::SurrogateWorkspace(const uint8_t* B, int64_t n, int64_t m,
   cnt_.resize(ne);
   for (size_t r = 0; r < ne; ++r) cnt_[r] = counts ? static_cast<double>(counts[keep[r]]) : 1.0;
 
+  // Per column (rows ascending): passers then failers, their count-weighted
+  // numbers (summed in row order), and the pass bits in the two layouts of
+  // masked_sums: per group of eight kept rows over the columns (row scores), per
+  // group of eight columns over the kept rows (B^T (c v)). Column by column:
+  // the kept rows of B are read in place, a column's writes are contiguous.
   npass_.assign(mc, 0);
   pw_.assign(mc, 0.0);
   fw_.assign(mc, 0.0);
-  for (size_t r = 0; r < ne; ++r) {
-    const uint8_t* row = B + keep[r] * m;
-    const double c = cnt_[r];
-    for (size_t q = 0; q < mc; ++q) {
-      const int64_t j = cols ? cols[q] : static_cast<int64_t>(q);
-      if (row[j]) {
-        npass_[q] += 1;
-        pw_[q] += c;
-      } else {
-        fw_[q] += c;
-      }
-    }
-  }
   idx_.resize(mc * ne);
-  {
-    std::vector<int64_t> pp(mc), fp(mc);
-    for (size_t q = 0; q < mc; ++q) {
-      pp[q] = static_cast<int64_t>(q * ne);
-      fp[q] = static_cast<int64_t>(q * ne) + npass_[q];
-    }
-    for (size_t r = 0; r < ne; ++r) {
-      const uint8_t* row = B + keep[r] * m;
-      for (size_t q = 0; q < mc; ++q) {
-        const int64_t j = cols ? cols[q] : static_cast<int64_t>(q);
-        if (row[j])
-          idx_[pp[q]++] = static_cast<int32_t>(r);
-        else
-          idx_[fp[q]++] = static_cast<int32_t>(r);
-      }
-    }
-  }
-  // Pass bits in the two layouts of masked_sums: per group of eight kept rows
-  // over the columns (row scores), per group of eight columns over the kept rows
-  // (B^T (c v)).
   ngr_ = (ne_ + 7) / 8;
   ngc_ = (mc_ + 7) / 8;
   rbytes_.assign(static_cast<size_t>(ngr_) * mc, 0);
   cbytes_.assign(static_cast<size_t>(ngc_) * ne, 0);
-  for (size_t q = 0; q < mc; ++q) {
-    const int32_t* pi = idx_.data() + q * ne;
-    for (int64_t k = 0; k < npass_[q]; ++k) {
-      const size_t r = static_cast<size_t>(pi[k]);
-      rbytes_[(r / 8) * mc + q] |= static_cast<uint8_t>(1u << (r % 8));
-      cbytes_[(q / 8) * ne + r] |= static_cast<uint8_t>(1u << (q % 8));
+  {
+    std::vector<const uint8_t*> rowp(ne);
+    for (size_t r = 0; r < ne; ++r) rowp[r] = B + keep[r] * m;
+    std::vector<int32_t> fail(ne);
+    for (size_t q = 0; q < mc; ++q) {
+      const int64_t j = cols ? cols[q] : static_cast<int64_t>(q);
+      int32_t* pi = idx_.data() + q * ne;
+      int64_t np = 0, nf = 0;
+      double pw = 0.0, fw = 0.0;
+      for (size_t r = 0; r < ne; ++r) {
+        if (rowp[r][j]) {
+          pw += cnt_[r];
+          pi[np++] = static_cast<int32_t>(r);
+          rbytes_[(r / 8) * mc + q] |= static_cast<uint8_t>(1u << (r % 8));
+          cbytes_[(q / 8) * ne + r] |= static_cast<uint8_t>(1u << (q % 8));
+        } else {
+          fw += cnt_[r];
+          fail[nf++] = static_cast<int32_t>(r);
+        }
+      }
+      std::copy(fail.begin(), fail.begin() + nf, pi + np);
+      npass_[q] = np;
+      pw_[q] = pw;
+      fw_[q] = fw;
     }
   }
 
