@@ -50,6 +50,8 @@ struct UniformScratch {
   std::vector<uint32_t> ibuf;
   std::vector<int32_t> pcur;
   std::vector<double> dbuf;
+  std::vector<uint32_t> la;   // per level: a_k of the register kernel
+  std::vector<uint8_t> ladj;  // per level: level k - 1 has score one less
   void release() { *this = UniformScratch(); }
 };
 

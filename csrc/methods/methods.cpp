@@ -218,21 +218,28 @@ void radix_sort(uint64_t* key, int32_t* idx, int64_t d, uint64_t* key2, int32_t*
     }
     return;
   }
-  uint32_t hist[8][256] = {};  // d < 2^31 (rows are checked by the bindings)
+  // Bytes where every key agrees need no pass (nor a histogram: counting a byte
+  // that most keys share is one long chain of increments of the same counter).
+  uint64_t differ = 0;
+  for (int64_t r = 1; r < d; ++r) differ |= key[r] ^ key[0];
+  int bytes[8], nb = 0;
+  for (int b = 0; b < 8; ++b)
+    if ((differ >> (8 * b)) & 255) bytes[nb++] = b;
+  uint32_t hist[8][256];  // d < 2^31 (rows are checked by the bindings)
+  for (int t = 0; t < nb; ++t) std::fill(hist[t], hist[t] + 256, 0u);
   for (int64_t r = 0; r < d; ++r)
-    for (int b = 0; b < 8; ++b) ++hist[b][(key[r] >> (8 * b)) & 255];
+    for (int t = 0; t < nb; ++t) ++hist[t][(key[r] >> (8 * bytes[t])) & 255];
   uint64_t* ks = key;
   int32_t* is = idx;
   uint64_t* kd = key2;
   int32_t* id = idx2;
-  for (int b = 0; b < 8; ++b) {
-    const int shift = 8 * b;
-    if (hist[b][(ks[0] >> shift) & 255] == static_cast<uint32_t>(d)) continue;
+  for (int t = 0; t < nb; ++t) {
+    const int shift = 8 * bytes[t];
     uint32_t pos[256];
     uint32_t acc = 0;
     for (int v = 0; v < 256; ++v) {
       pos[v] = acc;
-      acc += hist[b][v];
+      acc += hist[t][v];
     }
     for (int64_t r = 0; r < d; ++r) {
       const uint32_t q = pos[(ks[r] >> shift) & 255]++;
