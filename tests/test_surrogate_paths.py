@@ -126,6 +126,21 @@ def test_row_pairs_thread_count_does_not_change_bits(monkeypatch):
         np.testing.assert_array_equal(a, b)
 
 
+def test_columns_thread_count_does_not_change_bits(monkeypatch):
+    # the per-column kernel shares fixed chunks of columns out over threads, each
+    # chunk with its own partial v (24 distinct rows: the register kernel)
+    rng = np.random.default_rng(18)
+    B = random_B(rng, 24, 1500, 0.55)
+    counts = rng.integers(1, 3, 24)
+    w = rng.random(1500) / 1500
+    for c in (None, counts):
+        r1 = surrogate_with(monkeypatch, "columns", B, w, 10.0, c, n_threads=1, dedup=False)
+        r2 = surrogate_with(monkeypatch, "columns", B, w, 10.0, c, n_threads=2, dedup=False)
+        for a, b in zip(r1, r2):
+            np.testing.assert_array_equal(a, b)
+        assert_close(r1, brute_surrogate(B, w, 10.0, c))
+
+
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_aces_o_fit_both_kernels_match_numpy_adam(monkeypatch, kernel):
     rng = np.random.default_rng(15)
