@@ -6,10 +6,13 @@ documented summation order.
 (read once per process), so each level this CPU supports runs the same workload
 in its own subprocess and the outputs are compared byte for byte. The workload
 reaches every dispatched kernel: the uniform LOO-AUC level step and block
-(with and without row counts), the weighted LOO-AUC row scores, the column
-sums, row packing (dedup), the 32-way row dot products (method scores), both
-surrogate kernels (``ACES_FAST_SURROGATE_KERNEL=rows|columns``) and their
-ACES-O fits, and max_byte.
+(with and without row counts; AVX-512 runs whole column blocks in registers),
+the weighted LOO-AUC row scores, the column sums, row packing (dedup), the
+32-way row dot products (method scores), both surrogate kernels
+(``ACES_FAST_SURROGATE_KERNEL=rows|columns``; AVX-512 runs the per-column one
+with up to 32 kept rows in registers, the other levels the generic code) and
+their ACES-O fits, the masked sums of the surrogate's scores and gradient, the
+Adam update, and max_byte.
 """
 
 from __future__ import annotations
