@@ -90,9 +90,12 @@ void row_scores(const uint8_t* B, int64_t m, const double* w, const int64_t* col
 // Two kernels with equal results up to rounding (~1e-15): per column (pairs of
 // a passer and a failer; many distinct rows) and by row pairs (one contiguous
 // sweep over all columns per pair of rows; few distinct rows, as ACES-O's
-// top_k). The constructor picks one from the problem shape alone (never from
-// the threads), so results stay bitwise independent of n_threads and of
-// batching. For tests only, the environment variable
+// top_k on repeated rows). The constructor picks one from the problem shape
+// alone (never from the threads or the SIMD level; cost model in
+// surrogate.cpp), so results stay bitwise independent of n_threads and of
+// batching. With at most 32 kept rows the per-column kernel runs with the rows
+// in registers where the CPU has AVX-512 (simd/small_columns.cpp), bit for bit
+// the generic one. For tests only, the environment variable
 // ACES_FAST_SURROGATE_KERNEL=rows|columns (read by each constructor) forces
 // the choice; the row-pair kernel still falls back to the per-column one in an
 // evaluation where some exp(-z) could overflow.
