@@ -6,10 +6,13 @@ documented summation order.
 (read once per process), so each level this CPU supports runs the same workload
 in its own subprocess and the outputs are compared byte for byte. The workload
 reaches every dispatched kernel: the uniform LOO-AUC level step and block
-(with and without row counts), the weighted LOO-AUC row scores, the column
-sums, row packing (dedup), the 32-way row dot products (method scores), both
-surrogate kernels (``ACES_FAST_SURROGATE_KERNEL=rows|columns``) and their
-ACES-O fits, and max_byte.
+(with and without row counts; AVX-512 runs whole column blocks in registers),
+the weighted LOO-AUC row scores, the column sums, row packing (dedup), the
+32-way row dot products (method scores), both surrogate kernels
+(``ACES_FAST_SURROGATE_KERNEL=rows|columns``; AVX-512 runs the per-column one
+with up to 32 kept rows in registers, the other levels the generic code) and
+their ACES-O fits, the masked sums of the surrogate's scores and gradient, the
+Adam update, and max_byte.
 """
 
 from __future__ import annotations
@@ -30,9 +33,10 @@ LEVELS = ("none", "avx2", "avx512")
 
 # Column counts around every vector width and tail the kernels special-case
 # (4, 8, 16, 32, 64 lanes or bytes, the 512-column blocks), rows with and without
-# repeats, bytes other than 1.
+# repeats, bytes other than 1; 32 rows is the most the per-column surrogate keeps
+# in registers (one to four vectors of inner rows).
 SHAPES = [(1, 1), (3, 7), (9, 8), (17, 15), (24, 16), (30, 31), (40, 32), (33, 33),
-          (50, 63), (64, 64), (70, 65), (24, 100), (120, 129), (200, 500), (11, 517)]
+          (50, 63), (64, 64), (70, 65), (24, 100), (120, 129), (200, 500), (11, 517), (32, 41)]
 
 # Runs the workload at the SIMD level of its environment and prints
 # {"level": ..., "<shape index>": {"<output name>": "<dtype>:<hex bytes>"}}.

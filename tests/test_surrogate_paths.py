@@ -42,10 +42,11 @@ def assert_close(res, ref, tol=1e-12):
     np.testing.assert_allclose(g, gr, atol=tol, rtol=0)
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", range(10))
 def test_both_kernels_match_brute_force(monkeypatch, seed):
     rng = np.random.default_rng(seed)
-    n = int(rng.integers(2, 26))
+    # up to 40 rows: the per-column kernel keeps at most 32 in registers
+    n = int(rng.integers(2, 26)) if seed < 6 else int(rng.integers(26, 41))
     m = int(rng.integers(1, 90))  # not a multiple of 8 in general: padded columns
     B = random_B(rng, n, m, float(rng.uniform(0.1, 0.9)))
     counts = rng.integers(0, 4, n) if seed % 2 else None
@@ -125,6 +126,21 @@ def test_row_pairs_thread_count_does_not_change_bits(monkeypatch):
         np.testing.assert_array_equal(a, b)
 
 
+def test_columns_thread_count_does_not_change_bits(monkeypatch):
+    # the per-column kernel shares fixed chunks of columns out over threads, each
+    # chunk with its own partial v (24 distinct rows: the register kernel)
+    rng = np.random.default_rng(18)
+    B = random_B(rng, 24, 1500, 0.55)
+    counts = rng.integers(1, 3, 24)
+    w = rng.random(1500) / 1500
+    for c in (None, counts):
+        r1 = surrogate_with(monkeypatch, "columns", B, w, 10.0, c, n_threads=1, dedup=False)
+        r2 = surrogate_with(monkeypatch, "columns", B, w, 10.0, c, n_threads=2, dedup=False)
+        for a, b in zip(r1, r2):
+            np.testing.assert_array_equal(a, b)
+        assert_close(r1, brute_surrogate(B, w, 10.0, c))
+
+
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_aces_o_fit_both_kernels_match_numpy_adam(monkeypatch, kernel):
     rng = np.random.default_rng(15)
@@ -149,3 +165,19 @@ def test_auto_choice_equals_a_forced_kernel(monkeypatch):
         forced = [surrogate_with(monkeypatch, k, B, w, 10.0, dedup=False) for k in KERNELS]
         assert any(all(np.array_equal(a, b, equal_nan=True) for a, b in zip(auto, f))
                    for f in forced)
+
+
+def test_many_distinct_rows_pick_the_per_column_kernel(monkeypatch):
+    # ACES-O's default top-24 on distinct rows and 500 tests: the row-pair sweeps
+    # would cover 276 pairs x 504 columns, about twice the work of the per-column
+    # kernel; the choice is that of the shape only and equal to the forced kernel
+    rng = np.random.default_rng(17)
+    B = random_B(rng, 24, 500, 0.6)
+    assert len(np.unique(B, axis=0)) == 24
+    w = rng.random(500)
+    w /= w.sum()
+    auto = kc.surrogate_loo_auc(B, w, 10.0, dedup=False)
+    cols = surrogate_with(monkeypatch, "columns", B, w, 10.0, dedup=False)
+    for a, b in zip(auto, cols):
+        np.testing.assert_array_equal(a, b)
+    assert_close(auto, brute_surrogate(B, w, 10.0))

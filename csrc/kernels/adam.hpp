@@ -12,10 +12,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
 #include "kernels/interrupt.hpp"
+#include "simd/dispatch.hpp"
 
 namespace aces_fast {
 namespace adam {
@@ -23,6 +25,27 @@ namespace adam {
 constexpr double kBeta1 = 0.9;
 constexpr double kBeta2 = 0.999;
 constexpr double kEps = 1e-8;
+
+// The element-wise loops, compiled once per SIMD level (simd/dispatch.hpp):
+// every element goes through the same operations in every variant.
+ACES_FAST_KERNEL_BODY void divide_body(double* __restrict w, std::size_t n, double sum) {
+  for (std::size_t a = 0; a < n; ++a) w[a] /= sum;
+}
+constexpr simd::Dispatched<&divide_body, simd::kAvx512> divide{};
+
+ACES_FAST_KERNEL_BODY void update_body(double* __restrict l, const double* __restrict w,
+                                       const double* __restrict g, double* __restrict m1,
+                                       double* __restrict m2, std::size_t n, double wg,
+                                       double step_size, double bc2_sqrt) {
+  for (std::size_t a = 0; a < n; ++a) {
+    const double grad = -(w[a] * (g[a] - wg));  // gradient of the loss -J w.r.t. l_a
+    m1[a] = kBeta1 * m1[a] + (1.0 - kBeta1) * grad;
+    m2[a] = kBeta2 * m2[a] + (1.0 - kBeta2) * grad * grad;
+    const double denom = std::sqrt(m2[a]) / bc2_sqrt + kEps;
+    l[a] -= step_size * (m1[a] / denom);
+  }
+}
+constexpr simd::Dispatched<&update_body, simd::kAvx512> update{};
 
 // w = softmax(l), shifted by max(l) so exp cannot overflow. l nonempty; O(|l|).
 inline void softmax(const std::vector<double>& l, std::vector<double>& w) {
@@ -33,7 +56,7 @@ inline void softmax(const std::vector<double>& l, std::vector<double>& w) {
     w[a] = std::exp(l[a] - mx);
     sum += w[a];
   }
-  for (size_t a = 0; a < l.size(); ++a) w[a] /= sum;
+  divide(w.data(), l.size(), sum);
 }
 
 // Zeroes the outputs (m weights, steps + 1 objectives; steps >= 0) and returns
@@ -60,13 +83,7 @@ inline void step(std::vector<double>& l, const std::vector<double>& w,
   const double bc2 = 1.0 - std::pow(kBeta2, static_cast<double>(t));
   const double step_size = lr / bc1;
   const double bc2_sqrt = std::sqrt(bc2);
-  for (size_t a = 0; a < ma; ++a) {
-    const double grad = -(w[a] * (g[a] - wg));  // gradient of the loss -J w.r.t. l_a
-    m1[a] = kBeta1 * m1[a] + (1.0 - kBeta1) * grad;
-    m2[a] = kBeta2 * m2[a] + (1.0 - kBeta2) * grad * grad;
-    const double denom = std::sqrt(m2[a]) / bc2_sqrt + kEps;
-    l[a] -= step_size * (m1[a] / denom);
-  }
+  update(l.data(), w.data(), g.data(), m1.data(), m2.data(), ma, wg, step_size, bc2_sqrt);
 }
 
 // The fit proper, after begin_fit returned a nonempty act. Surrogate: any type

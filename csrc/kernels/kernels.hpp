@@ -53,6 +53,8 @@ struct UniformScratch {
   std::vector<uint32_t> ibuf;
   std::vector<int32_t> pcur;
   std::vector<double> dbuf;
+  std::vector<uint32_t> la;   // per level: a_k of the register kernel
+  std::vector<uint8_t> ladj;  // per level: level k - 1 has score one less
   void release() { *this = UniformScratch(); }
 };
 
@@ -91,9 +93,12 @@ void row_scores(const uint8_t* B, int64_t m, const double* w, const int64_t* col
 // Two kernels with equal results up to rounding (~1e-15): per column (pairs of
 // a passer and a failer; many distinct rows) and by row pairs (one contiguous
 // sweep over all columns per pair of rows; few distinct rows, as ACES-O's
-// top_k). The constructor picks one from the problem shape alone (never from
-// the threads), so results stay bitwise independent of n_threads and of
-// batching. For tests only, the environment variable
+// top_k on repeated rows). The constructor picks one from the problem shape
+// alone (never from the threads or the SIMD level; cost model in
+// surrogate.cpp), so results stay bitwise independent of n_threads and of
+// batching. With at most 32 kept rows the per-column kernel runs with the rows
+// in registers where the CPU has AVX-512 (simd/small_columns.cpp), bit for bit
+// the generic one. For tests only, the environment variable
 // ACES_FAST_SURROGATE_KERNEL=rows|columns (read by each constructor) forces
 // the choice; the row-pair kernel still falls back to the per-column one in an
 // evaluation where some exp(-z) could overflow.
@@ -130,7 +135,11 @@ class SurrogateWorkspace {
   std::vector<int32_t> idx_;   // (mc * ne) per column: passer rows, then failer rows (ascending)
   std::vector<int64_t> npass_; // (mc) number of distinct passer rows
   std::vector<double> pw_, fw_;  // (mc) count-weighted |P_j|, |F_j|
-  std::vector<double> s_, E_, F_;  // (ne) scores, exp(-g(s-s0)), exp(g(s-s0))
+  int64_t ngr_ = 0, ngc_ = 0;     // groups of eight kept rows / of eight columns
+  std::vector<uint8_t> rbytes_;    // (ngr * mc) pass bits of 8 rows per column (masked_sums)
+  std::vector<uint8_t> cbytes_;    // (ngc * ne) pass bits of 8 columns per row (masked_sums)
+  std::vector<double> cv_, bvc_;   // (ne) c_i v_i; (8 ngc) B^T (c v)
+  std::vector<double> s_, E_, F_;  // (8 ngr, ne, ne) scores, exp(-g(s-s0)), exp(g(s-s0))
   std::vector<double> v_;          // (ne)
   std::vector<double> G_, D_, c_;  // (mc) exp(g w_j), D_j, c_j
   std::vector<double> vbuf_;       // (nchunk * ne) per-chunk partial v
@@ -143,6 +152,12 @@ class SurrogateWorkspace {
   std::vector<double> pf_;             // (mp) |P_j| |F_j| with multiplicities; 0 = constant
   std::vector<double> Gp_, cw_, Ls_, Ds_, bv_;  // (mp) exp(g w_j), c_j, sums, B^T (c v)
   std::vector<double> rvbuf_;          // (nrb * ne) per-block partial v
+  // Per-column kernel in registers (2..32 kept rows):
+  std::vector<uint32_t> sbits_;        // (mc) bit r: kept row r passes; empty otherwise
+  std::vector<uint8_t> slists_;        // (mc * 80) per column: inner, outer rows, positions
+  std::vector<double> spf_;            // (mc) |P_j| |F_j| with multiplicities
+  bool sunit_ = false;                 // every kept row has count 1
+  alignas(64) double sE_[32], sF_[32], sC_[32];
 };
 
 // One-shot surrogate over all m columns. L (m), grad (m, nullable). Returns J.

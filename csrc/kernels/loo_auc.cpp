@@ -367,6 +367,22 @@ void loo_auc_uniform_ex(const uint8_t* B, int64_t n, int64_t m, const int64_t* c
   const int64_t* row_of = ws.row_of.data();
   const UniformLevelStep step = uniform_level_step();
   interrupt::Token* const tok = n * m >= kPollCells ? interrupt::current() : nullptr;
+  // The register kernel takes each level's multiplier a_k and adjacency flag
+  // (as uniform_block_body forms them).
+  const UniformBlock block = exact_u32 ? uniform_block_kernel() : nullptr;
+  const int64_t nlev = static_cast<int64_t>(ws.lval.size());
+  if (block) {
+    ws.la.resize(static_cast<size_t>(nlev));
+    ws.ladj.resize(static_cast<size_t>(nlev));
+    uint32_t total = 0;
+    for (int64_t k = 0; k < nlev; ++k) {
+      const bool adjacent = k > 0 && ws.lval[k - 1] == ws.lval[k] - 1;
+      const int64_t below = adjacent ? ws.ltot[k - 1] : 0;
+      ws.la[k] = static_cast<uint32_t>(2 * (static_cast<int64_t>(total) - below) + below);
+      ws.ladj[k] = adjacent ? 1 : 0;
+      total += static_cast<uint32_t>(ws.ltot[k]);
+    }
+  }
 
 #ifdef _OPENMP
 #pragma omp parallel for num_threads(nt) if (nt > 1) schedule(dynamic, 1)
@@ -377,7 +393,10 @@ void loo_auc_uniform_ex(const uint8_t* B, int64_t n, int64_t m, const int64_t* c
     const int64_t j0 = b * W;
     const int64_t bw = std::min(W, m - j0);
     int32_t* pbuf = ws.pcur.data() + static_cast<size_t>(tid) * 2 * W;
-    if (exact_u32) {
+    if (block) {
+      block(B, m, counts, row_of, ws.lstart.data(), ws.la.data(), ws.ladj.data(), nlev,
+            static_cast<uint32_t>(ntot), j0, bw, out + j0, colsum ? colsum + j0 : nullptr);
+    } else if (exact_u32) {
       uint32_t* ibuf = ws.ibuf.data() + static_cast<size_t>(tid) * 2 * W;
       if (counts)
         uniform_block<uint32_t, true>(B, m, counts, row_of, ws.lstart, ws.lval, ws.ltot, j0, bw,

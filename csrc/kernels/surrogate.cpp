@@ -25,6 +25,8 @@
 #include "kernels/kernels.hpp"
 #include "kernels/sigmoid.hpp"
 #include "simd/dispatch.hpp"
+#include "simd/small_columns.hpp"
+
 
 #include <algorithm>
 #include <cmath>
@@ -42,11 +44,24 @@ constexpr int64_t kMaxChunks = 64;
 // Columns per block of the row-pair kernel (a multiple of 8): the unit its
 // threads share out, each with its own partial v.
 constexpr int64_t kRowPairBlock = 512;
-// Cost model choosing the kernel, in units of one row-pair sweep element: a
-// sweep costs kSweepOverhead plus its columns; the per-column kernel
-// kColumnOverhead + kColumnPerRow * rows per column plus its padded pairs.
-// Fitted to ACES-O runs on 8-48 rows x 100-1000 columns, pass rates 0.15 and
-// 0.5 (one element ~0.35 ns, AVX-512 variant); changes speed only.
+// Cost model choosing the kernel, in units of one row-pair sweep element (one
+// pair of rows times one column). Changes speed only, never results within a
+// kernel; the choice depends on the shape alone.
+//  * More than kSmallRows kept rows (the generic per-column kernel): a sweep
+//    costs kSweepOverhead plus its columns; a column kColumnOverhead +
+//    kColumnPerRow * rows plus its padded pairs. Fitted to ACES-O runs on 8-48
+//    rows x 100-1000 columns, pass rates 0.15 and 0.5.
+//  * At most kSmallRows, when the sweeps cover at least kSmallModelWork
+//    elements (the per-column kernel in registers, small_columns below): a
+//    sweep costs kSmallSweepOverhead plus its columns; the columns
+//    kSmallColumnsFixed plus, per column, kSmallColumnOverhead +
+//    kSmallColumnPerVector * (outer rows) * (inner vectors). Fitted (relative
+//    least squares, surrogate evaluations with gradient, AVX-512 variants) to
+//    4-32 distinct rows x 20-1000 columns, pass rates 0.15-0.75, with and
+//    without multiplicities: the choice is within 25% of the faster kernel on
+//    that grid, for the AVX2 variants too. Smaller problems (a few us per
+//    evaluation, where that model error exceeds the difference) keep the first
+//    rule, so their results keep the bits they had before this kernel existed.
 constexpr double kSweepOverhead = 24.0;
 constexpr double kColumnOverhead = 150.0;
 constexpr double kColumnPerRow = 2.6;
@@ -54,6 +69,12 @@ constexpr double kColumnPerRow = 2.6;
 // interrupt token themselves (about a millisecond of work); below, the once per
 // step poll of the Adam loop is soon enough.
 constexpr double kPollPairWork = double(1 << 20);
+constexpr int64_t kSmallRows = 32;
+constexpr double kSmallModelWork = 16384.0;
+constexpr double kSmallSweepOverhead = 2.6;
+constexpr double kSmallColumnsFixed = 450.0;
+constexpr double kSmallColumnOverhead = 50.0;
+constexpr double kSmallColumnPerVector = 5.8;
 
 // Kernel forced by ACES_FAST_SURROGATE_KERNEL (for tests): 1 rows, 0 columns, -1 auto.
 int forced_kernel() {
@@ -81,8 +102,14 @@ typedef double v8d __attribute__((vector_size(64)));
 // the variants (-Wpsabi); everything inlines anyway.
 inline void load8(v8d& v, const double* p) { __builtin_memcpy(&v, p, sizeof v); }
 inline void store8(double* p, const v8d& v) { __builtin_memcpy(p, &v, sizeof v); }
+typedef int64_t v8l __attribute__((vector_size(64)));
+// v = (x, ..., x): a vector-scalar operation is a broadcast (an element loop is
+// not turned into one by GCC); in integers, so that -0.0 stays -0.0.
 inline void splat8(v8d& v, double x) {
-  for (int l = 0; l < 8; ++l) v[l] = x;
+  int64_t b;
+  __builtin_memcpy(&b, &x, sizeof b);
+  const v8l zero = {};
+  v = reinterpret_cast<v8d>(zero + b);
 }
 inline double hsum8(const v8d& v) {
   return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
@@ -214,6 +241,8 @@ ACES_FAST_KERNEL_BODY void pair_sweep2_body(const double* __restrict bp,
   r[0] = hsum8(R0);
   r[1] = hsum8(R1);
 }
+
+
 constexpr simd::Dispatched<&pair_sweep2_body, simd::kAvx512> pair_sweep2{};
 
 // acc[j] += a * x[j], j < n (one multiply, one add each: same bits in every variant).
@@ -222,6 +251,39 @@ ACES_FAST_KERNEL_BODY void add_scaled_row_body(double* __restrict acc, const dou
   for (int64_t j = 0; j < n; ++j) acc[j] += a * x[j];
 }
 constexpr simd::Dispatched<&add_scaled_row_body, simd::kAvx512> add_scaled_row{};
+
+// out[8 g + l] = sum over k < nk, ascending, of vals[k] where bit l of
+// bytes[g nk + k] is set, for every g < ng (each sum starts at +0.0 and only the
+// set bits add: the other lanes add +0.0, which changes no such sum). One pass
+// per group of eight sums; the same bits in every variant (portable, AVX2,
+// AVX-512). Used for the row scores (groups of rows, steps over columns) and for
+// B^T (c v) (groups of columns, steps over rows).
+ACES_FAST_KERNEL_BODY void masked_sums_body(const uint8_t* __restrict bytes, int64_t ng,
+                                            int64_t nk, const double* __restrict vals,
+                                            double* __restrict out) {
+  const v8l lane = {0, 1, 2, 3, 4, 5, 6, 7};
+  const v8l zero = {};  // (vector op scalar) is a splat of the scalar
+  // Four groups per pass: four independent chains of additions (each group's
+  // own order is unchanged), so the add latency is not the bound.
+  constexpr int kG = 4;
+  for (int64_t g0 = 0; g0 < ng; g0 += kG) {
+    const int ngb = static_cast<int>(std::min<int64_t>(kG, ng - g0));
+    v8d acc[kG];
+    for (int b = 0; b < kG; ++b) splat8(acc[b], 0.0);
+    for (int64_t k = 0; k < nk; ++k) {
+      int64_t vb;
+      __builtin_memcpy(&vb, vals + k, sizeof vb);
+      const v8l val = zero + vb;
+      for (int b = 0; b < kG; ++b) {
+        if (b >= ngb) break;
+        const v8l m = -(((zero + static_cast<int64_t>(bytes[(g0 + b) * nk + k])) >> lane) & 1);
+        acc[b] += reinterpret_cast<v8d>(val & m);
+      }
+    }
+    for (int b = 0; b < ngb; ++b) store8(out + 8 * (g0 + b), acc[b]);
+  }
+}
+constexpr simd::Dispatched<&masked_sums_body, simd::kAvx512> masked_sums{};
 
 // Stable variant: z = sgn * (a - x[i]) computed explicitly.
 inline void pairs_stable(double a, double sgn, double co, const double* __restrict x,
@@ -259,40 +321,46 @@ SurrogateWorkspace::SurrogateWorkspace(const uint8_t* B, int64_t n, int64_t m,
   cnt_.resize(ne);
   for (size_t r = 0; r < ne; ++r) cnt_[r] = counts ? static_cast<double>(counts[keep[r]]) : 1.0;
 
+  // Per column (rows ascending): passers then failers, their count-weighted
+  // numbers (summed in row order), and the pass bits in the two layouts of
+  // masked_sums: per group of eight kept rows over the columns (row scores), per
+  // group of eight columns over the kept rows (B^T (c v)). Column by column:
+  // the kept rows of B are read in place, a column's writes are contiguous.
   npass_.assign(mc, 0);
   pw_.assign(mc, 0.0);
   fw_.assign(mc, 0.0);
-  for (size_t r = 0; r < ne; ++r) {
-    const uint8_t* row = B + keep[r] * m;
-    const double c = cnt_[r];
+  idx_.resize(mc * ne);
+  ngr_ = (ne_ + 7) / 8;
+  ngc_ = (mc_ + 7) / 8;
+  rbytes_.assign(static_cast<size_t>(ngr_) * mc, 0);
+  cbytes_.assign(static_cast<size_t>(ngc_) * ne, 0);
+  {
+    std::vector<const uint8_t*> rowp(ne);
+    for (size_t r = 0; r < ne; ++r) rowp[r] = B + keep[r] * m;
+    std::vector<int32_t> fail(ne);
     for (size_t q = 0; q < mc; ++q) {
       const int64_t j = cols ? cols[q] : static_cast<int64_t>(q);
-      if (row[j]) {
-        npass_[q] += 1;
-        pw_[q] += c;
-      } else {
-        fw_[q] += c;
+      int32_t* pi = idx_.data() + q * ne;
+      int64_t np = 0, nf = 0;
+      double pw = 0.0, fw = 0.0;
+      for (size_t r = 0; r < ne; ++r) {
+        if (rowp[r][j]) {
+          pw += cnt_[r];
+          pi[np++] = static_cast<int32_t>(r);
+          rbytes_[(r / 8) * mc + q] |= static_cast<uint8_t>(1u << (r % 8));
+          cbytes_[(q / 8) * ne + r] |= static_cast<uint8_t>(1u << (q % 8));
+        } else {
+          fw += cnt_[r];
+          fail[nf++] = static_cast<int32_t>(r);
+        }
       }
+      std::copy(fail.begin(), fail.begin() + nf, pi + np);
+      npass_[q] = np;
+      pw_[q] = pw;
+      fw_[q] = fw;
     }
   }
-  idx_.resize(mc * ne);
-  {
-    std::vector<int64_t> pp(mc), fp(mc);
-    for (size_t q = 0; q < mc; ++q) {
-      pp[q] = static_cast<int64_t>(q * ne);
-      fp[q] = static_cast<int64_t>(q * ne) + npass_[q];
-    }
-    for (size_t r = 0; r < ne; ++r) {
-      const uint8_t* row = B + keep[r] * m;
-      for (size_t q = 0; q < mc; ++q) {
-        const int64_t j = cols ? cols[q] : static_cast<int64_t>(q);
-        if (row[j])
-          idx_[pp[q]++] = static_cast<int32_t>(r);
-        else
-          idx_[fp[q]++] = static_cast<int32_t>(r);
-      }
-    }
-  }
+
   // Use threads only when there is enough pair work to pay for a parallel region.
   double pair_work = 0.0;
   for (size_t q = 0; q < mc; ++q)
@@ -302,19 +370,25 @@ SurrogateWorkspace::SurrogateWorkspace(const uint8_t* B, int64_t n, int64_t m,
 
   // Row pairs or columns: from the shape alone (see kernels.hpp).
   {
-    double col_cost = 0.0;
+    const int64_t mp = (mc_ + 7) & ~int64_t(7);
+    const int64_t nrb = (mp + kRowPairBlock - 1) / kRowPairBlock;
+    const double npairs = 0.5 * static_cast<double>(ne_) * static_cast<double>(ne_ - 1);
+    const bool small = ne_ <= kSmallRows && npairs * static_cast<double>(mp) >= kSmallModelWork;
+    double col_cost = small ? kSmallColumnsFixed : 0.0;
     for (size_t q = 0; q < mc; ++q) {
       const int64_t P = npass_[q], F = ne_ - P;
       if (P == 0 || F == 0) continue;
       const int64_t no = std::min(P, F), ni = std::max(P, F);
-      col_cost += kColumnOverhead + kColumnPerRow * static_cast<double>(ne_) +
-                  static_cast<double>(no) * static_cast<double>((ni + 7) & ~int64_t(7));
+      if (small)
+        col_cost += kSmallColumnOverhead + kSmallColumnPerVector * static_cast<double>(no) *
+                                               static_cast<double>((ni + 7) / 8);
+      else
+        col_cost += kColumnOverhead + kColumnPerRow * static_cast<double>(ne_) +
+                    static_cast<double>(no) * static_cast<double>((ni + 7) & ~int64_t(7));
     }
-    const int64_t mp = (mc_ + 7) & ~int64_t(7);
-    const int64_t nrb = (mp + kRowPairBlock - 1) / kRowPairBlock;
-    const double npairs = 0.5 * static_cast<double>(ne_) * static_cast<double>(ne_ - 1);
     const double row_cost =
-        npairs * (static_cast<double>(mp) + kSweepOverhead * static_cast<double>(nrb));
+        npairs * (static_cast<double>(mp) +
+                  (small ? kSmallSweepOverhead : kSweepOverhead) * static_cast<double>(nrb));
     const int forced = forced_kernel();
     rows_ = ne_ >= 2 && mc_ > 0 && (forced >= 0 ? forced == 1 : row_cost <= col_cost);
     if (rows_) {
@@ -338,8 +412,25 @@ SurrogateWorkspace::SurrogateWorkspace(const uint8_t* B, int64_t n, int64_t m,
     }
   }
 
+  if (ne_ >= 2 && ne_ <= kSmallRows) {
+    sbits_.assign(mc, 0u);
+    slists_.resize(mc * kSmallList);
+    spf_.resize(mc);
+    for (size_t q = 0; q < mc; ++q) {
+      const int32_t* pi = idx_.data() + q * ne;
+      for (int64_t k = 0; k < npass_[q]; ++k) sbits_[q] |= 1u << pi[k];
+      small_lists(sbits_[q], static_cast<int>(ne_), slists_.data() + q * kSmallList);
+      spf_[q] = pw_[q] * fw_[q];
+    }
+    sunit_ = true;
+    for (size_t r = 0; r < ne; ++r) sunit_ = sunit_ && cnt_[r] == 1.0;
+    if (Gp_.size() < mc) Gp_.resize(mc);
+  }
+
   nchunk_ = std::min<int64_t>(mc_, kMaxChunks);
-  s_.assign(ne, 0.0);
+  s_.assign(static_cast<size_t>(8 * ngr_), 0.0);
+  cv_.assign(ne, 0.0);
+  bvc_.assign(static_cast<size_t>(8 * ngc_), 0.0);
   E_.assign(ne, 0.0);
   F_.assign(ne, 0.0);
   v_.assign(ne, 0.0);
@@ -449,15 +540,9 @@ double SurrogateWorkspace::evaluate(const double* w, double gamma, double* L, do
     return 0.0;
   }
   // Scores s = B w over the kept rows and selected columns (ascending column order).
-  std::fill(s_.begin(), s_.end(), 0.0);
+  masked_sums(rbytes_.data(), ngr_, mc, w, s_.data());
   double wmax = 0.0;
-  for (int64_t q = 0; q < mc; ++q) {
-    const double wq = w[q];
-    wmax = std::max(wmax, wq);
-    const int32_t* pi = idx_.data() + q * ne;
-    const int64_t P = npass_[q];
-    for (int64_t k = 0; k < P; ++k) s_[pi[k]] += wq;
-  }
+  for (int64_t q = 0; q < mc; ++q) wmax = std::max(wmax, w[q]);
   double smin = s_[0], smax = s_[0];
   for (int64_t r = 1; r < ne; ++r) {
     smin = std::min(smin, s_[r]);
@@ -492,6 +577,22 @@ void SurrogateWorkspace::columns(const double* w, double gamma, bool fast, doubl
   const bool want_v = grad != nullptr;
   const int64_t nchunk = nchunk_;
   interrupt::Token* const tok = poll_ ? interrupt::current() : nullptr;
+  // at most 32 kept rows: the register kernel where the CPU has one
+  const SmallColumnsFn small = fast && !sbits_.empty() ? small_columns_kernel() : nullptr;
+  SmallColumns sc{};
+  if (small) {
+    std::fill(sE_, sE_ + 32, 0.0);
+    std::fill(sF_, sF_ + 32, 0.0);
+    std::fill(sC_, sC_ + 32, 0.0);
+    for (int64_t r = 0; r < ne; ++r) {
+      sE_[r] = E_[r];
+      sF_[r] = F_[r];
+      sC_[r] = cnt_[r];
+    }
+    for (int64_t q = 0; q < mc; ++q) Gp_[q] = std::exp(gamma * w[q]);
+    sc = SmallColumns{sE_, sF_, sC_, sbits_.data(), slists_.data(), spf_.data(), w, Gp_.data(),
+                      static_cast<int>(ne), sunit_, L, D_.data(), c_.data()};
+  }
 #ifdef _OPENMP
 #pragma omp parallel for num_threads(nt_) if (parallel_) schedule(dynamic, 1)
 #endif
@@ -499,8 +600,12 @@ void SurrogateWorkspace::columns(const double* w, double gamma, bool fast, doubl
     if (tok != nullptr && tok->poll()) continue;  // cancelled: results are discarded
     const int tid = thread_index();
     double* vb = vbuf_.data() + static_cast<size_t>(c) * ne;
-    if (want_v) std::fill(vb, vb + ne, 0.0);
     const int64_t q0 = c * mc / nchunk, q1 = (c + 1) * mc / nchunk;
+    if (small) {
+      small(sc, q0, q1, want_v ? vb : nullptr);
+      continue;
+    }
+    if (want_v) std::fill(vb, vb + ne, 0.0);
     for (int64_t q = q0; q < q1; ++q) column(q, w, gamma, fast, want_v, vb, L, tid);
   }
 
@@ -510,20 +615,15 @@ void SurrogateWorkspace::columns(const double* w, double gamma, bool fast, doubl
       const double* vb = vbuf_.data() + static_cast<size_t>(c) * ne;
       for (int64_t r = 0; r < ne; ++r) v_[r] += vb[r];
     }
-    const double* v = v_.data();
-    const double* cnt = cnt_.data();
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt_) if (parallel_) schedule(static)
-#endif
+    // (B^T c v)_q: sum of c_i v_i over the kept rows passing q, ascending
+    for (int64_t r = 0; r < ne; ++r) cv_[r] = cnt_[r] * v_[r];
+    masked_sums(cbytes_.data(), ngc_, ne, cv_.data(), bvc_.data());
     for (int64_t q = 0; q < mc; ++q) {
-      const int32_t* pi = idx_.data() + q * ne;
       const int64_t P = npass_[q];
       // A column every kept row passes has (B^T c v)_q = sum_i c_i v_i, which is
       // exactly 0 (each u^j sums to 0 over the rows); summing it would leave
       // rounding noise that Adam, normalizing step sizes, turns into real steps.
-      double bv = 0.0;
-      if (P < ne)
-        for (int64_t k = 0; k < P; ++k) bv += cnt[pi[k]] * v[pi[k]];
+      const double bv = P < ne ? bvc_[q] : 0.0;
       double g = gamma * bv;
       if (P > 0 && P < ne) g += (L[q] - 0.5) - gamma * c_[q] * D_[q];
       grad[q] = g;

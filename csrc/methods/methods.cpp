@@ -69,11 +69,21 @@ bool aces_c_weights(const double* L, const int64_t* colsum, int64_t n, int64_t m
   return true;
 }
 
+// out = w / total (element-wise, a dispatched body: vector divisions).
+ACES_FAST_KERNEL_BODY void divide_by_body(const double* __restrict w, int64_t m, double total,
+                                          double* __restrict out) {
+  for (int64_t j = 0; j < m; ++j) out[j] = w[j] / total;
+}
+constexpr simd::Dispatched<&divide_by_body, simd::kAvx512> divide_by{};
+
 // out = w / sum(w) (sequential sum), or zeros when the sum is not positive.
 void normalize(const double* w, int64_t m, double* out) {
   double total = 0.0;
   for (int64_t j = 0; j < m; ++j) total += w[j];
-  for (int64_t j = 0; j < m; ++j) out[j] = total > 0.0 ? w[j] / total : 0.0;
+  if (total > 0.0)
+    divide_by(w, m, total, out);
+  else
+    std::fill(out, out + m, 0.0);
 }
 
 // Indices of the k rows with the largest row sums (stable: among equal sums the
@@ -109,22 +119,28 @@ void release(std::vector<T>& v) {
   std::vector<T>().swap(v);
 }
 
-bool equal_weights(const double* w, const std::vector<int64_t>& cols) {
-  const double w0 = w[cols[0]];
-  for (int64_t j : cols)
-    if (w[j] != w0) return false;
-  return true;
+// True when at least one weight is nonzero and every nonzero weight is equal.
+bool equal_weights(const double* w, int64_t m) {
+  double w0 = 0.0;
+  for (int64_t j = 0; j < m; ++j) {
+    if (w[j] == 0.0) continue;
+    if (w0 == 0.0)
+      w0 = w[j];
+    else if (w[j] != w0)
+      return false;
+  }
+  return w0 != 0.0;
 }
 
 // s (n) = B w; with a dedup plan only the first row of each class is summed and
 // the others copy it (identical bytes give identical sums).
 void scores(const uint8_t* B, int64_t n, int64_t m, const double* w, const int64_t* rep,
             double* s, MethodWorkspace& ws, int nt) {
-  ws.cols.clear();
-  for (int64_t j = 0; j < m; ++j)
-    if (w[j] != 0.0) ws.cols.push_back(j);
-  const int64_t nc = static_cast<int64_t>(ws.cols.size());
-  if (nc > 0 && equal_weights(w, ws.cols)) {
+  if (equal_weights(w, m)) {
+    ws.cols.clear();
+    for (int64_t j = 0; j < m; ++j)
+      if (w[j] != 0.0) ws.cols.push_back(j);
+    const int64_t nc = static_cast<int64_t>(ws.cols.size());
     // Every nonzero weight equals w0 (majority, ACES-C filter or fallback): the
     // sequential sum over t passes is the same float whatever the columns, so
     // s_i = S[t_i] with S[t] = S[t-1] + w0; t_i by popcount. Identical result,
@@ -198,48 +214,77 @@ inline double key_value(uint64_t k) {
   return x;
 }
 
-// Sorts the pairs (key[r], idx[r]), r < d, ascending by key, stably. A LSD radix
-// sort over the 8 key bytes (passes where every key has the same byte are
-// skipped): no data-dependent branches, so a batch of different tasks does not
-// pay the mispredictions a comparison sort of ~d log d / 2 costs. Small inputs
-// use insertion into the sorted prefix. key2/idx2: scratch of length d.
-// O(d) per pass, 24 bytes per entry in all.
+// Insertion of each pair into the sorted prefix (stable). Stops and returns
+// false once more than `budget` elements have been moved (the input was not
+// nearly sorted); the pairs are then a permutation of the input.
+bool insertion_sort(uint64_t* key, int32_t* idx, int64_t d, int64_t budget) {
+  int64_t moved = 0;
+  for (int64_t r = 1; r < d; ++r) {
+    const uint64_t k = key[r];
+    if (key[r - 1] <= k) continue;
+    const int32_t v = idx[r];
+    int64_t q = r;
+    for (; q > 0 && key[q - 1] > k; --q) {
+      key[q] = key[q - 1];
+      idx[q] = idx[q - 1];
+    }
+    key[q] = k;
+    idx[q] = v;
+    moved += r - q;
+    if (moved > budget) return false;
+  }
+  return true;
+}
+
+// One stable LSD counting pass on the byte (key >> shift) & 255, from (ks, is)
+// into (kd, id).
+void radix_pass(const uint64_t* ks, const int32_t* is, int64_t d, int shift, uint64_t* kd,
+                int32_t* id) {
+  uint32_t pos[256] = {};  // d < 2^31 (rows are checked by the bindings)
+  for (int64_t r = 0; r < d; ++r) ++pos[(ks[r] >> shift) & 255];
+  uint32_t acc = 0;
+  for (int v = 0; v < 256; ++v) {
+    const uint32_t c = pos[v];
+    pos[v] = acc;
+    acc += c;
+  }
+  for (int64_t r = 0; r < d; ++r) {
+    const uint32_t q = pos[(ks[r] >> shift) & 255]++;
+    kd[q] = ks[r];
+    id[q] = is[r];
+  }
+}
+
+// Sorts the pairs (key[r], idx[r]), r < d, ascending by key, stably. Small
+// inputs use insertion into the sorted prefix. Otherwise two LSD radix passes on
+// the 16 highest bits in which the keys differ (scores spread over those: each
+// digit value holds few keys), which leaves the pairs nearly sorted, then
+// insertion finishes the order; if that would move more than 4 d elements (many
+// keys agree on those bits), LSD passes over every byte in which keys differ sort
+// the rest. Few data-dependent branches, so a batch of different tasks does not
+// pay the mispredictions a comparison sort of ~d log d / 2 costs. key2/idx2:
+// scratch of length d. O(d) per pass, 24 bytes per entry in all.
 void radix_sort(uint64_t* key, int32_t* idx, int64_t d, uint64_t* key2, int32_t* idx2) {
   if (d < 32) {
-    for (int64_t r = 1; r < d; ++r) {
-      const uint64_t k = key[r];
-      const int32_t v = idx[r];
-      int64_t q = r;
-      for (; q > 0 && key[q - 1] > k; --q) {
-        key[q] = key[q - 1];
-        idx[q] = idx[q - 1];
-      }
-      key[q] = k;
-      idx[q] = v;
-    }
+    insertion_sort(key, idx, d, d * d);
     return;
   }
-  uint32_t hist[8][256] = {};  // d < 2^31 (rows are checked by the bindings)
-  for (int64_t r = 0; r < d; ++r)
-    for (int b = 0; b < 8; ++b) ++hist[b][(key[r] >> (8 * b)) & 255];
+  uint64_t differ = 0;
+  for (int64_t r = 1; r < d; ++r) differ |= key[r] ^ key[0];
+  if (differ == 0) return;
+  const int top = 63 - __builtin_clzll(differ);
+  const int lo = std::max(0, top - 15);
+  radix_pass(key, idx, d, lo, key2, idx2);
+  radix_pass(key2, idx2, d, lo + 8, key, idx);
+  if (insertion_sort(key, idx, d, 4 * d)) return;
+  // Bytes where every key agrees need no pass (LSD passes sort any input).
   uint64_t* ks = key;
   int32_t* is = idx;
   uint64_t* kd = key2;
   int32_t* id = idx2;
   for (int b = 0; b < 8; ++b) {
-    const int shift = 8 * b;
-    if (hist[b][(ks[0] >> shift) & 255] == static_cast<uint32_t>(d)) continue;
-    uint32_t pos[256];
-    uint32_t acc = 0;
-    for (int v = 0; v < 256; ++v) {
-      pos[v] = acc;
-      acc += hist[b][v];
-    }
-    for (int64_t r = 0; r < d; ++r) {
-      const uint32_t q = pos[(ks[r] >> shift) & 255]++;
-      kd[q] = ks[r];
-      id[q] = is[r];
-    }
+    if (((differ >> (8 * b)) & 255) == 0) continue;
+    radix_pass(ks, is, d, 8 * b, kd, id);
     std::swap(ks, kd);
     std::swap(is, id);
   }

@@ -15,13 +15,17 @@
 // reassociation; -ffp-contract=off rules out fused multiply-add).
 //
 // Kernels dispatched this way (variants):
-//   simd.cpp      uniform LOO-AUC level step (AVX2, AVX-512 intrinsics; none
-//                 portable), row packing, row dot products (portable, AVX2,
-//                 AVX-512), max_byte (portable, AVX2)
+//   simd.cpp      uniform LOO-AUC level step (AVX2 intrinsics; none portable)
+//                 and whole column block (AVX-512 intrinsics; none below), row
+//                 packing, row dot products (portable, AVX2, AVX-512), max_byte
+//                 (portable, AVX2)
 //   loo_auc.cpp   uniform_block, row_scores (its groups of eight rows)
 //                 (portable, AVX2)
-//   surrogate.cpp pair_block_fast, pair_sweep2, add_scaled_row (portable, AVX2,
-//                 AVX-512)
+//   surrogate.cpp pair_block_fast, pair_sweep2, add_scaled_row, masked_sums
+//                 (portable, AVX2, AVX-512)
+//   small_columns.cpp  the per-column surrogate kernel with the rows in
+//                 registers (AVX-512 intrinsics; none below: the generic
+//                 per-column code of surrogate.cpp runs, same bits)
 //   methods.cpp   column_sums (portable, AVX2)
 #pragma once
 

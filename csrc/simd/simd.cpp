@@ -15,6 +15,9 @@
 
 #include "kernels/bits.hpp"
 
+#include <algorithm>
+#include <limits>
+
 namespace aces_fast {
 
 namespace {
@@ -212,6 +215,88 @@ __attribute__((target("avx2"))) int64_t step_avx2(
   return len;
 }
 
+// The whole block, 64 columns at a time with the sums in registers (the level
+// loop is inside): no per-level load and store of acc, P and the previous
+// level's passers. A level of one row with count 1 (most levels when rows are
+// distinct) has p in {0, 1}: p (a + p + prev) is a + 1 + prev under the row's
+// mask, no multiply. Integer sums: the same values as the step kernels.
+template <bool kCounts>
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void uniform_block_avx512_impl(
+    const uint8_t* B, int64_t m, const int64_t* counts, const int64_t* row_of,
+    const int64_t* lstart, const uint32_t* a, const uint8_t* adjacent, int64_t nlev, uint32_t tot,
+    int64_t col0, int64_t bw, double* out, int64_t* colsum) {
+  const __m512i one = _mm512_set1_epi32(1);
+  const __m512i zero = _mm512_setzero_si512();
+  for (int64_t jb = 0; jb < bw; jb += 64) {
+    const int64_t len = std::min<int64_t>(64, bw - jb);
+    const __mmask64 lanes = len == 64 ? ~0ULL : (~0ULL >> (64 - len));
+    __m512i acc[4], P[4], prev[4];
+    for (int v = 0; v < 4; ++v) acc[v] = P[v] = prev[v] = zero;
+    for (int64_t k = 0; k < nlev; ++k) {
+      const int64_t rbeg = lstart[k], rend = lstart[k + 1];
+      const __m512i av = _mm512_set1_epi32(static_cast<int32_t>(a[k]));
+      const bool adj = adjacent[k] != 0;
+      const int64_t i0 = row_of[rbeg];
+      if (rend - rbeg == 1 && (!kCounts || counts[i0] == 1)) {
+        const __m512i bytes = _mm512_maskz_loadu_epi8(lanes, B + i0 * m + col0 + jb);
+        const __mmask64 pass = _mm512_test_epi8_mask(bytes, bytes);
+        const __m512i a1 = _mm512_add_epi32(av, one);
+        for (int v = 0; v < 4; ++v) {
+          const __mmask16 kv = static_cast<__mmask16>(pass >> (16 * v));
+          const __m512i t = adj ? _mm512_add_epi32(a1, prev[v]) : a1;
+          acc[v] = _mm512_mask_add_epi32(acc[v], kv, acc[v], t);
+          P[v] = _mm512_mask_add_epi32(P[v], kv, P[v], one);
+          prev[v] = _mm512_maskz_mov_epi32(kv, one);
+        }
+        continue;
+      }
+      __m512i p[4] = {zero, zero, zero, zero};
+      for (int64_t r = rbeg; r < rend; ++r) {
+        const int64_t i = row_of[r];
+        const __m512i bytes = _mm512_maskz_loadu_epi8(lanes, B + i * m + col0 + jb);
+        const __mmask64 pass = _mm512_test_epi8_mask(bytes, bytes);
+        const __m512i c = kCounts ? _mm512_set1_epi32(static_cast<int32_t>(counts[i])) : one;
+        for (int v = 0; v < 4; ++v)
+          p[v] = _mm512_mask_add_epi32(p[v], static_cast<__mmask16>(pass >> (16 * v)), p[v], c);
+      }
+      for (int v = 0; v < 4; ++v) {
+        __m512i t = _mm512_add_epi32(av, p[v]);
+        if (adj) t = _mm512_add_epi32(t, prev[v]);
+        acc[v] = _mm512_add_epi32(acc[v], _mm512_mullo_epi32(p[v], t));
+        P[v] = _mm512_add_epi32(P[v], p[v]);
+        prev[v] = p[v];
+      }
+    }
+    alignas(64) uint32_t accs[64], Ps[64];
+    for (int v = 0; v < 4; ++v) {
+      _mm512_store_si512(accs + 16 * v, acc[v]);
+      _mm512_store_si512(Ps + 16 * v, P[v]);
+    }
+    for (int64_t jj = 0; jj < len; ++jj) {
+      const uint32_t Pj = Ps[jj];
+      const int64_t F = static_cast<int64_t>(tot - Pj);
+      const uint32_t twice = accs[jj] - Pj * Pj;  // 2 wins + ties
+      out[jb + jj] = Pj == 0 || F <= 0
+                         ? std::numeric_limits<double>::quiet_NaN()
+                         : static_cast<double>(twice) /
+                               (2.0 * static_cast<double>(Pj) * static_cast<double>(F));
+      if (colsum) colsum[jb + jj] = static_cast<int64_t>(Pj);
+    }
+  }
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void uniform_block_avx512(
+    const uint8_t* B, int64_t m, const int64_t* counts, const int64_t* row_of,
+    const int64_t* lstart, const uint32_t* a, const uint8_t* adjacent, int64_t nlev, uint32_t tot,
+    int64_t col0, int64_t bw, double* out, int64_t* colsum) {
+  if (counts)
+    uniform_block_avx512_impl<true>(B, m, counts, row_of, lstart, a, adjacent, nlev, tot, col0,
+                                    bw, out, colsum);
+  else
+    uniform_block_avx512_impl<false>(B, m, counts, row_of, lstart, a, adjacent, nlev, tot, col0,
+                                     bw, out, colsum);
+}
+
 // ---- bit packing and row dot products ------------------------------------------
 
 #define ACES_FAST_AVX512BW __attribute__((target("avx512f,avx512bw,avx512vl,popcnt")))
@@ -303,6 +388,11 @@ ACES_FAST_AVX512BW void dot_rows_avx512(const uint8_t* const* row, int64_t m, co
 ACES_FAST_AVX512BW void rows_dot_avx512(const uint8_t* B, int64_t m, const int64_t* rows,
                                         int64_t nrows, const double* w, double* out) {
   int64_t k = 0;
+  for (; k + 4 <= nrows; k += 4) {
+    const uint8_t* four[4] = {B + rows[k] * m, B + rows[k + 1] * m, B + rows[k + 2] * m,
+                              B + rows[k + 3] * m};
+    dot_rows_avx512<4>(four, m, w, out + k);
+  }
   for (; k + 2 <= nrows; k += 2) {
     const uint8_t* pair[2] = {B + rows[k] * m, B + rows[k + 1] * m};
     dot_rows_avx512<2>(pair, m, w, out + k);
@@ -352,6 +442,15 @@ void rows_dot_avx2(const uint8_t* B, int64_t m, const int64_t* rows, int64_t nro
 UniformLevelStep uniform_level_step() {
 #if ACES_FAST_X86_SIMD
   static const UniformLevelStep f = simd::pick<UniformLevelStep>({nullptr, step_avx2, step_avx512});
+  return f;
+#else
+  return nullptr;
+#endif
+}
+
+UniformBlock uniform_block_kernel() {
+#if ACES_FAST_X86_SIMD
+  static const UniformBlock f = simd::pick<UniformBlock>({nullptr, nullptr, uniform_block_avx512});
   return f;
 #else
   return nullptr;

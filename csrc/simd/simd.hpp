@@ -26,6 +26,23 @@ using UniformLevelStep = int64_t (*)(const uint8_t* B, int64_t m, const int64_t*
 // The step of this process's SIMD level, or nullptr at level "none".
 UniformLevelStep uniform_level_step();
 
+// A whole column block of the uniform LOO-AUC kernel with uint32 accumulators
+// (see loo_auc.cpp), the levels' sums kept in registers 64 columns at a time.
+// Levels k < nlev: rows row_of[lstart[k] .. lstart[k + 1]), multiplier
+// a[k] (uint32), adjacent[k] (level k - 1 has score one less). For every column
+// jj < bw of the block at col0, with P the count-weighted passers and tot the
+// total multiplicity: out[jj] = (acc - P^2) / (2 P (tot - P)) (NaN when P or
+// tot - P is 0), acc = sum_k p_k (a_k + p_k + (adjacent ? p_{k-1} : 0)) modulo
+// 2^32; colsum[jj] = P when colsum is not null. Reads exactly B[row, col0 ..
+// col0 + bw) of the listed rows.
+using UniformBlock = void (*)(const uint8_t* B, int64_t m, const int64_t* counts,
+                              const int64_t* row_of, const int64_t* lstart, const uint32_t* a,
+                              const uint8_t* adjacent, int64_t nlev, uint32_t tot, int64_t col0,
+                              int64_t bw, double* out, int64_t* colsum);
+
+// The block kernel of this process's SIMD level, or nullptr below AVX-512.
+UniformBlock uniform_block_kernel();
+
 // Packs a row of m bytes into ceil(m / 64) words (bit j % 64 of word j / 64 is
 // set iff row[j] != 0; unused high bits 0) and returns its number of passes.
 // Reads exactly row[0 .. m).
