@@ -35,6 +35,7 @@ import os
 import sys
 import time
 import traceback
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Sequence
@@ -790,9 +791,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _show_warning(message: Any, category: Any, filename: str, lineno: int, file: Any = None,
+                  line: Optional[str] = None, *, _default: Any = warnings.showwarning) -> None:
+    """The library's own warnings (the fallback from the compiled backend, ...) as one
+    ``aces-fast: warning:`` line, like the errors; anyone else's as Python shows them."""
+    if os.path.abspath(filename).startswith(_PACKAGE_DIR + os.sep):
+        print(f"{PROG}: warning: " + " ".join(str(message).splitlines()),
+              file=sys.stderr if file is None else file)
+    else:
+        _default(message, category, filename, lineno, file, line)
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of ``aces-fast``; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning
+        return _main(argv)
+
+
+def _main(argv: List[str]) -> int:
     try:
         if argv and argv[0] == "bench":
             return _run_bench(argv[1:])
