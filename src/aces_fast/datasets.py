@@ -3,8 +3,8 @@
 Two on-disk layouts are supported, both validated on read with errors that
 name the file, the problem and the field (``ValueError``):
 
-**npz** (the layout of the bundled HumanEval data and of the shared data
-README): ``task_ids`` (str (P,)); per problem ``k`` (suffix ``%04d``)
+**npz** (the layout of the bundled HumanEval data, described in
+``aces_fast/data/README.md``): ``task_ids`` (str (P,)); per problem ``k`` (suffix ``%04d``)
 ``B_kkkk`` uint8 (n, m) pass matrix, optional ``y_kkkk`` (n,) 0/1 labels, and
 optional extras ``t_ok_kkkk`` (m,) 0/1, ``test_count_kkkk`` (m,) int,
 ``cand_uid_kkkk`` (n,) int, or any other ``name_kkkk`` array. Keys without a
