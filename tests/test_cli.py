@@ -663,3 +663,52 @@ def test_diagnostics_line_accounts_for_every_mixed_problem():
     assert ("diagnostics over 109 of 121 mixed problems (the other 12: 6 without tests, "
             "6 with constant tests only)") in ev.table()
     assert "121 mixed" in ev.table().splitlines()[0]
+
+
+def _cli_in(cwd: Path, *args: str, env_extra=None) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env.pop("ACES_FAST_BACKEND", None)
+    env["OMP_NUM_THREADS"] = "1"
+    env.update(env_extra or {})
+    return subprocess.run([sys.executable, "-m", "aces_fast", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+# The same behaviours as above, once each through a real process: exit status,
+# stdout/stderr split, one error line, no traceback.
+@pytest.mark.parametrize("args, env, rc, out, err", [
+    (["evaluate", "humaneval-gpt35", "--plot", "nodir/out.png", "-q"], None, 1, "",
+     "aces-fast: error: --plot nodir/out.png: the folder nodir does not exist"),
+    (["evaluate", "humaneval-gpt35", "--plot", "out.txt", "-q"], None, 1, "",
+     "aces-fast: error: --plot out.txt: '.txt' is not an image format"),
+    (["rerank", "humaneval-gpt35"], {"ACES_FAST_BACKEND": "gpu"}, 1, "",
+     "(the value 'gpu' comes from the environment variable ACES_FAST_BACKEND"),
+    (["rerank", "m.csv", "--method", "aces-o", "--aces-o-lr", "-1"], None, 1, "",
+     "aces-fast: error: --aces-o-lr must be >= 0"),
+    (["rerank", "semi.csv"], None, 1, "",
+     "(the columns are separated by semicolons; a CSV pass matrix takes commas)"),
+    (["rerank", "m.csv", "--aces-o-lr", "0.5", "--backend", "numpy"], None, 0,
+     "method aces-c (backend numpy)", "aces-fast: warning: --aces-o-lr ignored: --method is aces-c"),
+    (["rerank", "humaneval-gpt35", "--method", "ACES-C", "--top", "1", "--backend", "numpy"],
+     None, 0, "... 4 more (use --top)", ""),
+    (["bench", "-h"], None, 0, "usage: aces-fast bench", ""),
+    (["bench", "--json", "x.json"], None, 1, "",
+     "aces-fast: error: 'bench' runs the benchmark suite of a checkout"),
+])
+def test_newcomer_path_through_a_process(tmp_path, args, env, rc, out, err):
+    (tmp_path / "m.csv").write_text("1,0,1\n0,1,1\n1,1,0\n")
+    (tmp_path / "semi.csv").write_text("1;0;1\n0;1;1\n")
+    proc = _cli_in(tmp_path, *args, env_extra=env)  # tmp_path: outside any checkout
+    assert proc.returncode == rc, proc.stderr
+    assert out in proc.stdout and (out or proc.stdout == "")
+    lines = proc.stderr.splitlines()
+    assert len(lines) == (1 if err else 0), proc.stderr
+    assert err in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_bench_checks_its_output_before_running_in_a_checkout(tmp_path):
+    proc = _cli_in(ROOT, "bench", "--json", str(tmp_path / "nodir" / "b.json"))
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.splitlines() == [
+        f"aces-fast: error: --json {tmp_path / 'nodir' / 'b.json'}: the folder "
+        f"{tmp_path / 'nodir'} does not exist (create it first)"]

@@ -697,7 +697,17 @@ def _run_bench(argv: List[str]) -> int:
     """Run the checkout's benchmark harness (``benchmarks/harness/command.py``)."""
     pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     pre.add_argument("--benchmarks")
-    suite = _find_benchmarks(pre.parse_known_args(argv)[0].benchmarks)
+    pre.add_argument("-h", "--help", action="store_true")
+    known = pre.parse_known_args(argv)[0]
+    try:
+        suite = _find_benchmarks(known.benchmarks)
+    except ValueError as exc:
+        if not known.help:
+            raise
+        # the options live in the checkout's harness; say where to get them
+        print(f"usage: {PROG} bench [options]\n\nTime the backends with the benchmark suite of "
+              f"a source checkout.\n{exc}; then '{PROG} bench -h' there lists the options.")
+        return 0
     sys.path.insert(0, str(suite.parent))
     try:
         command = importlib.import_module("benchmarks.harness.command")
