@@ -220,6 +220,48 @@ def test_goals_report_met_not_met_and_not_measured():
     assert "250.0x" in table and "not measured" in table
 
 
+def test_speed_ups_below_one_keep_their_digits():
+    assert [report.fmt_ratio(r) for r in (0.4, 0.04, 0.96, 3.14, 9.96, 468.2)] == \
+        ["0.4x", "0.04x", "0.96x", "3.1x", "10x", "468x"]
+    g = ("aces-c", "distinct", "200x500")
+    slow = {"benchmarks": [_bench(*g, "cpp", 1, 0, 10e-3), _bench(*g, "numpy-rankdata", 1, 0,
+                                                                   4e-3)]}
+    rows = report.aggregate(slow)
+    assert "10ms (0.4x)" in report.format_tables(rows)
+    goals = {t["target"].split(",")[0]: t for t in targets.evaluate(rows, "cpp", None)}
+    assert goals["ACES-C 200x500 distinct"]["shown"] == "0.4x"
+    assert goals["ACES-C 200x500 distinct"]["status"] == "not met"
+
+
+def test_help_is_plain_text_that_explains_the_command(capsys):
+    with pytest.raises(SystemExit) as info:
+        command.main(["-h"])
+    assert info.value.code == 0
+    text = capsys.readouterr().out
+    description = text.split("\n\n", 1)[1].split("options:")[0]
+    assert "``" not in text and ":func:" not in text and ":mod:" not in text
+    assert "aces-fast bench" not in description  # it does not point at itself
+    assert "pytest-benchmark" in description and "--json, --plot" in description
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["--json", "{tmp}/nodir/b.json"], "--json {tmp}/nodir/b.json: the folder {tmp}/nodir "
+                                       "does not exist"),
+    (["--json", "{tmp}"], "--json {tmp}: is a directory"),
+    (["--plot", "{tmp}/b.txt"], "--plot {tmp}/b.txt: '.txt' is not an image format"),
+    (["--plot", "{tmp}/nodir/b.png"], "the folder {tmp}/nodir does not exist"),
+])
+def test_output_files_are_checked_before_the_runs(tmp_path, monkeypatch, argv, expected):
+    if "--plot" in argv:
+        pytest.importorskip("matplotlib")
+    monkeypatch.setattr(command, "_suite_run",
+                        lambda *a, **k: pytest.fail("the benchmarks ran before the check"))
+    argv = [a.format(tmp=tmp_path) for a in argv]
+    with pytest.raises(ValueError) as info:
+        command.main(argv + ["-q"])
+    assert expected.format(tmp=tmp_path) in str(info.value)
+
+
 def test_quick_runs_select_not_slow_or_target_cells(tmp_path):
     parser = command.build_parser()
     quick = command.pytest_command(ROOT / "benchmarks", parser.parse_args([]),

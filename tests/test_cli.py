@@ -70,7 +70,9 @@ def api_pass_at(ds: Dataset, method: str, ks=(1, 2, 5), backend=FAST):
 @pytest.fixture(scope="module")
 def gpt35_json():
     proc = run_cli("evaluate", "humaneval-gpt35", "--json", "--backend", FAST)
-    return json.loads(proc.stdout)
+    datasets = json.loads(proc.stdout)["datasets"]
+    assert len(datasets) == 1
+    return datasets[0]
 
 
 def test_evaluate_json_schema(gpt35_json):
@@ -85,6 +87,8 @@ def test_evaluate_json_schema(gpt35_json):
     assert {out["backends"][m] for m in af.METHODS} == {FAST}
     assert out["params"]["aces-o"] == {"gamma": 10.0, "lr": 0.01, "steps": 90, "top_k": 24}
     assert 0 < out["diagnostics"]["problems"] <= 119
+    d = out["diagnostics"]
+    assert d["mixed"] == 119 and d["problems"] + d["no_tests"] + d["constant_tests"] == 119
 
 
 def test_evaluate_json_matches_python_api(gpt35_json):
@@ -113,7 +117,7 @@ def test_evaluate_codegen_subset_matches_python_api():
     methods = ["majority", "codet", "b4", "aces-c"]
     proc = run_cli("evaluate", "humaneval-codegen16b", "--json", "--quiet", "--backend", FAST,
                    "--methods", ",".join(methods))
-    out = json.loads(proc.stdout)
+    out = json.loads(proc.stdout)["datasets"][0]
     assert list(out["all"]) == methods and out["n_without_tests"] == 9
     assert proc.stderr == ""  # --quiet and not a TTY: no progress output
     ds = load_dataset("humaneval-codegen16b")
@@ -139,8 +143,10 @@ def test_evaluate_table_and_several_datasets(capsys):
     assert [row.split()[1], row.split()[6]] == [f"{100 * p1:.1f}", f"{100 * p5m:.1f}"]
     assert cli.main(["evaluate", "all", "--methods", "random", "--json", "-q"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert set(out) == set(BUNDLED)
-    assert out["humaneval-gpt35"]["all"]["random"]["pass@1"] == pytest.approx(p1)
+    # one shape for one dataset or several: {"datasets": [...]}, in the order given
+    assert list(out) == ["datasets"]
+    assert [d["dataset"] for d in out["datasets"]] == list(BUNDLED)
+    assert out["datasets"][1]["all"]["random"]["pass@1"] == pytest.approx(p1)
 
 
 def test_evaluate_hyperparameters_reach_the_methods(capsys):
@@ -150,7 +156,7 @@ def test_evaluate_hyperparameters_reach_the_methods(capsys):
             "--methods", "majority,aces-o,b4", "--aces-o-steps", "0", "--aces-o-top-k", "all",
             "--b4-alpha", "2.5"]
     assert cli.main(argv) == 0
-    out = json.loads(capsys.readouterr().out)
+    out = json.loads(capsys.readouterr().out)["datasets"][0]
     assert out["all"]["aces-o"] == out["all"]["majority"]
     assert out["params"]["aces-o"]["steps"] == 0 and out["params"]["aces-o"]["top_k"] is None
     assert out["params"]["b4"] == {"alpha": 2.5, "beta0": 1e4}
@@ -169,7 +175,7 @@ def test_evaluate_user_dataset_with_edge_cases(tmp_path, capsys):
     save_jsonl(ds, tmp_path / "edge.jsonl")
     assert cli.main(["evaluate", str(tmp_path / "edge.jsonl"), "--json", "-q",
                      "--backend", "numpy"]) == 0
-    out = json.loads(capsys.readouterr().out)
+    out = json.loads(capsys.readouterr().out)["datasets"][0]
     assert (out["n_problems"], out["n_labelled"], out["n_mixed"], out["n_without_tests"]) == \
         (4, 3, 2, 1)
     ev = evaluate(ds, backend="numpy")
@@ -316,13 +322,15 @@ def test_rerank_errors(tmp_path, capsys):
 # -- top level, bench and config ------------------------------------------------------------
 
 
-def test_no_subcommand_prints_help(capsys):
-    assert cli.main([]) == 0
-    text = capsys.readouterr().out
+def test_no_subcommand_prints_help_and_fails(capsys):
+    assert cli.main([]) == 2  # a usage error, after the help
+    captured = capsys.readouterr()
+    text = captured.err
+    assert captured.out == ""
     for command in ("evaluate", "rerank", "bench", "config"):
         assert command in text
-    proc = run_cli()
-    assert proc.stdout == text
+    proc = run_cli(check=False)
+    assert proc.returncode == 2 and proc.stderr == text and proc.stdout == ""
 
 
 def test_config(capsys):
@@ -383,7 +391,8 @@ def test_standard_input_end_to_end(tmp_path):
                                "--methods", "majority", "--backend", FAST], stdin=fh,
                               capture_output=True, env=env, cwd=ROOT, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout)["all"]["majority"]["pass@1"] == pytest.approx(1.0)
+    assert json.loads(proc.stdout)["datasets"][0]["all"]["majority"]["pass@1"] == \
+        pytest.approx(1.0)
 
 
 def test_unexpected_loader_failure_is_one_line_naming_it(tmp_path, capsys, monkeypatch):
@@ -445,3 +454,261 @@ def test_multi_line_messages_become_one_line(tmp_path, capsys):
     assert cli.main(["rerank", str(weird)]) == 1
     line = _one_error_line(capsys.readouterr().err)
     assert "two lines.csv: line 1, column 2: 'x' is not a number" in line
+
+
+# -- the newcomer's path: no work thrown away, no success that isn't, no surprises ----------
+
+
+def _no_work(monkeypatch):
+    """Make loading or running anything fail loudly: checks must come first."""
+    import aces_fast.datasets as datasets
+    import aces_fast.evaluation as evaluation
+
+    def started(*args, **kwargs):
+        raise AssertionError("the work started before the output was checked")
+
+    monkeypatch.setattr(datasets, "load_dataset", started)
+    monkeypatch.setattr(evaluation, "evaluate", started)
+
+
+@pytest.mark.parametrize("plot, expected", [
+    ("nodir/out.png", "the folder {tmp}/nodir does not exist"),
+    ("out.txt", "'.txt' is not an image format; matplotlib writes"),
+    ("chart", "has no file extension"),
+    (".", "is a directory"),
+])
+def test_evaluate_checks_the_plot_path_before_any_work(tmp_path, capsys, monkeypatch, plot,
+                                                       expected):
+    pytest.importorskip("matplotlib")
+    _no_work(monkeypatch)
+    path = str(tmp_path / plot) if plot != "." else str(tmp_path / "d.png")
+    if plot == ".":
+        (tmp_path / "d.png").mkdir()
+    assert cli.main(["evaluate", "humaneval-gpt35", "--plot", path, "-q"]) == 1
+    line = _one_error_line(capsys.readouterr().err)
+    assert line.startswith(f"aces-fast: error: --plot {path}: ")
+    assert expected.format(tmp=tmp_path) in line
+
+
+def test_convert_and_rerank_dataset_check_outputs_before_any_work(tmp_path, capsys,
+                                                                  monkeypatch):
+    import aces_fast.stream as stream
+
+    _no_work(monkeypatch)
+    monkeypatch.setattr(stream, "rerank_dataset", lambda *a, **k: pytest.fail("ran"))
+    assert cli.main(["convert", "humaneval-gpt35", str(tmp_path / "nodir" / "x.parquet")]) == 1
+    assert "the folder" in _one_error_line(capsys.readouterr().err)
+    assert cli.main(["convert", "humaneval-gpt35", str(tmp_path / "x.txt")]) == 1
+    assert "name the file *.parquet" in _one_error_line(capsys.readouterr().err)
+    (tmp_path / "file").write_text("")
+    for argv, expected in (
+            (["-o", str(tmp_path / "file")], "exists and is not a directory"),
+            (["-o", str(tmp_path / "file" / "out")], "is not a directory"),
+            (["-o", str(tmp_path / "o"), "--errors", str(tmp_path / "nodir" / "e.jsonl")],
+             "--errors "),
+    ):
+        assert cli.main(["rerank-dataset", str(tmp_path / "in.parquet"), *argv]) == 1
+        assert expected in _one_error_line(capsys.readouterr().err), argv
+
+
+def test_evaluate_without_labels_says_pass_at_k_needs_them(tmp_path, capsys):
+    save_jsonl([Problem("a", SPEC_EXAMPLE), Problem("b", SPEC_EXAMPLE[:3])],
+               tmp_path / "nolabels.jsonl")
+    path = str(tmp_path / "nolabels.jsonl")
+    proc = run_cli("evaluate", path, check=False)
+    assert proc.returncode == 1 and proc.stdout == ""
+    line = _one_error_line(proc.stderr)
+    assert "none of its 2 problems has labels" in line and "Pass@k needs them" in line
+    assert f"aces-fast rerank {path} --task ID" in line and "rerank-dataset" in line
+    # with another, labelled dataset first: refused before anything runs
+    assert cli.main(["evaluate", "humaneval-gpt35", path, "--json", "-q"]) == 1
+    assert capsys.readouterr().out == ""
+
+
+def test_rerank_takes_a_bundled_name_and_a_task(capsys):
+    ds = load_dataset("humaneval-gpt35")
+    assert cli.main(["rerank", "humaneval-gpt35", "--json", "--backend", "numpy"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["task_id"] == ds[0].task_id
+    assert out["order"] == af.aces_c(ds[0].B, backend="numpy").order.tolist()
+    assert cli.main(["rerank", "humaneval-gpt35", "--task", "HumanEval/5", "--json",
+                     "--backend", "numpy"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["task_id"] == "HumanEval/5" and (out["n"], out["m"]) == ds["HumanEval/5"].B.shape
+    assert [r["correct"] for r in out["ranking"]] is not None
+    assert cli.main(["rerank", "humaneval-gpt35", "--task", "nope"]) == 1
+    assert "no problem with task_id 'nope'" in capsys.readouterr().err
+
+
+def test_top_trims_the_lists_in_text_and_json_alike(tmp_path, capsys):
+    np.save(tmp_path / "m.npy", SPEC_EXAMPLE)
+    assert cli.main(["rerank", str(tmp_path / "m.npy"), "--json", "--top", "2",
+                     "--backend", "numpy"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    ref = af.aces_c(SPEC_EXAMPLE, backend="numpy")
+    assert [r["candidate"] for r in out["ranking"]] == ref.order[:2].tolist()
+    # SPEC section 6: the largest weights are 5/17 on tests 0, 1, 3 (ties by index)
+    assert [t["test"] for t in out["tests"]] == [0, 1]
+    assert out["tests"][0]["weight"] == pytest.approx(5 / 17)
+    assert out["tests"][0]["loo_auc"] == pytest.approx(2 / 3)
+    # the arrays indexed by candidate or test stay complete
+    assert len(out["order"]) == len(out["scores"]) == 8
+    assert len(out["weights"]) == len(out["loo_auc"]) == 10
+    assert cli.main(["rerank", str(tmp_path / "m.npy"), "--json", "--backend", "numpy"]) == 0
+    full = json.loads(capsys.readouterr().out)
+    assert len(full["ranking"]) == 8 and [t["test"] for t in full["tests"]] == [0, 1, 3, 6]
+    assert cli.main(["rerank", str(tmp_path / "m.npy"), "--top", "2", "--backend", "numpy"]) == 0
+    text = capsys.readouterr().out
+    assert _ranked_candidates(text) == ref.order[:2].tolist()
+    assert "... 6 more (use --top)" in text and "... 2 more (use --top)" in text
+    assert cli.main(["rerank", str(tmp_path / "m.npy"), "--json", "--method", "b4",
+                     "--backend", "numpy"]) == 0
+    assert json.loads(capsys.readouterr().out)["tests"] is None  # B4 weights no tests
+
+
+def test_hyperparameter_errors_name_the_flag(tmp_path, capsys):
+    np.save(tmp_path / "m.npy", SPEC_EXAMPLE)
+    for argv, flag in ((["--method", "aces-o", "--aces-o-lr", "-1"], "--aces-o-lr"),
+                       (["--method", "b4", "--b4-alpha", "0"], "--b4-alpha")):
+        assert cli.main(["rerank", str(tmp_path / "m.npy"), *argv]) == 1
+        line = _one_error_line(capsys.readouterr().err)
+        assert line.startswith(f"aces-fast: error: {flag} must be "), line
+    assert cli.main(["evaluate", "humaneval-gpt35", "--aces-o-lr", "-0.5", "-q"]) == 1
+    assert _one_error_line(capsys.readouterr().err).startswith(
+        "aces-fast: error: --aces-o-lr must be >= 0")
+
+
+def test_hyperparameters_of_methods_not_run_are_named_in_a_warning(tmp_path, capsys):
+    argv = ["evaluate", "humaneval-gpt35", "--methods", "majority,b4", "--json", "-q",
+            "--aces-o-lr", "0.5", "--aces-o-steps", "3", "--b4-alpha", "10"]
+    assert cli.main(argv) == 0
+    captured = capsys.readouterr()
+    warnings = captured.err.splitlines()
+    assert warnings == ["aces-fast: warning: --aces-o-lr, --aces-o-steps ignored: --methods has "
+                        "no aces-o method (these flags apply to aces-o, aces-o-warm)"]
+    assert json.loads(captured.out)["datasets"][0]["params"]["b4"]["alpha"] == 10.0
+    assert cli.main(argv[:3] + ["aces-o-warm", "-q", "--aces-o-lr", "0.5"]) == 0
+    assert capsys.readouterr().err == ""  # the family's other member uses it
+    np.save(tmp_path / "m.npy", SPEC_EXAMPLE)
+    assert cli.main(["rerank", str(tmp_path / "m.npy"), "--aces-o-lr", "0.5",
+                     "--backend", "numpy"]) == 0
+    assert "--aces-o-lr ignored: --method is aces-c" in capsys.readouterr().err
+
+
+def test_backend_from_the_environment_is_named_in_the_error(tmp_path, capsys, monkeypatch):
+    np.save(tmp_path / "m.npy", SPEC_EXAMPLE)
+    monkeypatch.setenv("ACES_FAST_BACKEND", "gpu")
+    _no_work(monkeypatch)  # evaluate fails on the backend before loading anything
+    for argv in (["rerank", str(tmp_path / "m.npy")], ["evaluate", "-q"]):
+        assert cli.main(argv) == 1
+        line = _one_error_line(capsys.readouterr().err)
+        assert "unknown backend 'gpu'" in line
+        assert "comes from the environment variable ACES_FAST_BACKEND" in line
+    # an explicit --backend wins over the environment
+    monkeypatch.setenv("ACES_FAST_BACKEND", "gpu")
+    assert cli.main(["rerank", str(tmp_path / "m.npy"), "--backend", "numpy"]) == 0
+    assert cli.main(["rerank", str(tmp_path / "m.npy"), "--backend", "gpu"]) == 1
+    assert "environment" not in capsys.readouterr().err
+
+
+def test_method_names_are_case_insensitive_like_backend_names(tmp_path, capsys):
+    np.save(tmp_path / "m.npy", SPEC_EXAMPLE)
+    ref = af.aces_c(SPEC_EXAMPLE, backend="numpy")
+    res = af.rerank(SPEC_EXAMPLE, " ACES-C", backend="NumPy")
+    assert res.method == "aces-c" and res.backend == "numpy"
+    np.testing.assert_array_equal(res.scores, ref.scores)
+    assert af.rerank_batch([SPEC_EXAMPLE], "Aces-O-Warm", backend="numpy")[0].method == \
+        "aces-o-warm"
+    assert cli.main(["rerank", str(tmp_path / "m.npy"), "--method", "ACES-C", "--json",
+                     "--backend", "NUMPY"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["method"] == "aces-c" and out["order"] == ref.order.tolist()
+    assert cli.main(["evaluate", "humaneval-gpt35", "--methods", "Random,MAJORITY", "--json",
+                     "-q"]) == 0
+    assert list(json.loads(capsys.readouterr().out)["datasets"][0]["all"]) == \
+        ["random", "majority"]
+    ev = evaluate(load_dataset("humaneval-gpt35"), ["ORACLE"])
+    assert ev.methods == ["oracle"]
+    with pytest.raises(TypeError, match="sequence of names"):
+        evaluate(load_dataset("humaneval-gpt35"), "oracle")
+
+
+@pytest.mark.parametrize("text, separator", [("1 0 1\n0 1 1\n", "spaces"),
+                                             ("1;0;1\n0;1;1\n", "semicolons"),
+                                             ("1\t0\t1\n0\t1\t1\n", "tabs"),
+                                             ("1 ; 0\n", "semicolons")])
+def test_csv_with_another_separator_says_so(tmp_path, capsys, text, separator):
+    (tmp_path / "m.csv").write_text(text)
+    assert cli.main(["rerank", str(tmp_path / "m.csv")]) == 1
+    line = _one_error_line(capsys.readouterr().err)
+    assert line.endswith(f"(the columns are separated by {separator}; a CSV pass matrix takes "
+                         "commas)")
+
+
+def test_csv_header_hint_only_for_a_header(tmp_path, capsys):
+    (tmp_path / "h.csv").write_text("test 1,test 2\n1,0\n")
+    assert cli.main(["rerank", str(tmp_path / "h.csv")]) == 1
+    assert "a header row is not supported" in capsys.readouterr().err
+    (tmp_path / "x.csv").write_text("1,0\n1,x\n")
+    assert cli.main(["rerank", str(tmp_path / "x.csv")]) == 1
+    err = capsys.readouterr().err
+    assert err.rstrip().endswith("'x' is not a number")  # no hint: neither header nor separator
+
+
+def test_diagnostics_line_accounts_for_every_mixed_problem():
+    ev = evaluate(load_dataset("humaneval-codegen16b"), ["random"])
+    d = ev.diagnostics
+    # 121 mixed problems: 6 without tests, 6 whose tests are all constant
+    assert (d["mixed"], d["problems"], d["no_tests"], d["constant_tests"]) == (121, 109, 6, 6)
+    assert ("diagnostics over 109 of 121 mixed problems (the other 12: 6 without tests, "
+            "6 with constant tests only)") in ev.table()
+    assert "121 mixed" in ev.table().splitlines()[0]
+
+
+def _cli_in(cwd: Path, *args: str, env_extra=None) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env.pop("ACES_FAST_BACKEND", None)
+    env["OMP_NUM_THREADS"] = "1"
+    env.update(env_extra or {})
+    return subprocess.run([sys.executable, "-m", "aces_fast", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+# The same behaviours as above, once each through a real process: exit status,
+# stdout/stderr split, one error line, no traceback.
+@pytest.mark.parametrize("args, env, rc, out, err", [
+    (["evaluate", "humaneval-gpt35", "--plot", "nodir/out.png", "-q"], None, 1, "",
+     "aces-fast: error: --plot nodir/out.png: the folder nodir does not exist"),
+    (["evaluate", "humaneval-gpt35", "--plot", "out.txt", "-q"], None, 1, "",
+     "aces-fast: error: --plot out.txt: '.txt' is not an image format"),
+    (["rerank", "humaneval-gpt35"], {"ACES_FAST_BACKEND": "gpu"}, 1, "",
+     "(the value 'gpu' comes from the environment variable ACES_FAST_BACKEND"),
+    (["rerank", "m.csv", "--method", "aces-o", "--aces-o-lr", "-1"], None, 1, "",
+     "aces-fast: error: --aces-o-lr must be >= 0"),
+    (["rerank", "semi.csv"], None, 1, "",
+     "(the columns are separated by semicolons; a CSV pass matrix takes commas)"),
+    (["rerank", "m.csv", "--aces-o-lr", "0.5", "--backend", "numpy"], None, 0,
+     "method aces-c (backend numpy)", "aces-fast: warning: --aces-o-lr ignored: --method is aces-c"),
+    (["rerank", "humaneval-gpt35", "--method", "ACES-C", "--top", "1", "--backend", "numpy"],
+     None, 0, "... 4 more (use --top)", ""),
+    (["bench", "-h"], None, 0, "usage: aces-fast bench", ""),
+    (["bench", "--json", "x.json"], None, 1, "",
+     "aces-fast: error: 'bench' runs the benchmark suite of a checkout"),
+])
+def test_newcomer_path_through_a_process(tmp_path, args, env, rc, out, err):
+    (tmp_path / "m.csv").write_text("1,0,1\n0,1,1\n1,1,0\n")
+    (tmp_path / "semi.csv").write_text("1;0;1\n0;1;1\n")
+    proc = _cli_in(tmp_path, *args, env_extra=env)  # tmp_path: outside any checkout
+    assert proc.returncode == rc, proc.stderr
+    assert out in proc.stdout and (out or proc.stdout == "")
+    lines = proc.stderr.splitlines()
+    assert len(lines) == (1 if err else 0), proc.stderr
+    assert err in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_bench_checks_its_output_before_running_in_a_checkout(tmp_path):
+    proc = _cli_in(ROOT, "bench", "--json", str(tmp_path / "nodir" / "b.json"))
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.splitlines() == [
+        f"aces-fast: error: --json {tmp_path / 'nodir' / 'b.json'}: the folder "
+        f"{tmp_path / 'nodir'} does not exist (create it first)"]

@@ -472,3 +472,22 @@ def test_npz_keys_as_np_load_names_them(tmp_path):
     back = load_npz(tmp_path / "renamed.npz")
     _assert_same(ds, back)
     assert back.meta == {"config": "c"}
+
+
+def test_public_names_are_listed_in_all():
+    """``from aces_fast.datasets import *`` gives every public loader and constant,
+    and ``__all__`` names only what exists."""
+    import inspect
+
+    import aces_fast.datasets as datasets
+
+    assert len(set(datasets.__all__)) == len(datasets.__all__)
+    for name in datasets.__all__:
+        assert hasattr(datasets, name), name
+    defined_here = {name for name, obj in vars(datasets).items()
+                    if not name.startswith("_") and (inspect.isfunction(obj) or inspect.isclass(obj))
+                    and obj.__module__ == datasets.__name__}
+    assert defined_here <= set(datasets.__all__), defined_here - set(datasets.__all__)
+    namespace: dict = {}
+    exec("from aces_fast.datasets import *", namespace)
+    assert {"load_dataset", "load_pass_matrix", "Dataset", "Problem", "BUNDLED"} <= set(namespace)

@@ -176,6 +176,6 @@ def test_registered_method_reaches_the_cli(toy, tmp_path, capsys):
     np.testing.assert_array_equal(out["scores"], _expected(SPEC_EXAMPLE, 4.0))
     assert cli.main(["evaluate", "humaneval-gpt35", "--methods", f"majority,{toy}", "--json",
                      "-q", "--backend", "numpy", "--toy-passes-scale", "2"]) == 0
-    out = json.loads(capsys.readouterr().out)
+    out = json.loads(capsys.readouterr().out)["datasets"][0]
     assert out["params"][toy] == {"scale": 2.0}
     assert out["all"][toy] == out["all"]["majority"]

@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from .report import fmt_ratio
+
 #: (name, op, family, size, threads, kind of goal, goal value); ratio goals are
 #: baseline time / aces_fast time, in the same group of the same run
 GOALS: Tuple[Tuple[str, str, str, str, int, str, float], ...] = (
@@ -62,8 +64,9 @@ def evaluate(rows: Sequence[Dict[str, Any]], default_backend: str,
         label = f"{name} [{default_backend}]"
         if kind == "ratio":
             value = cell.get("ratio") if cell else None
-            out.append(_entry(label, f">= {goal:g}x", value,
-                              f"{value:.1f}x" if value else "-", bool(value and value >= goal)))
+            shown = "-" if not value else f"{value:.1f}x" if value >= 1 else fmt_ratio(value)
+            out.append(_entry(label, f">= {goal:g}x", value, shown,
+                              bool(value and value >= goal)))
         elif kind == "max_s":
             value = cell["median_s"] if cell else None
             out.append(_entry(label, f"<= {goal * 1e6:g} us", value,

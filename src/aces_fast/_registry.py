@@ -335,10 +335,12 @@ def unregister(name: str) -> None:
 
 def get(method: Any) -> MethodSpec:
     """The spec of ``rerank`` name ``method`` (a spec is returned as is); ValueError
-    listing the names otherwise."""
+    listing the names otherwise. Names are case-insensitive, like backend names."""
     if type(method) is MethodSpec:
         return method
     spec = _SPECS.get(method) if isinstance(method, str) else None
+    if spec is None and isinstance(method, str):
+        spec = _SPECS.get(method.strip().lower())
     if spec is None:
         raise ValueError(f"unknown method {method!r}; choose one of {', '.join(_SPECS)}")
     return spec

@@ -35,6 +35,7 @@ import os
 import sys
 import time
 import traceback
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Sequence
@@ -102,6 +103,48 @@ def _add_limits(parser: argparse.ArgumentParser) -> None:
                         f"${ENV_MAX_BYTES}, else {DEFAULT_MAX_BYTES:,})")
 
 
+def _plot_formats() -> Dict[str, str]:
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    return FigureCanvasBase.get_supported_filetypes()
+
+
+def _check_output(path: str, flag: str, *, plot: bool = False, directory: bool = False) -> None:
+    """Refuse now, before any long run, an output that would fail once the work is
+    done: a missing or read-only folder, a directory where a file goes (or the
+    reverse), or (``plot``) a file extension matplotlib cannot write.
+
+    ``directory``: the output is a directory created with its parents, so only
+    the nearest existing ancestor must be a writable directory.
+    """
+    p = Path(path)
+    if plot:
+        formats = _plot_formats()
+        ext = p.suffix.lower().lstrip(".")
+        if ext not in formats:
+            what = "has no file extension" if not ext else f"'.{ext}' is not an image format"
+            raise ValueError(f"{flag} {path}: {what}; matplotlib writes "
+                             f"{', '.join('.' + f for f in sorted(formats))} (e.g. .png)")
+    if directory:
+        if p.exists() and not p.is_dir():
+            raise ValueError(f"{flag} {path}: exists and is not a directory")
+        folder = p
+        while not folder.exists() and folder != folder.parent:
+            folder = folder.parent
+        if not folder.is_dir():
+            raise ValueError(f"{flag} {path}: {folder} is not a directory")
+    else:
+        if p.is_dir():
+            raise ValueError(f"{flag} {path}: is a directory; expected a file name")
+        folder = p.parent
+        if not folder.is_dir():
+            why = "is not a directory" if folder.exists() else "does not exist"
+            raise ValueError(f"{flag} {path}: the folder {folder} {why} (create it first)")
+    target = p if p.exists() else folder
+    if not os.access(target, os.W_OK | (os.X_OK if target.is_dir() else 0)):
+        raise ValueError(f"{flag} {path}: {target} is not writable")
+
+
 class _LoadFailure(Exception):
     """A loader failed with an exception it does not document (see :func:`_loading`)."""
 
@@ -153,14 +196,37 @@ def _add_hyperparameters(parser: argparse.ArgumentParser) -> None:
                        help=f"{family}: {p.help} (default {default})")
 
 
+def _set_flags(args: argparse.Namespace) -> List[Any]:
+    """``(flag, family, Param, value)`` of every hyperparameter flag the user gave,
+    its value checked by the parameter's validator under the flag's name (so an
+    error says ``--aces-o-lr must be >= 0``, not the Python argument's name)."""
+    out = []
+    for flag, dest, family, p in _hyperparameter_flags():
+        value = getattr(args, dest, _UNSET)
+        if value is not _UNSET:
+            out.append((flag, family, p, p.check(value, flag)))
+    return out
+
+
 def _overrides(args: argparse.Namespace) -> Dict[str, Dict[str, Any]]:
     """Hyperparameters the user set, by method family (for ``evaluate``'s ``params``)."""
     out: Dict[str, Dict[str, Any]] = {}
-    for _, dest, family, p in _hyperparameter_flags():
-        value = getattr(args, dest, _UNSET)
-        if value is not _UNSET:
-            out.setdefault(family, {})[p.name] = value
+    for _, family, p, value in _set_flags(args):
+        out.setdefault(family, {})[p.name] = value
     return out
+
+
+def _warn_ignored(args: argparse.Namespace, families: Sequence[str], why: str) -> None:
+    """Warn about the hyperparameter flags of method families that will not run;
+    ``why`` may name the ``{family}``."""
+    from . import _registry
+
+    given = _set_flags(args)
+    for family in dict.fromkeys(f for _, f, _, _ in given if f not in families):
+        flags = [flag for flag, f, _, _ in given if f == family]
+        members = [s.name for s in _registry.specs() if s.family == family]
+        print(f"{PROG}: warning: {', '.join(flags)} ignored: {why.format(family=family)} "
+              f"(these flags apply to {', '.join(members)})", file=sys.stderr)
 
 
 def _method_values(args: argparse.Namespace) -> Dict[str, Any]:
@@ -171,23 +237,25 @@ def _method_values(args: argparse.Namespace) -> Dict[str, Any]:
 
     overrides = _overrides(args)
     family = _registry.get(args.method).family
-    ignored = [f for f in overrides if f != family]
-    if ignored:
-        print(f"{PROG}: warning: hyperparameters for {', '.join(ignored)} are ignored by "
-              f"--method {args.method}", file=sys.stderr)
+    _warn_ignored(args, [family], f"--method is {args.method}")
     return _registry.method_params(args.method, overrides.get(family), tunable=True)
 
 
 def _method_list(text: str) -> List[str]:
     from .evaluation import ALL_METHODS
 
-    names = [t.strip() for t in text.split(",") if t.strip()]
+    names = [t.strip().lower() for t in text.split(",") if t.strip()]
     bad = [t for t in names if t not in ALL_METHODS]
     if not names or bad:
         raise argparse.ArgumentTypeError(
             f"unknown method(s) {', '.join(bad) or '(none given)'}; choose from "
             f"{', '.join(ALL_METHODS)}")
     return names
+
+
+def _method_name(text: str) -> str:
+    """``--method``: names are case-insensitive, like backend names."""
+    return text.strip().lower()
 
 
 def _ks(text: str) -> List[int]:
@@ -285,7 +353,37 @@ def _plot(evaluations: list, path: str) -> None:
     fig.savefig(path, dpi=120)
 
 
+def _check_backend(choice: Optional[str]) -> None:
+    """Fail before any work on an unknown or unavailable backend; when the choice
+    comes from ``ACES_FAST_BACKEND``, say so (the user may not know it is set)."""
+    from .backends import ENV_VAR, resolve_backend
+
+    if choice is not None:
+        resolve_backend(choice)
+        return
+    env = os.environ.get(ENV_VAR)
+    if env is None:
+        return
+    try:
+        resolve_backend(env)
+    except (ValueError, TypeError, BackendUnavailableError) as exc:
+        raise ValueError(f"{exc} (the value {env!r} comes from the environment variable "
+                         f"{ENV_VAR}: unset it or pass --backend)") from None
+
+
+def _check_labelled(datasets: Sequence[Any], names: Sequence[str]) -> None:
+    """Pass@k needs labels: refuse, before running anything, a dataset without any."""
+    for ds, name in zip(datasets, names):
+        if len(ds) and not any(p.labels is not None for p in ds):
+            raise ValueError(
+                f"{name}: none of its {len(ds)} problems has labels, and Pass@k needs them "
+                "(which candidates are really correct); to rank candidates without labels "
+                f"use '{PROG} rerank {name} --task ID' (one problem) or "
+                f"'{PROG} convert' then '{PROG} rerank-dataset' (every problem)")
+
+
 def _cmd_evaluate(args: argparse.Namespace) -> int:
+    from . import _registry
     from .datasets import load_dataset
     from .evaluation import evaluate
 
@@ -295,19 +393,26 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         except ImportError:
             raise ValueError("--plot needs matplotlib, which is not installed: "
                              "pip install matplotlib (or aces_fast[plot])") from None
+        _check_output(args.plot, "--plot", plot=True)
+    methods = list(args.methods or _all_methods())
     params = _overrides(args)
+    _warn_ignored(args, [_registry.get(m).family for m in methods if m in _registry.names()],
+                  "--methods has no {family} method")
+    _check_backend(args.backend)
     show = not args.quiet and sys.stderr.isatty()
     # Load everything first so a bad name fails before any long run.
+    names = _dataset_names(args.datasets)
     datasets = []
-    for name in _dataset_names(args.datasets):
+    for name in names:
         with _loading(name):
             datasets.append(load_dataset(name, max_cells=args.max_cells,
                                          max_bytes=args.max_bytes))
+    _check_labelled(datasets, names)
     results = []
     for ds in datasets:
-        progress = _Progress(len(ds) * len(args.methods or _all_methods()), ds.name, show)
+        progress = _Progress(len(ds) * len(methods), ds.name, show)
         try:
-            ev = evaluate(ds, args.methods, ks=args.ks, backend=args.backend, params=params,
+            ev = evaluate(ds, methods, ks=args.ks, backend=args.backend, params=params,
                           progress=progress)
         finally:
             progress.close()
@@ -315,9 +420,9 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         if not args.json:
             print(ev.table() + ("\n" if len(results) < len(datasets) else ""), flush=True)
     if args.json:
-        out = (results[0].to_dict() if len(results) == 1
-               else {ev.dataset: ev.to_dict() for ev in results})
-        print(json.dumps(out, indent=2, allow_nan=False))
+        # one shape whatever the number of datasets
+        print(json.dumps({"datasets": [ev.to_dict() for ev in results]}, indent=2,
+                         allow_nan=False))
     if args.plot is not None:
         _plot(results, args.plot)
         if not args.quiet:
@@ -351,17 +456,23 @@ def _cmd_rerank(args: argparse.Namespace) -> int:
     from .datasets import load_pass_matrix
     from .methods import rerank
 
+    params = _method_values(args)  # a bad flag fails before the file is read
+    _check_backend(args.backend)
     with _loading(args.file):
         prob = load_pass_matrix(args.file, task=args.task, max_cells=args.max_cells,
                                 max_bytes=args.max_bytes)
-    params = _method_values(args)
     res = rerank(prob.B, args.method, backend=args.backend, **params)
     scores = _tolist(res.scores)
     order = [int(i) for i in (res.order.tolist() if hasattr(res.order, "tolist") else res.order)]
     weights = _tolist(res.weights)
     loo = _tolist(res.loo_auc)
-    top = len(order) if args.top is None else min(args.top, len(order))
     labels = None if prob.labels is None else [int(v) for v in prob.labels]
+    # --top trims the two lists, best first: candidates and non-zero test weights
+    # (the per-candidate and per-test arrays of --json stay complete)
+    top = len(order) if args.top is None else min(args.top, len(order))
+    nz = [] if weights is None else sorted(
+        (j for j in range(len(weights)) if weights[j] > 0), key=lambda j: (-weights[j], j))
+    shown = nz if args.top is None else nz[:args.top]
     if args.json:
         out = {
             "file": str(args.file), "task_id": prob.task_id, "method": res.method,
@@ -369,6 +480,10 @@ def _cmd_rerank(args: argparse.Namespace) -> int:
             "ranking": [{"rank": r + 1, "candidate": i, "score": scores[i],
                          **({"correct": labels[i]} if labels else {})}
                         for r, i in enumerate(order[:top])],
+            "tests": None if weights is None else [
+                {"test": j, "weight": weights[j],
+                 **({} if loo is None else {"loo_auc": _nan_to_none([loo[j]])[0]})}
+                for j in shown],
             "order": order, "scores": scores, "weights": weights,
             "loo_auc": None if loo is None else _nan_to_none(loo),
             "fallback": bool(res.fallback),
@@ -397,9 +512,6 @@ def _cmd_rerank(args: argparse.Namespace) -> int:
     if weights is None:
         print(f"\n{res.method} does not weight tests.")
         return 0
-    nz = sorted((j for j in range(len(weights)) if weights[j] > 0),
-                key=lambda j: (-weights[j], j))
-    shown = nz if args.top is None else nz[:args.top]
     print(f"\ntest weights: {len(nz)} of {len(weights)} tests non-zero, largest first")
     if nz:
         print(f"{'test':>5} {'weight':>10}" + (f" {'loo-auc':>8}" if loo is not None else ""))
@@ -424,6 +536,10 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         from .parquet import save_parquet
     except ImportError as exc:
         raise ValueError(str(exc)) from None
+    if not args.output.lower().endswith(".parquet"):
+        raise ValueError(f"OUT {args.output}: convert writes Parquet; name the file "
+                         "*.parquet (the loaders tell the format by that suffix)")
+    _check_output(args.output, "OUT")
     ds = load_dataset(args.input)
     dropped = save_parquet(ds, args.output, row_group_size=args.row_group_size,
                            compression=args.compression)
@@ -442,8 +558,12 @@ def _cmd_rerank_dataset(args: argparse.Namespace) -> int:
     except ImportError as exc:
         raise ValueError(str(exc)) from None
     params = _method_values(args)
+    _check_backend(args.backend)
     if args.address is not None and args.engine != "ray":
         raise ValueError("--address needs --engine ray")
+    _check_output(args.output, "-o", directory=True)
+    if args.errors is not None:
+        _check_output(args.errors, "--errors")
     errors_path = args.errors or default_errors_path(args.output)
     try:
         summary = rerank_dataset(
@@ -515,7 +635,8 @@ def _add_dataset_commands(sub: Any) -> None:
     rd.add_argument("-o", "--output", required=True, metavar="OUT.parquet",
                     help="output directory of part files (read it with "
                          "pyarrow.parquet.read_table(OUT) or pandas.read_parquet(OUT))")
-    rd.add_argument("--method", default=_registry.DEFAULT_METHOD, choices=list(_registry.names()),
+    rd.add_argument("--method", default=_registry.DEFAULT_METHOD, type=_method_name,
+                    choices=list(_registry.names()),
                     help=f"ranking method (default {_registry.DEFAULT_METHOD})")
     rd.add_argument("--engine", default="local", choices=["local", "ray"],
                     help="local: this process; ray: Ray Data tasks (default local)")
@@ -576,7 +697,17 @@ def _run_bench(argv: List[str]) -> int:
     """Run the checkout's benchmark harness (``benchmarks/harness/command.py``)."""
     pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     pre.add_argument("--benchmarks")
-    suite = _find_benchmarks(pre.parse_known_args(argv)[0].benchmarks)
+    pre.add_argument("-h", "--help", action="store_true")
+    known = pre.parse_known_args(argv)[0]
+    try:
+        suite = _find_benchmarks(known.benchmarks)
+    except ValueError as exc:
+        if not known.help:
+            raise
+        # the options live in the checkout's harness; say where to get them
+        print(f"usage: {PROG} bench [options]\n\nTime the backends with the benchmark suite of "
+              f"a source checkout.\n{exc}; then '{PROG} bench -h' there lists the options.")
+        return 0
     sys.path.insert(0, str(suite.parent))
     try:
         command = importlib.import_module("benchmarks.harness.command")
@@ -621,7 +752,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--backend", help="cpp, numba, torch, numpy or auto (default: "
                                       "$ACES_FAST_BACKEND, else auto)")
     ev.add_argument("--json", action="store_true",
-                    help="print JSON (Pass@k as fractions) instead of the table")
+                    help="print JSON instead of the tables: {\"datasets\": [one object per "
+                         "dataset]} (Pass@k as fractions)")
     ev.add_argument("--plot", metavar="FILE.png", help="also save a bar chart (needs matplotlib)")
     ev.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     _add_hyperparameters(ev)
@@ -632,16 +764,27 @@ def build_parser() -> argparse.ArgumentParser:
         "rerank", help="rank the candidates of one pass matrix file",
         description="Rank the candidates of a pass matrix (rows candidates, columns tests, "
                     "0/1) and show scores and test weights. FILE: .npy (2-D array), .npz "
-                    "(single array, key 'B', or the dataset layout), .csv (0/1, no header), "
-                    ".jsonl (dataset layout; first problem or --task).")
-    rr.add_argument("file", metavar="FILE", help="the matrix file, or '-' for standard input")
-    rr.add_argument("--method", default=_registry.DEFAULT_METHOD, choices=list(_registry.names()),
-                    help=f"ranking method (default {_registry.DEFAULT_METHOD})")
-    rr.add_argument("--task", metavar="ID", help="task_id to take from a .jsonl/.npz dataset")
+                    "(single array, key 'B', or the dataset layout), .csv (0/1, comma-separated, "
+                    "no header), .jsonl (dataset layout), or a bundled dataset name "
+                    f"({', '.join(BUNDLED)}); from a dataset, the first problem or --task.")
+    rr.add_argument("file", metavar="FILE",
+                    help="the matrix file, a bundled dataset name, or '-' for standard input")
+    rr.add_argument("--method", default=_registry.DEFAULT_METHOD, type=_method_name,
+                    choices=list(_registry.names()),
+                    help=f"ranking method (default {_registry.DEFAULT_METHOD}; any case)")
+    rr.add_argument("--task", metavar="ID",
+                    help="task_id to take from a dataset (.jsonl, .npz, bundled name; default "
+                         "the first problem), e.g. HumanEval/0")
     rr.add_argument("--top", type=_positive_int, metavar="N",
-                    help="show only the N best candidates and N largest test weights")
-    rr.add_argument("--backend", help="cpp, numba, torch, numpy or auto")
-    rr.add_argument("--json", action="store_true", help="print JSON")
+                    help="list only the N best candidates and the N largest test weights "
+                         "(with --json: the 'ranking' and 'tests' lists; the arrays 'order', "
+                         "'scores', 'weights', 'loo_auc' stay complete)")
+    rr.add_argument("--backend", help="cpp, numba, torch, numpy or auto (default: "
+                                      "$ACES_FAST_BACKEND, else auto)")
+    rr.add_argument("--json", action="store_true",
+                    help="print JSON: 'ranking' (best first), 'tests' (non-zero weights, "
+                         "largest first), and 'order', 'scores', 'weights', 'loo_auc' in "
+                         "candidate / test index order")
     _add_hyperparameters(rr)
     _add_limits(rr)
     rr.set_defaults(func=_cmd_rerank)
@@ -658,17 +801,37 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _show_warning(message: Any, category: Any, filename: str, lineno: int, file: Any = None,
+                  line: Optional[str] = None, *, _default: Any = warnings.showwarning) -> None:
+    """The library's own warnings (the fallback from the compiled backend, ...) as one
+    ``aces-fast: warning:`` line, like the errors; anyone else's as Python shows them."""
+    if os.path.abspath(filename).startswith(_PACKAGE_DIR + os.sep):
+        print(f"{PROG}: warning: " + " ".join(str(message).splitlines()),
+              file=sys.stderr if file is None else file)
+    else:
+        _default(message, category, filename, lineno, file, line)
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of ``aces-fast``; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning
+        return _main(argv)
+
+
+def _main(argv: List[str]) -> int:
     try:
         if argv and argv[0] == "bench":
             return _run_bench(argv[1:])
         parser = build_parser()
         args = parser.parse_args(argv)
-        if getattr(args, "func", None) is None:
-            parser.print_help()
-            return 0
+        if getattr(args, "func", None) is None:  # no command: a usage error
+            parser.print_help(sys.stderr)
+            return 2
         return args.func(args)
     except (ValueError, TypeError, KeyError, OSError, ImportError,
             BackendUnavailableError) as exc:

@@ -54,3 +54,6 @@ def show_config(file: Any = None) -> None:
             print(f"  {name:6s} yes  {details}", file=out)
         else:
             print(f"  {name:6s} no   {entry['reason']}", file=out)
+    auto = next(n for n in ("cpp", "numba", "numpy") if cfg["backends"][n]["available"])
+    note = "" if auto == "cpp" else " -- slower than cpp; see the cpp line above for the remedy"
+    print(f"auto (CPU input) runs on: {auto}{note}", file=out)

@@ -3,8 +3,8 @@
 Two on-disk layouts are supported, both validated on read with errors that
 name the file, the problem and the field (``ValueError``):
 
-**npz** (the layout of the bundled HumanEval data and of the shared data
-README): ``task_ids`` (str (P,)); per problem ``k`` (suffix ``%04d``)
+**npz** (the layout of the bundled HumanEval data, described in
+``aces_fast/data/README.md``): ``task_ids`` (str (P,)); per problem ``k`` (suffix ``%04d``)
 ``B_kkkk`` uint8 (n, m) pass matrix, optional ``y_kkkk`` (n,) 0/1 labels, and
 optional extras ``t_ok_kkkk`` (m,) 0/1, ``test_count_kkkk`` (m,) int,
 ``cand_uid_kkkk`` (n,) int, or any other ``name_kkkk`` array. Keys without a
@@ -793,6 +793,23 @@ def load_dataset(name_or_path: Optional[PathLike] = None, *, max_cells: Optional
 # a single user matrix (``aces-fast rerank``)
 
 
+_SEPARATED = re.compile(r"\s*[^\s;]+(?:\s*;\s*|\s+)[^\s;].*")
+
+
+def _foreign_separator(cell: str) -> Optional[str]:
+    """``"semicolons"``, ``"tabs"`` or ``"spaces"`` when a CSV cell is numbers
+    joined by that separator (a file written with another delimiter), else None."""
+    if not _SEPARATED.fullmatch(cell):
+        return None
+    tokens = re.split(r"\s*;\s*" if ";" in cell else r"\s+", cell.strip())
+    try:
+        for token in tokens:
+            float(token)
+    except ValueError:
+        return None
+    return "semicolons" if ";" in cell else "tabs" if "\t" in cell else "spaces"
+
+
 def _read_csv_matrix(fh: IO[bytes], label: str, limits: Limits) -> np.ndarray:
     """Parse a comma-separated 0/1 matrix; blank lines are skipped, headers rejected.
 
@@ -815,8 +832,10 @@ def _read_csv_matrix(fh: IO[bytes], label: str, limits: Limits) -> np.ndarray:
                 try:
                     value = float(value_text)
                 except ValueError:
-                    hint = (" (a header row is not supported: delete it)"
-                            if not n_rows else "")
+                    sep = _foreign_separator(value_text)
+                    hint = (f" (the columns are separated by {sep}; a CSV pass matrix takes "
+                            "commas)" if sep else
+                            " (a header row is not supported: delete it)" if not n_rows else "")
                     raise ValueError(f"{label}: line {lineno}, column {col}: {value_text!r} "
                                      f"is not a number{hint}") from None
                 if value not in (0.0, 1.0):
@@ -863,15 +882,17 @@ def load_pass_matrix(path: Any, task: Optional[str] = None, *, max_cells: Option
     * ``.npy``: a 2-D 0/1 array;
     * ``.npz``: a single array, or the key ``B`` (with optional ``labels``/``y``),
       or the dataset layout (``task_ids``, ``B_kkkk``...);
-    * ``.csv``: comma-separated 0/1, one candidate per line (no header row);
-    * ``.jsonl`` / ``.jsonl.gz``: the dataset layout.
+    * ``.csv``: comma-separated 0/1, one candidate per line (no header row; a
+      file separated by semicolons, tabs or spaces is refused, saying so);
+    * ``.jsonl`` / ``.jsonl.gz``: the dataset layout;
+    * a bundled dataset name (a key of :data:`BUNDLED`, as for :func:`load_dataset`).
 
     ``path`` ``"-"`` reads standard input, the format told by its first bytes
     (npy, npz, gzip, a ``{`` for JSON lines, else CSV). Other paths must name
     regular files (FIFOs, devices and directories are refused before opening).
 
-    For the dataset layouts the first problem is taken, or the one whose
-    ``task_id`` is ``task``. ``task`` with a single-matrix file is an error.
+    For the dataset layouts and bundled names the first problem is taken, or the
+    one whose ``task_id`` is ``task``. ``task`` with a single-matrix file is an error.
     ``max_cells`` and ``max_bytes`` bound the matrix and the file's data (see
     "Limits" in the module docstring); sizes declared by npy headers, zip
     members and the JSONL ``passed`` form are checked before allocating.
@@ -880,6 +901,8 @@ def load_pass_matrix(path: Any, task: Optional[str] = None, *, max_cells: Option
     content is not a 0/1 matrix with at least one row, is corrupt or
     truncated, holds pickled objects, or exceeds the limits.
     """
+    if isinstance(path, str) and path in BUNDLED:  # a name, as for load_dataset
+        return _pick(load_dataset(path, max_cells=max_cells, max_bytes=max_bytes), path, task)
     limits = resolve_limits(max_cells, max_bytes)
     label = _label(path)
     stdin = _is_stdin(path)

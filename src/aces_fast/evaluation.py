@@ -75,7 +75,11 @@ def _run_params(method: str, overrides: Optional[Mapping[str, Mapping[str, Any]]
 def _check_methods(methods: Optional[Iterable[str]]) -> List[str]:
     if methods is None:
         return list(ALL_METHODS)
-    chosen = list(methods)
+    if isinstance(methods, str):
+        raise TypeError(f"methods must be a sequence of names, not the string {methods!r}; "
+                        f"e.g. [{methods!r}]")
+    # names are case-insensitive, like backend names
+    chosen = [m.strip().lower() if isinstance(m, str) else m for m in methods]
     if not chosen:
         raise ValueError("no methods selected")
     bad = [m for m in chosen if m not in ALL_METHODS]
@@ -211,9 +215,14 @@ class Evaluation:
             lines.append("hyperparameters: " + hp)
         d = self.diagnostics
         if d.get("problems"):
+            left_out = [f"{d[k]} {what}" for k, what in (
+                ("no_tests", "without tests"), ("constant_tests", "with constant tests only"))
+                if d.get(k)]
+            other = (f" (the other {d['mixed'] - d['problems']}: {', '.join(left_out)})"
+                     if left_out else "")
             lines.append(
-                f"diagnostics ({d['problems']} mixed problems with tests): mean delta "
-                f"{d['delta_bar']:.3f}; paper's assumption delta > 2 sqrt(ln 2 / m) holds on "
+                f"diagnostics over {d['problems']} of {d['mixed']} mixed problems{other}: mean "
+                f"delta {d['delta_bar']:.3f}; paper's assumption delta > 2 sqrt(ln 2 / m) holds on "
                 f"{100 * d['assumption_holds']:.1f}%\n"
                 f"  (correct, incorrect, test) votes: informative {100 * d['informative']:.1f}%, "
                 f"uninformative {100 * d['uninformative']:.1f}%, "
@@ -224,24 +233,35 @@ class Evaluation:
 def diagnostics_summary(dataset: Dataset) -> Dict[str, Any]:
     """Mean test-quality diagnostics over the mixed problems that have a non-constant test.
 
-    Returns ``problems`` (how many), ``assumption_holds`` (share meeting the
-    paper's ``delta_bar > 2 sqrt(ln 2 / M)``), and means of ``delta_bar`` and of
-    the informative / uninformative / misleading vote shares. O(total n m).
+    Returns ``problems`` (how many), ``mixed`` (all mixed problems), the mixed
+    ones left out -- ``no_tests`` (m = 0) and ``constant_tests`` (every test
+    passed by all candidates or by none: nothing to diagnose) --,
+    ``assumption_holds`` (share meeting the paper's
+    ``delta_bar > 2 sqrt(ln 2 / M)``), and means of ``delta_bar`` and of the
+    informative / uninformative / misleading vote shares. O(total n m).
     """
     rows = []
+    mixed = no_tests = constant = 0
     for p in dataset:
-        if not p.is_mixed or p.m == 0:
+        if not p.is_mixed:
+            continue
+        mixed += 1
+        if p.m == 0:
+            no_tests += 1
             continue
         d = diagnostics(p.B, p.labels)
         if not d.nonconstant.any():
+            constant += 1
             continue
         rows.append((float(d.assumption_holds), d.delta_bar, d.informative,
                      d.uninformative, d.misleading))
+    counts = {"problems": len(rows), "mixed": mixed, "no_tests": no_tests,
+              "constant_tests": constant}
     keys = ("assumption_holds", "delta_bar", "informative", "uninformative", "misleading")
     if not rows:
-        return {"problems": 0, **{k: float("nan") for k in keys}}
+        return {**counts, **{k: float("nan") for k in keys}}
     means = np.mean(np.array(rows), axis=0)
-    return {"problems": len(rows), **{k: float(v) for k, v in zip(keys, means)}}
+    return {**counts, **{k: float(v) for k, v in zip(keys, means)}}
 
 
 _WARMUP = np.array([[1, 1, 0, 1], [1, 0, 1, 0], [0, 1, 0, 0]], dtype=np.uint8)
@@ -258,7 +278,7 @@ def evaluate(dataset: Dataset, methods: Optional[Sequence[str]] = None, *,
     dataset : Dataset
     methods : sequence of str, optional
         Names from :data:`ALL_METHODS` (``rerank`` names plus ``"random"`` and
-        ``"oracle"``); default all, in table order.
+        ``"oracle"``; any case); default all, in table order.
     ks : sequence of int, default (1, 2, 5)
     backend : str, optional
         Passed to every method (``None``: ``ACES_FAST_BACKEND``, then auto).

@@ -51,7 +51,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple, Un
 
 import numpy as np
 
-from ._registry import DEFAULT_METHOD, method_params
+from ._registry import DEFAULT_METHOD, get as method_spec, method_params
 from ._validation import check_int
 
 __all__ = ["DEFAULT_BATCH_SIZE", "PASS_KS", "RunSummary", "default_errors_path", "pass_at_ks",
@@ -522,6 +522,7 @@ def rerank_dataset(path_in: PathLike, path_out: PathLike, method: str = DEFAULT_
     from .parquet import InvalidRowError
 
     p = method_params(method, params)  # ValueError for an unknown method, listing the names
+    method = method_spec(method).name  # the canonical spelling (names are case-insensitive)
     batch_size = check_int(batch_size, "batch_size", minimum=1)
     if n_threads is not None:
         n_threads = check_int(n_threads, "n_threads", minimum=1)

@@ -164,7 +164,13 @@ def resolve_backend(backend: Optional[str], data: Any = None) -> Backend:
     reasons = []
     for name in _AUTO_CPU_ORDER:
         try:
-            return _load(name)
+            chosen = _load(name)
         except BackendUnavailableError as exc:
             reasons.append(f"{name}: {exc.reason}")
+            continue
+        if reasons:  # the compiled backend is missing: say so once, not silently run slower
+            from .._compiled import warn_fallback
+
+            warn_fallback(name, _failed.get("cpp"))
+        return chosen
     raise BackendUnavailableError("auto", "; ".join(reasons))  # pragma: no cover
