@@ -9,7 +9,7 @@ in ``tests/``.
 
 from __future__ import annotations
 
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
 
 import numpy as np
 
@@ -115,19 +115,70 @@ def softmax_masked(logits: np.ndarray, active: np.ndarray) -> np.ndarray:
     return w
 
 
+#: Relative tolerance of ACES-O's symmetry snapping (contract section 7.5) in
+#: float64: far above the ~1e-15 relative rounding noise of any backend's sums,
+#: far below gradient differences that change the optimum.
+SNAP_RTOL = 1e-10
+
+
+def logit_snap_tol(logits: np.ndarray, rtol: float = SNAP_RTOL) -> float:
+    """Snapping tolerance of the starting logits (float (k,)): ``rtol`` times
+    their largest finite magnitude (0 when there is none). O(k)."""
+    finite = logits[np.isfinite(logits)]
+    return rtol * float(np.max(np.abs(finite), initial=0.0))
+
+
+def gradient_snap_tol(gamma: float, rtol: float = SNAP_RTOL) -> float:
+    """Snapping tolerance of ``dJ/dw``: ``rtol`` times ``1/2 + 3|gamma|/4``, the
+    bound on ``|dJ/dw_k|`` and on the magnitudes of the terms it sums (``w`` on
+    the simplex), which its rounding noise is relative to. Not ``max |dJ/dw|``:
+    that is itself noise where the gradient vanishes in exact arithmetic."""
+    return rtol * (0.5 + 0.75 * abs(gamma))
+
+
+def snap_classes(values: np.ndarray, classes: List[np.ndarray], tol: float
+                 ) -> List[np.ndarray]:
+    """Snap ``values`` within classes of columns; return the refined classes.
+
+    ``values`` float64 (m,), changed in place; ``classes`` disjoint index arrays
+    of two or more columns each. Within a class the values are sorted, and every
+    run of neighbours at most ``tol`` apart takes the run's smallest value (a NaN
+    joins no run); the runs of two or more columns are the new classes (classes
+    only refine). O(c log c) per class of c columns.
+    """
+    refined = []
+    for cls in classes:
+        order = cls[np.argsort(values[cls], kind="stable")]
+        breaks = np.flatnonzero(~(np.diff(values[order]) <= tol)) + 1
+        for run in np.split(order, breaks):
+            if run.size > 1:
+                values[run] = values[run[0]]
+                refined.append(run)
+    return refined
+
+
 def aces_o_fit(B: np.ndarray, logits0: np.ndarray, active: np.ndarray, gamma: float,
                lr: float, steps: int, counts: Optional[np.ndarray] = None
                ) -> Tuple[np.ndarray, np.ndarray]:
     """ACES-O: maximize ``J(softmax(l))`` with Adam (PyTorch semantics on ``-J``).
 
     Returns ``(weights (m,), objective (steps + 1,))`` where ``objective[t]`` is
-    ``J`` at the weights after ``t`` updates. O(steps * surrogate cost).
+    ``J`` at the weights after ``t`` updates. Symmetric tests are kept exactly
+    equal (contract section 7.5): the active columns start in classes of equal
+    (snapped) logits, and at every step ``dJ/dw`` is snapped within each class
+    by :func:`snap_classes` (tolerance :func:`gradient_snap_tol`), which splits
+    the classes whose gradients differ;
+    a class's columns then get identical Adam updates. O(steps * surrogate
+    cost), plus O(m log m) per step while classes of two or more columns remain.
     """
     active = active.astype(bool)
     logits = logits0.astype(np.float64).copy()
     objective = np.zeros(steps + 1)
     if not active.any():
         return np.zeros_like(logits), objective
+    cols = np.flatnonzero(active)
+    classes = snap_classes(logits, [cols], logit_snap_tol(logits[cols]))
+    tol = gradient_snap_tol(gamma)
     beta1, beta2, eps = 0.9, 0.999, 1e-8
     m1 = np.zeros_like(logits)
     m2 = np.zeros_like(logits)
@@ -137,6 +188,8 @@ def aces_o_fit(B: np.ndarray, logits0: np.ndarray, active: np.ndarray, gamma: fl
         objective[t - 1] = J
         if t == steps + 1:
             break
+        if classes:
+            classes = snap_classes(g, classes, tol)
         dl = w * (g - np.dot(w, g))
         loss_grad = np.where(active, -dl, 0.0)
         m1 = beta1 * m1 + (1 - beta1) * loss_grad
