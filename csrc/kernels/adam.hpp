@@ -9,7 +9,7 @@
 //   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
 //   denom = sqrt(v) / sqrt(1 - b2^t) + eps;  l -= lr / (1 - b1^t) * m / denom.
 //
-// Symmetric tests stay exactly equal (docs/contract.rst section 7.5): Adam turns
+// Symmetric tests stay exactly equal (docs/contract.rst §7.5): Adam turns
 // rounding noise of ~1e-17 in a gradient that is zero in exact arithmetic into
 // an O(lr) step (m / sqrt(v) is scale-free while |g| << eps), so without care
 // each backend's summation order would pick its own direction. The columns are
@@ -159,7 +159,7 @@ class SymmetryClasses {
 
 // The snapping tolerance of dJ/dw: kSnapRtol times 1/2 + 3 gamma / 4, the bound
 // on |dJ/dw_k| and on the sum of the magnitudes of the terms it adds up (w on
-// the simplex; contract section 7.5), which is what its rounding noise is
+// the simplex; docs/contract.rst §7.5), which is what its rounding noise is
 // relative to. Not max_k |dJ/dw_k|: that is itself noise when the gradient
 // vanishes in exact arithmetic.
 inline double gradient_snap_tol(double gamma) {

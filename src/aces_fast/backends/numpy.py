@@ -20,6 +20,30 @@ def _counts_or_ones(counts: Optional[np.ndarray], n: int) -> np.ndarray:
     return np.ones(n, dtype=np.float64) if counts is None else counts.astype(np.float64)
 
 
+# The ACES-O path sums without BLAS (docs/contract.rst §7.5): a BLAS dot or
+# matrix-vector product may change its summation order with the thread count,
+# the CPU or the library's state, and ACES-O's Adam amplifies such last-bit
+# differences wherever the exact gradient vanishes. NumPy's own reductions
+# (np.add.reduce: pairwise along a contiguous axis, row after row along axis 0)
+# depend only on the shapes, so the reference gives the same bits every run.
+
+def _row_sums(B: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """``B @ w`` (float64 (n,)) in a fixed order: each row's products reduced by
+    NumPy's pairwise sum. O(n m), an (n, m) float64 temporary."""
+    return np.add.reduce(B * w[None, :], axis=1)
+
+
+def _column_sums(B: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``B.T @ x`` (float64 (m,)) in a fixed order: the rows added one after the
+    other. O(n m), an (n, m) float64 temporary."""
+    return np.add.reduce(B * x[:, None], axis=0)
+
+
+def _dot(a: np.ndarray, b: np.ndarray) -> float:
+    """``<a, b>`` of two float64 vectors in a fixed order (pairwise sum)."""
+    return float(np.add.reduce(a * b))
+
+
 def loo_auc(B: np.ndarray, weights: Optional[np.ndarray], tie_tol: float,
             counts: Optional[np.ndarray] = None) -> np.ndarray:
     """LOO-AUC of every test, float64 (m,); see :meth:`Backend.loo_auc`.
@@ -38,7 +62,7 @@ def loo_auc(B: np.ndarray, weights: Optional[np.ndarray], tie_tol: float,
         tol = 0.0  # integer sums are exact in float64
     else:
         w = weights
-        s = B @ w
+        s = _row_sums(B, w)
         tol = tie_tol * float(w.sum())
     out = np.full(m, np.nan)
     for j in range(m):
@@ -79,7 +103,7 @@ def surrogate(B: np.ndarray, weights: np.ndarray, gamma: float,
     n, m = B.shape
     c = _counts_or_ones(counts, n)
     w = weights
-    s = B @ w
+    s = _row_sums(B, w)
     L = np.full(m, np.nan)
     grad = np.zeros(m)
     v = np.zeros(n)  # v_i = sum_j c_j u^j_i, per distinct row (multiplicity applied later)
@@ -101,7 +125,7 @@ def surrogate(B: np.ndarray, weights: np.ndarray, gamma: float,
         # sum_p c_p sigma'_{pf}; the row's own multiplicity enters through B^T (c * v).
         v[P] += cj * dsig.sum(axis=1) / c[P]
         v[F] -= cj * dsig.sum(axis=0) / c[F]
-    grad += gamma * (B.T.astype(np.float64) @ (c * v))
+    grad += gamma * _column_sums(B, c * v)
     return L, J, grad
 
 
@@ -115,7 +139,7 @@ def softmax_masked(logits: np.ndarray, active: np.ndarray) -> np.ndarray:
     return w
 
 
-#: Relative tolerance of ACES-O's symmetry snapping (contract section 7.5) in
+#: Relative tolerance of ACES-O's symmetry snapping (docs/contract.rst §7.5) in
 #: float64: far above the ~1e-15 relative rounding noise of any backend's sums,
 #: far below gradient differences that change the optimum.
 SNAP_RTOL = 1e-10
@@ -164,7 +188,7 @@ def aces_o_fit(B: np.ndarray, logits0: np.ndarray, active: np.ndarray, gamma: fl
 
     Returns ``(weights (m,), objective (steps + 1,))`` where ``objective[t]`` is
     ``J`` at the weights after ``t`` updates. Symmetric tests are kept exactly
-    equal (contract section 7.5): the active columns start in classes of equal
+    equal (docs/contract.rst §7.5): the active columns start in classes of equal
     (snapped) logits, and at every step ``dJ/dw`` is snapped within each class
     by :func:`snap_classes` (tolerance :func:`gradient_snap_tol`), which splits
     the classes whose gradients differ;
@@ -190,7 +214,7 @@ def aces_o_fit(B: np.ndarray, logits0: np.ndarray, active: np.ndarray, gamma: fl
             break
         if classes:
             classes = snap_classes(g, classes, tol)
-        dl = w * (g - np.dot(w, g))
+        dl = w * (g - _dot(w, g))
         loss_grad = np.where(active, -dl, 0.0)
         m1 = beta1 * m1 + (1 - beta1) * loss_grad
         m2 = beta2 * m2 + (1 - beta2) * loss_grad * loss_grad

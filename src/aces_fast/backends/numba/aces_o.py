@@ -14,7 +14,7 @@ _SNAP_RTOL = 1e-10
 
 @_jit()
 def _snap_classes(x, members, bounds, n_classes, tol, next_members, next_bounds):
-    """Snap ``x`` within the classes of symmetric columns, refining them (contract 7.5).
+    """Snap ``x`` within the classes of symmetric columns, refining them (docs/contract.rst §7.5).
 
     Class ``c`` holds positions ``members[bounds[c]:bounds[c + 1]]`` (two or
     more). Within each, ``x`` is sorted and every run of neighbours at most
@@ -76,7 +76,7 @@ def aces_o_fit(B, logits0, active, gamma, lr, steps, cnt, parallel):
     multiplicities (0 = absent; identical rows are merged first, as in
     :func:`surrogate`).
     Returns ``(weights (m,), objective (steps + 1,))`` with ``objective[t] = J(w_t)``.
-    Symmetric columns stay exactly equal (contract 7.5): classes of equal
+    Symmetric columns stay exactly equal (docs/contract.rst §7.5): classes of equal
     starting logits, ``dJ/dw`` snapped within them every step (:func:`_snap_classes`,
     tolerance ``1e-10 (1/2 + 3|gamma|/4)``), as in the C++ fit.
     O(n m log n + steps * surrogate cost) on the active columns; the layout is

@@ -38,7 +38,7 @@ def adam_ascent_step(logits: torch.Tensor, dl: torch.Tensor, m1: torch.Tensor,
     return torch.where(active, logits - (lr / bc1) * m1 / denom, logits), m1, m2
 
 
-#: Relative tolerance of the symmetry snapping (contract section 7.5) per working
+#: Relative tolerance of the symmetry snapping (docs/contract.rst §7.5) per working
 #: dtype: float64 as every other backend; float32's sums carry ~1e-7 relative
 #: noise, so its snapping is coarser (float32 mode agrees to 1e-4 anyway).
 SNAP_RTOL = {torch.float64: 1e-10, torch.float32: 1e-5}
@@ -46,7 +46,7 @@ SNAP_RTOL = {torch.float64: 1e-10, torch.float32: 1e-5}
 
 class SymmetryClasses:
     """Classes of columns of every row of a (T, m) problem batch that are kept exactly
-    equal (contract section 7.5), as integer labels (T, m): one label per class,
+    equal (docs/contract.rst §7.5), as integer labels (T, m): one label per class,
     a unique label for every inactive column (which therefore joins no class).
 
     :meth:`snap` sorts each row by (label, value), gives every run of
@@ -107,7 +107,7 @@ def aces_o_fit(B: torch.Tensor, logits0: torch.Tensor, active: torch.Tensor, gam
     correction) on the loss ``-J(softmax(logits))`` restricted to ``active``
     (bool (m,)) tests; inactive tests keep weight exactly 0. Written out by hand
     with the same operation order as :func:`aces_fast.backends.numpy.aces_o_fit`,
-    including its symmetry snapping (:class:`SymmetryClasses`, contract 7.5).
+    including its symmetry snapping (:class:`SymmetryClasses`, docs/contract.rst §7.5).
     ``objective[t]`` is J after t updates. The loop never reads a value back to
     the host, so on CUDA the steps queue without synchronizing.
     O(steps * (n^2 m + m log m)).
