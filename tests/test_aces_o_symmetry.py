@@ -1,9 +1,10 @@
 """ACES-O at symmetric tests: the weights are a property of the input, not of the
 backend (docs/contract.rst §7.5).
 
-Where two tests' gradients are equal in exact arithmetic, Adam would amplify
-each backend's rounding noise into an O(lr) step of its own direction; the
-symmetry classes keep such tests exactly equal on every backend and path. Every
+Where two tests' gradients are equal in exact arithmetic, the symmetric point
+can be an unstable equilibrium that grows each backend's rounding noise into an
+O(1) difference of its own direction; the symmetry classes keep such tests
+exactly equal on every backend and path. Every
 backend is compared with the numpy reference on the two matrices of issue 12
 and on families of random symmetric matrices (duplicate columns, columns
 exchanged by a permutation of the candidates).

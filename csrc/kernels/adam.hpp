@@ -9,10 +9,11 @@
 //   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
 //   denom = sqrt(v) / sqrt(1 - b2^t) + eps;  l -= lr / (1 - b1^t) * m / denom.
 //
-// Symmetric tests stay exactly equal (docs/contract.rst §7.5): Adam turns
-// rounding noise of ~1e-17 in a gradient that is zero in exact arithmetic into
-// an O(lr) step (m / sqrt(v) is scale-free while |g| << eps), so without care
-// each backend's summation order would pick its own direction. The columns are
+// Symmetric tests stay exactly equal (docs/contract.rst §7.5): where their
+// gradients are equal in exact arithmetic the symmetric point can be an
+// unstable equilibrium, which grows rounding noise of ~1e-17 geometrically into
+// an O(1) difference within the steps, so without care each backend's
+// summation order would pick its own direction. The columns are
 // kept in classes of equal logits (SymmetryClasses): within a class dJ/dw is
 // snapped like the tie-snapped scores, so a class's columns get identical
 // updates, and a class splits where its gradients really differ.

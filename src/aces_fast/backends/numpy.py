@@ -22,8 +22,8 @@ def _counts_or_ones(counts: Optional[np.ndarray], n: int) -> np.ndarray:
 
 # The ACES-O path sums without BLAS (docs/contract.rst §7.5): a BLAS dot or
 # matrix-vector product may change its summation order with the thread count,
-# the CPU or the library's state, and ACES-O's Adam amplifies such last-bit
-# differences wherever the exact gradient vanishes. NumPy's own reductions
+# the CPU or the library's state, and ACES-O amplifies such last-bit
+# differences near symmetric tests (an unstable equilibrium) into O(1) ones. NumPy's own reductions
 # (np.add.reduce: pairwise along a contiguous axis, row after row along axis 0)
 # depend only on the shapes, so the reference gives the same bits every run.
 
