@@ -209,3 +209,30 @@ def test_numpy_reference_deterministic():
                if __import__("importlib.util").util.find_spec(name) is not None]
     first = _numpy_digest("1", [])
     assert _numpy_digest("2", imports) == first
+
+
+def test_snap_rule_of_reference():
+    """The reference's snapping (docs/contract.rst §7.5): within a class, runs of
+    neighbours at most tol apart take the run's smallest value; runs of one
+    leave the classes; NaN and infinities join no run; other classes untouched."""
+    from aces_fast.backends.numpy import snap_classes
+
+    x = np.array([1.0 + 5e-11, 0.0, 3.0, 1.0, 1e-12, 2e-12 + 9e-11, np.nan, np.inf, np.inf,
+                  7.0, 7.0])
+    classes = snap_classes(x, [np.arange(9)], 1e-10)
+    assert sorted(map(sorted, map(list, classes))) == [[0, 3], [1, 4, 5]]
+    assert x[0] == x[3] == 1.0 and x[1] == x[4] == x[5] == 0.0 and x[2] == 3.0
+    assert np.isnan(x[6]) and x[7] == x[8] == np.inf
+    assert x[9] == x[10] == 7.0  # outside every class
+    y = np.array([0.0, 2e-10, 4e-10])  # a chain: each neighbour within tol
+    assert [list(c) for c in snap_classes(y, [np.arange(3)], 2.5e-10)] == [[0, 1, 2]]
+    assert np.all(y == 0.0)
+
+
+def test_asymmetric_tests_still_separate(backend, spec_example):
+    """Snapping only holds tests together whose gradients agree: on the worked
+    example (§6) ACES-O moves away from uniform weights, as the reference does."""
+    B, _ = spec_example
+    w = _np(af.aces_o(B, backend=backend).weights)
+    assert np.ptp(w) > 0.05
+    np.testing.assert_allclose(w, af.aces_o(B, backend="numpy").weights, rtol=0, atol=1e-9)

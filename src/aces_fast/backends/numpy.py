@@ -167,13 +167,14 @@ def snap_classes(values: np.ndarray, classes: List[np.ndarray], tol: float
     ``values`` float64 (m,), changed in place; ``classes`` disjoint index arrays
     of two or more columns each. Within a class the values are sorted, and every
     run of neighbours at most ``tol`` apart takes the run's smallest value (a NaN
-    joins no run); the runs of two or more columns are the new classes (classes
+    or an infinity joins no run); the runs of two or more columns are the new classes (classes
     only refine). O(c log c) per class of c columns.
     """
     refined = []
     for cls in classes:
         order = cls[np.argsort(values[cls], kind="stable")]
-        breaks = np.flatnonzero(~(np.diff(values[order]) <= tol)) + 1
+        with np.errstate(invalid="ignore"):  # inf - inf is NaN: no run, as NaN
+            breaks = np.flatnonzero(~(np.diff(values[order]) <= tol)) + 1
         for run in np.split(order, breaks):
             if run.size > 1:
                 values[run] = values[run[0]]
