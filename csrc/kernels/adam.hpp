@@ -8,6 +8,15 @@
 // dJ/dl = w * (g - <w, g>), then one PyTorch-style Adam step on the loss -J:
 //   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
 //   denom = sqrt(v) / sqrt(1 - b2^t) + eps;  l -= lr / (1 - b1^t) * m / denom.
+//
+// Symmetric tests stay exactly equal (docs/contract.rst §7.5): where their
+// gradients are equal in exact arithmetic the symmetric point can be an
+// unstable equilibrium, which grows rounding noise of ~1e-17 geometrically into
+// an O(1) difference within the steps, so without care each backend's
+// summation order would pick its own direction. The columns are
+// kept in classes of equal logits (SymmetryClasses): within a class dJ/dw is
+// snapped like the tie-snapped scores, so a class's columns get identical
+// updates, and a class splits where its gradients really differ.
 #pragma once
 
 #include <algorithm>
@@ -25,6 +34,9 @@ namespace adam {
 constexpr double kBeta1 = 0.9;
 constexpr double kBeta2 = 0.999;
 constexpr double kEps = 1e-8;
+// Snapping tolerance relative to max |value|: far above the ~1e-15 relative
+// rounding noise of any backend's sums, far below differences that matter.
+constexpr double kSnapRtol = 1e-10;
 
 // The element-wise loops, compiled once per SIMD level (simd/dispatch.hpp):
 // every element goes through the same operations in every variant.
@@ -86,22 +98,97 @@ inline void step(std::vector<double>& l, const std::vector<double>& w,
   update(l.data(), w.data(), g.data(), m1.data(), m2.data(), ma, wg, step_size, bc2_sqrt);
 }
 
+// The classes of columns (positions 0..n-1 of the active columns) that are kept
+// exactly equal. Only classes of two or more members are stored, one after the
+// other in members_ (bounds_ delimit them): once every class is a singleton,
+// snap() costs nothing.
+class SymmetryClasses {
+ public:
+  // One class of all n positions, split by the starting logits x (snapped in
+  // place, tol = kSnapRtol * max |x|): one class per distinct logit. O(n log n).
+  void start(double* x, size_t n) {
+    members_.resize(n);
+    for (size_t a = 0; a < n; ++a) members_[a] = a;
+    bounds_ = {0, n};
+    double scale = 0.0;
+    for (size_t a = 0; a < n; ++a)
+      if (std::isfinite(x[a])) scale = std::max(scale, std::fabs(x[a]));
+    snap(x, kSnapRtol * scale);
+  }
+
+  // Within every class sort x, give every run of neighbours at most tol apart
+  // the run's smallest value, and keep the runs of two or more as the new
+  // classes. A NaN joins no run. O(c log c) per class of c members.
+  void snap(double* x, double tol) {
+    if (bounds_.size() < 2) return;
+    // NaN last, so that the comparison is a strict weak order
+    const auto less = [x](size_t a, size_t b) {
+      return std::isnan(x[b]) ? !std::isnan(x[a]) : x[a] < x[b];
+    };
+    next_members_.clear();
+    next_bounds_.assign(1, 0);
+    for (size_t c = 0; c + 1 < bounds_.size(); ++c) {
+      size_t* p = members_.data() + bounds_[c];
+      const size_t len = bounds_[c + 1] - bounds_[c];
+      std::sort(p, p + len, less);
+      size_t run = 0;  // first member of the current run
+      double prev = x[p[0]];  // unsnapped value of the previous member
+      for (size_t i = 1; i <= len; ++i) {
+        const double cur = i < len ? x[p[i]] : 0.0;
+        if (i < len && cur - prev <= tol) {
+          prev = cur;
+          continue;
+        }
+        if (i - run >= 2) {
+          for (size_t k = run; k < i; ++k) {
+            x[p[k]] = x[p[run]];
+            next_members_.push_back(p[k]);
+          }
+          next_bounds_.push_back(next_members_.size());
+        }
+        run = i;
+        prev = cur;
+      }
+    }
+    members_.swap(next_members_);
+    bounds_.swap(next_bounds_);
+  }
+
+ private:
+  std::vector<size_t> members_, bounds_, next_members_, next_bounds_;
+};
+
+// The snapping tolerance of dJ/dw: kSnapRtol times 1/2 + 3 gamma / 4, the bound
+// on |dJ/dw_k| and on the sum of the magnitudes of the terms it adds up (w on
+// the simplex; docs/contract.rst §7.5), which is what its rounding noise is
+// relative to. Not max_k |dJ/dw_k|: that is itself noise when the gradient
+// vanishes in exact arithmetic.
+inline double gradient_snap_tol(double gamma) {
+  return kSnapRtol * (0.5 + 0.75 * std::fabs(gamma));
+}
+
 // The fit proper, after begin_fit returned a nonempty act. Surrogate: any type
 // with double evaluate(const double* w, double gamma, double* L, double* grad)
 // over the |act| active columns (grad may be nullptr). Writes weights_out[act[a]]
 // and objective_out[0..steps]. O(steps) surrogate evaluations + O(steps |act|).
-// Stops early, outputs unfinished, when the calling thread's interrupt token is
-// cancelled (polled once per step).
+// Symmetric columns are kept exactly equal by SymmetryClasses (start: snapped
+// starting logits; every step: dJ/dw snapped within the classes), so the result
+// does not depend on rounding there. Stops early, outputs unfinished, when the
+// calling thread's interrupt token is cancelled (polled once per step).
 template <class Surrogate>
 void fit(Surrogate& ws, const std::vector<int64_t>& act, const double* logits0, double gamma,
          double lr, int64_t steps, double* weights_out, double* objective_out) {
   const size_t ma = act.size();
   std::vector<double> l(ma), w(ma), g(ma), L(ma), m1(ma, 0.0), m2(ma, 0.0);
   for (size_t a = 0; a < ma; ++a) l[a] = logits0[act[a]];
+  SymmetryClasses classes;
+  classes.start(l.data(), ma);
+  const double snap_tol = gradient_snap_tol(gamma);
   softmax(l, w);
   for (int64_t t = 1; t <= steps; ++t) {
     if (interrupt::poll()) return;
     objective_out[t - 1] = ws.evaluate(w.data(), gamma, L.data(), g.data());
+    classes.snap(g.data(), snap_tol);
     step(l, w, g, m1, m2, lr, t);
     softmax(l, w);
   }

@@ -9,7 +9,7 @@ in ``tests/``.
 
 from __future__ import annotations
 
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
 
 import numpy as np
 
@@ -18,6 +18,30 @@ from .base import ArrayBackend, Backend
 
 def _counts_or_ones(counts: Optional[np.ndarray], n: int) -> np.ndarray:
     return np.ones(n, dtype=np.float64) if counts is None else counts.astype(np.float64)
+
+
+# The ACES-O path sums without BLAS (docs/contract.rst §7.5): a BLAS dot or
+# matrix-vector product may change its summation order with the thread count,
+# the CPU or the library's state, and ACES-O amplifies such last-bit
+# differences near symmetric tests (an unstable equilibrium) into O(1) ones. NumPy's own reductions
+# (np.add.reduce: pairwise along a contiguous axis, row after row along axis 0)
+# depend only on the shapes, so the reference gives the same bits every run.
+
+def _row_sums(B: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """``B @ w`` (float64 (n,)) in a fixed order: each row's products reduced by
+    NumPy's pairwise sum. O(n m), an (n, m) float64 temporary."""
+    return np.add.reduce(B * w[None, :], axis=1)
+
+
+def _column_sums(B: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``B.T @ x`` (float64 (m,)) in a fixed order: the rows added one after the
+    other. O(n m), an (n, m) float64 temporary."""
+    return np.add.reduce(B * x[:, None], axis=0)
+
+
+def _dot(a: np.ndarray, b: np.ndarray) -> float:
+    """``<a, b>`` of two float64 vectors in a fixed order (pairwise sum)."""
+    return float(np.add.reduce(a * b))
 
 
 def loo_auc(B: np.ndarray, weights: Optional[np.ndarray], tie_tol: float,
@@ -38,7 +62,7 @@ def loo_auc(B: np.ndarray, weights: Optional[np.ndarray], tie_tol: float,
         tol = 0.0  # integer sums are exact in float64
     else:
         w = weights
-        s = B @ w
+        s = _row_sums(B, w)
         tol = tie_tol * float(w.sum())
     out = np.full(m, np.nan)
     for j in range(m):
@@ -79,7 +103,7 @@ def surrogate(B: np.ndarray, weights: np.ndarray, gamma: float,
     n, m = B.shape
     c = _counts_or_ones(counts, n)
     w = weights
-    s = B @ w
+    s = _row_sums(B, w)
     L = np.full(m, np.nan)
     grad = np.zeros(m)
     v = np.zeros(n)  # v_i = sum_j c_j u^j_i, per distinct row (multiplicity applied later)
@@ -101,7 +125,7 @@ def surrogate(B: np.ndarray, weights: np.ndarray, gamma: float,
         # sum_p c_p sigma'_{pf}; the row's own multiplicity enters through B^T (c * v).
         v[P] += cj * dsig.sum(axis=1) / c[P]
         v[F] -= cj * dsig.sum(axis=0) / c[F]
-    grad += gamma * (B.T.astype(np.float64) @ (c * v))
+    grad += gamma * _column_sums(B, c * v)
     return L, J, grad
 
 
@@ -115,19 +139,71 @@ def softmax_masked(logits: np.ndarray, active: np.ndarray) -> np.ndarray:
     return w
 
 
+#: Relative tolerance of ACES-O's symmetry snapping (docs/contract.rst §7.5) in
+#: float64: far above the ~1e-15 relative rounding noise of any backend's sums,
+#: far below gradient differences that change the optimum.
+SNAP_RTOL = 1e-10
+
+
+def logit_snap_tol(logits: np.ndarray, rtol: float = SNAP_RTOL) -> float:
+    """Snapping tolerance of the starting logits (float (k,)): ``rtol`` times
+    their largest finite magnitude (0 when there is none). O(k)."""
+    finite = logits[np.isfinite(logits)]
+    return rtol * float(np.max(np.abs(finite), initial=0.0))
+
+
+def gradient_snap_tol(gamma: float, rtol: float = SNAP_RTOL) -> float:
+    """Snapping tolerance of ``dJ/dw``: ``rtol`` times ``1/2 + 3|gamma|/4``, the
+    bound on ``|dJ/dw_k|`` and on the magnitudes of the terms it sums (``w`` on
+    the simplex), which its rounding noise is relative to. Not ``max |dJ/dw|``:
+    that is itself noise where the gradient vanishes in exact arithmetic."""
+    return rtol * (0.5 + 0.75 * abs(gamma))
+
+
+def snap_classes(values: np.ndarray, classes: List[np.ndarray], tol: float
+                 ) -> List[np.ndarray]:
+    """Snap ``values`` within classes of columns; return the refined classes.
+
+    ``values`` float64 (m,), changed in place; ``classes`` disjoint index arrays
+    of two or more columns each. Within a class the values are sorted, and every
+    run of neighbours at most ``tol`` apart takes the run's smallest value (a NaN
+    or an infinity joins no run); the runs of two or more columns are the new classes (classes
+    only refine). O(c log c) per class of c columns.
+    """
+    refined = []
+    for cls in classes:
+        order = cls[np.argsort(values[cls], kind="stable")]
+        with np.errstate(invalid="ignore"):  # inf - inf is NaN: no run, as NaN
+            breaks = np.flatnonzero(~(np.diff(values[order]) <= tol)) + 1
+        for run in np.split(order, breaks):
+            if run.size > 1:
+                values[run] = values[run[0]]
+                refined.append(run)
+    return refined
+
+
 def aces_o_fit(B: np.ndarray, logits0: np.ndarray, active: np.ndarray, gamma: float,
                lr: float, steps: int, counts: Optional[np.ndarray] = None
                ) -> Tuple[np.ndarray, np.ndarray]:
     """ACES-O: maximize ``J(softmax(l))`` with Adam (PyTorch semantics on ``-J``).
 
     Returns ``(weights (m,), objective (steps + 1,))`` where ``objective[t]`` is
-    ``J`` at the weights after ``t`` updates. O(steps * surrogate cost).
+    ``J`` at the weights after ``t`` updates. Symmetric tests are kept exactly
+    equal (docs/contract.rst §7.5): the active columns start in classes of equal
+    (snapped) logits, and at every step ``dJ/dw`` is snapped within each class
+    by :func:`snap_classes` (tolerance :func:`gradient_snap_tol`), which splits
+    the classes whose gradients differ;
+    a class's columns then get identical Adam updates. O(steps * surrogate
+    cost), plus O(m log m) per step while classes of two or more columns remain.
     """
     active = active.astype(bool)
     logits = logits0.astype(np.float64).copy()
     objective = np.zeros(steps + 1)
     if not active.any():
         return np.zeros_like(logits), objective
+    cols = np.flatnonzero(active)
+    classes = snap_classes(logits, [cols], logit_snap_tol(logits[cols]))
+    tol = gradient_snap_tol(gamma)
     beta1, beta2, eps = 0.9, 0.999, 1e-8
     m1 = np.zeros_like(logits)
     m2 = np.zeros_like(logits)
@@ -137,7 +213,9 @@ def aces_o_fit(B: np.ndarray, logits0: np.ndarray, active: np.ndarray, gamma: fl
         objective[t - 1] = J
         if t == steps + 1:
             break
-        dl = w * (g - np.dot(w, g))
+        if classes:
+            classes = snap_classes(g, classes, tol)
+        dl = w * (g - _dot(w, g))
         loss_grad = np.where(active, -dl, 0.0)
         m1 = beta1 * m1 + (1 - beta1) * loss_grad
         m2 = beta2 * m2 + (1 - beta2) * loss_grad * loss_grad

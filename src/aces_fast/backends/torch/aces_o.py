@@ -38,6 +38,64 @@ def adam_ascent_step(logits: torch.Tensor, dl: torch.Tensor, m1: torch.Tensor,
     return torch.where(active, logits - (lr / bc1) * m1 / denom, logits), m1, m2
 
 
+#: Relative tolerance of the symmetry snapping (docs/contract.rst §7.5) per working
+#: dtype: float64 as every other backend; float32's sums carry ~1e-7 relative
+#: noise, so its snapping is coarser (float32 mode agrees to 1e-4 anyway).
+SNAP_RTOL = {torch.float64: 1e-10, torch.float32: 1e-5}
+
+
+class SymmetryClasses:
+    """Classes of columns of every row of a (T, m) problem batch that are kept exactly
+    equal (docs/contract.rst §7.5), as integer labels (T, m): one label per class,
+    a unique label for every inactive column (which therefore joins no class).
+
+    :meth:`snap` sorts each row by (label, value), gives every run of
+    neighbours of one class at most ``tol`` apart the run's smallest value (a
+    NaN joins no run), and relabels by run: classes only refine. Vectorized (two
+    stable sorts per call, O(T m log m)), no host sync except on the CPU, where
+    snapping stops once every class is a single column.
+    """
+
+    def __init__(self, logits: torch.Tensor, active: torch.Tensor):
+        """Start from one class of the active columns of each row, split by
+        ``logits`` (T, m), which are snapped in place (``tol`` =
+        ``SNAP_RTOL`` times the row's largest finite ``|logit|``)."""
+        T, m = logits.shape
+        dev = logits.device
+        self.done = False
+        self.pos = torch.arange(m, device=dev).expand(T, m)
+        self.labels = torch.where(active, torch.zeros_like(self.pos), self.pos + 1)
+        finite = active & torch.isfinite(logits)
+        scale = torch.where(finite, logits.abs(), torch.zeros_like(logits)).amax(
+            dim=1, keepdim=True)
+        logits.copy_(self.snap(logits, SNAP_RTOL[logits.dtype] * scale))
+
+    def snap(self, x: torch.Tensor, tol) -> torch.Tensor:
+        """``x`` (T, m) snapped within the classes (a new tensor), the classes refined;
+        ``tol``: a float or a (T, 1) tensor."""
+        if self.done:
+            return x
+        by_value = torch.argsort(x, dim=1, stable=True)
+        order = by_value.gather(1, torch.argsort(self.labels.gather(1, by_value), dim=1,
+                                                 stable=True))
+        sx = x.gather(1, order)
+        sl = self.labels.gather(1, order)
+        start = torch.ones_like(order, dtype=torch.bool)
+        start[:, 1:] = (sl[:, 1:] != sl[:, :-1]) | ~(sx[:, 1:] - sx[:, :-1] <= tol)
+        first = torch.where(start, self.pos, torch.zeros_like(self.pos)).cummax(dim=1).values
+        run = start.cumsum(dim=1)
+        self.labels = torch.empty_like(self.labels).scatter_(1, order, run)
+        if x.device.type == "cpu":  # a free check here; a sync per step on a GPU
+            self.done = bool((run[:, -1] == x.shape[1]).all())
+        return torch.empty_like(x).scatter_(1, order, sx.gather(1, first))
+
+
+def gradient_snap_tol(gamma: float, dtype: torch.dtype) -> float:
+    """Snapping tolerance of ``dJ/dw``: ``SNAP_RTOL`` times ``1/2 + 3|gamma|/4``, the
+    bound on ``|dJ/dw_k|`` and its terms (as :func:`..numpy.gradient_snap_tol`)."""
+    return SNAP_RTOL[dtype] * (0.5 + 0.75 * abs(gamma))
+
+
 def aces_o_fit(B: torch.Tensor, logits0: torch.Tensor, active: torch.Tensor, gamma: float,
                lr: float, steps: int, counts: Optional[torch.Tensor] = None,
                dtype: torch.dtype = torch.float64,
@@ -48,10 +106,11 @@ def aces_o_fit(B: torch.Tensor, logits0: torch.Tensor, active: torch.Tensor, gam
     Adam with PyTorch semantics (beta = (0.9, 0.999), eps = 1e-8, bias
     correction) on the loss ``-J(softmax(logits))`` restricted to ``active``
     (bool (m,)) tests; inactive tests keep weight exactly 0. Written out by hand
-    with the same operation order as :func:`aces_fast.backends.numpy.aces_o_fit`.
+    with the same operation order as :func:`aces_fast.backends.numpy.aces_o_fit`,
+    including its symmetry snapping (:class:`SymmetryClasses`, docs/contract.rst §7.5).
     ``objective[t]`` is J after t updates. The loop never reads a value back to
     the host, so on CUDA the steps queue without synchronizing.
-    O(steps * n^2 m).
+    O(steps * (n^2 m + m log m)).
     """
     m = B.shape[1]
     dev = B.device
@@ -61,6 +120,8 @@ def aces_o_fit(B: torch.Tensor, logits0: torch.Tensor, active: torch.Tensor, gam
         return torch.zeros(m, dtype=dtype, device=dev), objective
     data = SurrogateData(B, counts, dtype)
     logits = logits0.to(device=dev, dtype=dtype).clone()
+    classes = SymmetryClasses(logits[None, :], active[None, :])
+    tol = gradient_snap_tol(gamma, dtype)
     m1 = torch.zeros_like(logits)
     m2 = torch.zeros_like(logits)
     for t in range(1, steps + 2):
@@ -69,6 +130,7 @@ def aces_o_fit(B: torch.Tensor, logits0: torch.Tensor, active: torch.Tensor, gam
         objective[t - 1] = J
         if t == steps + 1:
             break
+        g = classes.snap(g[None, :], tol)[0]
         dl = w * (g - torch.dot(w, g))
         logits, m1, m2 = adam_ascent_step(logits, dl, m1, m2, t, lr, active)
     return softmax_masked(logits, active), objective
@@ -90,8 +152,10 @@ def aces_o_fit_padded(data: PaddedSurrogateData, logits0: torch.Tensor, active: 
 
     ``logits0`` (T, m) in the working dtype, ``active`` bool (T, m). The Adam
     update is elementwise, so running it on (T, m) tensors is the per-task
-    update of every task; a task without active tests gets zero weights and
-    objective, as per task. No host sync in the loop. O(steps T U^2 m).
+    update of every task, and so is the symmetry snapping (:class:`SymmetryClasses`,
+    row by row); a task without active tests gets zero weights and
+    objective, as per task. No host sync in the loop on a GPU.
+    O(steps T (U^2 m + m log m)).
     """
     T, m = logits0.shape
     dtype = logits0.dtype
@@ -101,6 +165,8 @@ def aces_o_fit_padded(data: PaddedSurrogateData, logits0: torch.Tensor, active: 
     any_active = active.any(dim=1, keepdim=True)
     exp_trick = gamma * 1.0 < _EXP_SAFE.get(dtype, 0.0)  # w on the simplex: max_w = 1
     logits = logits0.clone()
+    classes = SymmetryClasses(logits, active)
+    tol = gradient_snap_tol(gamma, dtype)
     m1 = torch.zeros_like(logits)
     m2 = torch.zeros_like(logits)
     for t in range(1, steps + 2):
@@ -109,6 +175,7 @@ def aces_o_fit_padded(data: PaddedSurrogateData, logits0: torch.Tensor, active: 
         objective[:, t - 1] = J
         if t == steps + 1:
             break
+        g = classes.snap(g, tol)
         dl = w * (g - torch.linalg.vecdot(w, g)[:, None])
         logits, m1, m2 = adam_ascent_step(logits, dl, m1, m2, t, lr, active)
     # a task without active tests has w = 0 throughout, hence J = 0 as per task
