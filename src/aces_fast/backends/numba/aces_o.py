@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import _cancel
 from ._jit import _jit
 from .dedup import distinct_rows
 from .surrogate import _surrogate_eval, _surrogate_layout
@@ -22,40 +23,32 @@ def _softmax(logits, w):
 
 
 @_jit()
-def aces_o_fit(B, logits0, active, gamma, lr, steps, cnt, parallel):
-    """A whole ACES-O run: Adam (PyTorch semantics) on ``-J(softmax(logits))``.
-
-    ``B`` uint8 (n, m); ``logits0`` float64 (m,); ``active`` uint8 (m,) (inactive
-    columns keep weight 0 and are left out of the surrogate: with ``w_j = 0`` they
-    change neither scores, J nor any active gradient); ``cnt`` int64 (n,) row
-    multiplicities (0 = absent; identical rows are merged first, as in
-    :func:`surrogate`).
-    Returns ``(weights (m,), objective (steps + 1,))`` with ``objective[t] = J(w_t)``.
-    O(n m log n + steps * surrogate cost) on the active columns; the layout is
-    built once.
-    """
-    m = B.shape[1]
-    weights = np.zeros(m)
-    objective = np.zeros(steps + 1)
+def _aces_o_setup(B, logits0, active, cnt):
+    """The active columns, the surrogate layout on the distinct rows and the starting
+    logits of :func:`aces_o_fit`: ``(cols, BT, Bc, PF, c, logits)``. O(n m log n)."""
     cols = np.nonzero(active)[0]
     ma = cols.shape[0]
-    if ma == 0:
-        return weights, objective
     Bd, cd = distinct_rows(B, cnt)
     c = cd.astype(np.float64)
     BT, Bc, PF = _surrogate_layout(Bd, cols, c)
     logits = np.empty(ma)
     for k in range(ma):
         logits[k] = logits0[cols[k]]
+    return cols, BT, Bc, PF, c, logits
+
+
+@_jit()
+def _aces_o_steps(BT, Bc, PF, c, gamma, lr, steps, t0, t1, logits, m1, m2, w, L, grad,
+                  objective, parallel):
+    """Adam iterations ``t0 <= t < t1`` of :func:`aces_o_fit` (``1 <= t <= steps + 1``;
+    iteration ``steps + 1`` only evaluates ``J``), updating the state ``logits``, ``m1``,
+    ``m2`` (ma,) in place and filling ``objective[t0 - 1 : t1 - 1]``. Any split of
+    ``[1, steps + 2)`` into consecutive calls gives the bits of one call."""
+    ma = logits.shape[0]
     beta1 = 0.9
     beta2 = 0.999
     eps = 1e-8
-    m1 = np.zeros(ma)
-    m2 = np.zeros(ma)
-    w = np.empty(ma)
-    L = np.empty(ma)
-    grad = np.empty(ma)
-    for t in range(1, steps + 2):
+    for t in range(t0, t1):
         _softmax(logits, w)
         objective[t - 1] = _surrogate_eval(BT, Bc, PF, w, gamma, c, L, grad, parallel)
         if t == steps + 1:
@@ -73,7 +66,72 @@ def aces_o_fit(B, logits0, active, gamma, lr, steps, cnt, parallel):
             m2[k] = beta2 * m2[k] + (1.0 - beta2) * lg * lg
             denom = np.sqrt(m2[k]) / sbc2 + eps
             logits[k] = logits[k] - step * m1[k] / denom
+
+
+@_jit()
+def _aces_o_weights(logits, cols, m):
+    """The weights (m,) of the final logits: softmax on ``cols``, 0 elsewhere."""
+    weights = np.zeros(m)
+    w = np.empty(logits.shape[0])
     _softmax(logits, w)
-    for k in range(ma):
+    for k in range(cols.shape[0]):
         weights[cols[k]] = w[k]
-    return weights, objective
+    return weights
+
+
+@_jit()
+def _aces_o_fit_kernel(B, logits0, active, gamma, lr, steps, cnt, parallel):
+    """:func:`aces_o_fit` in one kernel call (not interruptible)."""
+    m = B.shape[1]
+    objective = np.zeros(steps + 1)
+    if not active.any():
+        return np.zeros(m), objective
+    cols, BT, Bc, PF, c, logits = _aces_o_setup(B, logits0, active, cnt)
+    ma = cols.shape[0]
+    _aces_o_steps(BT, Bc, PF, c, gamma, lr, steps, 1, steps + 2, logits, np.zeros(ma),
+                  np.zeros(ma), np.empty(ma), np.empty(ma), np.empty(ma), objective, parallel)
+    return _aces_o_weights(logits, cols, m), objective
+
+
+#: Pair terms (about a nanosecond each) per kernel call of an interruptible fit:
+#: Ctrl-C waits for at most about one such call (or one surrogate evaluation, if
+#: larger); fits below it run in one call, without the Python loop.
+CHUNK_PAIRS = 5 * 10**7
+
+
+def aces_o_fit(B, logits0, active, gamma, lr, steps, cnt, parallel):
+    """A whole ACES-O run: Adam (PyTorch semantics) on ``-J(softmax(logits))``.
+
+    ``B`` uint8 (n, m); ``logits0`` float64 (m,); ``active`` uint8 (m,) (inactive
+    columns keep weight 0 and are left out of the surrogate: with ``w_j = 0`` they
+    change neither scores, J nor any active gradient); ``cnt`` int64 (n,) row
+    multiplicities (0 = absent; identical rows are merged first, as in
+    :func:`surrogate`).
+    Returns ``(weights (m,), objective (steps + 1,))`` with ``objective[t] = J(w_t)``.
+    O(n m log n + steps * surrogate cost) on the active columns; the layout is
+    built once.
+
+    A fit of more than :data:`CHUNK_PAIRS` pair terms runs as a Python loop over
+    kernel calls of about that many (whole Adam steps, so the bits are those of one
+    call): between them Ctrl-C raises ``KeyboardInterrupt`` on the main thread and
+    a stopped batch stops its helper threads (:mod:`._cancel`).
+    """
+    m = B.shape[1]
+    ma = int(np.count_nonzero(active))
+    n = int(np.count_nonzero(cnt))
+    per_eval = max(1, ma * (n // 2) * (n - n // 2))  # at most sum_j |P_j||F_j|
+    if ma == 0 or per_eval * (steps + 1) <= CHUNK_PAIRS:
+        return _aces_o_fit_kernel(B, logits0, active, gamma, lr, steps, cnt, parallel)
+    _cancel.check()
+    cols, BT, Bc, PF, c, logits = _aces_o_setup(B, logits0, active, cnt)
+    nd = BT.shape[1]  # distinct rows
+    per_eval = max(1, ma * (nd // 2) * (nd - nd // 2))
+    chunk = max(1, CHUNK_PAIRS // per_eval)
+    m1, m2 = np.zeros(ma), np.zeros(ma)
+    w, L, grad = np.empty(ma), np.empty(ma), np.empty(ma)
+    objective = np.zeros(steps + 1)
+    for t0 in range(1, steps + 2, chunk):
+        _cancel.check()
+        _aces_o_steps(BT, Bc, PF, c, gamma, lr, steps, t0, min(t0 + chunk, steps + 2), logits,
+                      m1, m2, w, L, grad, objective, parallel)
+    return _aces_o_weights(logits, cols, m), objective
