@@ -123,8 +123,8 @@ def matrices(draw, max_n: int = 7, max_m: int = 6, allow_invalid: bool = True) -
                    if allow_invalid else st.just("none"))
     arr = base.astype(dtype)
     valid = True
-    if corrupt in ("object", "string"):
-        container = "array"  # as a list they would be plain numbers or strings again
+    if corrupt in ("object", "string", "complex"):
+        container = "array"  # as (empty) lists they would be valid again
     how = f"{np.dtype(dtype).name}/{layout}/{container}/{corrupt}"
     if corrupt == "value" and n * m > 0:
         bad = draw(st.sampled_from([2, -1, 255, 3, 0.5, 1e300, -2.0]))
@@ -561,7 +561,14 @@ def other_calls(draw):
             ref = None
             if valid:
                 lo, hi = s.min(), s.max()
-                sh = np.zeros(n) if hi == lo else (s / 2 - lo / 2) / (hi / 2 - lo / 2)
+                with np.errstate(over="ignore"):
+                    span = hi - lo
+                if hi == lo:
+                    sh = np.zeros(n)
+                elif np.isfinite(span):
+                    sh = (s - lo) / span
+                else:  # halved: the span of +-1e300 overflows, the halves' cannot
+                    sh = (s / 2 - lo / 2) / (hi / 2 - lo / 2)
                 v = 0.5 * sh + 0.5 * q
                 ref = a * v + (1 - a) * (P @ v)
             return name, lambda: af.combine(sobj2, q, P, alpha=a).scores, valid, ref

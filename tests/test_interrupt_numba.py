@@ -44,11 +44,13 @@ def _numba():
 # one (CHUNK_PAIRS forced down) on small inputs first, so the signal arrives
 # inside the long call, not inside the JIT compiler.
 CHILD = textwrap.dedent(r"""
-    import sys, time, warnings
+    import signal, sys, time, warnings
     import numpy as np
     import aces_fast as af
     from aces_fast.backends.numba import aces_o as nb_aces_o
 
+    # a parent started in the background (SIGINT ignored) would pass that on
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     warnings.simplefilter("ignore", af.CostWarning)
     rng = np.random.default_rng(0)
     B = (rng.random((4000, 300)) < 0.5).astype(np.uint8)

@@ -189,3 +189,16 @@ def test_extremes_of_the_ranges_stay_finite_and_agree(backend):
             np.testing.assert_array_equal(s, af.codet(M, exponent=e, backend="numpy").scores)
     r = af.aces_o(X, gamma=1e4, lr=1e3, steps=3, backend=backend)
     assert np.isfinite(r.weights).all() and np.isfinite(r.objective).all()
+
+
+def test_torch_takes_arrays_with_negative_strides_of_any_shape():
+    """A 1 x 1 array reversed keeps its negative strides through np.ascontiguousarray
+    (NumPy calls it contiguous); torch.from_numpy refused it."""
+    for a in (np.array([[1]], np.uint8)[::-1, ::-1], np.array([[1, 0]], bool)[::-1, ::-1],
+              np.array([[0], [1]], np.uint8)[::-1]):
+        for method in ("b4", "codet", "aces-c", "majority"):
+            ref = af.rerank(np.ascontiguousarray(a), method, backend="numpy")
+            got = af.rerank_batch([a], method, backend="torch")[0]
+            np.testing.assert_allclose(got.scores, ref.scores, rtol=1e-12)
+            np.testing.assert_allclose(af.rerank(a, method, backend="torch").scores, ref.scores,
+                                       rtol=1e-12)

@@ -23,6 +23,10 @@ def from_numpy(a: np.ndarray) -> "torch.Tensor":
     torch warns that writing to a tensor over a read-only array is undefined;
     this backend never writes to its inputs, so the warning is silenced.
     """
+    if any(stride < 0 for stride in a.strides):
+        # NumPy calls an array with only size-1 axes contiguous whatever its strides
+        # (np.ascontiguousarray returns it as it is); torch refuses any negative one
+        a = a.copy()
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*not writable.*")
         return torch.from_numpy(a)
