@@ -270,7 +270,7 @@ def check_real(x: Any, name: str, *, positive: bool = False, nonneg: bool = Fals
     try:
         v = float(x)
     except OverflowError:  # an int beyond float64's range
-        v = math.inf if x > 0 else -math.inf
+        v = -math.inf if x < 0 else math.inf  # type: ignore[operator]
     low = 0 if (positive or nonneg) else lo
     if not math.isfinite(v):
         bounds = "" if low is None and hi is None else " " + _bounds(low, hi, positive)
