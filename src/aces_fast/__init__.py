@@ -18,6 +18,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from ._cost import CostWarning
 from .backends import BackendUnavailableError, available_backends, backend_status
 from .batch import rerank_batch
 from .config import config, show_config
@@ -29,6 +30,7 @@ from .result import RerankResult, SurrogateResult
 __all__ = [
     "__version__",
     "BackendUnavailableError",
+    "CostWarning",
     "Diagnostics",
     "METHODS",
     "RerankResult",

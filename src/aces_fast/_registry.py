@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import (Any, Callable, Dict, Iterator, Mapping, Optional, Sequence, Tuple)
 
 from . import _semantics
+from ._cost import CostFn, aces_o_cost
 from ._validation import check_int, check_real
 from .result import RerankResult
 
@@ -40,13 +41,16 @@ def _cli_error(message: str) -> Exception:
 
 
 class Real:
-    """A finite real number, optionally > 0 (``positive``) or >= 0 (``nonneg``)."""
+    """A finite real number, optionally > 0 (``positive``) or >= 0 (``nonneg``),
+    and <= ``maximum``."""
 
-    def __init__(self, positive: bool = False, nonneg: bool = False):
-        self.positive, self.nonneg = positive, nonneg
+    def __init__(self, positive: bool = False, nonneg: bool = False,
+                 maximum: Optional[float] = None):
+        self.positive, self.nonneg, self.maximum = positive, nonneg, maximum
 
     def __call__(self, value: Any, name: str) -> float:
-        return check_real(value, name, positive=self.positive, nonneg=self.nonneg)
+        return check_real(value, name, positive=self.positive, nonneg=self.nonneg,
+                          hi=self.maximum)
 
     @staticmethod
     def parse(text: str) -> float:
@@ -61,21 +65,23 @@ class Real:
 
 
 class Int:
-    """An integer (``bool`` rejected) >= ``minimum``."""
+    """An integer (``bool`` rejected) in ``[minimum, maximum]``."""
 
-    def __init__(self, minimum: int):
-        self.minimum = minimum
+    def __init__(self, minimum: int, maximum: Optional[int] = None):
+        self.minimum, self.maximum = minimum, maximum
 
     def __call__(self, value: Any, name: str) -> int:
-        return check_int(value, name, minimum=self.minimum)
+        return check_int(value, name, minimum=self.minimum, maximum=self.maximum)
 
     def parse(self, text: str) -> int:
         try:
             v = int(text)
         except ValueError:
             v = self.minimum - 1
-        if v < self.minimum:
+        if v < self.minimum or (self.maximum is not None and v > self.maximum):
             what = "a positive integer" if self.minimum == 1 else f"an integer >= {self.minimum}"
+            if self.maximum is not None:
+                what = f"an integer in [{self.minimum}, {self.maximum}]"
             raise _cli_error(f"expected {what}, got {text!r}")
         return v
 
@@ -137,24 +143,53 @@ class Param:
 
 DEFAULT_TIE_TOL = 1e-9
 
-TIE_TOL = Param("tie_tol", DEFAULT_TIE_TOL, Real(nonneg=True),
-                "float scores within tie_tol * sum(w) tie (rounding never breaks a tie)")
-GAMMA = Param("gamma", 10.0, Real(positive=True), "sigmoid sharpness gamma", tunable=True,
-              metavar="G")
-LR = Param("lr", 0.01, Real(nonneg=True),
-           "Adam learning rate (paper: 0.05 on HumanEval+/MBPP)", tunable=True, metavar="LR")
-STEPS = Param("steps", 90, Int(0), "Adam steps", tunable=True, metavar="N")
-TOP_K = Param("top_k", 24, OrNone(Int(1)),
+# Upper bounds. Each keeps a documented meaning and every backend's arithmetic
+# finite and in agreement; beyond them a call would be meaningless (or run for
+# days), so the validators refuse it with the range in the message.
+#: tie_tol is relative to sum(w), and scores lie in [0, sum(w)]: 1 ties everything
+MAX_TIE_TOL = 1.0
+#: gamma: beyond it the sigmoid is a step at the rounding level of float64 scores
+#: (surrogate values of different summation orders would differ by > 1e-12)
+MAX_GAMMA = 1e4
+#: lr: Adam moves a logit by about lr per step; a larger step saturates the softmax
+#: in one step (exp(-745) underflows to 0)
+MAX_LR = 1e3
+#: steps: 10^4 times the paper's 90; the objective array holds steps + 1 values
+MAX_STEPS = 10**6
+#: top_k: int64's largest value (any top_k >= n keeps every candidate)
+MAX_TOP_K = 2**63 - 1
+#: bins: the binned surrogate's grid (and FFT buffers) of the compiled kernels
+MAX_BINS = 65536
+#: exponent: (set size) ** exponent stays finite for any set that fits in memory
+MAX_EXPONENT = 16.0
+#: B4's Beta prior parameters: log-Beta terms of size ~a log a cancel, leaving
+#: rounding noise of ulp(lgamma(a)) in the scores (2e-7 at 1e8; 1 at 1e15)
+MAX_PRIOR = 1e8
+
+TIE_TOL = Param("tie_tol", DEFAULT_TIE_TOL, Real(nonneg=True, maximum=MAX_TIE_TOL),
+                "float scores within tie_tol * sum(w) tie (rounding never breaks a tie); "
+                "in [0, 1]")
+GAMMA = Param("gamma", 10.0, Real(positive=True, maximum=MAX_GAMMA),
+              "sigmoid sharpness gamma, in (0, 1e4]", tunable=True, metavar="G")
+LR = Param("lr", 0.01, Real(nonneg=True, maximum=MAX_LR),
+           "Adam learning rate in [0, 1000] (paper: 0.05 on HumanEval+/MBPP)", tunable=True,
+           metavar="LR")
+STEPS = Param("steps", 90, Int(0, MAX_STEPS), "Adam steps, in [0, 10**6]", tunable=True,
+              metavar="N")
+TOP_K = Param("top_k", 24, OrNone(Int(1, MAX_TOP_K)),
               "optimize on the K candidates with most passes; 'all' keeps every candidate",
               tunable=True, metavar="K")
 INIT = Param("init", "uniform", Choice("uniform", "aces-c"),
              "start from equal logits, or from the ACES-C weights (a warm start)")
-BINS = Param("bins", None, OrNone(Int(2)),
-             "binned surrogate with this many grid nodes (cpp only, approximate)",
+BINS = Param("bins", None, OrNone(Int(2, MAX_BINS)),
+             "binned surrogate with this many grid nodes in [2, 65536] (cpp only, approximate)",
              compiled=False)
-EXPONENT = Param("exponent", 0.5, Real(nonneg=True), "consensus-set size exponent")
-ALPHA = Param("alpha", 1e3, Real(positive=True), "prior a", tunable=True, metavar="A")
-BETA0 = Param("beta0", 1e4, Real(positive=True), "prior b", tunable=True, metavar="B")
+EXPONENT = Param("exponent", 0.5, Real(nonneg=True, maximum=MAX_EXPONENT),
+                 "consensus-set size exponent, in [0, 16]")
+ALPHA = Param("alpha", 1e3, Real(positive=True, maximum=MAX_PRIOR), "prior a, in (0, 1e8]",
+              tunable=True, metavar="A")
+BETA0 = Param("beta0", 1e4, Real(positive=True, maximum=MAX_PRIOR), "prior b, in (0, 1e8]",
+              tunable=True, metavar="B")
 
 #: the ``init`` value that starts ACES-O from the ACES-C weights
 WARM_INIT = "aces-c"
@@ -206,6 +241,10 @@ class MethodSpec:
     over_tasks : bool
         The semantics broadcast over a leading task axis (torch's padded
         batches) and do their work in kernels (numba's threaded batches).
+    cost : callable ``(B, values, exact) -> _cost.Cost or None``, optional
+        The work of a call, for methods whose cost can be far beyond one pass over
+        ``B`` (ACES-O's exact fit); :func:`aces_fast._cost.warn_if_costly` warns
+        before such a call. ``None``: O(n m log n) at most, never warned about.
     """
 
     name: str
@@ -222,6 +261,7 @@ class MethodSpec:
     core_method: Optional[str] = None
     core_args: Optional[Callable[[Values], Optional[Tuple[Any, ...]]]] = None
     over_tasks: bool = False
+    cost: Optional[CostFn] = None
 
     def __post_init__(self) -> None:
         if not self.family:
@@ -466,7 +506,7 @@ ACES_O = register(MethodSpec(
     params=(GAMMA, LR, STEPS, TOP_K, INIT, TIE_TOL, BINS),
     results=("objective", "rows"), info=("gamma", "lr", "steps", "top_k", "init"),
     info_if_set=("bins",), key="init", core_method="aces-o", core_args=_aces_o_core_args,
-    over_tasks=True,
+    over_tasks=True, cost=aces_o_cost,
 ))
 ACES_O_WARM = register(MethodSpec(
     name="aces-o-warm",
@@ -475,7 +515,7 @@ ACES_O_WARM = register(MethodSpec(
     params=tuple(INIT.with_default(WARM_INIT) if p is INIT else p for p in ACES_O.params),
     results=ACES_O.results, info=ACES_O.info, info_if_set=ACES_O.info_if_set,
     family="aces-o", key="init", core_method="aces-o", core_args=_aces_o_core_args,
-    over_tasks=True,
+    over_tasks=True, cost=aces_o_cost,
 ))
 
 #: the method ``rerank`` / ``rerank_batch`` / the CLI use when none is named

@@ -44,23 +44,48 @@ def tensor_device(x: Any) -> Optional[str]:
     return x.device.type if is_torch_tensor(x) else None
 
 
-def _tensor_to_numpy(x: Any, name: str) -> np.ndarray:
-    if x.device.type != "cpu":
+def check_tensor_device(x: Any, name: str) -> None:
+    """Raise ``ValueError`` for a tensor on the ``meta`` device: it has a shape and a
+    dtype but no data, so no backend can compute with it."""
+    if x.device.type == "meta":
         raise ValueError(
-            f"{name} is a torch tensor on device '{x.device}', but the selected backend "
-            "runs on the CPU: pass backend='torch' (or leave backend=None) to compute on "
-            f"that device, or move the tensor with {name}.cpu()"
+            f"{name} is a torch tensor on the 'meta' device, which holds no data (only a "
+            "shape and a dtype); pass a tensor with data, e.g. on 'cpu' or 'cuda'"
         )
+
+
+def tensor_to_numpy(x: Any, name: str, *, host_copy: bool = False) -> np.ndarray:
+    """A CPU tensor as a NumPy array (no copy where the dtype allows).
+
+    A tensor on another device is refused (``host_copy=False``: the caller's
+    backend runs on the CPU and should not copy silently) or copied to the host
+    (``host_copy=True``: functions computed in NumPy on small inputs, such as
+    the metrics). A ``meta`` tensor is always refused.
+    """
+    check_tensor_device(x, name)
+    if x.device.type != "cpu":
+        if not host_copy:
+            raise ValueError(
+                f"{name} is a torch tensor on device '{x.device}', but the selected backend "
+                "runs on the CPU: pass backend='torch' (or leave backend=None) to compute on "
+                f"that device, or move the tensor with {name}.cpu()"
+            )
+        x = x.cpu()
     if x.is_complex():
         raise TypeError(f"{name} must be real-valued, got a tensor of dtype {x.dtype}")
     x = x.detach()
     if x.is_floating_point() and x.element_size() < 4 and x.dtype != sys.modules["torch"].float16:
         # bfloat16 / float8 have no NumPy dtype; float32 holds every such value exactly
         x = x.float()
-    return x.numpy()
+    try:
+        return x.numpy()
+    except (TypeError, RuntimeError, NotImplementedError):  # quantized and other exotic dtypes
+        raise TypeError(f"{name} must hold bool, integer or float values; got a tensor of "
+                        f"dtype {x.dtype}") from None
 
 
-def as_pass_matrix(B: Any, name: str = "B", *, check_values: bool = True) -> np.ndarray:
+def as_pass_matrix(B: Any, name: str = "B", *, check_values: bool = True,
+                   host_copy: bool = False) -> np.ndarray:
     """Validate a pass matrix and return it as a C-contiguous ``uint8`` array.
 
     Parameters
@@ -74,6 +99,9 @@ def as_pass_matrix(B: Any, name: str = "B", *, check_values: bool = True) -> np.
         (:func:`check_zero_one`). ``False`` for callers whose next step checks it
         anyway (the compiled kernels do, within their call); every other dtype is
         converted value by value and always checked.
+    host_copy : bool, default False
+        Copy a tensor on another device (CUDA) to the host instead of refusing it
+        (for functions computed in NumPy whatever the backend).
 
     Returns
     -------
@@ -95,7 +123,7 @@ def as_pass_matrix(B: Any, name: str = "B", *, check_values: bool = True) -> np.
             check_zero_one(B, name)
         return B
     if is_torch_tensor(B):
-        B = _tensor_to_numpy(B, name)
+        B = tensor_to_numpy(B, name, host_copy=host_copy)
     if not isinstance(B, np.ndarray):
         try:
             B = np.asarray(B)
@@ -130,29 +158,62 @@ def as_pass_matrix(B: Any, name: str = "B", *, check_values: bool = True) -> np.
     return np.ascontiguousarray(B, dtype=np.uint8)
 
 
-def as_weights(w: Any, m: int, name: str = "weights") -> np.ndarray:
-    """Validate non-negative finite test weights of length ``m`` as float64 (m,)."""
+def as_weights(w: Any, m: int, name: str = "weights", *, host_copy: bool = False) -> np.ndarray:
+    """Validate non-negative finite test weights of length ``m`` as float64 (m,).
+
+    Their sum must be finite too (``np.full(2, 1.7e308)`` is refused): every
+    backend forms scores ``B @ w`` and the tie tolerance ``tie_tol * sum(w)``,
+    which would overflow to infinity. Raises TypeError for a non-numeric dtype,
+    ValueError for another shape (a scalar included), NaN, infinity, a negative
+    value or an overflowing sum. O(m).
+    """
     if is_torch_tensor(w):
-        w = _tensor_to_numpy(w, name)
+        w = tensor_to_numpy(w, name, host_copy=host_copy)
     arr = np.asarray(w)
     if arr.dtype == object or arr.dtype.kind not in "biuf":
         raise TypeError(f"{name} must be real numbers; got dtype {arr.dtype}")
-    arr = np.ascontiguousarray(arr, dtype=np.float64)
     if arr.ndim != 1:
         raise ValueError(f"{name} must be 1-D with length m={m}; got shape {arr.shape}")
+    arr = np.ascontiguousarray(arr, dtype=np.float64)
     if arr.shape[0] != m:
         raise ValueError(f"{name} has length {arr.shape[0]} but B has m={m} tests (columns)")
+    check_weight_values(arr, name)
+    return arr
+
+
+def check_weight_values(arr: np.ndarray, name: str = "weights") -> None:
+    """The value checks of :func:`as_weights` on a float64 (m,) array."""
     if not np.isfinite(arr).all():
         raise ValueError(f"{name} must be finite; found NaN or infinity")
     if (arr < 0).any():
         raise ValueError(f"{name} must be non-negative; found {arr[arr < 0][0].item()!r}")
-    return arr
+    with np.errstate(over="ignore"):
+        total = float(arr.sum())
+    check_weight_sum(total, name)
+
+
+#: The largest sum of weights accepted. Scores ``B @ w`` (at most the sum) and the
+#: tie tolerance then stay finite in any summation order, and so do the surrogate's
+#: ``gamma * s`` and gradient (bounded by ``1 + gamma * sum(w)``) for every
+#: ``gamma`` the validators accept (<= 1e4).
+MAX_WEIGHT_SUM = 1e300
+
+
+def check_weight_sum(total: float, name: str = "weights") -> None:
+    """Raise ``ValueError`` when non-negative weights sum to more than
+    :data:`MAX_WEIGHT_SUM` (or overflow)."""
+    if not total <= MAX_WEIGHT_SUM:
+        raise ValueError(f"{name} sum to {total!r}, beyond {MAX_WEIGHT_SUM:g}: scores B @ w "
+                         "would overflow; rescale the weights (every result but the "
+                         "surrogate's is scale-invariant)")
 
 
 def as_labels(y: Any, n: int, name: str = "labels") -> np.ndarray:
-    """Validate 0/1 labels of length ``n``; returns a bool array (n,)."""
+    """Validate 0/1 labels of length ``n``; returns a bool array (n,).
+
+    Tensors on any device are copied to the host (labels are small)."""
     if is_torch_tensor(y):
-        y = _tensor_to_numpy(y, name)
+        y = tensor_to_numpy(y, name, host_copy=True)
     arr = np.asarray(y)
     if arr.dtype == object or arr.dtype.kind not in "biuf":
         raise TypeError(f"{name} must hold 0/1 values; got dtype {arr.dtype}")
@@ -166,44 +227,65 @@ def as_labels(y: Any, n: int, name: str = "labels") -> np.ndarray:
 
 
 def as_scores(s: Any, name: str = "scores") -> np.ndarray:
-    """Validate finite real scores as float64 (n,), n >= 1."""
+    """Validate finite real scores as float64 (n,), n >= 1.
+
+    Tensors on any device are copied to the host (a torch backend's result on
+    CUDA is a valid input)."""
     if is_torch_tensor(s):
-        s = s.detach().cpu().numpy()
+        s = tensor_to_numpy(s, name, host_copy=True)
     arr = np.asarray(s)
     if arr.dtype == object or arr.dtype.kind not in "biuf":
         raise TypeError(f"{name} must be real numbers; got dtype {arr.dtype}")
-    arr = arr.astype(np.float64, copy=False)
     if arr.ndim != 1 or arr.shape[0] == 0:
         raise ValueError(f"{name} must be 1-D and non-empty; got shape {arr.shape}")
+    arr = arr.astype(np.float64, copy=False)
     if not np.isfinite(arr).all():
         raise ValueError(f"{name} must be finite; found NaN or infinity")
     return arr
 
 
+def _bounds(lo: Any, hi: Any, lo_open: bool = False) -> str:
+    if lo is None:
+        return "" if hi is None else f"<= {hi}"
+    low = f"> {lo}" if lo_open else f">= {lo}"
+    return low if hi is None else f"{low} and <= {hi}"
+
+
+def _show(x: Any) -> str:
+    """``repr(x)``, shortened for huge integers (2**1000 has 302 digits)."""
+    text = repr(x)
+    return text if len(text) <= 40 else f"{text[:12]}...{text[-6:]} ({len(text)} characters)"
+
+
 def check_real(x: Any, name: str, *, positive: bool = False, nonneg: bool = False,
                lo: Optional[float] = None, hi: Optional[float] = None) -> float:
-    """Validate a finite real scalar hyperparameter and return it as ``float``."""
+    """Validate a finite real scalar hyperparameter and return it as ``float``.
+
+    ``positive``: > 0; ``nonneg``: >= 0; ``lo`` / ``hi``: inclusive bounds. The
+    error names the parameter and its whole allowed range.
+    """
     # a plain float skips the (slow) ABC check: small calls pay for every check
     if type(x) is not float and (isinstance(x, bool) or not isinstance(x, numbers.Real)):
         raise TypeError(f"{name} must be a real number; got {type(x).__name__}")
-    v = float(x)
+    try:
+        v = float(x)
+    except OverflowError:  # an int beyond float64's range
+        v = -math.inf if x < 0 else math.inf  # type: ignore[operator]
+    low = 0 if (positive or nonneg) else lo
     if not math.isfinite(v):
-        raise ValueError(f"{name} must be finite; got {x!r}")
-    if positive and v <= 0:
-        raise ValueError(f"{name} must be > 0; got {x!r}")
-    if nonneg and v < 0:
-        raise ValueError(f"{name} must be >= 0; got {x!r}")
-    if lo is not None and v < lo:
-        raise ValueError(f"{name} must be >= {lo}; got {x!r}")
-    if hi is not None and v > hi:
-        raise ValueError(f"{name} must be <= {hi}; got {x!r}")
+        bounds = "" if low is None and hi is None else " " + _bounds(low, hi, positive)
+        raise ValueError(f"{name} must be finite{bounds}; got {_show(x)}")
+    if (positive and v <= 0) or (low is not None and v < low) or (hi is not None and v > hi):
+        raise ValueError(f"{name} must be {_bounds(low, hi, positive)}; got {_show(x)}")
     return v
 
 
-def check_int(x: Any, name: str, *, minimum: int = 0) -> int:
-    """Validate an integer hyperparameter (``bool`` rejected) and return it."""
+def check_int(x: Any, name: str, *, minimum: int = 0, maximum: Optional[int] = None) -> int:
+    """Validate an integer hyperparameter in ``[minimum, maximum]`` (``bool``
+    rejected) and return it as ``int``; the error names the allowed range."""
     if isinstance(x, bool) or not isinstance(x, numbers.Integral):
         raise TypeError(f"{name} must be an integer; got {type(x).__name__}")
-    if x < minimum:
-        raise ValueError(f"{name} must be >= {minimum}; got {x}")
-    return int(x)
+    v = int(x)
+    if v < minimum or (maximum is not None and v > maximum):
+        raise ValueError(f"{name} must be {_bounds(minimum, maximum)}; got {_show(v)}")
+    return v

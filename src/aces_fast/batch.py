@@ -34,12 +34,16 @@ from typing import Any, Iterable, List, Optional
 import numpy as np
 
 from . import _registry
+from ._cost import warn_if_costly
 from ._registry import DEFAULT_METHOD, METHOD_PARAMS
 from ._validation import check_int, is_torch_tensor
 from .backends import resolve_backend
 from .result import RerankResult
 
 __all__ = ["METHOD_PARAMS", "rerank_batch"]
+
+#: the most threads ``n_threads`` may ask for (the compiled layer's own limit)
+MAX_THREADS = 4096
 
 
 def _task_list(tasks: Any) -> List[Any]:
@@ -69,7 +73,7 @@ def rerank_batch(tasks: Iterable[Any], method: str = DEFAULT_METHOD, *,
     backend : str, optional
         As everywhere (explicit > ``ACES_FAST_BACKEND`` > auto); the first task
         decides ``auto`` (a CUDA tensor picks torch).
-    n_threads : int >= 1, optional
+    n_threads : int in [1, 4096], optional
         Threads across tasks for backends with a batch path (``cpp``: OpenMP,
         one task per thread at a time). ``None``: the backend's default (``cpp``:
         the OpenMP default). Results never depend on it.
@@ -86,7 +90,14 @@ def rerank_batch(tasks: Iterable[Any], method: str = DEFAULT_METHOD, *,
     ------
     TypeError, ValueError
         For an unknown method or parameter, or an invalid task; the message of a
-        task error starts with ``"task <index>:"``.
+        task error starts with ``"task <index>:"``. An unknown or unavailable
+        ``backend`` is an error even for an empty batch.
+
+    Warns
+    -----
+    aces_fast.CostWarning
+        Once, before the batch runs, when its estimated work is far beyond the
+        usual (see :mod:`aces_fast._cost`: ACES-O with ``top_k=None`` on large pools).
 
     Notes
     -----
@@ -97,11 +108,12 @@ def rerank_batch(tasks: Iterable[Any], method: str = DEFAULT_METHOD, *,
     spec = _registry.get(method)
     values = spec.validate(params)
     if n_threads is not None:
-        n_threads = check_int(n_threads, "n_threads", minimum=1)
+        n_threads = check_int(n_threads, "n_threads", minimum=1, maximum=MAX_THREADS)
     items = _task_list(tasks)
+    # resolved even for an empty batch: a misspelt or unavailable backend is an error
+    be = resolve_backend(backend, items[0] if items else None)
     if not items:
         return []
-    be = resolve_backend(backend, items[0])
     Bs = []
     for t, B in enumerate(items):
         try:
@@ -110,6 +122,8 @@ def rerank_batch(tasks: Iterable[Any], method: str = DEFAULT_METHOD, *,
             raise TypeError(f"task {t}: {exc}") from None
         except ValueError as exc:
             raise ValueError(f"task {t}: {exc}") from None
+    if spec.cost is not None:
+        warn_if_costly(spec.cost, spec.name, be, Bs, values)
     results = be.rerank_batch(Bs, spec.name, values, n_threads)
     if results is not None:
         return results

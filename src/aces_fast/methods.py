@@ -12,9 +12,10 @@ from typing import Any, Callable, Dict, Iterator, Mapping, Optional
 import numpy as np
 
 from . import _registry, _semantics, consensus
+from ._cost import warn_if_costly
 from ._registry import (ACES_C, ACES_C_FILTER, ACES_O, B4, CODET, DEFAULT_METHOD, GAMMA,
                         MAJORITY, TIE_TOL, MethodSpec)
-from ._validation import as_scores, check_real, is_torch_tensor
+from ._validation import tensor_to_numpy, as_scores, check_real, is_torch_tensor
 from .backends import check_backend_choice, resolve_backend
 from .backends.base import ArrayBackend
 from .result import RerankResult, SurrogateResult
@@ -27,10 +28,14 @@ def _setup(B: Any, backend: Optional[str]):
 
 def _run(spec: MethodSpec, B: Any, backend: Optional[str], params: Dict[str, Any]
          ) -> RerankResult:
-    """Validate ``params`` (once, here), pick the backend, validate ``B``, rank."""
+    """Validate ``params`` (once, here), pick the backend, validate ``B``, warn before a
+    call far beyond the usual cost (:mod:`aces_fast._cost`), rank."""
     values = spec.validate(params)
     be = resolve_backend(backend, B)
-    return be.rerank(be.prepare(B), spec, values)
+    Bv = be.prepare(B)
+    if spec.cost is not None:
+        warn_if_costly(spec.cost, spec.name, be, (Bv,), values, stacklevel=4)
+    return be.rerank(Bv, spec, values)
 
 
 def loo_auc(B: Any, weights: Any = None, *, tie_tol: float = TIE_TOL.default,
@@ -46,8 +51,9 @@ def loo_auc(B: Any, weights: Any = None, *, tie_tol: float = TIE_TOL.default,
     B : array_like, shape (n, m)
         0/1 pass matrix (bool, integer or float dtype; nested lists; torch tensor).
     weights : array_like, shape (m,), optional
-        Non-negative test weights; ``None`` means uniform (exact integer sums).
-    tie_tol : float, default 1e-9
+        Non-negative finite test weights whose sum is at most 1e300 (the result
+        does not depend on their scale); ``None`` means uniform (exact integer sums).
+    tie_tol : float in [0, 1], default 1e-9
         With float weights, two leave-one-out scores tie when they differ by at
         most ``tie_tol * sum(weights)`` (so rounding noise never breaks a tie).
     backend : str, optional
@@ -80,9 +86,12 @@ def surrogate_loo_auc(B: Any, weights: Any, gamma: float = GAMMA.default, *,
     ----------
     B : array_like, shape (n, m)
     weights : array_like, shape (m,)
-        Non-negative weights (ACES-O uses weights on the simplex).
-    gamma : float, default 10
-        Sigmoid sharpness (> 0).
+        Non-negative finite weights summing to at most 1e300 (ACES-O uses weights
+        on the simplex).
+    gamma : float in (0, 1e4], default 10
+        Sigmoid sharpness. The values are smooth in ``gamma * w``; backends agree
+        to about ``1e-16 * gamma * sum(weights)`` (the rounding of the scores,
+        amplified by the sigmoid's slope).
 
     Returns
     -------
@@ -144,18 +153,21 @@ def aces_o(B: Any, gamma: float = ACES_O.default("gamma"), lr: float = ACES_O.de
     Parameters
     ----------
     B : array_like, shape (n, m)
-    gamma : float, default 10
+    gamma : float in (0, 1e4], default 10
         Sigmoid sharpness of the surrogate.
-    lr : float, default 0.01
+    lr : float in [0, 1000], default 0.01
         Adam learning rate (the paper used 0.05 on HumanEval+ and MBPP).
-    steps : int, default 90
-    top_k : int or None, default 24
-        Candidates kept for the optimization (the paper used 32 on MBPP).
+    steps : int in [0, 10**6], default 90
+    top_k : int in [1, 2**63 - 1] or None, default 24
+        Candidates kept for the optimization (the paper used 32 on MBPP); any
+        value >= n, or ``None``, keeps every candidate.
     init : {"uniform", "aces-c"}
         Start from equal logits, or from ``log(w_C + 1e-3)`` with ``w_C`` the
         normalized ACES-C weights (a warm start that avoids following a wrong
         majority of tests).
-    bins : int >= 2, optional
+    tie_tol : float in [0, 1], default 1e-9
+        Scores within ``tie_tol * sum(w)`` tie (see :func:`loo_auc`).
+    bins : int in [2, 65536], optional
         Opt-in approximation for large candidate pools (``top_k=None`` with
         thousands of rows), ``cpp`` backend only: pair sums of the surrogate are
         computed on a grid of ``bins`` score nodes (histogram convolutions), cost
@@ -171,6 +183,15 @@ def aces_o(B: Any, gamma: float = ACES_O.default("gamma"), lr: float = ACES_O.de
         ``objective`` holds ``J`` at the start and after each step (length
         ``steps + 1``); ``info["rows"]`` the optimized rows.
 
+    Warns
+    -----
+    aces_fast.CostWarning
+        Once, before starting, when the exact fit's estimated work -- ``(steps + 1)
+        * sum_j |P_j||F_j|`` sigmoid pair terms on the ``k`` optimized rows, at
+        most ``(steps + 1) m k^2 / 4`` -- would take over a minute at the backend's
+        nominal speed (e.g. ``top_k=None`` with ``steps=400`` on 4000 x 300: about
+        5e11 terms). The message gives the estimate and the cheaper ``bins=``.
+
     Notes
     -----
     Cost: ``O(steps * (sum_j |P_j||F_j| + k m))`` on the ``k = top_k`` rows.
@@ -185,7 +206,8 @@ def codet(B: Any, exponent: float = CODET.default("exponent"), *,
 
     Candidates with identical rows form a consensus set scoring
     ``(#non-constant tests passed) * (set size) ** exponent`` (0.5 as in CodeT's
-    released code, 1 for the paper's linear form). O(n m log n).
+    released code, 1 for the paper's linear form). ``exponent`` in [0, 16]
+    (larger powers of a set size overflow float64). O(n m log n).
     """
     return _run(CODET, B, backend, {"exponent": exponent})
 
@@ -195,7 +217,9 @@ def b4(B: Any, alpha: float = B4.default("alpha"), beta0: float = B4.default("be
     """B4 (Chen et al., ASE 2024): Bayesian posterior of each consensus set.
 
     See :func:`aces_fast._semantics.b4` for the formula; ``alpha`` and
-    ``beta0`` are the Beta prior parameters ``a`` and ``b`` (defaults 1e3, 1e4).
+    ``beta0`` are the Beta prior parameters ``a`` and ``b`` (defaults 1e3, 1e4),
+    each in (0, 1e8]: beyond, the log-Beta terms (of size ``a log a``) cancel
+    to rounding noise.
     """
     return _run(B4, B, backend, {"alpha": alpha, "beta0": beta0})
 
@@ -207,7 +231,8 @@ def mbr_exec(outputs: Any, *, backend: Optional[str] = None) -> RerankResult:
     ----------
     outputs : array_like, shape (n, t)
         ``outputs[i, t]`` = hash (any integer, or string) of candidate ``i``'s
-        output on input ``t``.
+        output on input ``t``; ``n >= 1``. With ``t = 0`` every candidate scores
+        ``n``. Tensors on any device are copied to the host.
 
     backend : str, optional
         Validated only; grouping identical rows runs in NumPy (O(n t log n)).
@@ -219,12 +244,19 @@ def mbr_exec(outputs: Any, *, backend: Optional[str] = None) -> RerankResult:
     """
     ran = check_backend_choice(backend)
     if is_torch_tensor(outputs):
-        outputs = outputs.detach().cpu().numpy()
-    O = np.asarray(outputs)
-    if O.dtype == object or O.dtype.kind not in "biuUS":
-        raise TypeError(f"outputs must be integer hashes (or strings); got dtype {O.dtype}")
+        outputs = tensor_to_numpy(outputs, "outputs", host_copy=True)
+    try:
+        O = np.asarray(outputs)
+    except ValueError as exc:  # ragged nested lists
+        raise ValueError(f"outputs must be a rectangular (n, t) array: {exc}") from None
     if O.ndim != 2 or O.shape[0] == 0:
         raise ValueError(f"outputs must have shape (n >= 1, t); got {O.shape}")
+    if O.shape[1] == 0:
+        # no inputs: every candidate's (empty) outputs agree -- whatever dtype NumPy
+        # gave the empty rows (float64 for ``[[], []]``)
+        O = np.zeros(O.shape, dtype=np.int64)
+    if O.dtype == object or O.dtype.kind not in "biuUS":
+        raise TypeError(f"outputs must be integer hashes (or strings); got dtype {O.dtype}")
     scores = consensus.mbr_exec_scores(O)
     return RerankResult(scores=scores, weights=None,
                         order=_semantics.descending_order(ArrayBackend, scores),
@@ -236,11 +268,13 @@ def combine(scores: Any, quality: Any, consensus_matrix: Any, alpha: float = 0.5
     """Combine test-based scores with static signals (the paper's ACES + DS^3).
 
     ``r = (alpha I + (1 - alpha) P) (beta s_hat + (1 - beta) q)`` where ``s_hat`` is
-    ``scores`` rescaled to [0, 1] (all zeros when every score is equal).
+    ``scores`` rescaled to [0, 1] (all zeros when every score is equal). Tensors on
+    any device are copied to the host.
 
     Parameters
     ----------
     scores : RerankResult or array_like, shape (n,)
+        Finite real scores (any magnitude).
     quality : array_like, shape (n,), values in [0, 1]
         Per-candidate static quality ``q``.
     consensus_matrix : array_like, shape (n, n), values in [0, 1]
@@ -256,20 +290,29 @@ def combine(scores: Any, quality: Any, consensus_matrix: Any, alpha: float = 0.5
     q = as_scores(quality, "quality")
     if q.shape != (n,):
         raise ValueError(f"quality must have shape ({n},); got {q.shape}")
-    P = np.asarray(consensus_matrix.detach().cpu().numpy()
-                   if is_torch_tensor(consensus_matrix) else consensus_matrix)
+    if is_torch_tensor(consensus_matrix):
+        consensus_matrix = tensor_to_numpy(consensus_matrix, "consensus_matrix",
+                                           host_copy=True)
+    P = np.asarray(consensus_matrix)
     if P.dtype == object or P.dtype.kind not in "biuf":
         raise TypeError(f"consensus_matrix must be real; got dtype {P.dtype}")
-    P = P.astype(np.float64)
     if P.shape != (n, n):
         raise ValueError(f"consensus_matrix must have shape ({n}, {n}); got {P.shape}")
+    P = P.astype(np.float64)
     for name, arr in (("quality", q), ("consensus_matrix", P)):
         if not np.isfinite(arr).all() or (arr < 0).any() or (arr > 1).any():
             raise ValueError(f"{name} must have finite values in [0, 1]")
     alpha = check_real(alpha, "alpha", lo=0.0, hi=1.0)
     beta = check_real(beta, "beta", lo=0.0, hi=1.0)
-    span = s.max() - s.min()
-    s_hat = (s - s.min()) / span if span > 0 else np.zeros(n)
+    lo, hi = s.min(), s.max()
+    if hi > lo:
+        # halves: the span of finite scores can overflow (-1e308 .. 1e308), theirs
+        # cannot; halving is exact, so the result is the same whenever both fit
+        with np.errstate(over="ignore"):
+            span = hi - lo
+        s_hat = (s - lo) / span if np.isfinite(span) else (s / 2 - lo / 2) / (hi / 2 - lo / 2)
+    else:
+        s_hat = np.zeros(n)
     r = alpha * (beta * s_hat + (1 - beta) * q) + (1 - alpha) * (P @ (beta * s_hat + (1 - beta) * q))
     method = f"combine({base})" if base else "combine"
     return RerankResult(scores=r, weights=None, order=_semantics.descending_order(ArrayBackend, r),

@@ -73,13 +73,42 @@ def pass_at_k(scores: Any, labels: Any, k: int = 1, *, backend: Optional[str] = 
     return 0.0
 
 
+#: the most samples ``pass_at_k_unbiased`` accepts (its product has at most
+#: ``min(c, k, sqrt(40 n))`` factors: a few million here)
+MAX_SAMPLES = 2**40
+
+
+def _unbiased(n: int, c: int, k: int) -> float:
+    """``1 - C(n - c, k) / C(n, k)`` for ``1 <= k <= n - c``, ``0 <= c <= n``."""
+    if c * k >= 40 * n:
+        # the product is <= (1 - k/n)^c <= exp(-c k / n) < 5e-18: 1 - it rounds to 1
+        return 1.0
+    if c <= k:  # c factors (the form of Chen et al.)
+        return 1.0 - float(np.prod(1.0 - k / np.arange(n - c + 1, n + 1)))
+    # k < c: C(n-c, k) / C(n, k) = prod_{j<k} (n - c - j) / (n - j), fewer factors
+    j = np.arange(k, dtype=np.float64)
+    return 1.0 - float(np.prod((n - c - j) / (n - j)))
+
+
 def pass_at_k_unbiased(n: Any, c: Any, k: int, *, backend: Optional[str] = None) -> Any:
     """Unbiased pass@k of a sampler (Chen et al. 2021): ``1 - C(n-c, k) / C(n, k)``.
 
-    ``n`` samples of which ``c`` are correct; scalars or equal-shape integer
-    arrays (returns a float or a float64 array). Uses the numerically stable
-    product form; ``k > n`` raises ``ValueError``. ``backend`` is validated only
-    (the computation is scalar NumPy).
+    Parameters
+    ----------
+    n, c : int or array_like of int
+        Samples drawn and how many are correct, ``0 <= c <= n <= 2**40``;
+        scalars or equal-shape (broadcastable) integer arrays.
+    k : int >= 1
+        ``k > n`` raises ``ValueError``.
+    backend : str, optional
+        Validated only (the computation is scalar NumPy).
+
+    Returns
+    -------
+    float or float64 array of the broadcast shape.
+        Computed with the numerically stable product form over ``min(c, k)``
+        factors (1.0 without a product where ``c k >= 40 n``: the product is
+        below float64's resolution there).
     """
     check_backend_choice(backend)
     k = check_int(k, "k", minimum=1)
@@ -87,19 +116,22 @@ def pass_at_k_unbiased(n: Any, c: Any, k: int, *, backend: Optional[str] = None)
     c_arr = np.asarray(c)
     for name, arr in (("n", n_arr), ("c", c_arr)):
         if arr.dtype.kind not in "iu":
-            raise TypeError(f"{name} must be integer; got dtype {arr.dtype}")
-    n_arr, c_arr = np.broadcast_arrays(n_arr, c_arr)
+            raise TypeError(f"{name} must be integer (within int64/uint64); got dtype {arr.dtype}")
+    try:
+        n_arr, c_arr = np.broadcast_arrays(n_arr, c_arr)
+    except ValueError:
+        raise ValueError(f"n and c must have broadcastable shapes; got {n_arr.shape} and "
+                         f"{c_arr.shape}") from None
     if (c_arr < 0).any() or (c_arr > n_arr).any():
         raise ValueError("need 0 <= c <= n")
+    if (n_arr > MAX_SAMPLES).any():
+        raise ValueError(f"n must be <= 2**40 = {MAX_SAMPLES}; got {int(n_arr.max())}")
     if (n_arr < k).any():
         raise ValueError(f"need n >= k={k}")
     out = np.empty(n_arr.shape, dtype=np.float64)
     for idx in np.ndindex(n_arr.shape):
         ni, ci = int(n_arr[idx]), int(c_arr[idx])
-        if ni - ci < k:
-            out[idx] = 1.0
-        else:
-            out[idx] = 1.0 - float(np.prod(1.0 - k / np.arange(ni - ci + 1, ni + 1)))
+        out[idx] = 1.0 if ni - ci < k else _unbiased(ni, ci, k)
     return float(out) if out.ndim == 0 else out
 
 
@@ -152,9 +184,16 @@ class Diagnostics:
 
 
 def _snr(w: np.ndarray, delta: np.ndarray) -> float:
+    """``(sum w_j delta_j)^2 / sum w_j^2``; ``nan`` for zero weights.
+
+    ``R`` does not depend on the scale of ``w``: dividing by ``max(w)`` first keeps
+    the squares finite for any finite weights."""
     d = np.nan_to_num(delta)
-    denom = float(np.dot(w, w))
-    return float(np.dot(w, d) ** 2 / denom) if denom > 0 else float("nan")
+    top = float(w.max()) if w.size else 0.0
+    if top <= 0:
+        return float("nan")
+    w = w / top
+    return float(np.dot(w, d) ** 2 / np.dot(w, w))
 
 
 def diagnostics(B: Any, labels: Any, weights: Optional[Any] = None, k: int = 1, *,
@@ -167,14 +206,16 @@ def diagnostics(B: Any, labels: Any, weights: Optional[Any] = None, k: int = 1, 
     labels : array_like, shape (n,)
     weights : array_like, shape (m,), optional
         Weights whose signal-to-noise ``R`` and Pass@k bound are reported
-        (default: uniform over non-constant tests).
-    k : int, default 1
+        (default: uniform over non-constant tests); non-negative, finite, summing
+        to at most 1e300 (``R`` does not depend on their scale).
+    k : int >= 1, default 1
         The ``k`` of the Pass@k bound.
     backend : str, optional
-        Validated only: column counts are computed in NumPy, O(n m).
+        Validated only: column counts are computed in NumPy, O(n m). Tensors on
+        any device are copied to the host.
     """
     check_backend_choice(backend)
-    Bv = as_pass_matrix(B)
+    Bv = as_pass_matrix(B, host_copy=True)
     n, m = Bv.shape
     y = as_labels(labels, n)
     k = check_int(k, "k", minimum=1)
@@ -192,7 +233,8 @@ def diagnostics(B: Any, labels: Any, weights: Optional[Any] = None, k: int = 1, 
     delta_bar = float(np.mean(delta[nonconst])) if M and n_plus and n_minus else float("nan")
     threshold = 2.0 * math.sqrt(math.log(2) / M) if M else float("inf")
     oracle = np.where(nonconst, np.maximum(0.0, np.nan_to_num(delta)), 0.0)
-    w = nonconst.astype(np.float64) if weights is None else as_weights(weights, m)
+    w = nonconst.astype(np.float64) if weights is None else as_weights(weights, m,
+                                                                        host_copy=True)
     snr = _snr(w, delta)
     bound = 1.0 - (n_minus / k) * math.exp(-snr / 2) if math.isfinite(snr) else float("nan")
     triples = n_plus * n_minus * m

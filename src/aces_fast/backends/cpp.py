@@ -29,12 +29,17 @@ from ..result import RerankResult
 from .base import ArrayBackend, Backend, BackendUnavailableError
 
 
+#: the compiled layer's limit on n_threads
+_MAX_THREADS = 4096
+
+
 def _default_threads() -> int:
-    """``OMP_NUM_THREADS`` (its first entry) if set and valid, else OpenMP's default."""
+    """``OMP_NUM_THREADS`` (its first entry) if set and valid, else OpenMP's default;
+    at most the compiled layer's limit (a larger setting would fail every call)."""
     env = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
     if env.isdigit() and int(env) > 0:
-        return int(env)
-    return int(core.max_threads())
+        return min(int(env), _MAX_THREADS)
+    return min(int(core.max_threads()), _MAX_THREADS)
 
 
 #: ``_core.METHOD_CODES``: a spec's ``core_method`` -> the code ``_core.rerank`` takes

@@ -47,6 +47,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 
 from ... import _registry
+from . import _cancel
 from ...result import RerankResult
 from ..base import ArrayBackend, Backend, BackendUnavailableError
 
@@ -243,7 +244,13 @@ def _as_counts(counts: Any, n: int) -> np.ndarray:
 
 def _in_threads(fn, items: np.ndarray, threads: int) -> None:
     """``fn(item)`` for every item, on ``threads`` Python threads (the caller's included)
-    taking the next item as they finish; the first exception is re-raised."""
+    taking the next item as they finish; the first exception is re-raised.
+
+    The first failure -- a ``KeyboardInterrupt`` (Ctrl-C) on the calling thread
+    included -- stops the other threads at their next kernel boundary
+    (:mod:`._cancel`), and they are joined before it is re-raised: no thread of the
+    batch is left computing.
+    """
     if threads <= 1 or len(items) <= 1:
         for item in items:
             fn(int(item))
@@ -251,27 +258,37 @@ def _in_threads(fn, items: np.ndarray, threads: int) -> None:
     queue = iter(items.tolist())
     lock = threading.Lock()
     errors: List[BaseException] = []
+    stop = threading.Event()
 
     def work() -> None:
-        while not errors:
-            with lock:
-                item = next(queue, None)
-            if item is None:
-                return
-            try:
-                fn(item)
-            except BaseException as exc:  # re-raised in the calling thread
-                errors.append(exc)
+        with _cancel.stop_on(stop):
+            while not stop.is_set():
+                with lock:
+                    item = next(queue, None)
+                if item is None:
+                    return
+                try:
+                    fn(item)
+                except BaseException as exc:  # re-raised in the calling thread
+                    errors.append(exc)
+                    stop.set()
 
     helpers = [threading.Thread(target=work, daemon=True)
                for _ in range(min(threads, len(items)) - 1)]
     for th in helpers:
         th.start()
-    work()
-    for th in helpers:
-        th.join()
+    try:
+        work()
+        for th in helpers:
+            th.join()
+    except BaseException as exc:  # Ctrl-C while joining: stop the helpers, then raise
+        errors.insert(0, exc)
+        stop.set()
+        for th in helpers:
+            th.join()
     if errors:
-        raise errors[0]
+        first = next((e for e in errors if not isinstance(e, _cancel.Stopped)), errors[0])
+        raise first
 
 
 def _max_threads() -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import _cancel
 from ._jit import _jit
 from .dedup import distinct_rows
 from .surrogate import _surrogate_eval, _surrogate_layout
@@ -67,6 +68,113 @@ def _softmax(logits, w):
 
 
 @_jit()
+def _aces_o_setup(B, logits0, active, cnt):
+    """The active columns, the surrogate layout on the distinct rows and the starting
+    logits of :func:`aces_o_fit`: ``(cols, BT, Bc, PF, c, logits)``. O(n m log n)."""
+    cols = np.nonzero(active)[0]
+    ma = cols.shape[0]
+    Bd, cd = distinct_rows(B, cnt)
+    c = cd.astype(np.float64)
+    BT, Bc, PF = _surrogate_layout(Bd, cols, c)
+    logits = np.empty(ma)
+    for k in range(ma):
+        logits[k] = logits0[cols[k]]
+    return cols, BT, Bc, PF, c, logits
+
+
+@_jit()
+def _aces_o_classes(logits):
+    """The classes of symmetric columns at the start: one class of all active columns,
+    split by the starting logits (:func:`_snap_classes`, which snaps ``logits``).
+
+    Returns ``(mem, bnd, n_classes)``: the classes in row 0 of ``mem`` (2, ma) and
+    ``bnd`` (2, ma + 1); row 1 is the buffer the next refinement writes."""
+    ma = logits.shape[0]
+    mem = np.empty((2, ma), dtype=np.int64)
+    bnd = np.zeros((2, ma + 1), dtype=np.int64)
+    for k in range(ma):
+        mem[1, k] = k
+    bnd[1, 1] = ma
+    scale = 0.0
+    for k in range(ma):
+        if np.isfinite(logits[k]):
+            scale = max(scale, abs(logits[k]))
+    n_classes = _snap_classes(logits, mem[1], bnd[1], 1, _SNAP_RTOL * scale, mem[0], bnd[0])
+    return mem, bnd, n_classes
+
+
+@_jit()
+def _aces_o_steps(BT, Bc, PF, c, gamma, lr, steps, t0, t1, logits, m1, m2, w, L, grad,
+                  objective, mem, bnd, n_classes, cur, parallel):
+    """Adam iterations ``t0 <= t < t1`` of :func:`aces_o_fit` (``1 <= t <= steps + 1``;
+    iteration ``steps + 1`` only evaluates ``J``), updating the state ``logits``, ``m1``,
+    ``m2`` (ma,) in place and filling ``objective[t0 - 1 : t1 - 1]``. The symmetry
+    classes are ``n_classes`` in row ``cur`` of ``mem``/``bnd``; returns the new
+    ``(n_classes, cur)``. Any split of ``[1, steps + 2)`` into consecutive calls gives
+    the bits of one call."""
+    ma = logits.shape[0]
+    snap_tol = _SNAP_RTOL * (0.5 + 0.75 * abs(gamma))
+    beta1 = 0.9
+    beta2 = 0.999
+    eps = 1e-8
+    for t in range(t0, t1):
+        _softmax(logits, w)
+        objective[t - 1] = _surrogate_eval(BT, Bc, PF, w, gamma, c, L, grad, parallel)
+        if t == steps + 1:
+            break
+        if n_classes > 0:
+            n_classes = _snap_classes(grad, mem[cur], bnd[cur], n_classes, snap_tol,
+                                      mem[1 - cur], bnd[1 - cur])
+            cur = 1 - cur
+        wg = 0.0
+        for k in range(ma):
+            wg += w[k] * grad[k]
+        bc1 = 1.0 - beta1 ** float(t)
+        bc2 = 1.0 - beta2 ** float(t)
+        sbc2 = np.sqrt(bc2)
+        step = lr / bc1
+        for k in range(ma):
+            lg = -(w[k] * (grad[k] - wg))
+            m1[k] = beta1 * m1[k] + (1.0 - beta1) * lg
+            m2[k] = beta2 * m2[k] + (1.0 - beta2) * lg * lg
+            denom = np.sqrt(m2[k]) / sbc2 + eps
+            logits[k] = logits[k] - step * m1[k] / denom
+    return n_classes, cur
+
+
+@_jit()
+def _aces_o_weights(logits, cols, m):
+    """The weights (m,) of the final logits: softmax on ``cols``, 0 elsewhere."""
+    weights = np.zeros(m)
+    w = np.empty(logits.shape[0])
+    _softmax(logits, w)
+    for k in range(cols.shape[0]):
+        weights[cols[k]] = w[k]
+    return weights
+
+
+@_jit()
+def _aces_o_fit_kernel(B, logits0, active, gamma, lr, steps, cnt, parallel):
+    """:func:`aces_o_fit` in one kernel call (not interruptible)."""
+    m = B.shape[1]
+    objective = np.zeros(steps + 1)
+    if not active.any():
+        return np.zeros(m), objective
+    cols, BT, Bc, PF, c, logits = _aces_o_setup(B, logits0, active, cnt)
+    ma = cols.shape[0]
+    mem, bnd, n_classes = _aces_o_classes(logits)
+    _aces_o_steps(BT, Bc, PF, c, gamma, lr, steps, 1, steps + 2, logits, np.zeros(ma),
+                  np.zeros(ma), np.empty(ma), np.empty(ma), np.empty(ma), objective, mem, bnd,
+                  n_classes, 0, parallel)
+    return _aces_o_weights(logits, cols, m), objective
+
+
+#: Pair terms (about a nanosecond each) per kernel call of an interruptible fit:
+#: Ctrl-C waits for at most about one such call (or one surrogate evaluation, if
+#: larger); fits below it run in one call, without the Python loop.
+CHUNK_PAIRS = 5 * 10**7
+
+
 def aces_o_fit(B, logits0, active, gamma, lr, steps, cnt, parallel):
     """A whole ACES-O run: Adam (PyTorch semantics) on ``-J(softmax(logits))``.
 
@@ -81,67 +189,32 @@ def aces_o_fit(B, logits0, active, gamma, lr, steps, cnt, parallel):
     tolerance ``1e-10 (1/2 + 3|gamma|/4)``), as in the C++ fit.
     O(n m log n + steps * surrogate cost) on the active columns; the layout is
     built once.
+
+    A fit of more than :data:`CHUNK_PAIRS` pair terms runs as a Python loop over
+    kernel calls of about that many (whole Adam steps, the Adam state and the
+    symmetry classes carried between them, so the bits are those of one call):
+    between them Ctrl-C raises ``KeyboardInterrupt`` on the main thread and a
+    stopped batch stops its helper threads (:mod:`._cancel`).
     """
     m = B.shape[1]
-    weights = np.zeros(m)
+    ma = int(np.count_nonzero(active))
+    n = int(np.count_nonzero(cnt))
+    per_eval = max(1, ma * (n // 2) * (n - n // 2))  # at most sum_j |P_j||F_j|
+    if ma == 0 or per_eval * (steps + 1) <= CHUNK_PAIRS:
+        return _aces_o_fit_kernel(B, logits0, active, gamma, lr, steps, cnt, parallel)
+    _cancel.check()
+    cols, BT, Bc, PF, c, logits = _aces_o_setup(B, logits0, active, cnt)
+    mem, bnd, n_classes = _aces_o_classes(logits)
+    cur = 0
+    nd = BT.shape[1]  # distinct rows
+    per_eval = max(1, ma * (nd // 2) * (nd - nd // 2))
+    chunk = max(1, CHUNK_PAIRS // per_eval)
+    m1, m2 = np.zeros(ma), np.zeros(ma)
+    w, L, grad = np.empty(ma), np.empty(ma), np.empty(ma)
     objective = np.zeros(steps + 1)
-    cols = np.nonzero(active)[0]
-    ma = cols.shape[0]
-    if ma == 0:
-        return weights, objective
-    Bd, cd = distinct_rows(B, cnt)
-    c = cd.astype(np.float64)
-    BT, Bc, PF = _surrogate_layout(Bd, cols, c)
-    logits = np.empty(ma)
-    for k in range(ma):
-        logits[k] = logits0[cols[k]]
-    # one class of all active columns, split by the starting logits
-    members = np.arange(ma)
-    bounds = np.zeros(ma + 1, dtype=np.int64)
-    bounds[1] = ma
-    next_members = np.empty(ma, dtype=np.int64)
-    next_bounds = np.empty(ma + 1, dtype=np.int64)
-    scale = 0.0
-    for k in range(ma):
-        if np.isfinite(logits[k]):
-            scale = max(scale, abs(logits[k]))
-    n_classes = _snap_classes(logits, members, bounds, 1, _SNAP_RTOL * scale,
-                              next_members, next_bounds)
-    members, next_members = next_members, members
-    bounds, next_bounds = next_bounds, bounds
-    snap_tol = _SNAP_RTOL * (0.5 + 0.75 * abs(gamma))
-    beta1 = 0.9
-    beta2 = 0.999
-    eps = 1e-8
-    m1 = np.zeros(ma)
-    m2 = np.zeros(ma)
-    w = np.empty(ma)
-    L = np.empty(ma)
-    grad = np.empty(ma)
-    for t in range(1, steps + 2):
-        _softmax(logits, w)
-        objective[t - 1] = _surrogate_eval(BT, Bc, PF, w, gamma, c, L, grad, parallel)
-        if t == steps + 1:
-            break
-        if n_classes > 0:
-            n_classes = _snap_classes(grad, members, bounds, n_classes, snap_tol,
-                                      next_members, next_bounds)
-            members, next_members = next_members, members
-            bounds, next_bounds = next_bounds, bounds
-        wg = 0.0
-        for k in range(ma):
-            wg += w[k] * grad[k]
-        bc1 = 1.0 - beta1 ** float(t)
-        bc2 = 1.0 - beta2 ** float(t)
-        sbc2 = np.sqrt(bc2)
-        step = lr / bc1
-        for k in range(ma):
-            lg = -(w[k] * (grad[k] - wg))
-            m1[k] = beta1 * m1[k] + (1.0 - beta1) * lg
-            m2[k] = beta2 * m2[k] + (1.0 - beta2) * lg * lg
-            denom = np.sqrt(m2[k]) / sbc2 + eps
-            logits[k] = logits[k] - step * m1[k] / denom
-    _softmax(logits, w)
-    for k in range(ma):
-        weights[cols[k]] = w[k]
-    return weights, objective
+    for t0 in range(1, steps + 2, chunk):
+        _cancel.check()
+        n_classes, cur = _aces_o_steps(BT, Bc, PF, c, gamma, lr, steps, t0,
+                                       min(t0 + chunk, steps + 2), logits, m1, m2, w, L, grad,
+                                       objective, mem, bnd, n_classes, cur, parallel)
+    return _aces_o_weights(logits, cols, m), objective

@@ -8,6 +8,8 @@ import warnings
 import numpy as np
 import torch
 
+from ..._validation import check_tensor_device, check_weight_sum
+
 _INTEGER_DTYPES = frozenset(
     getattr(torch, name) for name in
     ("uint8", "int8", "int16", "int32", "int64", "uint16", "uint32", "uint64")
@@ -21,6 +23,10 @@ def from_numpy(a: np.ndarray) -> "torch.Tensor":
     torch warns that writing to a tensor over a read-only array is undefined;
     this backend never writes to its inputs, so the warning is silenced.
     """
+    if any(stride < 0 for stride in a.strides):
+        # NumPy calls an array with only size-1 axes contiguous whatever its strides
+        # (np.ascontiguousarray returns it as it is); torch refuses any negative one
+        a = a.copy()
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*not writable.*")
         return torch.from_numpy(a)
@@ -31,6 +37,22 @@ def _scalar(x: torch.Tensor):
     return x.detach().cpu().item()
 
 
+#: device types the kernels run on (float64 and int64 tensor ops everywhere)
+DEVICES = ("cpu", "cuda")
+
+
+def check_device(x: torch.Tensor, name: str) -> None:
+    """Raise ``ValueError`` unless ``x`` lives on a device this backend computes on
+    (:data:`DEVICES`); a ``meta`` tensor holds no data at all."""
+    check_tensor_device(x, name)
+    if x.device.type not in DEVICES:
+        raise ValueError(
+            f"{name} is a torch tensor on device '{x.device}'; the torch backend computes on "
+            f"{' or '.join(repr(d) for d in DEVICES)} devices (its kernels need float64): "
+            f"move it with {name}.cpu()"
+        )
+
+
 def check_pass_tensor(B: torch.Tensor, name: str = "B") -> torch.Tensor:
     """Validate a pass-matrix tensor where it lives; return contiguous ``uint8`` (n, m).
 
@@ -38,8 +60,10 @@ def check_pass_tensor(B: torch.Tensor, name: str = "B") -> torch.Tensor:
     with tensor ops on ``B.device`` (one host synchronization per check that
     reads data). ``bool``/``uint8`` input is returned without a copy when
     contiguous. Raises TypeError for complex or non-numeric dtypes, ValueError for
-    a wrong ndim, an empty candidate axis, NaN or values other than 0 and 1.
+    a device it cannot compute on (:func:`check_device`), a wrong ndim, an empty
+    candidate axis, NaN or values other than 0 and 1.
     """
+    check_device(B, name)
     if B.is_complex():
         raise TypeError(f"{name} must be real-valued, got a tensor of dtype {B.dtype}")
     if not (B.dtype == torch.bool or B.is_floating_point() or B.dtype in _INTEGER_DTYPES):
@@ -75,6 +99,7 @@ def check_weights_tensor(w: torch.Tensor, m: int, name: str = "weights") -> torc
 
     Same checks and messages as :func:`aces_fast._validation.as_weights`.
     """
+    check_device(w, name)
     if w.is_complex():
         raise TypeError(f"{name} must be real-valued, got a tensor of dtype {w.dtype}")
     if not (w.dtype == torch.bool or w.is_floating_point() or w.dtype in _INTEGER_DTYPES):
@@ -89,4 +114,5 @@ def check_weights_tensor(w: torch.Tensor, m: int, name: str = "weights") -> torc
     negative = w < 0
     if bool(negative.any()):
         raise ValueError(f"{name} must be non-negative; found {_scalar(w[negative][0])!r}")
+    check_weight_sum(_scalar(w.sum()), name)
     return w

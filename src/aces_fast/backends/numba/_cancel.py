@@ -1,0 +1,43 @@
+"""Stopping long numba work between bounded kernel calls.
+
+Jitted code never sees Python's signals: a kernel that runs for minutes runs to
+its end. Long work is therefore cut into kernel calls of bounded cost (ACES-O's
+Adam steps, a batch's tasks) and control returns to Python between them. On the
+main thread that is enough for Ctrl-C: the interpreter runs the SIGINT handler
+(``KeyboardInterrupt``) at the next bytecode. Helper threads of a batch cannot
+receive signals; they stop at their next boundary once the batch's stop event is
+set (:func:`stop_on`), which the batch does as soon as any task fails or is
+interrupted.
+"""
+
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from typing import Iterator
+
+_local = threading.local()
+
+
+class Stopped(Exception):
+    """Raised in a helper thread whose batch was stopped (never reaches the caller:
+    the batch re-raises the error that stopped it)."""
+
+
+@contextmanager
+def stop_on(event: threading.Event) -> Iterator[None]:
+    """While active, :func:`check` in this thread raises :class:`Stopped` once
+    ``event`` is set."""
+    previous = getattr(_local, "event", None)
+    _local.event = event
+    try:
+        yield
+    finally:
+        _local.event = previous
+
+
+def check() -> None:
+    """Raise :class:`Stopped` if this thread's batch was stopped. O(1)."""
+    event = getattr(_local, "event", None)
+    if event is not None and event.is_set():
+        raise Stopped("stopped: another task of the batch failed or was interrupted")

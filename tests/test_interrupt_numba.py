@@ -1,0 +1,171 @@
+"""Ctrl-C during long numba calls.
+
+Jitted code never sees Python's signals, so a long numba fit runs as a Python
+loop over kernel calls of bounded cost (whole Adam steps, see
+``aces_fast.backends.numba.aces_o.CHUNK_PAIRS``) and a batch's helper threads stop
+at their next such boundary once the batch fails or is interrupted. These tests
+run each long call in a child process, send SIGINT after it has started, and
+expect ``KeyboardInterrupt`` long before the call could have finished, no thread
+still computing afterwards, and unchanged results. They check behaviour, not
+speed: the timeouts are generous. The chunked fit must give the bits of the
+single-call fit.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import aces_fast as af
+from aces_fast import backends
+
+pytestmark = [
+    pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals"),
+]
+
+
+def _numba():
+    try:
+        backends.get_backend("numba")
+    except backends.BackendUnavailableError as exc:
+        pytest.skip(exc.reason)
+
+
+# Each long call would run for days: ACES-O over all 4000 rows costs ~1e9 pair
+# terms per Adam step. The warm-up compiles both the one-call fit and the chunked
+# one (CHUNK_PAIRS forced down) on small inputs first, so the signal arrives
+# inside the long call, not inside the JIT compiler.
+CHILD = textwrap.dedent(r"""
+    import signal, sys, time, warnings
+    import numpy as np
+    import aces_fast as af
+    from aces_fast.backends.numba import aces_o as nb_aces_o
+
+    # a parent started in the background (SIGINT ignored) would pass that on
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    warnings.simplefilter("ignore", af.CostWarning)
+    rng = np.random.default_rng(0)
+    B = (rng.random((4000, 300)) < 0.5).astype(np.uint8)
+    small = np.ascontiguousarray(B[:60])
+    calls = {
+        "rerank": lambda: af.aces_o(B, top_k=None, steps=100_000, backend="numba"),
+        "rerank_batch": lambda: af.rerank_batch([B, B[:10], B[:2000], B[:20]], "aces-o",
+                                                top_k=None, steps=100_000, backend="numba",
+                                                n_threads=2),
+        "many_tasks": lambda: af.rerank_batch([B[i % 3000:i % 3000 + 300] for i in range(20000)],
+                                              "aces-o", top_k=64, steps=200, backend="numba",
+                                              n_threads=2),
+    }
+    chunk = nb_aces_o.CHUNK_PAIRS
+    nb_aces_o.CHUNK_PAIRS = 1
+    chunked = af.aces_o(small, top_k=None, steps=5, backend="numba")
+    af.rerank_batch([small, small[:20]], "aces-o", top_k=None, steps=5, backend="numba",
+                    n_threads=2)
+    nb_aces_o.CHUNK_PAIRS = chunk
+    before = af.aces_o(small, top_k=None, steps=5, backend="numba")
+    af.rerank_batch([small, small[:20]], "aces-o", top_k=None, steps=5, backend="numba",
+                    n_threads=2)
+    print("started", flush=True)
+    t = time.monotonic()
+    try:
+        calls[sys.argv[1]]()
+    except KeyboardInterrupt:
+        print(f"interrupted after {time.monotonic() - t:.3f} s", flush=True)
+    else:
+        print("finished", flush=True)
+        sys.exit(1)
+    # no thread of the call is left computing: the idle process uses no CPU
+    time.sleep(0.3)
+    cpu = time.process_time()
+    time.sleep(1.0)
+    print(f"idle cpu {time.process_time() - cpu:.3f} s", flush=True)
+    after = af.aces_o(small, top_k=None, steps=5, backend="numba")
+    same = all(np.array_equal(getattr(before, k), getattr(after, k))
+               and np.array_equal(getattr(chunked, k), getattr(after, k))
+               for k in ("weights", "scores", "order", "objective"))
+    print(f"same results {same}", flush=True)
+""")
+
+
+@pytest.mark.parametrize("case", ["rerank", "rerank_batch", "many_tasks"])
+def test_sigint_interrupts_a_long_numba_call(case):
+    _numba()
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen([sys.executable, "-c", CHILD, case], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        line = proc.stdout.readline()  # after the JIT warm-up (can take a minute)
+        assert line.strip() == "started", line + proc.stderr.read()
+        time.sleep(2.0)  # inside the long call by now
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=180)
+        took = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, out + err
+    lines = out.splitlines()
+    assert lines[0].startswith("interrupted after"), out + err
+    idle_cpu = float(lines[1].split()[2])
+    assert idle_cpu < 0.25, out  # no helper thread still running
+    assert lines[2] == "same results True", out
+    # the call itself would take days; the child idles ~1.3 s by design
+    assert took < 90, (took, out)
+
+
+def test_chunked_fit_gives_the_bits_of_one_call(monkeypatch):
+    """Any chunk size: the Adam state carried between kernel calls gives the bits of
+    the whole fit in one kernel call (the property the interruption relies on)."""
+    _numba()
+    from aces_fast.backends.numba import aces_o as nb_aces_o
+
+    rng = np.random.default_rng(5)
+    B = (rng.random((90, 17)) < 0.4).astype(np.uint8)
+    B[30:45] = B[:15]  # repeated rows: multiplicities > 1
+    B[:, 3] = 1  # a constant (inactive) test
+    monkeypatch.setattr(nb_aces_o, "CHUNK_PAIRS", 10**15)
+    whole = [af.aces_o(B, top_k=None, steps=23, backend="numba", init=init)
+             for init in ("uniform", "aces-c")]
+    for chunk in (1, 2 * 17 * 45 * 45 * 3, 2 * 17 * 45 * 45 * 7):
+        monkeypatch.setattr(nb_aces_o, "CHUNK_PAIRS", chunk)
+        for init, ref in zip(("uniform", "aces-c"), whole):
+            got = af.aces_o(B, top_k=None, steps=23, backend="numba", init=init)
+            for key in ("weights", "scores", "order", "objective"):
+                np.testing.assert_array_equal(getattr(got, key), getattr(ref, key))
+    np.testing.assert_allclose(whole[0].weights,
+                               af.aces_o(B, top_k=None, steps=23, backend="numpy").weights,
+                               rtol=0, atol=1e-10)
+
+
+def test_a_failing_task_stops_the_other_threads(monkeypatch):
+    """The first failure of a threaded batch stops the other threads at their next
+    boundary: the batch raises it without running the remaining tasks."""
+    _numba()
+    from aces_fast.backends.numba import _in_threads
+
+    started = []
+    lock = threading.Lock()
+
+    def fn(item):
+        with lock:
+            started.append(item)
+        if item == 0:
+            raise KeyboardInterrupt
+        time.sleep(0.01)
+
+    with pytest.raises(KeyboardInterrupt):
+        _in_threads(fn, np.arange(500), 2)
+    assert 0 in started and len(started) < 50  # the rest of the queue never started
+    assert threading.active_count() == 1 or all(
+        not t.name.startswith("Thread-") or not t.is_alive() for t in threading.enumerate()
+        if t is not threading.current_thread())
