@@ -195,6 +195,29 @@ def test_unwritable_cache_directory_warns_and_runs(tmp_path):
     assert r["stderr"].count("disk cache is off") == 1  # one warning, not one per kernel
 
 
+def test_failing_cache_writes_leave_the_kernel_running(monkeypatch, tmp_path):
+    # a full disk or a directory removed under a running server: compiled in memory
+    from aces_fast.backends.numba._jit import _jit  # configures the cache
+
+    if _cache._DiskCache is None:
+        pytest.skip(f"the disk cache is {_cache.status()} in this environment")
+    monkeypatch.setattr(_cache, "directory", str(tmp_path))
+
+    def add_one(x):
+        return x + 1
+
+    kernel = _jit()(add_one)
+    assert isinstance(kernel._cache, _cache._DiskCache)
+
+    def no_space(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(type(kernel._cache._cache_file), "_open_for_write", no_space)
+    assert kernel(41) == 42
+    assert sum(kernel.stats.cache_misses.values()) == 1  # compiled, not loaded
+    assert not list(tmp_path.glob("*.nbc")) and not list(tmp_path.glob("*.nbi"))
+
+
 def test_cache_location(monkeypatch, tmp_path):
     for var in (_cache.DIR_ENV, "NUMBA_CACHE_DIR", "XDG_CACHE_HOME"):
         monkeypatch.delenv(var, raising=False)
