@@ -443,8 +443,11 @@ def test_warmup_compiles_every_signature(warm):
     assert again["compiled"] == 0 and again["loaded"] == 0  # a second warmup is a no-op
     assert {k: v for k, v in again.items() if k not in ("compiled", "loaded")} == \
         {k: v for k, v in warm.items() if k not in ("compiled", "loaded")}
+    # (kernels called only from other kernels have no signature of their own
+    # when their callers were loaded from the disk cache)
     before = {name: len(d.signatures) for name, d in _dispatchers().items()}
-    assert all(before.values()), [name for name, k in before.items() if k == 0]
+    assert any(before.values())
+    work = numba_backend._compile_counts()
     rng = np.random.default_rng(9)
     for min_work in (0, 10**18):
         be = numba_backend.NumbaBackend(parallel_min_work=min_work)
@@ -459,6 +462,7 @@ def test_warmup_compiles_every_signature(warm):
                 be.aces_o_fit(B, np.zeros(m), np.ones(m, np.uint8), 10.0, 0.01, 2, c)
     after = {name: len(d.signatures) for name, d in _dispatchers().items()}
     assert after == before
+    assert numba_backend._compile_counts() == work  # nothing compiled or loaded
 
 
 def _read_only(*arrays):
@@ -485,6 +489,7 @@ def test_read_only_inputs_reuse_the_warm_signatures(warm):
     logits0 = rng.normal(size=30)
     Br, wr, cr, ar, lr = _read_only(B, w, counts, active, logits0)
     before = {name: len(d.signatures) for name, d in _dispatchers().items()}
+    work = numba_backend._compile_counts()
     for min_work in (0, 10**18):
         be = numba_backend.NumbaBackend(parallel_min_work=min_work)
         pairs = [
@@ -507,6 +512,7 @@ def test_read_only_inputs_reuse_the_warm_signatures(warm):
         np.testing.assert_array_equal(got[0].scores, want.scores)
     after = {name: len(d.signatures) for name, d in _dispatchers().items()}
     assert after == before
+    assert numba_backend._compile_counts() == work  # nothing compiled or loaded
     read_only = [(name, sig) for name, d in _dispatchers().items() for sig in d.signatures
                  if any(isinstance(t, types.Array) and not t.mutable for t in sig)]
     assert not read_only
