@@ -90,7 +90,7 @@ class _Progress:
         self.out.flush()
 
 
-def warmup(backend: Optional[str] = None, *, progress: Optional[bool] = None) -> Dict[str, Any]:
+def warmup(backend: Optional[str] = None, progress: Optional[bool] = None) -> Dict[str, Any]:
     """Get a backend ready: compile (or load) whatever its first calls would.
 
     The ``numba`` backend compiles its kernels on first use, tens of seconds on
@@ -115,8 +115,10 @@ def warmup(backend: Optional[str] = None, *, progress: Optional[bool] = None) ->
     dict
         ``backend`` (the name), ``seconds`` (wall time of this call), and the
         backend's facts: for numba ``compiled`` / ``loaded`` (kernel signatures
-        compiled / loaded from the disk cache by this call), ``cache`` (the
-        cache directory, or why it is off), the threading layer and thread count.
+        compiled / loaded from the disk cache by this call), ``steps`` (seconds
+        per warm-up step: each kernel family, method and batch path, serial and
+        parallel build), ``cache`` (the cache directory, or why it is off), the
+        threading layer and thread count.
 
     Raises
     ------

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import importlib
 import threading
+import time
 import types
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -526,7 +527,8 @@ def warmup(progress: Optional[Callable[[int, int, str], None]] = None) -> Dict[s
     and once at the end (``done == total``).
 
     Returns :meth:`NumbaBackend.info` plus ``compiled`` and ``loaded``: the
-    kernel signatures this call compiled and loaded from the disk cache.
+    kernel signatures this call compiled and loaded from the disk cache, and
+    ``steps``: the seconds each step took (label -> seconds).
     Raises :class:`BackendUnavailableError` when numba is not installed.
     """
     import numba
@@ -536,18 +538,21 @@ def warmup(progress: Optional[Callable[[int, int, str], None]] = None) -> Dict[s
     steps = _warmup_steps()
     threads = numba.get_num_threads()
     numba.set_num_threads(_max_threads())  # this thread may have been limited
+    seconds: Dict[str, float] = {}
     try:
         for done, (label, call) in enumerate(steps):
             if progress is not None:
                 progress(done, len(steps), label)
+            start = time.perf_counter()
             call()
+            seconds[label] = round(time.perf_counter() - start, 4)
     finally:
         numba.set_num_threads(threads)
     if progress is not None:
         progress(len(steps), len(steps), "done")
     after = _compile_counts()
     facts = NumbaBackend().info()
-    facts.update(compiled=after[0] - before[0], loaded=after[1] - before[1])
+    facts.update(compiled=after[0] - before[0], loaded=after[1] - before[1], steps=seconds)
     return facts
 
 
