@@ -129,8 +129,11 @@ def test_concurrent_full_warmups(tmp_path):
     assert len({first[(name, 0)]["cache"] for name in SETTINGS}) == len(SETTINGS)
     for name, extra in SETTINGS.items():
         again = _run(tmp_path, "warmup", **extra)
-        assert again["compiled"] == 0 and again["loaded"] > 0, (name, again)
         assert again["digest"] == first[(name, 0)]["digest"]
+        assert again["loaded"] > 0, (name, again)
+        # unoptimized code embeds addresses: numba does not cache some of those kernels
+        assert again["compiled"] == 0 or name == "opt0", (name, again)
+        assert "NumbaWarning" not in again["stderr"]
 
 
 def _tree(root: Path) -> dict:

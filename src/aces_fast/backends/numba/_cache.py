@@ -23,6 +23,9 @@ configuration and the user's own ``cache=True`` functions are left alone):
   index key, so writers of different entries never touch the same file;
   files are written to a temporary name and renamed (atomic); the index is
   updated under an exclusive file lock (no lost entries).
+* **Not everything caches**: numba refuses code that embeds run-time
+  addresses (kernels built with ``NUMBA_OPT=0`` do); such kernels are compiled
+  in each process, silently.
 * **Corruption-proof**: each data file starts with a SHA-256 of its index key
   and payload, checked before unpickling; an unreadable index or data file is
   a cache miss (the kernel is compiled again and the entry rewritten), never a
@@ -239,6 +242,13 @@ def _make_classes():
             module = os.path.splitext(os.path.basename(source))[0]
             self._filename_base = self.get_filename_base(
                 f"{module}.{py_func.__qualname__}", getattr(sys, "abiflags", ""))
+
+        def check_cachable(self, cres):
+            # numba's own check, without its warning per function: code that
+            # embeds addresses (e.g. built with NUMBA_OPT=0) is simply compiled
+            # in each process, and one warning per kernel would be noise
+            return not (any(not x.can_cache for x in cres.lifted)
+                        or cres.library.has_dynamic_globals)
 
     class IndexFile(caching.IndexDataCacheFile):
         """Data files named by their key and checksummed; index updates locked."""
