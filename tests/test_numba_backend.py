@@ -439,9 +439,17 @@ def _dispatchers():
 def test_warmup_compiles_every_signature(warm):
     assert warm["numba"] and warm["num_threads"] >= 1
     assert warm["threading_layer"] in ("tbb", "omp", "workqueue")
-    assert numba_backend.warmup() == warm  # a second warmup is a no-op
+    again = numba_backend.warmup()
+    assert again["compiled"] == 0 and again["loaded"] == 0  # a second warmup is a no-op
+    facts = ("compiled", "loaded", "steps")  # what this call did, not the settings
+    assert {k: v for k, v in again.items() if k not in facts} == \
+        {k: v for k, v in warm.items() if k not in facts}
+    assert set(again["steps"]) == set(warm["steps"])
+    # (kernels called only from other kernels have no signature of their own
+    # when their callers were loaded from the disk cache)
     before = {name: len(d.signatures) for name, d in _dispatchers().items()}
-    assert all(before.values()), [name for name, k in before.items() if k == 0]
+    assert any(before.values())
+    work = numba_backend._compile_counts()
     rng = np.random.default_rng(9)
     for min_work in (0, 10**18):
         be = numba_backend.NumbaBackend(parallel_min_work=min_work)
@@ -456,6 +464,7 @@ def test_warmup_compiles_every_signature(warm):
                 be.aces_o_fit(B, np.zeros(m), np.ones(m, np.uint8), 10.0, 0.01, 2, c)
     after = {name: len(d.signatures) for name, d in _dispatchers().items()}
     assert after == before
+    assert numba_backend._compile_counts() == work  # nothing compiled or loaded
 
 
 def _read_only(*arrays):
@@ -482,6 +491,7 @@ def test_read_only_inputs_reuse_the_warm_signatures(warm):
     logits0 = rng.normal(size=30)
     Br, wr, cr, ar, lr = _read_only(B, w, counts, active, logits0)
     before = {name: len(d.signatures) for name, d in _dispatchers().items()}
+    work = numba_backend._compile_counts()
     for min_work in (0, 10**18):
         be = numba_backend.NumbaBackend(parallel_min_work=min_work)
         pairs = [
@@ -504,6 +514,7 @@ def test_read_only_inputs_reuse_the_warm_signatures(warm):
         np.testing.assert_array_equal(got[0].scores, want.scores)
     after = {name: len(d.signatures) for name, d in _dispatchers().items()}
     assert after == before
+    assert numba_backend._compile_counts() == work  # nothing compiled or loaded
     read_only = [(name, sig) for name, d in _dispatchers().items() for sig in d.signatures
                  if any(isinstance(t, types.Array) and not t.mutable for t in sig)]
     assert not read_only

@@ -11,7 +11,7 @@ See ``SPEC.md``-defined methods: :func:`majority_vote`, :func:`aces_c`,
 :func:`aces_o`, :func:`codet`, :func:`b4`, :func:`mbr_exec`, :func:`combine`,
 :func:`rerank`; kernels :func:`loo_auc`, :func:`surrogate_loo_auc`; metrics
 :func:`pass_at_k`, :func:`pass_at_k_unbiased`, :func:`diagnostics`; backends
-:func:`available_backends`, :func:`show_config`.
+:func:`available_backends`, :func:`show_config`, :func:`warmup`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ __version__ = "0.1.0"
 from ._cost import CostWarning
 from .backends import BackendUnavailableError, available_backends, backend_status
 from .batch import rerank_batch
-from .config import config, show_config
+from .config import config, show_config, warmup
 from .methods import (METHODS, aces_c, aces_o, b4, codet, combine, loo_auc, majority_vote,
                       mbr_exec, rerank, surrogate_loo_auc)
 from .metrics import Diagnostics, diagnostics, pass_at_k, pass_at_k_unbiased
@@ -53,4 +53,5 @@ __all__ = [
     "rerank_batch",
     "show_config",
     "surrogate_loo_auc",
+    "warmup",
 ]

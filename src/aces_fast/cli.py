@@ -16,6 +16,8 @@ Subcommands:
 * ``bench`` -- the benchmark suite of a source checkout (``benchmarks/``, not
   installed with the package).
 * ``config`` -- versions and available backends.
+* ``warmup`` -- compile (or load from the disk cache) the numba kernels now,
+  so that no later command pays it.
 
 Errors in the input (bad files, unknown names, unavailable backends) print one
 line ``aces-fast: error: ...`` to stderr and exit with status 1 -- never a
@@ -674,6 +676,24 @@ def _cmd_config(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_warmup(args: argparse.Namespace) -> int:
+    from . import available_backends, warmup
+
+    names = [args.backend] if args.backend else available_backends()
+    progress = False if args.quiet or args.json else None
+    facts = [warmup(name, progress=progress) for name in names]
+    if args.json:
+        print(json.dumps(facts, indent=2, default=str))
+        return 0
+    for f in facts:
+        if "compiled" in f:
+            print(f"{f['backend']}: ready in {f['seconds']:.1f} s ({f['compiled']} kernel "
+                  f"signatures compiled, {f['loaded']} loaded; disk cache: {f['cache']})")
+        else:
+            print(f"{f['backend']}: nothing to compile")
+    return 0
+
+
 def _find_benchmarks(explicit: Optional[str]) -> Path:
     """The ``benchmarks/`` directory of a checkout: ``explicit``, else found in the
     current directory or one of its parents (ValueError when there is none)."""
@@ -798,6 +818,16 @@ def build_parser() -> argparse.ArgumentParser:
     cf = sub.add_parser("config", help="versions and available backends")
     cf.add_argument("--json", action="store_true", help="print JSON")
     cf.set_defaults(func=_cmd_config)
+
+    wu = sub.add_parser(
+        "warmup", help="compile the numba kernels now (kept in the per-user disk cache)",
+        description="Compile every numba kernel (or load it from the per-user disk cache) so "
+                    "that no later call pays the JIT: tens of seconds the first time on a "
+                    "machine, about a second afterwards. Other backends need nothing.")
+    wu.add_argument("--backend", help="only this backend (default: every available one)")
+    wu.add_argument("-q", "--quiet", action="store_true", help="no progress")
+    wu.add_argument("--json", action="store_true", help="print JSON")
+    wu.set_defaults(func=_cmd_warmup)
     return parser
 
 

@@ -1,15 +1,21 @@
-"""What is installed and how it is configured: :func:`show_config`."""
+"""What is installed and how it is configured (:func:`show_config`), and getting a
+backend ready before timing or serving (:func:`warmup`)."""
 
 from __future__ import annotations
 
 import os
 import platform
 import sys
-from typing import Any, Dict
+import time
+from typing import Any, Dict, Optional, TextIO
 
 import numpy as np
 
-from .backends import BACKEND_NAMES, ENV_VAR, backend_status, get_backend
+from .backends import BACKEND_NAMES, ENV_VAR, backend_status, get_backend, resolve_backend
+
+
+#: environment variables :func:`show_config` reports (see docs/backends.rst)
+_ENV_SHOWN = (ENV_VAR, "OMP_NUM_THREADS", "ACES_FAST_NUMBA_CACHE", "ACES_FAST_NUMBA_CACHE_DIR")
 
 
 def config() -> Dict[str, Any]:
@@ -34,7 +40,7 @@ def config() -> Dict[str, Any]:
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "numpy": np.__version__,
-        "env": {ENV_VAR: os.environ.get(ENV_VAR), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS")},
+        "env": {name: os.environ.get(name) for name in _ENV_SHOWN},
         "backends": backends,
     }
 
@@ -57,3 +63,75 @@ def show_config(file: Any = None) -> None:
     auto = next(n for n in ("cpp", "numba", "numpy") if cfg["backends"][n]["available"])
     note = "" if auto == "cpp" else " -- slower than cpp; see the cpp line above for the remedy"
     print(f"auto (CPU input) runs on: {auto}{note}", file=out)
+    if cfg["backends"].get("numba", {}).get("available"):
+        print("numba compiles each kernel on first use (tens of seconds on a new machine); "
+              "aces_fast.warmup('numba') or `aces-fast warmup` does it ahead. Compiled code "
+              "is kept in a per-user disk cache (cache= above), loaded by later processes in "
+              "about a second; ACES_FAST_NUMBA_CACHE=0 turns it off, "
+              "ACES_FAST_NUMBA_CACHE_DIR=path moves it.", file=out)
+
+
+class _Progress:
+    """``progress(done, total, label)`` printing to ``out``: one line rewritten in
+    place on a terminal, one line per step elsewhere."""
+
+    def __init__(self, backend: str, out: TextIO):
+        self.backend, self.out = backend, out
+        self.tty = bool(getattr(out, "isatty", lambda: False)())
+        self.start = time.perf_counter()
+        self.width = 0
+
+    def __call__(self, done: int, total: int, label: str) -> None:
+        elapsed = time.perf_counter() - self.start
+        text = f"aces_fast warmup ({self.backend}): [{done}/{total}] {label}  {elapsed:.1f} s"
+        if self.tty:
+            pad = " " * max(0, self.width - len(text))
+            self.width = len(text)
+            self.out.write("\r" + text + pad + ("\n" if done == total else ""))
+        elif done < total:
+            self.out.write(text + "\n")
+        self.out.flush()
+
+
+def warmup(backend: Optional[str] = None, progress: Optional[bool] = None) -> Dict[str, Any]:
+    """Get a backend ready: compile (or load) whatever its first calls would.
+
+    The ``numba`` backend compiles its kernels on first use, tens of seconds on
+    a fresh machine; this compiles every kernel signature its calls reach
+    (every method, the batch path, serial and parallel builds, read-only
+    inputs included) so that no later call pays it. Compiled code is kept in a
+    per-user disk cache, so later processes load it in about a second (see
+    the backends page, "numba: warm-up and disk cache"). Backends that compile nothing
+    (``cpp``, ``torch``, ``numpy``) return at once.
+
+    Parameters
+    ----------
+    backend : str, optional
+        The backend to warm up; ``None`` applies the usual selection rule
+        (``ACES_FAST_BACKEND``, else ``auto``), so pass ``"numba"`` explicitly to
+        prepare numba on a machine where ``auto`` picks ``cpp``.
+    progress : bool, optional
+        Print progress to stderr. Default: only when stderr is a terminal.
+
+    Returns
+    -------
+    dict
+        ``backend`` (the name), ``seconds`` (wall time of this call), and the
+        backend's facts: for numba ``compiled`` / ``loaded`` (kernel signatures
+        compiled / loaded from the disk cache by this call), ``steps`` (seconds
+        per warm-up step: each kernel family, method and batch path, serial and
+        parallel build), ``cache`` (the cache directory, or why it is off), the
+        threading layer and thread count.
+
+    Raises
+    ------
+    BackendUnavailableError
+        When the backend cannot run here (the message says why).
+    """
+    be = resolve_backend(backend)
+    show = sys.stderr.isatty() if progress is None else bool(progress)
+    start = time.perf_counter()
+    facts = be.warmup(_Progress(be.name, sys.stderr) if show else None)
+    out: Dict[str, Any] = {"backend": be.name, "seconds": round(time.perf_counter() - start, 3)}
+    out.update(facts)
+    return out

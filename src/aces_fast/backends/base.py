@@ -129,10 +129,13 @@ class Backend:
         """Versions and settings reported by :func:`aces_fast.show_config`."""
         return {}
 
-    def warmup(self) -> dict:
-        """Compile or load whatever the first call would (JIT backends); no-op here.
+    def warmup(self, progress: Optional[Callable[[int, int, str], None]] = None) -> dict:
+        """Compile or load whatever the first calls would (JIT backends); no-op here.
 
-        Call before timing or serving so no measured call pays one-off costs.
+        Call before timing or serving so no measured call pays one-off costs
+        (public: :func:`aces_fast.warmup`). ``progress(done, total, label)`` is
+        called before each step and once at the end. Returns facts about the work
+        done (empty when there was none to do).
         """
         return {}
 

@@ -12,9 +12,13 @@ rounding -- ``sum`` in ascending order and the C library's ``log``
 (:mod:`.scores`).
 
 JIT compilation happens on the first call of each kernel (seconds). Call
-:func:`warmup` (or ``get_backend("numba").warmup()``) once before timing or
-serving so no call pays it unknowingly. Set ``ACES_FAST_NUMBA_CACHE=1`` to
-cache the compiled code on disk (off by default: installs may be read-only).
+:func:`aces_fast.warmup` (``warmup("numba")``; the CLI's ``aces-fast warmup``)
+once before timing or serving so no call pays it unknowingly. The compiled
+code is kept in a per-user disk cache (:mod:`._cache`: on by default, keyed by
+everything that changes the generated code, safe for concurrent processes and
+read-only installs; ``ACES_FAST_NUMBA_CACHE=0`` turns it off,
+``ACES_FAST_NUMBA_CACHE_DIR`` moves it), so only the first process on a
+machine compiles.
 
 Uniform LOO-AUC below the parallel threshold is one kernel call
 (``uniform_loo_auc``: identical rows merged into counts by hashing; the merge
@@ -41,8 +45,9 @@ from __future__ import annotations
 
 import importlib
 import threading
+import time
 import types
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -439,9 +444,10 @@ class NumbaBackend(ArrayBackend):
         _in_threads(run, np.argsort(-cost, kind="stable"), threads if parallel else 1)
         return results
 
-    def warmup(self) -> Dict[str, Any]:
-        """Compile every kernel (serial and parallel builds); see :func:`warmup`."""
-        return warmup()
+    def warmup(self, progress: Optional[Callable[[int, int, str], None]] = None
+               ) -> Dict[str, Any]:
+        """Compile or load every kernel (serial and parallel builds); see :func:`warmup`."""
+        return warmup(progress)
 
     def info(self) -> dict:
         import numba
@@ -449,9 +455,10 @@ class NumbaBackend(ArrayBackend):
         _note_layer()
         return {
             "numba": numba.__version__,
-            "threading_layer": _layer or "not chosen yet (no parallel call; run warmup())",
+            "threading_layer": _layer or ("not chosen yet (no parallel call; "
+                                          "run aces_fast.warmup('numba'))"),
             "num_threads": numba.get_num_threads(),
-            "cache": _kernels.CACHE,
+            "cache": _kernels._cache.status(),
             "parallel_min_work": self.parallel_min_work,
         }
 
@@ -467,43 +474,103 @@ def _serial_backend() -> NumbaBackend:
     return _SERIAL
 
 
-def warmup() -> Dict[str, Any]:
-    """JIT-compile every kernel signature the backend uses, on tiny inputs.
+def _dispatchers() -> List[Any]:
+    """Every kernel dispatcher (numba's compiled-function objects) of this package."""
+    from numba.core.registry import CPUDispatcher
 
-    Covers LOO-AUC (uniform and weighted), the surrogate and ACES-O, each with
-    unit and explicit counts, every method over tasks and its batch path
-    (:meth:`NumbaBackend.rerank_batch`), in both the serial and the parallel
-    build (the parallel run also makes numba choose its threading layer).
-    Read-only inputs need nothing more: they reach the kernels as writeable
-    aliases, with the same signatures. Takes about 30-40 s of CPU the first time
-    in a process (about a second with ``ACES_FAST_NUMBA_CACHE=1`` and a warm
-    cache), milliseconds afterwards.
-    Returns :meth:`NumbaBackend.info`.
+    found = {id(obj): obj for obj in vars(_load_kernels()).values()
+             if isinstance(obj, CPUDispatcher)}  # a kernel imported by two modules counts once
+    return list(found.values())
 
-    Raises :class:`BackendUnavailableError` when numba is not installed.
-    """
-    _load_kernels()
+
+def _compile_counts() -> Tuple[int, int]:
+    """(signatures compiled, signatures loaded from the disk cache) so far."""
+    compiled = loaded = 0
+    for d in _dispatchers():
+        stats = d.stats
+        compiled += sum(stats.cache_misses.values())
+        loaded += sum(stats.cache_hits.values())
+    return compiled, loaded
+
+
+def _warmup_steps() -> List[Tuple[str, Callable[[], Any]]]:
+    """``(label, call)`` pairs that together reach every kernel signature: LOO-AUC
+    (uniform and weighted), the surrogate and the ACES-O fit, with unit and
+    explicit counts; every registered method, and the batch path of those with
+    one; in the serial build and, with more than one thread, the parallel one."""
     B = np.array([[1, 0, 1, 1], [0, 1, 1, 0], [1, 1, 1, 0]], dtype=np.uint8)
     m = B.shape[1]
     w = np.full(m, 1.0 / m)
     active = np.array([1, 1, 0, 1], dtype=np.uint8)
     short = {"steps": 2, "top_k": 2}  # few Adam steps, fewer rows than B: every branch
-    # the serial build, then the parallel one (never used, so never compiled,
-    # when numba has a single thread)
-    for backend in (NumbaBackend(parallel_min_work=_NEVER), NumbaBackend(parallel_min_work=0)):
-        for counts in (None, np.array([2, 0, 1])):
-            backend.loo_auc(B, None, 1e-9, counts)
-            backend.loo_auc(B, w, 1e-9, counts)
-            backend.surrogate(B, w, 10.0, counts)
-            backend.aces_o_fit(B, np.zeros(m), active, 10.0, 0.01, 2, counts)
+    builds = [("serial", NumbaBackend(parallel_min_work=_NEVER))]
+    if _max_threads() > 1:  # the parallel build is never used with one thread
+        builds.append(("parallel", NumbaBackend(parallel_min_work=0)))
+    steps: List[Tuple[str, Callable[[], Any]]] = []
+    for build, be in builds:
+        for counts, how in ((None, ""), (np.array([2, 0, 1]), ", row counts")):
+            steps += [
+                (f"LOO-AUC uniform{how} ({build})",
+                 lambda be=be, c=counts: be.loo_auc(B, None, 1e-9, c)),
+                (f"LOO-AUC weighted{how} ({build})",
+                 lambda be=be, c=counts: be.loo_auc(B, w, 1e-9, c)),
+                (f"surrogate{how} ({build})",
+                 lambda be=be, c=counts: be.surrogate(B, w, 10.0, c)),
+                (f"ACES-O fit{how} ({build})",
+                 lambda be=be, c=counts: be.aces_o_fit(B, np.zeros(m), active, 10.0, 0.01, 2, c)),
+            ]
         for spec in _registry.specs():
-            if not spec.over_tasks:
-                continue
+            names = _registry.METHOD_PARAMS[spec.name]
             values = _registry.method_params(
-                spec.name, {k: v for k, v in short.items() if k in _registry.METHOD_PARAMS[spec.name]})
-            backend.rerank(B, spec.name, values)
-            backend.rerank_batch([B, B[:2]], spec.name, values, None)
-    return NumbaBackend().info()
+                spec.name, {k: v for k, v in short.items() if k in names})
+            steps.append((f"{spec.name} ({build})",
+                          lambda be=be, s=spec.name, v=values: be.rerank(B, s, v)))
+            if spec.over_tasks:
+                steps.append((f"{spec.name} batch ({build})",
+                              lambda be=be, s=spec.name, v=values:
+                              be.rerank_batch([B, B[:2]], s, v, None)))
+    return steps
+
+
+def warmup(progress: Optional[Callable[[int, int, str], None]] = None) -> Dict[str, Any]:
+    """Compile -- or load from the disk cache -- every kernel signature the backend uses.
+
+    Runs :func:`_warmup_steps` on tiny inputs (read-only inputs need nothing
+    more: they reach the kernels as writeable aliases, with the same
+    signatures). The first time on a machine this compiles for tens of seconds;
+    later processes load the compiled code from the per-user disk cache
+    (:mod:`._cache`) in about a second; in a process that already ran it,
+    milliseconds. ``progress(done, total, label)`` is called before each step
+    and once at the end (``done == total``).
+
+    Returns :meth:`NumbaBackend.info` plus ``compiled`` and ``loaded``: the
+    kernel signatures this call compiled and loaded from the disk cache, and
+    ``steps``: the seconds each step took (label -> seconds).
+    Raises :class:`BackendUnavailableError` when numba is not installed.
+    """
+    import numba
+
+    _load_kernels()
+    before = _compile_counts()
+    steps = _warmup_steps()
+    threads = numba.get_num_threads()
+    numba.set_num_threads(_max_threads())  # this thread may have been limited
+    seconds: Dict[str, float] = {}
+    try:
+        for done, (label, call) in enumerate(steps):
+            if progress is not None:
+                progress(done, len(steps), label)
+            start = time.perf_counter()
+            call()
+            seconds[label] = round(time.perf_counter() - start, 4)
+    finally:
+        numba.set_num_threads(threads)
+    if progress is not None:
+        progress(len(steps), len(steps), "done")
+    after = _compile_counts()
+    facts = NumbaBackend().info()
+    facts.update(compiled=after[0] - before[0], loaded=after[1] - before[1], steps=seconds)
+    return facts
 
 
 def load() -> Backend:

@@ -1,17 +1,18 @@
 """What every numba kernel module shares: the jit options, serial/parallel builds, a copy loop.
 
-Caching to disk is on only when ``ACES_FAST_NUMBA_CACHE=1`` (read at import):
-an installed package may live on a read-only file system.
+Every kernel gets the per-user disk cache of :mod:`._cache` (on unless
+``ACES_FAST_NUMBA_CACHE=0``; decided when the kernels are first imported).
 """
 
 from __future__ import annotations
 
-import os
 import types
 
 from numba import njit
 
-CACHE = os.environ.get("ACES_FAST_NUMBA_CACHE", "") == "1"
+from . import _cache
+
+_cache.configure()
 
 # The pair loops are reductions: letting LLVM reassociate them (and fuse
 # multiply-adds) is what vectorizes them. These flags change rounding only (the
@@ -26,13 +27,19 @@ def _jit(**options):
     # error_model="numpy": a float division never raises, so the division in the
     # pair loops carries no zero check and the loops vectorize; every division
     # here has a nonzero divisor by construction anyway.
-    return njit(nogil=True, cache=CACHE, error_model="numpy", **options)
+    jit = njit(nogil=True, error_model="numpy", **options)
+
+    def decorate(fn):
+        dispatcher = jit(fn)
+        _cache.attach(dispatcher)
+        return dispatcher
+    return decorate
 
 
 def _serial_and_parallel(fn):
     """Compile ``fn`` twice: serially (``prange`` acts as ``range``) and with ``parallel=True``.
 
-    The parallel build is a renamed copy of the function: numba's on-disk cache
+    The parallel build is a renamed copy of the function: the on-disk cache
     keys by qualified name and bytecode, not by compile flags.
     """
     clone = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__ + "_parallel",
