@@ -1,4 +1,4 @@
-"""Brute-force definitions of SPEC sections 2, 3 and 5, written as plainly as possible.
+"""Brute-force definitions of docs/contract.rst §2, §3 and §5, written as plainly as possible.
 
 Nothing here is clever: every quantity is computed from its definition with
 explicit loops over candidate pairs (or triples), in exact rational arithmetic
@@ -180,7 +180,7 @@ def stable_descending(scores: Sequence) -> List[int]:
 
 
 # ---------------------------------------------------------------------------
-# consensus methods (constant tests dropped first, as for every method: SPEC section 1)
+# consensus methods (constant tests dropped first, as for every method: docs/contract.rst §1)
 
 
 def _drop_constant(B) -> List[List[int]]:
@@ -235,7 +235,7 @@ def mbr_exec(outputs) -> List[int]:
 
 
 # ---------------------------------------------------------------------------
-# evaluation (SPEC section 5)
+# evaluation (docs/contract.rst §5)
 
 
 def pass_at_k(scores: Sequence, labels: Sequence[int], k: int) -> Fraction:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 # The benchmark harness (benchmarks/harness/) ships with the checkout, not the
@@ -20,22 +19,7 @@ if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
 from aces_fast.backends import BACKEND_NAMES, BackendUnavailableError, get_backend
-
-#: The worked example of SPEC section 6 (first three candidates correct).
-SPEC_EXAMPLE = np.array(
-    [
-        [1, 1, 1, 1, 1, 0, 1, 0, 0, 0],
-        [1, 1, 0, 1, 0, 1, 0, 1, 0, 0],
-        [1, 0, 1, 0, 1, 1, 0, 0, 0, 0],
-        [0, 1, 1, 0, 0, 0, 0, 0, 1, 1],
-        [0, 0, 0, 1, 1, 0, 0, 0, 1, 1],
-        [0, 0, 0, 0, 0, 1, 1, 0, 1, 1],
-        [0, 0, 0, 0, 0, 0, 0, 1, 1, 1],
-        [0, 0, 0, 0, 0, 0, 0, 0, 1, 1],
-    ],
-    dtype=np.uint8,
-)
-SPEC_LABELS = np.array([1, 1, 1, 0, 0, 0, 0, 0], dtype=np.uint8)
+from helpers import EXAMPLE, EXAMPLE_LABELS
 
 
 def _require(name: str) -> str:
@@ -72,45 +56,4 @@ def one_torch_thread():
 
 @pytest.fixture
 def spec_example():
-    return SPEC_EXAMPLE.copy(), SPEC_LABELS.copy()
-
-
-def random_matrix(rng: np.random.Generator, n: int, m: int, density: float = 0.4,
-                  dup_rows: int = 0) -> np.ndarray:
-    """A random 0/1 matrix, optionally with ``dup_rows`` rows copied from others."""
-    B = (rng.random((n, m)) < density).astype(np.uint8)
-    if dup_rows and n > 1:
-        src = rng.integers(0, n, size=dup_rows)
-        dst = rng.integers(0, n, size=dup_rows)
-        B[dst] = B[src]
-    return B
-
-
-def npy(x):
-    """An array result as NumPy (the torch backend hands back tensors); None stays None."""
-    if x is None:
-        return None
-    return x.detach().cpu().numpy() if hasattr(x, "detach") else np.asarray(x)
-
-
-def assert_same_result(got, want):
-    """Bit-identical results: same method, backend, fallback, array types (and
-    devices), dtypes, shapes, values and info."""
-    assert (got.method, got.backend, got.fallback) == (want.method, want.backend, want.fallback)
-    for name in ("scores", "weights", "order", "loo_auc", "objective"):
-        a, b = getattr(got, name), getattr(want, name)
-        assert (a is None) == (b is None), name
-        if a is None:
-            continue
-        assert type(a) is type(b), name
-        if hasattr(b, "device"):
-            assert a.device == b.device, name
-        a, b = npy(a), npy(b)
-        assert a.dtype == b.dtype and a.shape == b.shape, name
-        np.testing.assert_array_equal(a, b, err_msg=name)
-    assert got.info.keys() == want.info.keys()
-    for key, value in want.info.items():
-        if isinstance(value, np.ndarray) or hasattr(value, "detach"):
-            np.testing.assert_array_equal(npy(got.info[key]), npy(value))
-        else:
-            assert got.info[key] == value, key
+    return EXAMPLE.copy(), EXAMPLE_LABELS.copy()

@@ -19,7 +19,7 @@ import aces_fast as af
 from aces_fast import _semantics
 from aces_fast.backends.base import ArrayBackend
 
-from conftest import SPEC_EXAMPLE, random_matrix
+from helpers import EXAMPLE, random_matrix
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # the harness is importable from the checkout only
@@ -28,12 +28,12 @@ if str(ROOT) not in sys.path:  # the harness is importable from the checkout onl
 from benchmarks.harness import baselines as bl  # noqa: E402
 from benchmarks.harness import workloads  # noqa: E402
 
-SPEC_LOO = np.array([2 / 3, 2 / 3, 1 / 2, 2 / 3, 1 / 2, 2 / 5, 7 / 12, 7 / 24, 0, 0])
+EXAMPLE_LOO = np.array([2 / 3, 2 / 3, 1 / 2, 2 / 3, 1 / 2, 2 / 5, 7 / 12, 7 / 24, 0, 0])
 
 
 def _matrices():
     rng = np.random.default_rng(7)
-    yield SPEC_EXAMPLE
+    yield EXAMPLE
     yield workloads.make_pass_matrix(60, 40, seed=3)
     yield random_matrix(rng, 35, 25, density=0.5, dup_rows=15)
     yield random_matrix(rng, 9, 12, density=0.2)
@@ -131,7 +131,7 @@ def test_real_problems_are_the_bundled_dataset(name):
 
 
 def test_numpy_loo_auc_spec_example():
-    np.testing.assert_allclose(bl.numpy_loo_auc(SPEC_EXAMPLE), SPEC_LOO, atol=1e-12)
+    np.testing.assert_allclose(bl.numpy_loo_auc(EXAMPLE), EXAMPLE_LOO, atol=1e-12)
 
 
 @pytest.mark.parametrize("index", range(4))
@@ -153,9 +153,9 @@ def test_numpy_loo_auc_weighted_matches_backends(backend, index):
 
 
 def test_numpy_aces_c_spec_example():
-    w, s = bl.numpy_aces_c(SPEC_EXAMPLE)
+    w, s = bl.numpy_aces_c(EXAMPLE)
     np.testing.assert_allclose(w, np.array([5, 5, 0, 5, 0, 0, 2, 0, 0, 0]) / 17, atol=1e-12)
-    np.testing.assert_allclose(s, SPEC_EXAMPLE @ w, atol=1e-12)
+    np.testing.assert_allclose(s, EXAMPLE @ w, atol=1e-12)
 
 
 @pytest.mark.parametrize("index", range(4))

@@ -16,7 +16,7 @@ import aces_fast as af
 from aces_fast import methods
 from aces_fast.backends import BackendUnavailableError, get_backend
 from aces_fast.batch import METHOD_PARAMS, rerank_batch
-from conftest import SPEC_EXAMPLE, assert_same_result, npy, random_matrix
+from helpers import EXAMPLE, assert_same_result, npy, random_matrix
 
 EXACT = 1e-12
 OPT = 1e-6
@@ -35,7 +35,7 @@ def _cpp():
 def mixed_tasks(seed=0, count=24):
     """Tasks of many shapes: m = 0, n = 1, constant columns, heavy duplicates."""
     rng = np.random.default_rng(seed)
-    tasks = [SPEC_EXAMPLE, np.zeros((4, 0), np.uint8), np.array([[1, 0, 1]], np.uint8),
+    tasks = [EXAMPLE, np.zeros((4, 0), np.uint8), np.array([[1, 0, 1]], np.uint8),
              np.ones((3, 5), np.uint8), np.eye(6, dtype=np.uint8).astype(bool)]
     for _ in range(count):
         n, m = int(rng.integers(1, 70)), int(rng.integers(0, 40))
@@ -116,7 +116,7 @@ def test_batch_input_forms():
 
 def test_batch_errors_name_the_task():
     _cpp()
-    good = SPEC_EXAMPLE
+    good = EXAMPLE
     with pytest.raises(ValueError, match=r"^task 2: .*2-D"):
         rerank_batch([good, good, np.zeros(5), good], backend="cpp")
     with pytest.raises(ValueError, match=r"^task 1: .*only 0 and 1"):
@@ -146,13 +146,13 @@ def test_batch_errors_name_the_task():
 def test_core_batch_errors_name_the_task():
     core = _cpp()
     with pytest.raises(ValueError, match="task 1: B must be 2-D"):
-        core.rerank_batch([SPEC_EXAMPLE, np.zeros(3, np.uint8)], 1)
+        core.rerank_batch([EXAMPLE, np.zeros(3, np.uint8)], 1)
     with pytest.raises(TypeError, match="task 0: B must have dtype uint8 or bool"):
-        core.rerank_batch([SPEC_EXAMPLE.astype(np.int64)], 1)
+        core.rerank_batch([EXAMPLE.astype(np.int64)], 1)
     with pytest.raises(TypeError, match="tasks must be a list"):
-        core.rerank_batch(SPEC_EXAMPLE, 1)
+        core.rerank_batch(EXAMPLE, 1)
     with pytest.raises(ValueError, match="method code"):
-        core.rerank_batch([SPEC_EXAMPLE], 7)
+        core.rerank_batch([EXAMPLE], 7)
 
 
 def test_method_param_defaults_match_public_functions():
@@ -176,7 +176,7 @@ def test_method_param_defaults_match_public_functions():
 
 def reference_cases():
     rng = np.random.default_rng(77)
-    out = [SPEC_EXAMPLE, np.eye(5, dtype=np.uint8), np.zeros((3, 0), np.uint8),
+    out = [EXAMPLE, np.eye(5, dtype=np.uint8), np.zeros((3, 0), np.uint8),
            np.array([[1, 0, 1]], np.uint8)]
     for n, m, dup in [(30, 12, 10), (80, 40, 50), (200, 60, 150), (25, 100, 5)]:
         B = random_matrix(rng, n, m, 0.5, dup_rows=dup)

@@ -21,7 +21,7 @@ import aces_fast as af
 from aces_fast.backends import BackendUnavailableError, get_backend
 from aces_fast.batch import METHOD_PARAMS
 from aces_fast.datasets import load_dataset
-from conftest import SPEC_EXAMPLE, assert_same_result, random_matrix
+from helpers import EXAMPLE, assert_same_result, random_matrix
 
 NUMBA_METHODS = ("majority", "aces-c", "aces-c-filter", "aces-o", "aces-o-warm")
 TORCH_METHODS = ("majority", "aces-c", "aces-c-filter")
@@ -40,12 +40,12 @@ def _mixed_tasks(seed: int = 0):
     """Awkward shapes: m = 0, n = 1, all-constant, fallback, duplicate rows, > top_k rows."""
     rng = np.random.default_rng(seed)
     tasks = [
-        SPEC_EXAMPLE,
+        EXAMPLE,
         np.zeros((4, 0), np.uint8),                    # no tests
         np.array([[1, 0, 1]], np.uint8),               # one candidate: every test constant
         np.ones((3, 5), np.uint8),                     # every test constant
         np.eye(6, dtype=bool),                         # every LOO-AUC is 0: ACES-C falls back
-        np.repeat(SPEC_EXAMPLE[:3], 4, axis=0),        # only duplicate rows
+        np.repeat(EXAMPLE[:3], 4, axis=0),        # only duplicate rows
     ]
     for _ in range(14):
         n, m = int(rng.integers(1, 60)), int(rng.integers(0, 40))
@@ -260,7 +260,7 @@ def test_torch_consensus_run_task_by_task(torch_mod):
 @pytest.mark.parametrize("method", ["aces-o", "aces-o-warm"])
 def test_torch_aces_o_batch_close_to_one_by_one(torch_mod, method):
     """Batched ACES-O sums in another order than the per-task path: equal to
-    rounding (1e-12 here), and to the reference within the SPEC tolerance."""
+    rounding (1e-12 here), and to the reference within the contract's tolerance (docs/contract.rst §4)."""
     got = af.rerank_batch(MIXED, method, backend="torch", **PARAMS[method])
     for g, w, r in zip(got, _one_by_one(MIXED, method, "torch"),
                        _one_by_one(MIXED, method, "numpy")):
@@ -273,7 +273,7 @@ def test_torch_aces_o_batch_close_to_one_by_one(torch_mod, method):
 def test_torch_batch_needs_one_device(torch_mod):
     torch = torch_mod
     be = get_backend("torch")
-    cpu = torch.from_numpy(SPEC_EXAMPLE)
+    cpu = torch.from_numpy(EXAMPLE)
     other = torch.zeros((3, 2), dtype=torch.uint8, device="meta")  # a second device, no data
     with pytest.raises(ValueError, match=r"task 2: .*'meta'.*one device"):
         be.rerank_batch([cpu, cpu, other], "aces-c", {"tie_tol": 1e-9}, None)

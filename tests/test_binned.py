@@ -21,7 +21,7 @@ import aces_fast
 import core_calls as core
 from aces_fast._compiled import core as _core
 
-from conftest import random_matrix
+from helpers import random_matrix
 
 pytestmark = pytest.mark.skipif(
     _core is None or not hasattr(_core, "surrogate_loo_auc_binned"),

@@ -22,7 +22,7 @@ from aces_fast.backends import BackendUnavailableError, get_backend
 from aces_fast.datasets import BUNDLED, Dataset, Problem, load_dataset, save_jsonl
 from aces_fast.evaluation import ALL_METHODS, evaluate
 
-from conftest import SPEC_EXAMPLE, SPEC_LABELS
+from helpers import EXAMPLE, EXAMPLE_LABELS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -167,10 +167,10 @@ def test_evaluate_hyperparameters_reach_the_methods(capsys):
 
 def test_evaluate_user_dataset_with_edge_cases(tmp_path, capsys):
     ds = Dataset("edge", [
-        Problem("spec", SPEC_EXAMPLE, SPEC_LABELS),
+        Problem("spec", EXAMPLE, EXAMPLE_LABELS),
         Problem("no-tests", np.zeros((4, 0), np.uint8), [0, 1, 0, 0]),
         Problem("single", [[1, 0]], [1]),  # n = 1 < k
-        Problem("unlabelled", SPEC_EXAMPLE[:3], None),
+        Problem("unlabelled", EXAMPLE[:3], None),
     ])
     save_jsonl(ds, tmp_path / "edge.jsonl")
     assert cli.main(["evaluate", str(tmp_path / "edge.jsonl"), "--json", "-q",
@@ -187,7 +187,7 @@ def test_evaluate_user_dataset_with_edge_cases(tmp_path, capsys):
             # no tests: every score ties, so every method is a random pick
             np.testing.assert_allclose(table[1], ev.pass_at["random"][1], err_msg=method)
     assert ev.pass_at["random"][1, 0] == 0.25 and ev.pass_at["oracle"][1, 0] == 1.0
-    # SPEC example: majority vote puts candidate 0 (correct) first
+    # the worked example of docs/contract.rst §6: majority vote puts candidate 0 (correct) first
     assert ev.pass_at["majority"][0, 0] == 1.0
     assert out["all"]["majority"]["pass@1"] == pytest.approx(np.mean(ev.pass_at["majority"][:3, 0]))
 
@@ -251,17 +251,17 @@ def _ranked_candidates(text: str):
 
 
 def test_rerank_npy_and_csv_end_to_end(tmp_path):
-    np.save(tmp_path / "m.npy", SPEC_EXAMPLE)
+    np.save(tmp_path / "m.npy", EXAMPLE)
     (tmp_path / "m.csv").write_text(
-        "\n".join(",".join(map(str, row)) for row in SPEC_EXAMPLE) + "\n")
-    expected = af.aces_c(SPEC_EXAMPLE, backend="numpy")
+        "\n".join(",".join(map(str, row)) for row in EXAMPLE) + "\n")
+    expected = af.aces_c(EXAMPLE, backend="numpy")
     npy = run_cli("rerank", str(tmp_path / "m.npy"), "--backend", FAST)
     assert _ranked_candidates(npy.stdout) == expected.order.tolist()
-    assert "4 of 10 tests non-zero" in npy.stdout  # SPEC section 6: tests 1, 2, 4, 7
+    assert "4 of 10 tests non-zero" in npy.stdout  # docs/contract.rst §6: tests 1, 2, 4, 7
     csv = run_cli("rerank", str(tmp_path / "m.csv"), "--json", "--method", "majority",
                   "--top", "3", "--backend", FAST)
     out = json.loads(csv.stdout)
-    maj = af.majority_vote(SPEC_EXAMPLE, backend="numpy")
+    maj = af.majority_vote(EXAMPLE, backend="numpy")
     assert out["method"] == "majority" and out["backend"] == FAST
     assert [r["candidate"] for r in out["ranking"]] == maj.order[:3].tolist()
     assert out["order"] == maj.order.tolist()
@@ -271,13 +271,13 @@ def test_rerank_npy_and_csv_end_to_end(tmp_path):
 
 def test_rerank_jsonl_task_and_weights(tmp_path, capsys):
     ds = Dataset("d", [Problem("first", [[1, 0], [0, 1]], [1, 0]),
-                       Problem("spec", SPEC_EXAMPLE, SPEC_LABELS)])
+                       Problem("spec", EXAMPLE, EXAMPLE_LABELS)])
     save_jsonl(ds, tmp_path / "d.jsonl", matrix_format="passed")
     assert cli.main(["rerank", str(tmp_path / "d.jsonl"), "--task", "spec", "--json",
                      "--backend", "numpy"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["task_id"] == "spec" and (out["n"], out["m"]) == (8, 10)
-    # SPEC section 6: ACES-C weights 5/17 on tests 1, 2, 4 and 2/17 on test 7
+    # docs/contract.rst §6: ACES-C weights 5/17 on tests 1, 2, 4 and 2/17 on test 7
     np.testing.assert_allclose(out["weights"], np.array([5, 5, 0, 5, 0, 0, 2, 0, 0, 0]) / 17,
                                atol=1e-12)
     np.testing.assert_allclose(out["loo_auc"],
@@ -289,7 +289,7 @@ def test_rerank_jsonl_task_and_weights(tmp_path, capsys):
 
 
 def test_rerank_json_constant_test_is_null(tmp_path, capsys):
-    B = np.hstack([SPEC_EXAMPLE, np.ones((8, 1), np.uint8)])
+    B = np.hstack([EXAMPLE, np.ones((8, 1), np.uint8)])
     np.save(tmp_path / "c.npy", B)
     assert cli.main(["rerank", str(tmp_path / "c.npy"), "--json", "--backend", "numpy"]) == 0
     out = json.loads(capsys.readouterr().out)
@@ -297,11 +297,11 @@ def test_rerank_json_constant_test_is_null(tmp_path, capsys):
 
 
 def test_rerank_aces_o_hyperparameters(tmp_path, capsys):
-    np.save(tmp_path / "m.npy", SPEC_EXAMPLE)
+    np.save(tmp_path / "m.npy", EXAMPLE)
     assert cli.main(["rerank", str(tmp_path / "m.npy"), "--method", "aces-o", "--json",
                      "--aces-o-steps", "5", "--aces-o-lr", "0.05", "--backend", "numpy"]) == 0
     out = json.loads(capsys.readouterr().out)
-    ref = af.aces_o(SPEC_EXAMPLE, steps=5, lr=0.05, backend="numpy")
+    ref = af.aces_o(EXAMPLE, steps=5, lr=0.05, backend="numpy")
     assert len(out["objective"]) == 6
     np.testing.assert_allclose(out["weights"], ref.weights, atol=1e-12)
     assert out["params"]["steps"] == 5
@@ -354,7 +354,7 @@ def _one_error_line(err: str) -> str:
 
 def test_size_limit_options_and_environment(tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("ACES_FAST_MAX_CELLS", raising=False)
-    np.save(tmp_path / "m.npy", SPEC_EXAMPLE)  # 8 x 10 = 80 cells
+    np.save(tmp_path / "m.npy", EXAMPLE)  # 8 x 10 = 80 cells
     path = str(tmp_path / "m.npy")
     assert cli.main(["rerank", path, "--max-cells", "80", "--backend", "numpy"]) == 0
     capsys.readouterr()
@@ -367,7 +367,7 @@ def test_size_limit_options_and_environment(tmp_path, capsys, monkeypatch):
     # the option wins over the environment variable
     assert cli.main(["rerank", path, "--max-cells", "1e3", "--backend", "numpy"]) == 0
     capsys.readouterr()
-    save_jsonl([Problem("p", SPEC_EXAMPLE, SPEC_LABELS)], tmp_path / "d.jsonl")
+    save_jsonl([Problem("p", EXAMPLE, EXAMPLE_LABELS)], tmp_path / "d.jsonl")
     assert cli.main(["evaluate", str(tmp_path / "d.jsonl"), "--max-bytes", "100", "-q"]) == 1
     assert "holds more than 100 bytes" in _one_error_line(capsys.readouterr().err)
     with pytest.raises(SystemExit) as exc:
@@ -377,15 +377,15 @@ def test_size_limit_options_and_environment(tmp_path, capsys, monkeypatch):
 
 
 def test_standard_input_end_to_end(tmp_path):
-    csv = "\n".join(",".join(map(str, row)) for row in SPEC_EXAMPLE) + "\n"
+    csv = "\n".join(",".join(map(str, row)) for row in EXAMPLE) + "\n"
     env = dict(os.environ, OMP_NUM_THREADS="1")
     proc = subprocess.run([sys.executable, "-m", "aces_fast", "rerank", "-", "--json",
                            "--backend", FAST], input=csv, capture_output=True, text=True,
                           env=env, cwd=ROOT, timeout=300)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
-    assert out["order"] == af.aces_c(SPEC_EXAMPLE, backend="numpy").order.tolist()
-    save_jsonl([Problem("spec", SPEC_EXAMPLE, SPEC_LABELS)], tmp_path / "d.jsonl.gz")
+    assert out["order"] == af.aces_c(EXAMPLE, backend="numpy").order.tolist()
+    save_jsonl([Problem("spec", EXAMPLE, EXAMPLE_LABELS)], tmp_path / "d.jsonl.gz")
     with open(tmp_path / "d.jsonl.gz", "rb") as fh:
         proc = subprocess.run([sys.executable, "-m", "aces_fast", "evaluate", "-", "--json",
                                "--methods", "majority", "--backend", FAST], stdin=fh,
@@ -398,7 +398,7 @@ def test_standard_input_end_to_end(tmp_path):
 def test_unexpected_loader_failure_is_one_line_naming_it(tmp_path, capsys, monkeypatch):
     import aces_fast.datasets as datasets
 
-    np.save(tmp_path / "m.npy", SPEC_EXAMPLE)
+    np.save(tmp_path / "m.npy", EXAMPLE)
 
     def broken(*args, **kwargs):
         return {}["no such key"]  # a bug in a loader
@@ -427,7 +427,7 @@ def test_unexpected_loader_failure_is_one_line_naming_it(tmp_path, capsys, monke
 def test_unexpected_failure_elsewhere_is_one_line(tmp_path, capsys, monkeypatch):
     import aces_fast.methods as methods
 
-    np.save(tmp_path / "m.npy", SPEC_EXAMPLE)
+    np.save(tmp_path / "m.npy", EXAMPLE)
 
     def broken(*args, **kwargs):
         raise RuntimeError("kernel exploded\nsecond line")
@@ -512,7 +512,7 @@ def test_convert_and_rerank_dataset_check_outputs_before_any_work(tmp_path, caps
 
 
 def test_evaluate_without_labels_says_pass_at_k_needs_them(tmp_path, capsys):
-    save_jsonl([Problem("a", SPEC_EXAMPLE), Problem("b", SPEC_EXAMPLE[:3])],
+    save_jsonl([Problem("a", EXAMPLE), Problem("b", EXAMPLE[:3])],
                tmp_path / "nolabels.jsonl")
     path = str(tmp_path / "nolabels.jsonl")
     proc = run_cli("evaluate", path, check=False)
@@ -541,13 +541,13 @@ def test_rerank_takes_a_bundled_name_and_a_task(capsys):
 
 
 def test_top_trims_the_lists_in_text_and_json_alike(tmp_path, capsys):
-    np.save(tmp_path / "m.npy", SPEC_EXAMPLE)
+    np.save(tmp_path / "m.npy", EXAMPLE)
     assert cli.main(["rerank", str(tmp_path / "m.npy"), "--json", "--top", "2",
                      "--backend", "numpy"]) == 0
     out = json.loads(capsys.readouterr().out)
-    ref = af.aces_c(SPEC_EXAMPLE, backend="numpy")
+    ref = af.aces_c(EXAMPLE, backend="numpy")
     assert [r["candidate"] for r in out["ranking"]] == ref.order[:2].tolist()
-    # SPEC section 6: the largest weights are 5/17 on tests 0, 1, 3 (ties by index)
+    # docs/contract.rst §6: the largest weights are 5/17 on tests 0, 1, 3 (ties by index)
     assert [t["test"] for t in out["tests"]] == [0, 1]
     assert out["tests"][0]["weight"] == pytest.approx(5 / 17)
     assert out["tests"][0]["loo_auc"] == pytest.approx(2 / 3)
@@ -567,7 +567,7 @@ def test_top_trims_the_lists_in_text_and_json_alike(tmp_path, capsys):
 
 
 def test_hyperparameter_errors_name_the_flag(tmp_path, capsys):
-    np.save(tmp_path / "m.npy", SPEC_EXAMPLE)
+    np.save(tmp_path / "m.npy", EXAMPLE)
     for argv, flag in ((["--method", "aces-o", "--aces-o-lr", "-1"], "--aces-o-lr"),
                        (["--method", "b4", "--b4-alpha", "0"], "--b4-alpha")):
         assert cli.main(["rerank", str(tmp_path / "m.npy"), *argv]) == 1
@@ -589,14 +589,14 @@ def test_hyperparameters_of_methods_not_run_are_named_in_a_warning(tmp_path, cap
     assert json.loads(captured.out)["datasets"][0]["params"]["b4"]["alpha"] == 10.0
     assert cli.main(argv[:3] + ["aces-o-warm", "-q", "--aces-o-lr", "0.5"]) == 0
     assert capsys.readouterr().err == ""  # the family's other member uses it
-    np.save(tmp_path / "m.npy", SPEC_EXAMPLE)
+    np.save(tmp_path / "m.npy", EXAMPLE)
     assert cli.main(["rerank", str(tmp_path / "m.npy"), "--aces-o-lr", "0.5",
                      "--backend", "numpy"]) == 0
     assert "--aces-o-lr ignored: --method is aces-c" in capsys.readouterr().err
 
 
 def test_backend_from_the_environment_is_named_in_the_error(tmp_path, capsys, monkeypatch):
-    np.save(tmp_path / "m.npy", SPEC_EXAMPLE)
+    np.save(tmp_path / "m.npy", EXAMPLE)
     monkeypatch.setenv("ACES_FAST_BACKEND", "gpu")
     _no_work(monkeypatch)  # evaluate fails on the backend before loading anything
     for argv in (["rerank", str(tmp_path / "m.npy")], ["evaluate", "-q"]):
@@ -612,12 +612,12 @@ def test_backend_from_the_environment_is_named_in_the_error(tmp_path, capsys, mo
 
 
 def test_method_names_are_case_insensitive_like_backend_names(tmp_path, capsys):
-    np.save(tmp_path / "m.npy", SPEC_EXAMPLE)
-    ref = af.aces_c(SPEC_EXAMPLE, backend="numpy")
-    res = af.rerank(SPEC_EXAMPLE, " ACES-C", backend="NumPy")
+    np.save(tmp_path / "m.npy", EXAMPLE)
+    ref = af.aces_c(EXAMPLE, backend="numpy")
+    res = af.rerank(EXAMPLE, " ACES-C", backend="NumPy")
     assert res.method == "aces-c" and res.backend == "numpy"
     np.testing.assert_array_equal(res.scores, ref.scores)
-    assert af.rerank_batch([SPEC_EXAMPLE], "Aces-O-Warm", backend="numpy")[0].method == \
+    assert af.rerank_batch([EXAMPLE], "Aces-O-Warm", backend="numpy")[0].method == \
         "aces-o-warm"
     assert cli.main(["rerank", str(tmp_path / "m.npy"), "--method", "ACES-C", "--json",
                      "--backend", "NUMPY"]) == 0

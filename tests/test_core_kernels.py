@@ -16,13 +16,12 @@ from hypothesis.extra import numpy as hnp
 
 from aces_fast import _core
 import core_calls as kc
-from conftest import SPEC_EXAMPLE
+from helpers import EXAMPLE
 
 SETTINGS = settings(max_examples=60, deadline=None)
 
-# SPEC section 6
-SPEC_B = SPEC_EXAMPLE
-SPEC_LOO = np.array([2 / 3, 2 / 3, 1 / 2, 2 / 3, 1 / 2, 2 / 5, 7 / 12, 7 / 24, 0.0, 0.0])
+# docs/contract.rst §6
+EXAMPLE_LOO = np.array([2 / 3, 2 / 3, 1 / 2, 2 / 3, 1 / 2, 2 / 5, 7 / 12, 7 / 24, 0.0, 0.0])
 
 
 # --------------------------------------------------------------------------------------
@@ -183,13 +182,13 @@ def test_module_info():
 
 
 def test_spec_example_exact():
-    out = kc.loo_auc(SPEC_B)
+    out = kc.loo_auc(EXAMPLE)
     assert out.dtype == np.float64 and out.shape == (10,)
-    np.testing.assert_allclose(out, SPEC_LOO, rtol=0, atol=1e-15)
+    np.testing.assert_allclose(out, EXAMPLE_LOO, rtol=0, atol=1e-15)
     # float weights w = 1/m: ties must survive rounding (the paper's 0.53 artefacts)
-    m = SPEC_B.shape[1]
-    np.testing.assert_allclose(kc.loo_auc(SPEC_B, np.full(m, 1.0 / m)), SPEC_LOO, rtol=0, atol=1e-15)
-    np.testing.assert_allclose(kc.loo_auc(SPEC_B.astype(bool)), SPEC_LOO, rtol=0, atol=1e-15)
+    m = EXAMPLE.shape[1]
+    np.testing.assert_allclose(kc.loo_auc(EXAMPLE, np.full(m, 1.0 / m)), EXAMPLE_LOO, rtol=0, atol=1e-15)
+    np.testing.assert_allclose(kc.loo_auc(EXAMPLE.astype(bool)), EXAMPLE_LOO, rtol=0, atol=1e-15)
 
 
 @SETTINGS
@@ -465,8 +464,8 @@ def test_surrogate_vs_brute_and_finite_differences():
 
 def test_surrogate_spec_example_constant_columns():
     w = np.full(10, 0.1)
-    L, J, g = kc.surrogate_loo_auc(SPEC_B, w, 10.0)
-    Lr, Jr, gr = brute_surrogate(SPEC_B, w, 10.0)
+    L, J, g = kc.surrogate_loo_auc(EXAMPLE, w, 10.0)
+    Lr, Jr, gr = brute_surrogate(EXAMPLE, w, 10.0)
     np.testing.assert_allclose(L, Lr, rtol=1e-12)
     np.testing.assert_allclose(g, gr, rtol=1e-10, atol=1e-12)
     # constant column -> nan, adds nothing to J
@@ -562,7 +561,7 @@ def test_surrogate_edges():
 
 def test_aces_o_fit_matches_numpy_adam():
     rng = np.random.default_rng(7)
-    cases = [(SPEC_B, np.zeros(10), np.array([1] * 8 + [0, 0]), None)]
+    cases = [(EXAMPLE, np.zeros(10), np.array([1] * 8 + [0, 0]), None)]
     for _ in range(3):
         n, m = rng.integers(3, 10), rng.integers(2, 9)
         B = random_B(rng, n, m)

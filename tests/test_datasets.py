@@ -14,14 +14,14 @@ from aces_fast.datasets import (BUNDLED, DEFAULT_DATASET, DEFAULT_MAX_BYTES, DEF
                                 load_jsonl, load_npz, load_pass_matrix, resolve_limits,
                                 save_jsonl, save_npz)
 
-from conftest import SPEC_EXAMPLE, SPEC_LABELS
+from helpers import EXAMPLE, EXAMPLE_LABELS
 
 
 def _toy_dataset() -> Dataset:
     rng = np.random.default_rng(7)
     B1 = (rng.random((6, 9)) < 0.4).astype(np.uint8)
     return Dataset("toy", [
-        Problem("spec", SPEC_EXAMPLE, SPEC_LABELS,
+        Problem("spec", EXAMPLE, EXAMPLE_LABELS,
                 {"t_ok": np.array([1, 1, 0, 1, 0, 0, 1, 0, 0, 0], np.uint8),
                  "test_count": np.arange(10, dtype=np.int32),
                  "cand_uid": np.array([0, 1, 2, 3, 4, 5, 6, 6], np.int32)}),
@@ -269,17 +269,17 @@ def test_save_jsonl_rejects_unknown_format(tmp_path):
 
 
 def test_load_pass_matrix_formats(tmp_path):
-    np.save(tmp_path / "m.npy", SPEC_EXAMPLE.astype(bool))
-    np.savez(tmp_path / "single.npz", anything=SPEC_EXAMPLE.astype(np.int64))
-    np.savez(tmp_path / "keyed.npz", B=SPEC_EXAMPLE, labels=SPEC_LABELS, other=np.arange(3))
+    np.save(tmp_path / "m.npy", EXAMPLE.astype(bool))
+    np.savez(tmp_path / "single.npz", anything=EXAMPLE.astype(np.int64))
+    np.savez(tmp_path / "keyed.npz", B=EXAMPLE, labels=EXAMPLE_LABELS, other=np.arange(3))
     (tmp_path / "m.csv").write_text(
-        "\n".join(",".join(str(v) for v in row) for row in SPEC_EXAMPLE[:4]) + "\n\n"
-        + "\n".join(", ".join(f"{v}.0" for v in row) for row in SPEC_EXAMPLE[4:]) + "\n")
+        "\n".join(",".join(str(v) for v in row) for row in EXAMPLE[:4]) + "\n\n"
+        + "\n".join(", ".join(f"{v}.0" for v in row) for row in EXAMPLE[4:]) + "\n")
     for name in ("m.npy", "single.npz", "keyed.npz", "m.csv"):
         prob = load_pass_matrix(tmp_path / name)
         assert prob.B.dtype == np.uint8
-        np.testing.assert_array_equal(prob.B, SPEC_EXAMPLE, err_msg=name)
-    np.testing.assert_array_equal(load_pass_matrix(tmp_path / "keyed.npz").labels, SPEC_LABELS)
+        np.testing.assert_array_equal(prob.B, EXAMPLE, err_msg=name)
+    np.testing.assert_array_equal(load_pass_matrix(tmp_path / "keyed.npz").labels, EXAMPLE_LABELS)
     ds = _toy_dataset()
     save_jsonl(ds, tmp_path / "d.jsonl")
     save_npz(ds, tmp_path / "d.npz")
@@ -307,10 +307,10 @@ def test_load_pass_matrix_errors(tmp_path):
     np.save(tmp_path / "m.npy", np.array([[0, 3]]))
     with pytest.raises(ValueError, match=r"m\.npy: pass matrix: must contain only 0 and 1"):
         load_pass_matrix(tmp_path / "m.npy")
-    np.save(tmp_path / "ok.npy", SPEC_EXAMPLE)
+    np.save(tmp_path / "ok.npy", EXAMPLE)
     with pytest.raises(ValueError, match="single matrix"):
         load_pass_matrix(tmp_path / "ok.npy", task="x")
-    np.savez(tmp_path / "two.npz", a=SPEC_EXAMPLE, b=SPEC_EXAMPLE)
+    np.savez(tmp_path / "two.npz", a=EXAMPLE, b=EXAMPLE)
     with pytest.raises(ValueError, match=r"two\.npz: holds 2 arrays \(a, b\)"):
         load_pass_matrix(tmp_path / "two.npz")
     save_jsonl(_toy_dataset(), tmp_path / "d.jsonl")
@@ -413,8 +413,8 @@ def test_standard_input(tmp_path, monkeypatch):
     save_npz(ds, tmp_path / "d.npz")
     save_jsonl(ds, tmp_path / "d.jsonl.gz")
     save_jsonl(ds, tmp_path / "d.jsonl")
-    np.save(tmp_path / "m.npy", SPEC_EXAMPLE)
-    (tmp_path / "m.csv").write_text("\n".join(",".join(map(str, r)) for r in SPEC_EXAMPLE))
+    np.save(tmp_path / "m.npy", EXAMPLE)
+    (tmp_path / "m.csv").write_text("\n".join(",".join(map(str, r)) for r in EXAMPLE))
     for name in ("d.npz", "d.jsonl.gz", "d.jsonl"):
         monkeypatch.setattr("sys.stdin", _FakeStdin((tmp_path / name).read_bytes()))
         back = load_dataset("-")
@@ -424,7 +424,7 @@ def test_standard_input(tmp_path, monkeypatch):
         np.testing.assert_array_equal(load_pass_matrix("-", task="random/1").B, ds["random/1"].B)
     for name in ("m.npy", "m.csv"):
         monkeypatch.setattr("sys.stdin", _FakeStdin((tmp_path / name).read_bytes()))
-        np.testing.assert_array_equal(load_pass_matrix("-").B, SPEC_EXAMPLE)
+        np.testing.assert_array_equal(load_pass_matrix("-").B, EXAMPLE)
     monkeypatch.setattr("sys.stdin", _FakeStdin((tmp_path / "m.npy").read_bytes()))
     with pytest.raises(ValueError, match=r"<stdin>: not a dataset: .* found a single \.npy"):
         load_dataset("-")

@@ -14,7 +14,7 @@ import numpy as np
 import aces_fast
 import pytest
 
-from conftest import random_matrix
+from helpers import random_matrix
 
 pytest.importorskip("aces_fast._core", reason="the C++ extension is not built")
 import core_calls as kc  # noqa: E402

@@ -1,8 +1,8 @@
 """Every public method on every backend against the NumPy reference (and brute force).
 
 Exact quantities (LOO-AUC, weights and scores of closed-form methods, the
-surrogate) must match the reference to 1e-12, ACES-O weights to 1e-6 (SPEC
-section 4). Result fields are checked on every backend.
+surrogate) must match the reference to 1e-12, ACES-O weights to 1e-6 (docs/contract.rst
+§4). Result fields are checked on every backend.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import aces_fast as af
 import brute
 from aces_fast.backends import get_backend
 from brute import nonconstant_mask
-from conftest import SPEC_EXAMPLE, SPEC_LABELS, npy, random_matrix
+from helpers import EXAMPLE, EXAMPLE_LABELS, npy, random_matrix
 
 EXACT = 1e-12
 OPT = 1e-6
@@ -27,7 +27,7 @@ def cases():
     """Small matrices covering duplicates, constant columns and degenerate shapes."""
     rng = np.random.default_rng(2024)
     out = {
-        "spec": SPEC_EXAMPLE,
+        "spec": EXAMPLE,
         "one_row": np.array([[1, 0, 1, 1]], dtype=np.uint8),
         "one_col": np.array([[1], [0], [0], [1], [1]], dtype=np.uint8),
         "no_cols": np.zeros((3, 0), dtype=np.uint8),
@@ -111,10 +111,10 @@ def test_loo_auc_weighted(backend, name):
 
 
 def test_loo_auc_spec_example_exact(backend):
-    got = npy(af.loo_auc(SPEC_EXAMPLE, backend=backend))
+    got = npy(af.loo_auc(EXAMPLE, backend=backend))
     np.testing.assert_allclose(got, [2 / 3, 2 / 3, 1 / 2, 2 / 3, 1 / 2, 2 / 5, 7 / 12, 7 / 24, 0, 0],
                                rtol=0, atol=1e-15)
-    got = npy(af.loo_auc(SPEC_EXAMPLE, np.full(10, 0.1), backend=backend))
+    got = npy(af.loo_auc(EXAMPLE, np.full(10, 0.1), backend=backend))
     np.testing.assert_allclose(got, [2 / 3, 2 / 3, 1 / 2, 2 / 3, 1 / 2, 2 / 5, 7 / 12, 7 / 24, 0, 0],
                                rtol=0, atol=1e-15)
 
@@ -221,12 +221,12 @@ def test_aces_c_fallback_when_no_test_is_informative(backend, variant):
 
 
 def test_aces_c_spec_example(backend):
-    res = af.aces_c(SPEC_EXAMPLE, backend=backend)
+    res = af.aces_c(EXAMPLE, backend=backend)
     np.testing.assert_allclose(npy(res.weights), np.array([5, 5, 0, 5, 0, 0, 2, 0, 0, 0]) / 17,
                                rtol=0, atol=1e-15)
-    assert brute.auc(npy(res.scores).tolist(), SPEC_LABELS.tolist()) == Fraction(14, 15)
-    maj = af.majority_vote(SPEC_EXAMPLE, backend=backend)
-    assert brute.auc(npy(maj.scores).tolist(), SPEC_LABELS.tolist()) == Fraction(9, 10)
+    assert brute.auc(npy(res.scores).tolist(), EXAMPLE_LABELS.tolist()) == Fraction(14, 15)
+    maj = af.majority_vote(EXAMPLE, backend=backend)
+    assert brute.auc(npy(maj.scores).tolist(), EXAMPLE_LABELS.tolist()) == Fraction(9, 10)
 
 
 def test_scores_tie_exactly_majority(backend):
@@ -465,7 +465,7 @@ def test_combine():
     want = [0.3 * x[i] + 0.7 * sum(P[i, j] * x[j] for j in range(n)) for i in range(n)]
     np.testing.assert_allclose(res.scores, want, rtol=1e-12)
     assert res.order.tolist() == brute.stable_descending(want)
-    base = af.majority_vote(SPEC_EXAMPLE, backend="numpy")
+    base = af.majority_vote(EXAMPLE, backend="numpy")
     assert af.combine(base, np.ones(8) / 2, np.eye(8)).method == "combine(majority)"
 
 
@@ -523,7 +523,7 @@ def test_every_computing_function_accepts_backend(choice):
     s = np.array([2.0, 1.0, 1.0])
     assert af.pass_at_k(s, [0, 1, 0], 1, backend=choice) == 0.0
     assert af.pass_at_k_unbiased(5, 2, 1, backend=choice) == pytest.approx(0.4)
-    assert af.diagnostics(SPEC_EXAMPLE, SPEC_LABELS, backend=choice).n_plus == 3
+    assert af.diagnostics(EXAMPLE, EXAMPLE_LABELS, backend=choice).n_plus == 3
     assert af.mbr_exec(np.eye(3, dtype=int), backend=choice).backend == "numpy"
     assert af.combine(s, np.zeros(3), np.eye(3), backend=choice).backend == "numpy"
 
@@ -532,7 +532,7 @@ def test_numpy_computed_functions_reject_unknown_backend():
     s = np.array([2.0, 1.0, 1.0])
     for call in (lambda: af.pass_at_k(s, [0, 1, 0], 1, backend="fortran"),
                  lambda: af.pass_at_k_unbiased(5, 2, 1, backend="fortran"),
-                 lambda: af.diagnostics(SPEC_EXAMPLE, SPEC_LABELS, backend="fortran"),
+                 lambda: af.diagnostics(EXAMPLE, EXAMPLE_LABELS, backend="fortran"),
                  lambda: af.mbr_exec(np.eye(3, dtype=int), backend="fortran"),
                  lambda: af.combine(s, np.zeros(3), np.eye(3), backend="fortran")):
         with pytest.raises(ValueError, match="unknown backend 'fortran'"):
@@ -540,7 +540,7 @@ def test_numpy_computed_functions_reject_unknown_backend():
 
 
 def test_result_top_and_best(backend):
-    res = af.aces_c(SPEC_EXAMPLE, backend=backend)
+    res = af.aces_c(EXAMPLE, backend=backend)
     order = npy(res.order)
     assert res.best == int(order[0])
     assert npy(res.top(3)).tolist() == order[:3].tolist()

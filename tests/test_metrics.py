@@ -1,4 +1,4 @@
-"""Evaluation metrics (SPEC section 5) against enumeration and counting definitions."""
+"""Evaluation metrics (docs/contract.rst §5) against enumeration and counting definitions."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 import aces_fast as af
 import brute
-from conftest import SPEC_EXAMPLE, SPEC_LABELS, random_matrix
+from helpers import EXAMPLE, EXAMPLE_LABELS, random_matrix
 
 # ---------------------------------------------------------------------------
 # pass@k of a ranking
@@ -64,11 +64,11 @@ def test_pass_at_k_strict_order_is_deterministic():
 
 
 def test_pass_at_k_accepts_result_and_bool_labels():
-    res = af.aces_c(SPEC_EXAMPLE, backend="numpy")
-    labels = SPEC_LABELS.astype(bool)
-    want = brute.pass_at_k(res.scores.tolist(), SPEC_LABELS.tolist(), 1)
+    res = af.aces_c(EXAMPLE, backend="numpy")
+    labels = EXAMPLE_LABELS.astype(bool)
+    want = brute.pass_at_k(res.scores.tolist(), EXAMPLE_LABELS.tolist(), 1)
     assert af.pass_at_k(res, labels, 1) == pytest.approx(float(want), abs=1e-15)
-    assert af.pass_at_k(res, labels, 1) == af.pass_at_k(res.scores, SPEC_LABELS, 1)
+    assert af.pass_at_k(res, labels, 1) == af.pass_at_k(res.scores, EXAMPLE_LABELS, 1)
 
 
 def test_pass_at_k_bad_input():
@@ -131,7 +131,7 @@ def test_pass_at_k_unbiased_bad_input():
 
 def _diag_cases():
     rng = np.random.default_rng(31)
-    out = [(SPEC_EXAMPLE, SPEC_LABELS)]
+    out = [(EXAMPLE, EXAMPLE_LABELS)]
     for n, m in [(6, 4), (9, 7), (12, 10)]:
         B = random_matrix(rng, n, m, density=0.5)
         B[:, 0] = 1  # a constant column
@@ -191,7 +191,7 @@ def test_diagnostics_given_weights_and_k():
 
 
 def test_diagnostics_spec_example_values():
-    d = af.diagnostics(SPEC_EXAMPLE, SPEC_LABELS)
+    d = af.diagnostics(EXAMPLE, EXAMPLE_LABELS)
     # tests 9 and 10 are passed by every incorrect candidate only: delta = -1
     assert d.delta[8] == -1 and d.delta[9] == -1
     assert d.delta[0] == 1
@@ -209,20 +209,20 @@ def test_diagnostics_one_class_only():
 
 def test_diagnostics_bad_input():
     with pytest.raises(ValueError, match="labels must have shape"):
-        af.diagnostics(SPEC_EXAMPLE, SPEC_LABELS[:-1])
+        af.diagnostics(EXAMPLE, EXAMPLE_LABELS[:-1])
     with pytest.raises(ValueError, match="weights has length"):
-        af.diagnostics(SPEC_EXAMPLE, SPEC_LABELS, weights=np.ones(3))
+        af.diagnostics(EXAMPLE, EXAMPLE_LABELS, weights=np.ones(3))
     with pytest.raises(ValueError, match="must contain only 0 and 1"):
-        af.diagnostics(SPEC_EXAMPLE * 2, SPEC_LABELS)
+        af.diagnostics(EXAMPLE * 2, EXAMPLE_LABELS)
 
 
 def test_pass_at_k_of_method_results_on_spec_example():
     # ACES-C puts a correct candidate first on the example; majority ties at the top
-    res = af.aces_c(SPEC_EXAMPLE, backend="numpy")
-    maj = af.majority_vote(SPEC_EXAMPLE, backend="numpy")
+    res = af.aces_c(EXAMPLE, backend="numpy")
+    maj = af.majority_vote(EXAMPLE, backend="numpy")
     for k in (1, 2, 3):
         for r in (res, maj):
-            want = brute.pass_at_k(r.scores.tolist(), SPEC_LABELS.tolist(), k)
-            assert af.pass_at_k(r, SPEC_LABELS, k) == pytest.approx(float(want), abs=1e-15)
+            want = brute.pass_at_k(r.scores.tolist(), EXAMPLE_LABELS.tolist(), k)
+            assert af.pass_at_k(r, EXAMPLE_LABELS, k) == pytest.approx(float(want), abs=1e-15)
     assert res.best in (0, 1, 2)
-    assert af.pass_at_k(res, SPEC_LABELS, 1) == 1.0
+    assert af.pass_at_k(res, EXAMPLE_LABELS, 1) == 1.0

@@ -24,7 +24,7 @@ from aces_fast._registry import method_params  # noqa: E402
 from aces_fast.backends import get_backend  # noqa: E402
 from aces_fast.backends import numba as numba_backend  # noqa: E402
 from aces_fast.backends import numpy as numpy_ref  # noqa: E402
-from conftest import SPEC_EXAMPLE, random_matrix  # noqa: E402
+from helpers import EXAMPLE, random_matrix  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXACT = dict(rtol=0, atol=1e-12)
@@ -64,10 +64,10 @@ def _cases(seed: int = 0):
 
 def test_spec_example_values(nb):
     expected = np.array([2 / 3, 2 / 3, 1 / 2, 2 / 3, 1 / 2, 2 / 5, 7 / 12, 7 / 24, 0, 0])
-    np.testing.assert_array_equal(nb.loo_auc(SPEC_EXAMPLE, None, 1e-9), expected)
+    np.testing.assert_array_equal(nb.loo_auc(EXAMPLE, None, 1e-9), expected)
     # w = 1/m is uniform in exact arithmetic: float rounding must not break ties
     w = np.full(10, 1 / 10)
-    np.testing.assert_array_equal(nb.loo_auc(SPEC_EXAMPLE, w, 1e-9), expected)
+    np.testing.assert_array_equal(nb.loo_auc(EXAMPLE, w, 1e-9), expected)
 
 
 @pytest.mark.parametrize("case", range(12))
@@ -525,11 +525,11 @@ def test_registry_and_public_api(warm):
     assert isinstance(be, numba_backend.NumbaBackend) and be.name == "numba"
     info = be.info()
     assert {"numba", "threading_layer", "num_threads"} <= set(info)
-    res = af.aces_c(SPEC_EXAMPLE, backend="numba")
+    res = af.aces_c(EXAMPLE, backend="numba")
     assert res.backend == "numba"
     np.testing.assert_allclose(res.weights, np.array([5, 5, 0, 5, 0, 0, 2, 0, 0, 0]) / 17, **EXACT)
-    np.testing.assert_allclose(af.loo_auc(SPEC_EXAMPLE, backend="numba"),
-                               af.loo_auc(SPEC_EXAMPLE, backend="numpy"), **EXACT)
+    np.testing.assert_allclose(af.loo_auc(EXAMPLE, backend="numba"),
+                               af.loo_auc(EXAMPLE, backend="numpy"), **EXACT)
 
 
 def test_bad_inputs_raise(warm):

@@ -19,7 +19,7 @@ from aces_fast.datasets import BUNDLED, Dataset, Problem, load_dataset  # noqa: 
 from aces_fast.parquet import (LAYOUT_VERSION, InvalidRowError, check_schema,  # noqa: E402
                                decode_batch, load_parquet, pack_rows, save_parquet, schema)
 
-from conftest import SPEC_EXAMPLE, SPEC_LABELS  # noqa: E402
+from helpers import EXAMPLE, EXAMPLE_LABELS  # noqa: E402
 
 
 def _same(a, b) -> None:
@@ -74,7 +74,7 @@ def test_bits_are_packed_big_endian_row_by_row(tmp_path):
 
 def test_odd_shapes_and_optional_columns_round_trip(tmp_path):
     rng = np.random.default_rng(3)
-    problems = [Problem("spec", SPEC_EXAMPLE, SPEC_LABELS,
+    problems = [Problem("spec", EXAMPLE, EXAMPLE_LABELS,
                         {"test_count": np.arange(10, dtype=np.int32)})]
     for k, (n, m) in enumerate([(1, 1), (3, 0), (5, 8), (7, 16), (2, 17), (40, 63), (1, 200)]):
         labels = (rng.random(n) < 0.5).astype(np.uint8) if k % 2 else None
@@ -107,14 +107,14 @@ def test_empty_dataset_round_trip(tmp_path):
 
 def test_duplicate_task_id_is_rejected(tmp_path):
     path = tmp_path / "dup.parquet"
-    save_parquet([Problem("a", SPEC_EXAMPLE), Problem("a", SPEC_EXAMPLE)], path)
+    save_parquet([Problem("a", EXAMPLE), Problem("a", EXAMPLE)], path)
     with pytest.raises(ValueError, match="duplicate task_id 'a'"):
         load_parquet(path)
 
 
 def test_row_group_size_is_checked(tmp_path):
     with pytest.raises(ValueError, match="row_group_size"):
-        save_parquet([Problem("a", SPEC_EXAMPLE)], tmp_path / "x.parquet", row_group_size=0)
+        save_parquet([Problem("a", EXAMPLE)], tmp_path / "x.parquet", row_group_size=0)
 
 
 # -- malformed rows ------------------------------------------------------------
@@ -232,17 +232,17 @@ def test_whole_file_problems(tmp_path):
 
 
 def test_wider_integer_and_large_types_are_read(tmp_path):
-    B = SPEC_EXAMPLE
+    B = EXAMPLE
     table = pa.table({"task_id": pa.array(["x"], pa.large_string()),
                       "n": pa.array([8], pa.int64()), "m": pa.array([10], pa.uint16()),
                       "B": pa.array([pack_rows(B)], pa.large_binary()),
-                      "labels": pa.array([SPEC_LABELS.astype(bool).tolist()],
+                      "labels": pa.array([EXAMPLE_LABELS.astype(bool).tolist()],
                                          pa.list_(pa.bool_()))})
     path = tmp_path / "wide.parquet"
     pq.write_table(table, path)
     p = load_parquet(path)[0]
     np.testing.assert_array_equal(p.B, B)
-    np.testing.assert_array_equal(p.labels, SPEC_LABELS)
+    np.testing.assert_array_equal(p.labels, EXAMPLE_LABELS)
 
 
 # -- optional dependency ---------------------------------------------------------

@@ -1,6 +1,6 @@
 """Invariants of LOO-AUC and the ranking methods, checked with hypothesis on every backend.
 
-Each property holds exactly by the definitions of SPEC sections 1-3, so the
+Each property holds exactly by the definitions of docs/contract.rst §1–§3, so the
 comparisons use the 1e-12 tolerance for exact quantities.
 """
 
@@ -14,7 +14,7 @@ from hypothesis.extra.numpy import arrays
 
 import aces_fast as af
 from brute import nonconstant_mask
-from conftest import npy
+from helpers import npy
 
 # the backend fixture only returns a name, so reusing it across examples is safe
 SETTINGS = settings(max_examples=20, deadline=None, derandomize=True,

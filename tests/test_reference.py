@@ -3,7 +3,7 @@
 Every other backend is tested against ``numpy_ref``; this file is what makes
 ``numpy_ref`` trustworthy: exact rational LOO-AUC from explicit leave-one-out
 scores, pairwise surrogates, finite-difference gradients, and the worked
-example of SPEC section 6.
+example of docs/contract.rst §6.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import brute
 from aces_fast._registry import method_params
 from aces_fast.backends import numpy as numpy_ref
 from brute import nonconstant_mask
-from conftest import SPEC_EXAMPLE, SPEC_LABELS, random_matrix
+from helpers import EXAMPLE, EXAMPLE_LABELS, random_matrix
 
 REF = numpy_ref.NumpyBackend()
 TOL = 1e-9
@@ -56,7 +56,7 @@ def structured_matrices():
         "one_column": np.array([[1], [0], [1], [0], [0]], dtype=np.uint8),
         "no_columns": np.zeros((4, 0), dtype=np.uint8),
         "identity": np.eye(5, dtype=np.uint8),
-        "spec_example": SPEC_EXAMPLE,
+        "spec_example": EXAMPLE,
     }
 
 
@@ -74,10 +74,10 @@ def test_brute_auc_definition():
 
 
 def test_brute_reproduces_spec_example():
-    assert brute.loo_auc(SPEC_EXAMPLE) == [Fraction(2, 3), Fraction(2, 3), Fraction(1, 2),
+    assert brute.loo_auc(EXAMPLE) == [Fraction(2, 3), Fraction(2, 3), Fraction(1, 2),
                                            Fraction(2, 3), Fraction(1, 2), Fraction(2, 5),
                                            Fraction(7, 12), Fraction(7, 24), 0, 0]
-    w, fallback = brute.aces_c_weights(SPEC_EXAMPLE)
+    w, fallback = brute.aces_c_weights(EXAMPLE)
     assert not fallback
     assert w == [Fraction(5, 17), Fraction(5, 17), 0, Fraction(5, 17), 0, 0,
                  Fraction(2, 17), 0, 0, 0]
@@ -120,20 +120,20 @@ def test_loo_auc_weighted_structured(name, B):
 
 
 def test_spec_example_loo_auc():
-    got = numpy_ref.loo_auc(SPEC_EXAMPLE, None, TOL)
+    got = numpy_ref.loo_auc(EXAMPLE, None, TOL)
     want = [2 / 3, 2 / 3, 1 / 2, 2 / 3, 1 / 2, 2 / 5, 7 / 12, 7 / 24, 0, 0]
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-15)
 
 
 def test_spec_example_aces_c_and_ranking_auc():
-    res = ref("aces-c", SPEC_EXAMPLE, tie_tol=TOL)
+    res = ref("aces-c", EXAMPLE, tie_tol=TOL)
     np.testing.assert_allclose(res.weights, np.array([5, 5, 0, 5, 0, 0, 2, 0, 0, 0]) / 17,
                                rtol=0, atol=1e-15)
     assert not res.fallback
     # ranking AUC = AUC(scores, labels); ties between float scores must be exact
-    assert brute.auc(list(res.scores), list(SPEC_LABELS)) == Fraction(14, 15)
-    maj = ref("majority", SPEC_EXAMPLE)
-    assert brute.auc(list(maj.scores), list(SPEC_LABELS)) == Fraction(9, 10)
+    assert brute.auc(list(res.scores), list(EXAMPLE_LABELS)) == Fraction(14, 15)
+    maj = ref("majority", EXAMPLE)
+    assert brute.auc(list(maj.scores), list(EXAMPLE_LABELS)) == Fraction(9, 10)
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -151,11 +151,11 @@ def test_loo_auc_rational_weights_random(seed, shape):
 def test_loo_auc_one_over_m_weights_equal_uniform():
     """w = 1/m (m = 10) ties exactly like integer weights; the paper's float tables did not."""
     w = np.full(10, 0.1)
-    exact = brute.loo_auc(SPEC_EXAMPLE)
-    assert_matches_exact(numpy_ref.loo_auc(SPEC_EXAMPLE, w, TOL), exact)
+    exact = brute.loo_auc(EXAMPLE)
+    assert_matches_exact(numpy_ref.loo_auc(EXAMPLE, w, TOL), exact)
     # the naive float computation breaks ties (0.53 instead of 0.5): the test is meaningful
-    s = SPEC_EXAMPLE @ w
-    naive = [brute.auc(list(s - w[j] * SPEC_EXAMPLE[:, j]), list(SPEC_EXAMPLE[:, j]))
+    s = EXAMPLE @ w
+    naive = [brute.auc(list(s - w[j] * EXAMPLE[:, j]), list(EXAMPLE[:, j]))
              for j in range(10)]
     assert naive != exact
 

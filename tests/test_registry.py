@@ -25,7 +25,7 @@ from aces_fast import _registry, _semantics, cli
 from aces_fast._registry import MethodSpec, Param, Real
 from aces_fast.datasets import load_dataset
 from aces_fast.evaluation import ALL_METHODS, evaluate
-from conftest import SPEC_EXAMPLE, npy, random_matrix
+from helpers import EXAMPLE, npy, random_matrix
 
 PACKAGE = Path(af.__file__).parent
 
@@ -137,16 +137,16 @@ def _expected(B, scale):
 
 
 def test_registered_method_reaches_rerank_on_every_backend(toy, backend):
-    res = af.rerank(SPEC_EXAMPLE, toy, scale=2.5, backend=backend)
+    res = af.rerank(EXAMPLE, toy, scale=2.5, backend=backend)
     assert res.method == toy and res.backend == backend and res.weights is None
-    np.testing.assert_array_equal(npy(res.scores), _expected(SPEC_EXAMPLE, 2.5))
+    np.testing.assert_array_equal(npy(res.scores), _expected(EXAMPLE, 2.5))
     assert npy(res.order).tolist() == [0, 1, 2, 3, 4, 5, 6, 7]
     assert res.info == {"scale": 2.5}
-    assert af.METHODS[toy](SPEC_EXAMPLE, backend=backend).info == {"scale": 1.0}
+    assert af.METHODS[toy](EXAMPLE, backend=backend).info == {"scale": 1.0}
     with pytest.raises(ValueError, match="scale must be > 0"):
-        af.rerank(SPEC_EXAMPLE, toy, scale=-1.0, backend=backend)
+        af.rerank(EXAMPLE, toy, scale=-1.0, backend=backend)
     with pytest.raises(TypeError, match="unexpected parameter"):
-        af.rerank(SPEC_EXAMPLE, toy, lr=0.1, backend=backend)
+        af.rerank(EXAMPLE, toy, lr=0.1, backend=backend)
 
 
 def test_registered_method_reaches_rerank_batch(toy, backend):
@@ -168,12 +168,12 @@ def test_registered_method_reaches_evaluate(toy):
 
 
 def test_registered_method_reaches_the_cli(toy, tmp_path, capsys):
-    np.save(tmp_path / "m.npy", SPEC_EXAMPLE)
+    np.save(tmp_path / "m.npy", EXAMPLE)
     assert cli.main(["rerank", str(tmp_path / "m.npy"), "--method", toy, "--toy-passes-scale",
                      "4", "--json", "--backend", "numpy"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["method"] == toy and out["params"] == {"scale": 4.0}
-    np.testing.assert_array_equal(out["scores"], _expected(SPEC_EXAMPLE, 4.0))
+    np.testing.assert_array_equal(out["scores"], _expected(EXAMPLE, 4.0))
     assert cli.main(["evaluate", "humaneval-gpt35", "--methods", f"majority,{toy}", "--json",
                      "-q", "--backend", "numpy", "--toy-passes-scale", "2"]) == 0
     out = json.loads(capsys.readouterr().out)["datasets"][0]

@@ -25,7 +25,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import random_matrix
+from helpers import random_matrix
 
 _core = pytest.importorskip("aces_fast._core", reason="the C++ extension is not built")
 

@@ -31,7 +31,7 @@ from aces_fast.backends.torch import chunks, validate  # noqa: E402
 from aces_fast.backends.torch import (FLOAT32_RTOL, FLOAT32_WEIGHT_ATOL,  # noqa: E402
                                       TorchBackend, to_device, to_output)
 
-from conftest import SPEC_EXAMPLE, SPEC_LABELS, random_matrix  # noqa: E402
+from helpers import EXAMPLE, EXAMPLE_LABELS, random_matrix  # noqa: E402
 
 NP = numpy_ref.NumpyBackend()
 TB = TorchBackend()
@@ -48,7 +48,7 @@ def _cases():
     B_const[:, 2] = 1
     B_const[:, 5] = 0
     return [
-        ("spec", SPEC_EXAMPLE.copy()),
+        ("spec", EXAMPLE.copy()),
         ("random", random_matrix(rng, 17, 13, 0.4)),
         ("dense", random_matrix(rng, 15, 11, 0.8)),
         ("dup_rows", random_matrix(rng, 16, 10, 0.5, dup_rows=9)),
@@ -146,14 +146,14 @@ def test_loo_auc_matches_reference_exactly(name, B):
 def test_loo_auc_spec_example_exact_values():
     expected = [Fraction(2, 3), Fraction(2, 3), Fraction(1, 2), Fraction(2, 3), Fraction(1, 2),
                 Fraction(2, 5), Fraction(7, 12), Fraction(7, 24), 0, 0]
-    got = af.loo_auc(SPEC_EXAMPLE, backend="torch")
+    got = af.loo_auc(EXAMPLE, backend="torch")
     assert isinstance(got, np.ndarray)
     np.testing.assert_array_equal(got, [float(x) for x in expected])
     # float weights 1/m: the paper's rounding artefacts must not appear
-    m = SPEC_EXAMPLE.shape[1]
-    np.testing.assert_array_equal(af.loo_auc(SPEC_EXAMPLE, np.full(m, 1 / m), backend="torch"),
+    m = EXAMPLE.shape[1]
+    np.testing.assert_array_equal(af.loo_auc(EXAMPLE, np.full(m, 1 / m), backend="torch"),
                                   [float(x) for x in expected])
-    res = af.aces_c(SPEC_EXAMPLE, backend="torch")
+    res = af.aces_c(EXAMPLE, backend="torch")
     np.testing.assert_allclose(res.weights, np.array([5, 5, 0, 5, 0, 0, 2, 0, 0, 0]) / 17,
                                rtol=0, atol=1e-15)
 
@@ -313,11 +313,11 @@ def test_methods_match_numpy_backend(name, B, method, call):
 
 
 def test_spec_example_rankings():
-    B = torch.from_numpy(SPEC_EXAMPLE)
+    B = torch.from_numpy(EXAMPLE)
     for method, expected_auc in (("majority", Fraction(9, 10)), ("aces-c", Fraction(14, 15))):
         res = af.rerank(B, method, backend="torch")
         s = res.scores.numpy()
-        pos, neg = s[SPEC_LABELS == 1], s[SPEC_LABELS == 0]
+        pos, neg = s[EXAMPLE_LABELS == 1], s[EXAMPLE_LABELS == 0]
         auc = ((pos[:, None] > neg[None, :]).sum() + 0.5 * (pos[:, None] == neg[None, :]).sum())
         assert auc / (pos.size * neg.size) == float(expected_auc)
 
@@ -357,7 +357,7 @@ def test_snap_ties_matches_base_rule():
 
 
 def test_tensor_in_tensor_out():
-    B = torch.from_numpy(SPEC_EXAMPLE).to(torch.float32)  # any real dtype of 0/1
+    B = torch.from_numpy(EXAMPLE).to(torch.float32)  # any real dtype of 0/1
     res = af.aces_o(B, steps=5, backend="torch")
     for field in ("scores", "weights", "objective"):
         t = getattr(res, field)
@@ -375,12 +375,12 @@ def test_tensor_in_tensor_out():
     sr = af.surrogate_loo_auc(B, np.full(10, 0.1), backend="torch")
     assert all(isinstance(x, torch.Tensor) for x in sr)
     assert sr.objective.ndim == 0
-    ref = af.surrogate_loo_auc(SPEC_EXAMPLE, np.full(10, 0.1), backend="numpy")
+    ref = af.surrogate_loo_auc(EXAMPLE, np.full(10, 0.1), backend="numpy")
     assert abs(float(sr.objective) - ref.objective) <= 1e-12
 
 
 def test_numpy_and_list_in_numpy_out():
-    for B in (SPEC_EXAMPLE, SPEC_EXAMPLE.tolist(), SPEC_EXAMPLE.astype(bool)):
+    for B in (EXAMPLE, EXAMPLE.tolist(), EXAMPLE.astype(bool)):
         res = af.aces_c(B, backend="torch")
         assert all(isinstance(getattr(res, f), np.ndarray)
                    for f in ("scores", "weights", "order", "loo_auc"))
@@ -389,10 +389,10 @@ def test_numpy_and_list_in_numpy_out():
 
 
 def test_zero_copy_inputs():
-    Bt = torch.from_numpy(SPEC_EXAMPLE.copy())
+    Bt = torch.from_numpy(EXAMPLE.copy())
     prepared = TB.prepare(Bt)
     assert isinstance(prepared, torch.Tensor) and prepared.data_ptr() == Bt.data_ptr()
-    Bn = SPEC_EXAMPLE.copy()
+    Bn = EXAMPLE.copy()
     Bn.setflags(write=False)  # read-only input: still no copy, no warning
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -402,11 +402,11 @@ def test_zero_copy_inputs():
 
 
 def test_requires_grad_input_is_detached():
-    B = torch.from_numpy(SPEC_EXAMPLE).double().requires_grad_(True)
+    B = torch.from_numpy(EXAMPLE).double().requires_grad_(True)
     w = torch.full((10,), 0.1, dtype=torch.float64, requires_grad=True)
     L = af.loo_auc(B, w, backend="torch")
     assert not L.requires_grad
-    np.testing.assert_array_equal(L.numpy(), NP.loo_auc(SPEC_EXAMPLE, np.full(10, 0.1), 1e-9))
+    np.testing.assert_array_equal(L.numpy(), NP.loo_auc(EXAMPLE, np.full(10, 0.1), 1e-9))
 
 
 def test_device_helpers_on_cpu():
@@ -423,8 +423,8 @@ def test_device_helpers_on_cpu():
     assert to_output(src, False) is src and to_output(None, True) is None
     # weights given as tensor with a NumPy matrix: computed where the matrix lives
     w = torch.full((10,), 0.1)
-    np.testing.assert_array_equal(TB.loo_auc(SPEC_EXAMPLE, w, 1e-9),
-                                  NP.loo_auc(SPEC_EXAMPLE, np.full(10, 0.1, np.float32)
+    np.testing.assert_array_equal(TB.loo_auc(EXAMPLE, w, 1e-9),
+                                  NP.loo_auc(EXAMPLE, np.full(10, 0.1, np.float32)
                                              .astype(np.float64), 1e-9))
 
 
@@ -505,13 +505,13 @@ def test_bad_matrix_errors(name, make, exc, match):
 def test_on_device_validator_accepts_and_converts():
     for dtype in (torch.bool, torch.uint8, torch.int64, torch.float32, torch.float64,
                   torch.bfloat16):
-        B = torch.from_numpy(SPEC_EXAMPLE).to(dtype)
+        B = torch.from_numpy(EXAMPLE).to(dtype)
         out = validate.check_pass_tensor(B)
         assert out.dtype == torch.uint8 and out.is_contiguous()
-        np.testing.assert_array_equal(out.numpy(), SPEC_EXAMPLE)
+        np.testing.assert_array_equal(out.numpy(), EXAMPLE)
     # bfloat16 has no NumPy twin: the backend validates it in torch
-    res = af.loo_auc(torch.from_numpy(SPEC_EXAMPLE).to(torch.bfloat16), backend="torch")
-    np.testing.assert_array_equal(res.numpy(), NP.loo_auc(SPEC_EXAMPLE, None, 1e-9))
+    res = af.loo_auc(torch.from_numpy(EXAMPLE).to(torch.bfloat16), backend="torch")
+    np.testing.assert_array_equal(res.numpy(), NP.loo_auc(EXAMPLE, None, 1e-9))
     with pytest.raises(ValueError, match=r"found value .*2\.0"):
         validate.check_pass_tensor(torch.tensor([[0.0, 2.0]], dtype=torch.bfloat16))
 
@@ -528,13 +528,13 @@ BAD_WEIGHTS = [
 @pytest.mark.parametrize("name,make,exc,match", BAD_WEIGHTS, ids=[b[0] for b in BAD_WEIGHTS])
 def test_bad_weights_errors(name, make, exc, match):
     with pytest.raises(exc, match=match):
-        af.loo_auc(torch.from_numpy(SPEC_EXAMPLE), make(), backend="torch")
+        af.loo_auc(torch.from_numpy(EXAMPLE), make(), backend="torch")
     with pytest.raises(exc, match=match):
-        af.surrogate_loo_auc(SPEC_EXAMPLE, make(), backend="torch")
+        af.surrogate_loo_auc(EXAMPLE, make(), backend="torch")
     with pytest.raises(exc) as on_device:
         validate.check_weights_tensor(make(), 10)
     with pytest.raises(exc) as on_host:
         as_weights(make(), 10)
     assert str(on_device.value) == str(on_host.value)
     with pytest.raises(exc, match=match):
-        af.loo_auc(SPEC_EXAMPLE, make().numpy(), backend="torch")
+        af.loo_auc(EXAMPLE, make().numpy(), backend="torch")

@@ -5,7 +5,7 @@ give, task by task, what the per-task :meth:`TorchBackend.aces_o` gives: the
 same operations with a task axis in front, so only the summation order inside
 the surrogate's matrix products differs -- weights agree to 1e-12 on the
 synthetic tasks here and to 1e-9 on real data -- and what the NumPy reference
-gives within SPEC's 1e-6. Orders, top-k rows, method names and types are
+gives within the contract's 1e-6 (docs/contract.rst §4). Orders, top-k rows, method names and types are
 identical. Padding must be inert: padding rows are absent and padding columns
 inactive, whatever else shares the batch.
 
@@ -34,7 +34,7 @@ from aces_fast.backends.torch.batch import pad as _pad  # noqa: E402
 from aces_fast.backends.torch.shapes import shape_chunks  # noqa: E402
 from aces_fast.datasets import load_dataset  # noqa: E402
 
-from conftest import SPEC_EXAMPLE, npy, random_matrix  # noqa: E402
+from helpers import EXAMPLE, npy, random_matrix  # noqa: E402
 
 TB = TorchBackend()
 
@@ -51,12 +51,12 @@ def _tasks(seed: int = 0):
     const_cols[:, [0, 5]] = 1
     const_cols[:, 7] = 0
     tasks = [
-        SPEC_EXAMPLE,                                   # n = 8 < top_k
+        EXAMPLE,                                   # n = 8 < top_k
         np.array([[1, 0, 1, 1]], np.uint8),             # n = 1: every test constant
         np.zeros((5, 0), np.uint8),                     # no tests
         np.ones((4, 6), np.uint8),                      # every test constant
         const_cols,                                     # constant columns inside, n > top_k
-        np.repeat(SPEC_EXAMPLE[:4], 3, axis=0),         # only duplicate rows
+        np.repeat(EXAMPLE[:4], 3, axis=0),         # only duplicate rows
         np.array([[1, 1], [0, 1], [1, 1]], np.uint8),   # one active test: its weight is 1
         random_matrix(rng, 50, 25, 0.6, dup_rows=30),   # duplicates among the top-k rows
     ]

@@ -11,7 +11,7 @@ import pytest
 import aces_fast as af
 from aces_fast import backends as registry
 from aces_fast._validation import as_pass_matrix
-from conftest import SPEC_EXAMPLE, npy
+from helpers import EXAMPLE, npy
 
 
 # ---------------------------------------------------------------------------
@@ -30,15 +30,15 @@ from conftest import SPEC_EXAMPLE, npy
     lambda B: np.repeat(B, 2, axis=1)[:, ::2],  # non-contiguous view
 ], ids=["bool", "int64", "int8", "float32", "float64", "list", "bool_list", "fortran", "strided"])
 def test_accepted_inputs_give_same_result(backend, convert):
-    want = npy(af.loo_auc(SPEC_EXAMPLE, backend="numpy"))
-    got = npy(af.loo_auc(convert(SPEC_EXAMPLE), backend=backend))
+    want = npy(af.loo_auc(EXAMPLE, backend="numpy"))
+    got = npy(af.loo_auc(convert(EXAMPLE), backend=backend))
     np.testing.assert_array_equal(got, want)
-    res = af.aces_c(convert(SPEC_EXAMPLE), backend=backend)
-    np.testing.assert_array_equal(npy(res.order), af.aces_c(SPEC_EXAMPLE, backend="numpy").order)
+    res = af.aces_c(convert(EXAMPLE), backend=backend)
+    np.testing.assert_array_equal(npy(res.order), af.aces_c(EXAMPLE, backend="numpy").order)
 
 
 def test_no_copy_for_uint8_and_bool():
-    B = SPEC_EXAMPLE.copy()
+    B = EXAMPLE.copy()
     out = as_pass_matrix(B)
     assert out.dtype == np.uint8 and out.flags.c_contiguous
     assert np.shares_memory(out, B)
@@ -49,14 +49,14 @@ def test_no_copy_for_uint8_and_bool():
 
 
 def test_copy_when_needed():
-    B = SPEC_EXAMPLE.astype(np.int64)
+    B = EXAMPLE.astype(np.int64)
     out = as_pass_matrix(B)
     assert out.dtype == np.uint8 and out.flags.c_contiguous
     assert not np.shares_memory(out, B)
-    F = np.asfortranarray(SPEC_EXAMPLE)
+    F = np.asfortranarray(EXAMPLE)
     out = as_pass_matrix(F)
     assert out.flags.c_contiguous
-    np.testing.assert_array_equal(out, SPEC_EXAMPLE)
+    np.testing.assert_array_equal(out, EXAMPLE)
 
 
 def test_zero_tests_allowed(backend):
@@ -102,7 +102,7 @@ def test_error_messages_show_plain_values():
     with pytest.raises(ValueError, match=r"found value 0\.5$"):
         as_pass_matrix(np.array([[0.5, 1.0], [1.0, 0.0]]))
     with pytest.raises(ValueError, match=r"non-negative; found -1\.0$"):
-        af.loo_auc(SPEC_EXAMPLE, -np.ones(10), backend="numpy")
+        af.loo_auc(EXAMPLE, -np.ones(10), backend="numpy")
 
 
 @pytest.mark.parametrize("w, exc, match", [
@@ -116,9 +116,9 @@ def test_error_messages_show_plain_values():
 ], ids=["short", "2d", "negative", "nan", "inf", "strings", "complex"])
 def test_bad_weights(backend, w, exc, match):
     with pytest.raises(exc, match=match):
-        af.loo_auc(SPEC_EXAMPLE, w, backend=backend)
+        af.loo_auc(EXAMPLE, w, backend=backend)
     with pytest.raises(exc, match=match):
-        af.surrogate_loo_auc(SPEC_EXAMPLE, w, backend=backend)
+        af.surrogate_loo_auc(EXAMPLE, w, backend=backend)
 
 
 @pytest.mark.parametrize("call, exc, match", [
@@ -147,7 +147,7 @@ def test_bad_weights(backend, w, exc, match):
         "exponent", "alpha", "beta0", "method", "method_none"])
 def test_bad_hyperparameters(backend, call, exc, match):
     with pytest.raises(exc, match=match):
-        call(SPEC_EXAMPLE, backend)
+        call(EXAMPLE, backend)
 
 
 @pytest.mark.parametrize("name, exc, match", [
@@ -157,7 +157,7 @@ def test_bad_hyperparameters(backend, call, exc, match):
 ])
 def test_bad_backend_name(name, exc, match):
     with pytest.raises(exc, match=match):
-        af.majority_vote(SPEC_EXAMPLE, backend=name)
+        af.majority_vote(EXAMPLE, backend=name)
 
 
 # ---------------------------------------------------------------------------
@@ -171,34 +171,34 @@ def _auto_choice():
 
 def test_auto_selection(monkeypatch):
     monkeypatch.delenv(registry.ENV_VAR, raising=False)
-    assert af.majority_vote(SPEC_EXAMPLE).backend == _auto_choice()
-    assert af.majority_vote(SPEC_EXAMPLE, backend="auto").backend == _auto_choice()
+    assert af.majority_vote(EXAMPLE).backend == _auto_choice()
+    assert af.majority_vote(EXAMPLE, backend="auto").backend == _auto_choice()
     monkeypatch.setenv(registry.ENV_VAR, "auto")
-    assert af.majority_vote(SPEC_EXAMPLE).backend == _auto_choice()
+    assert af.majority_vote(EXAMPLE).backend == _auto_choice()
 
 
 def test_env_selects_backend(monkeypatch, backend):
     monkeypatch.setenv(registry.ENV_VAR, backend)
-    assert af.majority_vote(SPEC_EXAMPLE).backend == backend
-    assert af.aces_c(SPEC_EXAMPLE).backend == backend
+    assert af.majority_vote(EXAMPLE).backend == backend
+    assert af.aces_c(EXAMPLE).backend == backend
 
 
 def test_explicit_beats_env(monkeypatch, backend):
     other = "numpy" if backend != "numpy" else _auto_choice()
     monkeypatch.setenv(registry.ENV_VAR, other)
-    assert af.majority_vote(SPEC_EXAMPLE, backend=backend).backend == backend
-    assert af.rerank(SPEC_EXAMPLE, "aces-c", backend=backend).backend == backend
+    assert af.majority_vote(EXAMPLE, backend=backend).backend == backend
+    assert af.rerank(EXAMPLE, "aces-c", backend=backend).backend == backend
 
 
 def test_env_explicit_auto_beats_env(monkeypatch):
     monkeypatch.setenv(registry.ENV_VAR, "numpy")
-    assert af.majority_vote(SPEC_EXAMPLE, backend="auto").backend == _auto_choice()
+    assert af.majority_vote(EXAMPLE, backend="auto").backend == _auto_choice()
 
 
 def test_unknown_env_backend_raises(monkeypatch):
     monkeypatch.setenv(registry.ENV_VAR, "fortran")
     with pytest.raises(ValueError, match="unknown backend 'fortran'"):
-        af.majority_vote(SPEC_EXAMPLE)
+        af.majority_vote(EXAMPLE)
 
 
 def _fake_backend(monkeypatch, load):
@@ -217,18 +217,18 @@ def test_unavailable_backend_says_why(monkeypatch):
 
     _fake_backend(monkeypatch, load)
     with pytest.raises(af.BackendUnavailableError, match="too old") as info:
-        af.majority_vote(SPEC_EXAMPLE, backend="numba")
+        af.majority_vote(EXAMPLE, backend="numba")
     assert info.value.name == "numba"
     assert info.value.reason == "numba is too old (0.1); need >= 0.59"
     assert "numba" in str(info.value) and "unavailable" in str(info.value)
     # asked again: same error (the failure is remembered), and the status reports it
     with pytest.raises(af.BackendUnavailableError, match="too old"):
-        af.loo_auc(SPEC_EXAMPLE, backend="numba")
+        af.loo_auc(EXAMPLE, backend="numba")
     assert af.backend_status()["numba"] == "numba is too old (0.1); need >= 0.59"
     assert "numba" not in af.available_backends()
     monkeypatch.setenv(registry.ENV_VAR, "numba")
     with pytest.raises(af.BackendUnavailableError, match="too old"):
-        af.majority_vote(SPEC_EXAMPLE)
+        af.majority_vote(EXAMPLE)
 
 
 def test_missing_module_is_unavailable_not_importerror(monkeypatch):
@@ -236,7 +236,7 @@ def test_missing_module_is_unavailable_not_importerror(monkeypatch):
     monkeypatch.setattr(registry, "_loaded", {})
     monkeypatch.setattr(registry, "_failed", {})
     with pytest.raises(af.BackendUnavailableError, match="import failed"):
-        af.majority_vote(SPEC_EXAMPLE, backend="numba")
+        af.majority_vote(EXAMPLE, backend="numba")
 
 
 # ---------------------------------------------------------------------------
@@ -245,45 +245,45 @@ def test_missing_module_is_unavailable_not_importerror(monkeypatch):
 
 def test_cpu_tensor_on_numpy_backend():
     torch = pytest.importorskip("torch", reason="torch is not installed")
-    want = af.loo_auc(SPEC_EXAMPLE, backend="numpy")
+    want = af.loo_auc(EXAMPLE, backend="numpy")
     for dtype in (torch.uint8, torch.bool, torch.float32, torch.int64):
-        t = torch.tensor(SPEC_EXAMPLE).to(dtype)
+        t = torch.tensor(EXAMPLE).to(dtype)
         np.testing.assert_array_equal(af.loo_auc(t, backend="numpy"), want)
         res = af.aces_c(t, backend="numpy")
         assert isinstance(res.scores, np.ndarray) and res.backend == "numpy"
-    t = torch.tensor(SPEC_EXAMPLE)
+    t = torch.tensor(EXAMPLE)
     assert np.shares_memory(as_pass_matrix(t), t.numpy())
     w = torch.full((10,), 0.1, dtype=torch.float64)
-    np.testing.assert_array_equal(af.loo_auc(SPEC_EXAMPLE, w, backend="numpy"), want)
+    np.testing.assert_array_equal(af.loo_auc(EXAMPLE, w, backend="numpy"), want)
     with pytest.raises(TypeError, match="real-valued"):
-        af.loo_auc(torch.tensor(SPEC_EXAMPLE, dtype=torch.complex64), backend="numpy")
+        af.loo_auc(torch.tensor(EXAMPLE, dtype=torch.complex64), backend="numpy")
     with pytest.raises(ValueError, match="only 0 and 1"):
-        af.loo_auc(torch.tensor(SPEC_EXAMPLE) * 2, backend="numpy")
+        af.loo_auc(torch.tensor(EXAMPLE) * 2, backend="numpy")
 
 
 def test_bfloat16_tensor_on_numpy_backend():
     torch = pytest.importorskip("torch", reason="torch is not installed")
-    t = torch.tensor(SPEC_EXAMPLE).to(torch.bfloat16)
+    t = torch.tensor(EXAMPLE).to(torch.bfloat16)
     np.testing.assert_array_equal(af.loo_auc(t, backend="numpy"),
-                                  af.loo_auc(SPEC_EXAMPLE, backend="numpy"))
+                                  af.loo_auc(EXAMPLE, backend="numpy"))
 
 
 def test_every_path_checks_uint8_and_bool_values(backend):
     # the zero-copy path: cpp checks inside its compiled call, the other
     # backends (and cpp's NumPy-computed methods) in Python; same message
-    bad = SPEC_EXAMPLE.copy()
+    bad = EXAMPLE.copy()
     bad[3, 4] = 2
     calls = [(lambda B: af.loo_auc(B, backend=backend), ""),
              (lambda B: af.aces_c(B, backend=backend), ""),
              (lambda B: af.aces_o(B, steps=2, backend=backend), ""),
              (lambda B: af.codet(B, backend=backend), ""),
              (lambda B: af.b4(B, backend=backend), ""),
-             (lambda B: af.rerank_batch([SPEC_EXAMPLE, B], "codet", backend=backend), "task 1: "),
-             (lambda B: af.rerank_batch([SPEC_EXAMPLE, B], "aces-c", backend=backend), "task 1: ")]
+             (lambda B: af.rerank_batch([EXAMPLE, B], "codet", backend=backend), "task 1: "),
+             (lambda B: af.rerank_batch([EXAMPLE, B], "aces-c", backend=backend), "task 1: ")]
     if backend == "cpp":
         calls.append((lambda B: af.aces_o(B, steps=2, bins=64, backend=backend), ""))
     for call, prefix in calls:
-        call(SPEC_EXAMPLE)
+        call(EXAMPLE)
         for B in (bad, bad.view(np.bool_)):
             with pytest.raises(ValueError,
                                match=f"^{prefix}B must contain only 0 and 1; found value 2$"):

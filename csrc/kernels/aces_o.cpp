@@ -1,4 +1,4 @@
-// ACES-O: maximise J(softmax(logits)) with Adam, entirely in C++ (SPEC section 3).
+// ACES-O: maximise J(softmax(logits)) with Adam, entirely in C++ (docs/contract.rst §3).
 //
 // Only the active columns enter the surrogate (inactive columns have weight 0,
 // so they change neither the scores nor J). The optimiser (softmax, Adam) lives

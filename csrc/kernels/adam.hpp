@@ -1,6 +1,6 @@
 // The ACES-O optimiser shared by the exact (aces_o.cpp) and binned (binned.cpp)
-// fits: maximise J(softmax(logits)) over the active columns with Adam (SPEC
-// section 3). Only the surrogate differs between the two, so the loop is a
+// fits: maximise J(softmax(logits)) over the active columns with Adam (docs/contract.rst
+// §3). Only the surrogate differs between the two, so the loop is a
 // template over it; both fits therefore run the same operations in the same
 // order (bitwise-identical optimiser arithmetic).
 //

@@ -1,4 +1,4 @@
-// Leave-one-out AUC of every test (SPEC section 2), exact tie handling.
+// Leave-one-out AUC of every test (docs/contract.rst §2), exact tie handling.
 //
 // Uniform weights: scores are integer row sums. Rows are bucketed by score
 // (counting sort) and streamed row-major, level by level, keeping per column the

@@ -1,5 +1,5 @@
 // Logistic surrogate of LOO-AUC, the ACES-O objective J and its analytic gradient
-// (SPEC section 3).
+// (docs/contract.rst §3).
 //
 // For test j with passers P_j and failers F_j (rows with count > 0),
 //   z_pf = gamma (s_p - s_f - w_j),  sigma_pf = sigma(z_pf),  sigma'_pf = sigma (1 - sigma),

@@ -1,4 +1,4 @@
-// Whole ranking methods of one task in C++ (SPEC section 3): majority vote,
+// Whole ranking methods of one task in C++ (docs/contract.rst §3): majority vote,
 // ACES-C (weighted / filter, with the majority fallback) and ACES-O (top-k
 // prefilter, uniform or ACES-C warm start). The NumPy glue of
 // aces_fast/backends/base.py defines the results; this reproduces it:

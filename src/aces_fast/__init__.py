@@ -7,7 +7,7 @@ Given a pass matrix ``B`` (n candidates x m tests, ``B[i, j] = 1`` iff candidate
 >>> res = af.aces_c(B)            # doctest: +SKIP
 >>> res.order[0], res.weights     # doctest: +SKIP
 
-See ``SPEC.md``-defined methods: :func:`majority_vote`, :func:`aces_c`,
+The methods of ``docs/contract.rst``: :func:`majority_vote`, :func:`aces_c`,
 :func:`aces_o`, :func:`codet`, :func:`b4`, :func:`mbr_exec`, :func:`combine`,
 :func:`rerank`; kernels :func:`loo_auc`, :func:`surrogate_loo_auc`; metrics
 :func:`pass_at_k`, :func:`pass_at_k_unbiased`, :func:`diagnostics`; backends

@@ -1,4 +1,4 @@
-"""The ranking methods' semantics (SPEC section 3), written once for every Python backend.
+"""The ranking methods' semantics (docs/contract.rst §3), written once for every Python backend.
 
 Each function computes one method from a validated pass matrix ``B`` against a
 backend object ``nx`` -- the way POT writes each solver once against
@@ -61,7 +61,7 @@ def normalized(nx: Any, w: Any) -> Any:
 
 
 def snap_and_order(nx: Any, s: Any, tol: Any, valid: Any = None) -> Tuple[Any, Any]:
-    """Tie-snapped scores and their descending order (SPEC section 2).
+    """Tie-snapped scores and their descending order (docs/contract.rst §2).
 
     Scores that differ by at most ``tol`` become exactly equal: sums of float
     weights equal in exact arithmetic can differ in the last bits with the
@@ -177,7 +177,7 @@ def aces_c(nx: Any, B: Any, weighted: bool, tie_tol: float) -> Outputs:
 
 def aces_o(nx: Any, B: Any, gamma: float, lr: float, steps: int, top_k: Optional[int],
            warm: bool, tie_tol: float, bins: Optional[int] = None) -> Outputs:
-    """ACES-O: Adam on the surrogate objective over the simplex (SPEC section 3).
+    """ACES-O: Adam on the surrogate objective over the simplex (docs/contract.rst §3).
 
     Active tests are the non-constant ones. Logits start at 0, or (``warm``) at
     ``log(w_C + WARM_EPS)`` with ``w_C`` the normalized ACES-C weights. The fit
@@ -232,7 +232,7 @@ def _log_beta(nx: Any, a: Any, b: Any) -> Any:
 
 
 def b4(nx: Any, B: Any, alpha: float, beta0: float) -> Outputs:
-    """B4 (Chen et al., ASE 2024): each consensus set's log posterior (SPEC section 3).
+    """B4 (Chen et al., ASE 2024): each consensus set's log posterior (docs/contract.rst §3).
 
     For a distinct row pattern ``y`` with consensus set ``x`` (``N`` candidates,
     ``M`` non-constant tests): ``lnB(|y|+a, M-|y|+1) + lnB(|x|+a, N-|x|+1) +

@@ -1,7 +1,7 @@
-"""Public ranking methods (SPEC section 3) and the kernels they are built on.
+"""Public ranking methods (docs/contract.rst §3) and the kernels they are built on.
 
-Every function validates its input, picks a backend by the rule of SPEC
-section 4 (``backend=None`` -> ``ACES_FAST_BACKEND`` -> auto) and returns a
+Every function validates its input, picks a backend by the rule of
+docs/contract.rst §4 (``backend=None`` -> ``ACES_FAST_BACKEND`` -> auto) and returns a
 :class:`~aces_fast.result.RerankResult` (or an array for the kernels).
 """
 
@@ -40,7 +40,7 @@ def _run(spec: MethodSpec, B: Any, backend: Optional[str], params: Dict[str, Any
 
 def loo_auc(B: Any, weights: Any = None, *, tie_tol: float = TIE_TOL.default,
             backend: Optional[str] = None):
-    """Leave-one-out AUC of every test (SPEC section 2).
+    """Leave-one-out AUC of every test (docs/contract.rst §2).
 
     ``LOO-AUC_j(w) = AUC(s - w_j B[:, j], B[:, j])`` with ``s = B @ w``: how well
     the other tests' weighted votes separate the candidates that pass test ``j``

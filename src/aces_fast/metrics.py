@@ -1,4 +1,4 @@
-"""Evaluation given ground-truth labels (SPEC section 5).
+"""Evaluation given ground-truth labels (docs/contract.rst §5).
 
 Labels never enter a ranking method; these functions judge a ranking
 afterwards.
@@ -137,7 +137,7 @@ def pass_at_k_unbiased(n: Any, c: Any, k: int, *, backend: Optional[str] = None)
 
 @dataclass(frozen=True)
 class Diagnostics:
-    """Per-test and per-problem quantities of SPEC section 5 (needs labels).
+    """Per-test and per-problem quantities of docs/contract.rst §5 (needs labels).
 
     Attributes
     ----------

@@ -1,4 +1,4 @@
-"""Backend registry and the selection rule of SPEC section 4.
+"""Backend registry and the selection rule of docs/contract.rst §4.
 
 Each backend lives in the module (or package) of its name -- ``backends/cpp.py``,
 ``backends/numpy.py`` (the readable reference), ``backends/numba/``,

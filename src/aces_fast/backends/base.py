@@ -3,7 +3,7 @@
 A backend is the ``nx`` that :mod:`aces_fast._semantics` computes every method
 against. It supplies
 
-* kernels (SPEC sections 2-3): :meth:`Backend.loo_auc`, :meth:`Backend.surrogate`,
+* kernels (docs/contract.rst §2–§3): :meth:`Backend.loo_auc`, :meth:`Backend.surrogate`,
   :meth:`Backend.aces_o_fit`, and the smaller ones the semantics call --
   ``loo_auc_uniform``, ``row_scores``, ``column_sums``, ``row_sums``,
   ``row_groups`` (distinct rows), ``take_rows``, ``row_count``, ``row_mask``;
@@ -66,7 +66,7 @@ class Backend:
 
     def surrogate(self, B: Any, weights: Any, gamma: float,
                   counts: Optional[Any] = None) -> Tuple[Any, Any, Any]:
-        """``(L (m,), J, dJ/dw (m,))`` of SPEC section 3; ``L_j = nan`` if P_j or F_j is empty."""
+        """``(L (m,), J, dJ/dw (m,))`` of docs/contract.rst §3; ``L_j = nan`` if P_j or F_j is empty."""
         raise NotImplementedError
 
     def aces_o_fit(self, B: Any, logits0: Any, active: Any, gamma: float, lr: float,

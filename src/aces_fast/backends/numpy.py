@@ -1,4 +1,4 @@
-"""``numpy``: the plain, readable reference kernels of SPEC sections 2-3.
+"""``numpy``: the plain, readable reference kernels of docs/contract.rst §2–§3.
 
 Written for clarity, not speed: one Python iteration per test. The methods
 built on them are :mod:`aces_fast._semantics` on NumPy arrays (the primitives
@@ -94,7 +94,7 @@ def _sigmoid(z: np.ndarray) -> np.ndarray:
 
 def surrogate(B: np.ndarray, weights: np.ndarray, gamma: float,
               counts: Optional[np.ndarray] = None) -> Tuple[np.ndarray, float, np.ndarray]:
-    """Logistic surrogate LOO-AUC, ``J`` and the analytic ``dJ/dw`` (SPEC section 3).
+    """Logistic surrogate LOO-AUC, ``J`` and the analytic ``dJ/dw`` (docs/contract.rst §3).
 
     Per test ``j`` the |P_j| x |F_j| matrix of ``sigma(gamma (s_p - s_f - w_j))`` is
     formed explicitly (weighted by row multiplicities). Cost

@@ -1,4 +1,4 @@
-"""LOO-AUC kernels (SPEC section 2), never an (n, m) matrix of scores.
+"""LOO-AUC kernels (docs/contract.rst §2), never an (n, m) matrix of scores.
 
 * uniform weights: integer row sums, counting sort, then rows streamed level by
   level with all inner loops over a block of columns -- O(n m), integer counts;

@@ -1,4 +1,4 @@
-"""The logistic surrogate of LOO-AUC, ``J`` and ``dJ/dw`` (SPEC section 3).
+"""The logistic surrogate of LOO-AUC, ``J`` and ``dJ/dw`` (docs/contract.rst §3).
 
 Identical rows are merged into multiplicities first, so pairs are over
 distinct rows, and ``exp(-z) = E_p F_f G_j`` (one multiply, no exp; per-row
@@ -116,7 +116,7 @@ def _dot_column(btj, cv):
 @_jit()
 def _surrogate_column(btj, wj, gamma, c, s, E, F, fast, vb, ws, iw):
     """Surrogate of one column; returns ``(L_j, (L_j - 1/2) - gamma c_j D_j)`` and adds
-    ``c_j u^j`` to the block's partial ``vb`` (SPEC section 3 notation).
+    ``c_j u^j`` to the block's partial ``vb`` (docs/contract.rst §3 notation).
 
     Rows must have ``c > 0``. The smaller of the passers/failers is the outer
     loop, the larger the inner, vectorized one. ``ws`` (6, n + LANES) float64 and

@@ -62,12 +62,12 @@ def surrogate_core(data: SurrogateData, w: torch.Tensor, gamma: float,
     For a chunk of k tests one (k, n, n) tensor holds
     ``sigma(gamma (s_p - s_f - w_j))`` for every row pair; multiplying by the
     passer/failer multiplicity vectors (batched mat-vecs) restricts it to
-    P_j x F_j. The gradient follows SPEC section 3 with
+    P_j x F_j. The gradient follows docs/contract.rst §3 with
     ``c_i v_i = sum_j c_j (passers_ij sum_f failers_fj sigma'_if
     - failers_ij sum_p passers_pj sigma'_pi)``. O(n^2 m + n m) time per call,
     O(chunk_elements) extra memory.
 
-    SPEC's hint: ``sigma(z) = 1 / (1 + E_pf e_j)`` with ``E = exp(-gamma (s_p - s_f))``
+    the hint of docs/contract.rst §3: ``sigma(z) = 1 / (1 + E_pf e_j)`` with ``E = exp(-gamma (s_p - s_f))``
     (n x n, once per call) and ``e_j = exp(gamma w_j)`` (m), which replaces one
     exp per (test, pair) by a multiply. It is used when ``max_w`` (an upper
     bound on the weights, known without reading the device) keeps ``e_j``
@@ -122,7 +122,7 @@ def surrogate(B: torch.Tensor, weights: torch.Tensor, gamma: float,
               counts: Optional[torch.Tensor] = None, dtype: torch.dtype = torch.float64,
               chunk_elements: int = DEFAULT_CHUNK_ELEMENTS
               ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Logistic surrogate LOO-AUC, ``J`` and analytic ``dJ/dw`` (SPEC section 3).
+    """Logistic surrogate LOO-AUC, ``J`` and analytic ``dJ/dw`` (docs/contract.rst §3).
 
     Parameters
     ----------
