@@ -58,7 +58,7 @@ DIRECT = {"majority": af.majority_vote, "codet": af.codet, "b4": af.b4, "aces-c"
 #: everything in ``aces_fast.__all__`` that is not a function taking data
 NOT_DATA = {"__version__", "BackendUnavailableError", "CostWarning", "Diagnostics", "METHODS",
             "RerankResult", "SurrogateResult", "available_backends", "backend_status", "config",
-            "show_config"}
+            "show_config", "warmup"}
 COVERED = {"rerank", "rerank_batch", "loo_auc", "surrogate_loo_auc", "mbr_exec", "combine",
            "pass_at_k", "pass_at_k_unbiased", "diagnostics", *(f.__name__ for f in DIRECT.values())}
 
@@ -67,6 +67,16 @@ def test_the_suite_covers_every_public_function_and_method():
     assert set(af.__all__) - NOT_DATA == COVERED
     for spec in _registry.specs():  # every method runs through rerank and rerank_batch
         assert spec.name in af.METHODS
+
+
+@pytest.mark.parametrize("kwargs, exc", [
+    (dict(backend=123), TypeError), (dict(backend="gpu"), ValueError),
+    (dict(backend="numpy", progress="yes"), TypeError), (dict(backend="numpy", progress=1), TypeError),
+])
+def test_warmup_refuses_bad_arguments(kwargs, exc):
+    """``warmup`` takes no data, only a backend name and a flag: both are checked."""
+    with pytest.raises(exc):
+        af.warmup(**kwargs)
 
 
 # ---------------------------------------------------------------------------------

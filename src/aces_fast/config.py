@@ -128,8 +128,10 @@ def warmup(backend: Optional[str] = None, progress: Optional[bool] = None) -> Di
     BackendUnavailableError
         When the backend cannot run here (the message says why).
     """
+    if progress is not None and not isinstance(progress, bool):
+        raise TypeError(f"progress must be True, False or None; got {type(progress).__name__}")
     be = resolve_backend(backend)
-    show = sys.stderr.isatty() if progress is None else bool(progress)
+    show = sys.stderr.isatty() if progress is None else progress
     start = time.perf_counter()
     facts = be.warmup(_Progress(be.name, sys.stderr) if show else None)
     out: Dict[str, Any] = {"backend": be.name, "seconds": round(time.perf_counter() - start, 3)}

@@ -323,6 +323,7 @@ def evaluate(dataset: Dataset, methods: Optional[Sequence[str]] = None, *,
         used = "-"
         if meth not in REFERENCE_METHODS:
             rerank(_WARMUP, meth, backend=backend, **run_params[meth])
+        scores: Optional[np.ndarray]
         for i, prob in enumerate(dataset):
             if meth == "random":
                 scores = np.zeros(prob.n)

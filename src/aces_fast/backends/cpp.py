@@ -23,10 +23,15 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 
 from .. import _registry
-from .._compiled import core, import_error
+from .._compiled import core as _maybe_core
+from .._compiled import import_error
 from .._validation import as_pass_matrix, check_zero_one
 from ..result import RerankResult
 from .base import ArrayBackend, Backend, BackendUnavailableError
+
+#: the extension module; None only when it failed to import, and then load() refuses
+#: the backend before anything here runs
+core: Any = _maybe_core
 
 
 #: the compiled layer's limit on n_threads

@@ -47,6 +47,7 @@ import importlib
 import threading
 import time
 import types
+from functools import partial
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -510,25 +511,20 @@ def _warmup_steps() -> List[Tuple[str, Callable[[], Any]]]:
     for build, be in builds:
         for counts, how in ((None, ""), (np.array([2, 0, 1]), ", row counts")):
             steps += [
-                (f"LOO-AUC uniform{how} ({build})",
-                 lambda be=be, c=counts: be.loo_auc(B, None, 1e-9, c)),
-                (f"LOO-AUC weighted{how} ({build})",
-                 lambda be=be, c=counts: be.loo_auc(B, w, 1e-9, c)),
-                (f"surrogate{how} ({build})",
-                 lambda be=be, c=counts: be.surrogate(B, w, 10.0, c)),
+                (f"LOO-AUC uniform{how} ({build})", partial(be.loo_auc, B, None, 1e-9, counts)),
+                (f"LOO-AUC weighted{how} ({build})", partial(be.loo_auc, B, w, 1e-9, counts)),
+                (f"surrogate{how} ({build})", partial(be.surrogate, B, w, 10.0, counts)),
                 (f"ACES-O fit{how} ({build})",
-                 lambda be=be, c=counts: be.aces_o_fit(B, np.zeros(m), active, 10.0, 0.01, 2, c)),
+                 partial(be.aces_o_fit, B, np.zeros(m), active, 10.0, 0.01, 2, counts)),
             ]
         for spec in _registry.specs():
             names = _registry.METHOD_PARAMS[spec.name]
             values = _registry.method_params(
                 spec.name, {k: v for k, v in short.items() if k in names})
-            steps.append((f"{spec.name} ({build})",
-                          lambda be=be, s=spec.name, v=values: be.rerank(B, s, v)))
+            steps.append((f"{spec.name} ({build})", partial(be.rerank, B, spec.name, values)))
             if spec.over_tasks:
                 steps.append((f"{spec.name} batch ({build})",
-                              lambda be=be, s=spec.name, v=values:
-                              be.rerank_batch([B, B[:2]], s, v, None)))
+                              partial(be.rerank_batch, [B, B[:2]], spec.name, values, None)))
     return steps
 
 

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib
 import inspect
 import os
 import platform
@@ -97,9 +98,9 @@ def _layer_loads(name: str) -> bool:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 parallel._check_tbb_version_compatible()
-            from numba.np.ufunc import tbbpool  # noqa: F401
+            importlib.import_module("numba.np.ufunc.tbbpool")  # compiled, untyped
         elif name == "omp":
-            from numba.np.ufunc import omppool  # noqa: F401
+            importlib.import_module("numba.np.ufunc.omppool")
         return name in ("tbb", "omp", "workqueue")
     except Exception:  # noqa: BLE001 - ImportError, OSError, a future numba's own
         return False

@@ -94,7 +94,7 @@ try:
     from .chunks import DEFAULT_CHUNK_ELEMENTS
     from .validate import check_pass_tensor, check_weights_tensor, from_numpy
 except Exception as exc:  # ImportError, or a broken install failing to load its libraries
-    torch = None
+    torch = None  # type: ignore[assignment]
     _IMPORT_ERROR: Optional[BaseException] = exc
 else:
     _IMPORT_ERROR = None
