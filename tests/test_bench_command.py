@@ -362,7 +362,9 @@ def test_bench_from_the_checkout_writes_json_and_png(tmp_path):
     assert set(cells_by) == expect
     for c in full["cells"]:
         assert c["skipped"] is None and c["reps"] == 2 and c["median_s"] > 0
-        assert c["peak_extra_bytes"] >= 0 and c["input_bytes"] > 0
+        # real: the input of the problem with the largest peak, which may be an
+        # empty (n x 0) problem when every peak is within a page of zero
+        assert c["peak_extra_bytes"] >= 0 and c["input_bytes"] >= (c["family"] != "real")
     assert cells_by[("aces-c", "distinct", "200x500", "cpp")]["ratio"] > 0
     assert cells_by[("aces-c", "real", "humaneval-gpt35", "cpp")]["p99_s"] > 0
     assert cells_by[("batch-aces-c", "distinct", "200x500", "cpp")]["tasks_per_s"] > 0
