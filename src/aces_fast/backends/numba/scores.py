@@ -29,7 +29,7 @@ def row_sums(B):
 def row_scores(B, w):
     """``s_i = sum_j w_j [B_ij != 0]``, float64 (n,), summed in ascending j (as the C++ core).
 
-    Four rows at a time so four addition chains overlap. O(n m).
+    O(n m); see :func:`_row_scores_of`.
     """
     return _row_scores_of(B, w, np.arange(B.shape[0]))
 
@@ -37,35 +37,44 @@ def row_scores(B, w):
 @_jit()
 def _row_scores_of(B, w, idx):
     """:func:`row_scores` of the rows ``idx`` (int64), float64 (len(idx),); each row's
-    sum is the same ascending loop whatever the other rows."""
+    sum is the same ascending loop whatever the other rows.
+
+    Each term is read from a table, ``W[j, 0] = +0.0`` and ``W[j, 1] = w_j``: the
+    very values ``w_j * [B_ij != 0]`` the product gives (``w_j`` finite, as every
+    validated weight), added in the same order: the same bits, at about half the
+    instructions per cell (no int-to-float conversion, no multiply). Four rows at
+    a time so four addition chains overlap. O(n m).
+    """
     n = idx.shape[0]
     m = B.shape[1]
+    W = np.zeros((m, 2))
+    for j in range(m):
+        W[j, 1] = w[j]
     s = np.zeros(n)
     n4 = n - n % 4
     for k in range(0, n4, 4):
-        i0 = idx[k]
-        i1 = idx[k + 1]
-        i2 = idx[k + 2]
-        i3 = idx[k + 3]
+        r0 = B[idx[k]]
+        r1 = B[idx[k + 1]]
+        r2 = B[idx[k + 2]]
+        r3 = B[idx[k + 3]]
         a0 = 0.0
         a1 = 0.0
         a2 = 0.0
         a3 = 0.0
         for j in range(m):
-            wj = w[j]
-            a0 += wj * (B[i0, j] != 0)
-            a1 += wj * (B[i1, j] != 0)
-            a2 += wj * (B[i2, j] != 0)
-            a3 += wj * (B[i3, j] != 0)
+            a0 += W[j, np.int64(r0[j] != 0)]
+            a1 += W[j, np.int64(r1[j] != 0)]
+            a2 += W[j, np.int64(r2[j] != 0)]
+            a3 += W[j, np.int64(r3[j] != 0)]
         s[k] = a0
         s[k + 1] = a1
         s[k + 2] = a2
         s[k + 3] = a3
     for k in range(n4, n):
-        i = idx[k]
+        r = B[idx[k]]
         acc = 0.0
         for j in range(m):
-            acc += w[j] * (B[i, j] != 0)
+            acc += W[j, np.int64(r[j] != 0)]
         s[k] = acc
     return s
 
