@@ -398,6 +398,9 @@ class NumbaBackend(ArrayBackend):
     def row_sums(self, B):
         return _kernels.row_sums(_as_matrix(B))
 
+    def column_sums(self, B):
+        return _kernels.column_sums(_as_matrix(B))
+
     # -- primitives with this backend's rounding ------------------------------------
 
     @staticmethod
