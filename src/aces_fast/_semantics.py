@@ -115,9 +115,8 @@ def weighted_ranking(nx: Any, B: Any, w: Any, tie_tol: float, plan: Any = None
     O(n m + n log n).
     """
     w = normalized(nx, w)
-    # snap_and_order(nx, nx.row_scores(B, w, plan), tol, nx.row_mask(B)), possibly
-    # fused into one kernel by the backend
-    scores, order = nx.scores_and_order(B, w, tie_tol * nx.sum(w), plan)
+    scores, order = snap_and_order(nx, nx.row_scores(B, w, plan), tie_tol * nx.sum(w),
+                                   nx.row_mask(B))
     return w, scores, order
 
 

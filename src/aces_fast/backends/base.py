@@ -5,8 +5,7 @@ against. It supplies
 
 * kernels (docs/contract.rst §2–§3): :meth:`Backend.loo_auc`, :meth:`Backend.surrogate`,
   :meth:`Backend.aces_o_fit`, and the smaller ones the semantics call --
-  ``loo_auc_uniform``, ``row_scores`` (and ``scores_and_order``, which a
-  backend may fuse), ``column_sums``, ``row_sums``,
+  ``loo_auc_uniform``, ``row_scores``, ``column_sums``, ``row_sums``,
   ``row_groups`` (distinct rows), ``take_rows``, ``row_count``, ``row_mask``;
 * array primitives over the last axis -- ``sum`` (its rounding is the
   backend's: NumPy pairwise, numba ascending, torch exact), ``count``,
@@ -34,7 +33,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .. import _registry, _semantics, consensus
+from .. import _registry, consensus
 from .._validation import as_pass_matrix, as_weights
 from ..result import RerankResult, SurrogateResult
 
@@ -85,14 +84,6 @@ class Backend:
         ``plan`` is handed back to ``row_scores`` (what the kernel learnt about
         ``B``, e.g. identical rows), ``None`` when there is nothing to share."""
         raise NotImplementedError
-
-    def scores_and_order(self, B: Any, w: Any, tol: Any, plan: Any = None) -> Tuple[Any, Any]:
-        """Tie-snapped scores ``B w`` and their descending order (``(scores, order)``,
-        padding last): :func:`aces_fast._semantics.snap_and_order` of
-        :meth:`row_scores`. A backend may fuse the steps into one kernel that gives
-        the same bits. O(n m + n log n)."""
-        nx: Any = self  # row_scores / row_mask: the small kernels every backend has
-        return _semantics.snap_and_order(nx, nx.row_scores(B, w, plan), tol, nx.row_mask(B))
 
     def no_bins(self, bins: Optional[int]) -> None:
         """Raise the error of a backend without the binned surrogate when ``bins`` is set."""

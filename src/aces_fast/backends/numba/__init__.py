@@ -386,15 +386,6 @@ class NumbaBackend(ArrayBackend):
             return _kernels.row_scores(B, w)
         return _kernels.row_scores_rep(B, w, plan)
 
-    def scores_and_order(self, B, w, tol, plan=None):
-        """Tie-snapped row scores and their order in one kernel call
-        (:func:`.scores.ranked_scores`; the bits of the generic default)."""
-        B = _as_matrix(B)
-        if type(w) is not np.ndarray or w.dtype != np.float64 or not w.flags.c_contiguous:
-            w = np.ascontiguousarray(w, dtype=np.float64)
-        return _kernels.ranked_scores(B, _for_kernels(w), _EMPTY_I if plan is None else plan,
-                                      float(tol))
-
     def row_sums(self, B):
         return _kernels.row_sums(_as_matrix(B))
 

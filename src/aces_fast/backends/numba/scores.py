@@ -134,37 +134,3 @@ def log(x):
     for k in range(x.shape[0]):
         out[k] = np.log(x[k])
     return out
-
-
-@_jit()
-def ranked_scores(B, w, rep, tol):
-    """:func:`row_scores` (with ``rep`` non-empty: :func:`row_scores_rep`), then the
-    tie snapping and descending order of ``aces_fast._semantics.snap_and_order``
-    in the same call: ``(snapped scores float64 (n,), order int64 (n,))``.
-
-    The steps are those of the semantics, with the same bits: the order is a
-    stable sort of ``-s`` (ties by lower index); over the scores in ascending
-    order, a gap larger than ``tol`` starts a run; when some non-zero gap is at
-    most ``tol``, every score becomes its run's smallest and the order is sorted
-    again. O(n m + n log n).
-    """
-    s = row_scores(B, w) if rep.shape[0] == 0 else row_scores_rep(B, w, rep)
-    n = s.shape[0]
-    order = np.argsort(-s, kind="mergesort")
-    snap = False
-    for r in range(1, n):  # ascending position r is order[n - 1 - r]
-        gap = s[order[n - 1 - r]] - s[order[n - r]]
-        if gap != 0 and not gap > tol:
-            snap = True
-            break
-    if not snap:
-        return s, order
-    snapped = np.empty(n)
-    first = s[order[n - 1]]  # the current run's smallest score
-    snapped[order[n - 1]] = first
-    for r in range(1, n):
-        i = order[n - 1 - r]
-        if s[i] - s[order[n - r]] > tol:
-            first = s[i]
-        snapped[i] = first
-    return snapped, np.argsort(-snapped, kind="mergesort")
