@@ -125,6 +125,15 @@ class SymmetryClasses {
     for (size_t c = 0; c + 1 < bounds_.size(); ++c) {
       size_t* p = members_.data() + bounds_[c];
       const size_t len = bounds_[c + 1] - bounds_[c];
+      // A class whose values are all equal (as the zero gradients of tests every
+      // kept row passes, every step) stays whole: no sort needed.
+      bool equal = true;
+      for (size_t i = 1; i < len && equal; ++i) equal = x[p[i]] == x[p[0]];
+      if (equal && len >= 2) {
+        next_members_.insert(next_members_.end(), p, p + len);
+        next_bounds_.push_back(next_members_.size());
+        continue;
+      }
       std::sort(p, p + len, less);
       size_t run = 0;  // first member of the current run
       double prev = x[p[0]];  // unsnapped value of the previous member

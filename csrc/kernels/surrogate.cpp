@@ -261,23 +261,28 @@ ACES_FAST_KERNEL_BODY void masked_sums_body(const uint8_t* __restrict bytes, int
   constexpr int kG = 4;
   for (int64_t g0 = 0; g0 < ng; g0 += kG) {
     const int ngb = static_cast<int>(std::min<int64_t>(kG, ng - g0));
-    v8d acc[2][kG];
+    v8d ev[kG], od[kG];  // the partial sums over even k and over odd k
     for (int b = 0; b < kG; ++b) {
-      splat8(acc[0][b], 0.0);
-      splat8(acc[1][b], 0.0);
+      splat8(ev[b], 0.0);
+      splat8(od[b], 0.0);
     }
-    for (int64_t k = 0; k < nk; ++k) {
+    const auto add = [&](v8d* acc, int64_t k) {
       int64_t vb;
       __builtin_memcpy(&vb, vals + k, sizeof vb);
       const v8l val = zero + vb;
-      v8d* a = acc[k & 1];
       for (int b = 0; b < kG; ++b) {
         if (b >= ngb) break;
         const v8l m = -(((zero + static_cast<int64_t>(bytes[(g0 + b) * nk + k])) >> lane) & 1);
-        a[b] += reinterpret_cast<v8d>(val & m);
+        acc[b] += reinterpret_cast<v8d>(val & m);
       }
+    };
+    int64_t k = 0;
+    for (; k + 2 <= nk; k += 2) {
+      add(ev, k);
+      add(od, k + 1);
     }
-    for (int b = 0; b < ngb; ++b) store8(out + 8 * (g0 + b), acc[0][b] + acc[1][b]);
+    if (k < nk) add(ev, k);
+    for (int b = 0; b < ngb; ++b) store8(out + 8 * (g0 + b), ev[b] + od[b]);
   }
 }
 constexpr simd::Dispatched<&masked_sums_body, simd::kAvx512> masked_sums{};
