@@ -181,3 +181,40 @@ def test_many_distinct_rows_pick_the_per_column_kernel(monkeypatch):
     for a, b in zip(auto, cols):
         np.testing.assert_array_equal(a, b)
     assert_close(auto, brute_surrogate(B, w, 10.0))
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("span", [150.0, 290.0, 590.0])
+def test_fast_path_exponentials_near_the_limit(monkeypatch, kernel, span):
+    # The fast path forms exp(gamma w_j) and exp(+-gamma (s - s0)) with the
+    # kernels' own vectorized exp (csrc/simd/lanes.hpp); gamma * (span of s +
+    # max w) just below its limit of 600 drives those arguments to ~590 and
+    # ~300. The pair sums must still equal the stable brute force.
+    rng = np.random.default_rng(int(span))
+    B = random_B(rng, 20, 37, 0.5)
+    w = rng.random(37)
+    w /= w.sum()
+    s = B.astype(float) @ w
+    gamma = span / (s.max() - s.min() + w.max())
+    L, J, g = surrogate_with(monkeypatch, kernel, B, w, gamma, dedup=False)
+    Lr, Jr, gr = brute_surrogate(B, w, gamma)
+    np.testing.assert_allclose(L, Lr, rtol=1e-12, atol=1e-300)
+    assert J == pytest.approx(Jr, rel=1e-12)
+    np.testing.assert_allclose(g, gr, rtol=1e-10, atol=1e-12 * max(1.0, np.abs(gr).max()))
+
+
+def test_fit_softmax_far_into_underflow(monkeypatch):
+    # Starting logits 0 ... -800: softmax weights from 1 down past the smallest
+    # subnormal (exp(-745) rounds to 0), where the vectorized exp scales by two
+    # powers of two; the fit must still follow numpy's Adam.
+    rng = np.random.default_rng(3)
+    B = random_B(rng, 12, 40, 0.5)
+    active = np.ones(40, dtype=np.uint8)
+    logits0 = -np.linspace(0.0, 800.0, 40)
+    for kernel in KERNELS:
+        w, obj = fit_with(monkeypatch, kernel, B, logits0, active, 10.0, 0.05, 20, None,
+                          dedup=False)
+        wr, objr = numpy_aces_o_fit(B, logits0, active, 10.0, 0.05, 20, None)
+        np.testing.assert_allclose(w, wr, atol=1e-12, rtol=1e-9)
+        np.testing.assert_allclose(obj, objr, atol=1e-12, rtol=0)
+        assert (w[-3:] == 0).all() and (w > 0).sum() >= 20

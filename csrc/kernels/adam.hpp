@@ -27,6 +27,7 @@
 
 #include "kernels/interrupt.hpp"
 #include "simd/dispatch.hpp"
+#include "simd/lanes.hpp"
 
 namespace aces_fast {
 namespace adam {
@@ -61,14 +62,9 @@ constexpr simd::Dispatched<&update_body, simd::kAvx512> update{};
 
 // w = softmax(l), shifted by max(l) so exp cannot overflow. l nonempty; O(|l|).
 inline void softmax(const std::vector<double>& l, std::vector<double>& w) {
-  double mx = l[0];
-  for (double x : l) mx = std::max(mx, x);
-  double sum = 0.0;
-  for (size_t a = 0; a < l.size(); ++a) {
-    w[a] = std::exp(l[a] - mx);
-    sum += w[a];
-  }
-  divide(w.data(), l.size(), sum);
+  const int64_t n = static_cast<int64_t>(l.size());
+  const double mx = lanes::max(l.data(), n);
+  divide(w.data(), l.size(), lanes::exp_affine_sum(l.data(), n, 1.0, mx, w.data()));
 }
 
 // Zeroes the outputs (m weights, steps + 1 objectives; steps >= 0) and returns
@@ -89,8 +85,7 @@ inline void step(std::vector<double>& l, const std::vector<double>& w,
                  const std::vector<double>& g, std::vector<double>& m1, std::vector<double>& m2,
                  double lr, int64_t t) {
   const size_t ma = l.size();
-  double wg = 0.0;
-  for (size_t a = 0; a < ma; ++a) wg += w[a] * g[a];
+  const double wg = lanes::dot(w.data(), g.data(), static_cast<int64_t>(ma));
   const double bc1 = 1.0 - std::pow(kBeta1, static_cast<double>(t));
   const double bc2 = 1.0 - std::pow(kBeta2, static_cast<double>(t));
   const double step_size = lr / bc1;
@@ -130,6 +125,15 @@ class SymmetryClasses {
     for (size_t c = 0; c + 1 < bounds_.size(); ++c) {
       size_t* p = members_.data() + bounds_[c];
       const size_t len = bounds_[c + 1] - bounds_[c];
+      // A class whose values are all equal (as the zero gradients of tests every
+      // kept row passes, every step) stays whole: no sort needed.
+      bool equal = true;
+      for (size_t i = 1; i < len && equal; ++i) equal = x[p[i]] == x[p[0]];
+      if (equal && len >= 2) {
+        next_members_.insert(next_members_.end(), p, p + len);
+        next_bounds_.push_back(next_members_.size());
+        continue;
+      }
       std::sort(p, p + len, less);
       size_t run = 0;  // first member of the current run
       double prev = x[p[0]];  // unsnapped value of the previous member

@@ -149,6 +149,7 @@ class SurrogateWorkspace {
   int64_t mp_ = 0;
   int64_t nrb_ = 0;                    // column blocks of kRowPairBlock
   std::vector<double> xb_;             // ((ne + 1) * mp) kept rows of B as 0.0 / 1.0, a zero row
+  std::vector<double> jt_;             // (mc) L_j - 1/2 where column j has pairs, else 0
   std::vector<double> pf_;             // (mp) |P_j| |F_j| with multiplicities; 0 = constant
   std::vector<double> Gp_, cw_, Ls_, Ds_, bv_;  // (mp) exp(g w_j), c_j, sums, B^T (c v)
   std::vector<double> rvbuf_;          // (nrb * ne) per-block partial v

@@ -25,7 +25,12 @@
 #include "kernels/kernels.hpp"
 #include "kernels/sigmoid.hpp"
 #include "simd/dispatch.hpp"
+#include "simd/lanes.hpp"
 #include "simd/small_columns.hpp"
+
+#if ACES_FAST_X86_SIMD
+#include <immintrin.h>
+#endif
 
 
 #include <algorithm>
@@ -41,6 +46,9 @@ namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kFastSpanLimit = 600.0;
 constexpr int64_t kMaxChunks = 64;
+// Columns per chunk at least (fewer chunks on narrow problems: each chunk costs a
+// kernel call and a partial v to set up and add).
+constexpr int64_t kChunkColumns = 32;
 // Columns per block of the row-pair kernel (a multiple of 8): the unit its
 // threads share out, each with its own partial v.
 constexpr int64_t kRowPairBlock = 512;
@@ -96,24 +104,12 @@ int forced_kernel() {
 // bound by the division, hence the AVX-512 variant (2x the lanes per divide).
 // The three pair kernels are dispatched by simd/dispatch.hpp (their *_body
 // compiled once per level).
-typedef double v8d __attribute__((vector_size(64)));
-
-// Helpers pass vectors by reference: by value would change the ABI between
-// the variants (-Wpsabi); everything inlines anyway.
-inline void load8(v8d& v, const double* p) { __builtin_memcpy(&v, p, sizeof v); }
-inline void store8(double* p, const v8d& v) { __builtin_memcpy(p, &v, sizeof v); }
-typedef int64_t v8l __attribute__((vector_size(64)));
-// v = (x, ..., x): a vector-scalar operation is a broadcast (an element loop is
-// not turned into one by GCC); in integers, so that -0.0 stays -0.0.
-inline void splat8(v8d& v, double x) {
-  int64_t b;
-  __builtin_memcpy(&b, &x, sizeof b);
-  const v8l zero = {};
-  v = reinterpret_cast<v8d>(zero + b);
-}
-inline double hsum8(const v8d& v) {
-  return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
-}
+using lanes::hsum8;
+using lanes::load8;
+using lanes::splat8;
+using lanes::store8;
+using lanes::v8d;
+using lanes::v8l;
 
 ACES_FAST_KERNEL_BODY void pair_block_fast_body(const double* __restrict oa,
                                                 const double* __restrict oc,
@@ -252,25 +248,29 @@ ACES_FAST_KERNEL_BODY void add_scaled_row_body(double* __restrict acc, const dou
 }
 constexpr simd::Dispatched<&add_scaled_row_body, simd::kAvx512> add_scaled_row{};
 
-// out[8 g + l] = sum over k < nk, ascending, of vals[k] where bit l of
-// bytes[g nk + k] is set, for every g < ng (each sum starts at +0.0 and only the
-// set bits add: the other lanes add +0.0, which changes no such sum). One pass
-// per group of eight sums; the same bits in every variant (portable, AVX2,
-// AVX-512). Used for the row scores (groups of rows, steps over columns) and for
-// B^T (c v) (groups of columns, steps over rows).
+// out[8 g + l] = sum of vals[k] over the k < nk where bit l of bytes[g nk + k]
+// is set, for every g < ng: the even k ascending plus the odd k ascending (two
+// chains of additions each, so that their latency is not the bound; each partial
+// starts at +0.0 and only the set bits add: the other lanes add +0.0, which
+// changes no such sum). One pass per group of eight sums; the same bits in
+// every variant (portable, AVX2, AVX-512). Used for the row scores (groups of
+// rows, steps over columns) and for B^T (c v) (groups of columns, steps over
+// rows).
 ACES_FAST_KERNEL_BODY void masked_sums_body(const uint8_t* __restrict bytes, int64_t ng,
                                             int64_t nk, const double* __restrict vals,
                                             double* __restrict out) {
   const v8l lane = {0, 1, 2, 3, 4, 5, 6, 7};
   const v8l zero = {};  // (vector op scalar) is a splat of the scalar
-  // Four groups per pass: four independent chains of additions (each group's
-  // own order is unchanged), so the add latency is not the bound.
+  // Four groups per pass: eight independent chains in all.
   constexpr int kG = 4;
   for (int64_t g0 = 0; g0 < ng; g0 += kG) {
     const int ngb = static_cast<int>(std::min<int64_t>(kG, ng - g0));
-    v8d acc[kG];
-    for (int b = 0; b < kG; ++b) splat8(acc[b], 0.0);
-    for (int64_t k = 0; k < nk; ++k) {
+    v8d ev[kG], od[kG];  // the partial sums over even k and over odd k
+    for (int b = 0; b < kG; ++b) {
+      splat8(ev[b], 0.0);
+      splat8(od[b], 0.0);
+    }
+    const auto add = [&](v8d* acc, int64_t k) {
       int64_t vb;
       __builtin_memcpy(&vb, vals + k, sizeof vb);
       const v8l val = zero + vb;
@@ -279,11 +279,84 @@ ACES_FAST_KERNEL_BODY void masked_sums_body(const uint8_t* __restrict bytes, int
         const v8l m = -(((zero + static_cast<int64_t>(bytes[(g0 + b) * nk + k])) >> lane) & 1);
         acc[b] += reinterpret_cast<v8d>(val & m);
       }
+    };
+    int64_t k = 0;
+    for (; k + 2 <= nk; k += 2) {
+      add(ev, k);
+      add(od, k + 1);
     }
-    for (int b = 0; b < ngb; ++b) store8(out + 8 * (g0 + b), acc[b]);
+    if (k < nk) add(ev, k);
+    for (int b = 0; b < ngb; ++b) store8(out + 8 * (g0 + b), ev[b] + od[b]);
   }
 }
-constexpr simd::Dispatched<&masked_sums_body, simd::kAvx512> masked_sums{};
+
+#if ACES_FAST_X86_SIMD
+// masked_sums_body with the bytes as AVX-512 lane masks: a masked add leaves a
+// lane whose bit is clear as it is, where the generic body adds +0.0 to it --
+// the same value, as no partial sum is ever -0.0 (each starts at +0.0, and
+// +0.0 + -0.0 = +0.0). So the same bits, in two instructions per group and k
+// instead of six.
+// Groups g0 .. g0 + NG - 1 (NG a constant, so that the sums stay in registers).
+template <int NG>
+__attribute__((target("avx512f"))) inline void masked_sums_groups_avx512(
+    const uint8_t* __restrict gb, int64_t nk, const double* __restrict vals,
+    double* __restrict out) {
+  __m512d ev[NG], od[NG];
+#pragma GCC unroll 4
+  for (int b = 0; b < NG; ++b) ev[b] = od[b] = _mm512_setzero_pd();
+  int64_t k = 0;
+  for (; k + 2 <= nk; k += 2) {
+    const __m512d v0 = _mm512_set1_pd(vals[k]), v1 = _mm512_set1_pd(vals[k + 1]);
+#pragma GCC unroll 4
+    for (int b = 0; b < NG; ++b) {
+      ev[b] = _mm512_mask_add_pd(ev[b], static_cast<__mmask8>(gb[b * nk + k]), ev[b], v0);
+      od[b] = _mm512_mask_add_pd(od[b], static_cast<__mmask8>(gb[b * nk + k + 1]), od[b], v1);
+    }
+  }
+  if (k < nk) {
+    const __m512d v0 = _mm512_set1_pd(vals[k]);
+#pragma GCC unroll 4
+    for (int b = 0; b < NG; ++b)
+      ev[b] = _mm512_mask_add_pd(ev[b], static_cast<__mmask8>(gb[b * nk + k]), ev[b], v0);
+  }
+#pragma GCC unroll 4
+  for (int b = 0; b < NG; ++b) _mm512_storeu_pd(out + 8 * b, _mm512_add_pd(ev[b], od[b]));
+}
+
+__attribute__((target("avx512f"))) void masked_sums_avx512(const uint8_t* __restrict bytes,
+                                                           int64_t ng, int64_t nk,
+                                                           const double* __restrict vals,
+                                                           double* __restrict out) {
+  int64_t g0 = 0;
+  for (; g0 + 4 <= ng; g0 += 4) masked_sums_groups_avx512<4>(bytes + g0 * nk, nk, vals, out + 8 * g0);
+  switch (ng - g0) {
+    case 3:
+      masked_sums_groups_avx512<3>(bytes + g0 * nk, nk, vals, out + 8 * g0);
+      break;
+    case 2:
+      masked_sums_groups_avx512<2>(bytes + g0 * nk, nk, vals, out + 8 * g0);
+      break;
+    case 1:
+      masked_sums_groups_avx512<1>(bytes + g0 * nk, nk, vals, out + 8 * g0);
+      break;
+    default:
+      break;
+  }
+}
+#endif
+
+using MaskedSumsFn = void (*)(const uint8_t*, int64_t, int64_t, const double*, double*);
+
+// The generic body per level, the hand-written variant at AVX-512.
+void masked_sums(const uint8_t* bytes, int64_t ng, int64_t nk, const double* vals, double* out) {
+  using C = simd::Compiled<&masked_sums_body>;
+#if ACES_FAST_X86_SIMD
+  static const MaskedSumsFn f = simd::pick<MaskedSumsFn>({C::portable, C::avx2, masked_sums_avx512});
+#else
+  static const MaskedSumsFn f = C::portable;
+#endif
+  f(bytes, ng, nk, vals, out);
+}
 
 // Stable variant: z = sgn * (a - x[i]) computed explicitly.
 inline void pairs_stable(double a, double sgn, double co, const double* __restrict x,
@@ -424,10 +497,10 @@ SurrogateWorkspace::SurrogateWorkspace(const uint8_t* B, int64_t n, int64_t m,
     }
     sunit_ = true;
     for (size_t r = 0; r < ne; ++r) sunit_ = sunit_ && cnt_[r] == 1.0;
-    if (Gp_.size() < mc) Gp_.resize(mc);
   }
 
-  nchunk_ = std::min<int64_t>(mc_, kMaxChunks);
+  if (Gp_.size() < mc) Gp_.resize(mc);
+  nchunk_ = std::min<int64_t>(std::max<int64_t>(mc_ / kChunkColumns, std::min<int64_t>(mc_, 1)), kMaxChunks);
   s_.assign(static_cast<size_t>(8 * ngr_), 0.0);
   cv_.assign(ne, 0.0);
   bvc_.assign(static_cast<size_t>(8 * ngc_), 0.0);
@@ -435,6 +508,7 @@ SurrogateWorkspace::SurrogateWorkspace(const uint8_t* B, int64_t n, int64_t m,
   F_.assign(ne, 0.0);
   v_.assign(ne, 0.0);
   D_.assign(mc, 0.0);
+  jt_.assign(mc, 0.0);
   c_.assign(mc, 0.0);
   vbuf_.assign(static_cast<size_t>(nchunk_) * ne, 0.0);
   scratch_.assign(static_cast<size_t>(nt_) * 6 * (ne + 8), 0.0);
@@ -473,7 +547,7 @@ void SurrogateWorkspace::column(int64_t q, const double* w, double gamma, bool f
 
   double sum_sig = 0.0, sum_dsig = 0.0;
   if (fast) {
-    const double g = std::exp(gamma * wq);
+    const double g = Gp_[q];
     const double* Eo = pout ? E_.data() : F_.data();
     const double* Ei = pout ? F_.data() : E_.data();
     for (int64_t o = 0; o < no; ++o) {
@@ -541,8 +615,7 @@ double SurrogateWorkspace::evaluate(const double* w, double gamma, double* L, do
   }
   // Scores s = B w over the kept rows and selected columns (ascending column order).
   masked_sums(rbytes_.data(), ngr_, mc, w, s_.data());
-  double wmax = 0.0;
-  for (int64_t q = 0; q < mc; ++q) wmax = std::max(wmax, w[q]);
+  const double wmax = std::max(0.0, lanes::max(w, mc));
   double smin = s_[0], smax = s_[0];
   for (int64_t r = 1; r < ne; ++r) {
     smin = std::min(smin, s_[r]);
@@ -552,10 +625,9 @@ double SurrogateWorkspace::evaluate(const double* w, double gamma, double* L, do
   const bool fast = span <= kFastSpanLimit;  // false for NaN/inf
   if (fast) {
     const double s0 = 0.5 * (smin + smax);
-    for (int64_t r = 0; r < ne; ++r) {
-      E_[r] = std::exp(-gamma * (s_[r] - s0));
-      F_[r] = std::exp(gamma * (s_[r] - s0));
-    }
+    lanes::exp_affine_sum(s_.data(), ne, -gamma, s0, E_.data());
+    lanes::exp_affine_sum(s_.data(), ne, gamma, s0, F_.data());
+    lanes::exp_affine_sum(w, mc, gamma, 0.0, Gp_.data());  // exp(gamma w_j)
   }
 
   if (rows_ && fast)
@@ -563,12 +635,13 @@ double SurrogateWorkspace::evaluate(const double* w, double gamma, double* L, do
   else
     columns(w, gamma, fast, L, grad);
 
-  double J = 0.0;
+  // J = sum of w_j (L_j - 1/2) over the columns with pairs, in eight lanes
+  double* jt = jt_.data();
   for (int64_t q = 0; q < mc; ++q) {
     const int64_t P = npass_[q];
-    if (P > 0 && P < ne) J += w[q] * (L[q] - 0.5);
+    jt[q] = P > 0 && P < ne ? L[q] - 0.5 : 0.0;
   }
-  return J;
+  return lanes::dot(w, jt, mc);
 }
 
 void SurrogateWorkspace::columns(const double* w, double gamma, bool fast, double* L,
@@ -589,24 +662,32 @@ void SurrogateWorkspace::columns(const double* w, double gamma, bool fast, doubl
       sF_[r] = F_[r];
       sC_[r] = cnt_[r];
     }
-    for (int64_t q = 0; q < mc; ++q) Gp_[q] = std::exp(gamma * w[q]);
     sc = SmallColumns{sE_, sF_, sC_, sbits_.data(), slists_.data(), spf_.data(), w, Gp_.data(),
                       static_cast<int>(ne), sunit_, L, D_.data(), c_.data()};
   }
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt_) if (parallel_) schedule(dynamic, 1)
-#endif
-  for (int64_t c = 0; c < nchunk; ++c) {
-    if (tok != nullptr && tok->poll()) continue;  // cancelled: results are discarded
-    const int tid = thread_index();
+  // tid: this thread's slice of scratch_ (sized for this workspace's nt_ threads)
+  const auto chunk = [&](int64_t c, int tid) {
+    if (tok != nullptr && tok->poll()) return;  // cancelled: results are discarded
     double* vb = vbuf_.data() + static_cast<size_t>(c) * ne;
     const int64_t q0 = c * mc / nchunk, q1 = (c + 1) * mc / nchunk;
     if (small) {
       small(sc, q0, q1, want_v ? vb : nullptr);
-      continue;
+      return;
     }
     if (want_v) std::fill(vb, vb + ne, 0.0);
     for (int64_t q = q0; q < q1; ++q) column(q, w, gamma, fast, want_v, vb, L, tid);
+  };
+  // One thread: no OpenMP call at all (even an if(false) region costs ~0.2 us
+  // per evaluation, a few percent of a small ACES-O step).
+  if (parallel_) {
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nt_) schedule(dynamic, 1)
+#endif
+    for (int64_t c = 0; c < nchunk; ++c) chunk(c, thread_index());
+  } else {
+    // not thread_index(): inside a batch's parallel loop over tasks that is the
+    // caller's index in the task team, not a slice of this workspace
+    for (int64_t c = 0; c < nchunk; ++c) chunk(c, 0);
   }
 
   if (want_v) {
@@ -639,10 +720,7 @@ void SurrogateWorkspace::row_pair_eval(const double* w, double gamma, double* L,
   const double* Fx = F_.data();
   double* G = Gp_.data();
   double* cw = cw_.data();
-  for (int64_t q = 0; q < mc; ++q) {
-    G[q] = std::exp(gamma * w[q]);
-    cw[q] = pf_[q] > 0.0 ? w[q] / pf_[q] : 0.0;
-  }
+  for (int64_t q = 0; q < mc; ++q) cw[q] = pf_[q] > 0.0 ? w[q] / pf_[q] : 0.0;
   const int64_t nrb = nrb_;
   interrupt::Token* const tok = poll_ ? interrupt::current() : nullptr;
 #ifdef _OPENMP

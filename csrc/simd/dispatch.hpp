@@ -27,6 +27,8 @@
 //                 registers (AVX-512 intrinsics; none below: the generic
 //                 per-column code of surrogate.cpp runs, same bits)
 //   methods.cpp   column_sums (portable, AVX2)
+//   lanes.hpp     exp over an array (exp_affine_sum), dot, max -- used by
+//                 the surrogate and the Adam loop (portable, AVX2, AVX-512)
 #pragma once
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
