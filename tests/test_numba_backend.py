@@ -695,7 +695,8 @@ def test_row_scores_are_the_ascending_scalar_sums(warm, n, m):
     got = k.row_scores(B, w)
     assert got.dtype == np.float64 and got.shape == (n,)
     np.testing.assert_array_equal(got.view(np.int64), want.view(np.int64))
-    rep = numba_backend.NumbaBackend().loo_auc_uniform(B)[2]
+    rep = numba_backend.NumbaBackend().loo_auc_uniform(B)[2]  # None: no rows merged
+    rep = np.arange(n) if rep is None else rep
     np.testing.assert_array_equal(k.row_scores_rep(B, w, rep).view(np.int64),
                                   want.view(np.int64))
     idx = np.flatnonzero(rng.random(n) < 0.6)

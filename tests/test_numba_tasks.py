@@ -73,7 +73,9 @@ def test_tasks_loo_auc_uniform(k, build):
     for t, B in enumerate(tasks):
         n, m = B.shape
         out, cs = np.empty(m), np.zeros(m, dtype=np.int64)
-        r = k.uniform_loo_auc(B, np.ones(n, dtype=np.int64), out, cs)
+        r = np.full(n, -1, dtype=np.int64)
+        merged = k.uniform_loo_auc(B, np.ones(n, dtype=np.int64), out, cs, r)
+        assert merged == bool((r != np.arange(n)).any())
         np.testing.assert_array_equal(L[t, :m], out)  # the per-task kernel's bits
         np.testing.assert_array_equal(colsum[t, :m], cs)
         np.testing.assert_array_equal(rep[t, :n], r)

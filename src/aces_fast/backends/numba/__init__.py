@@ -58,6 +58,7 @@ import numpy as np
 from ... import _registry
 from . import _cancel
 from ...result import RerankResult
+from ..._validation import as_pass_matrix, check_zero_one
 from ..base import ArrayBackend, Backend, BackendUnavailableError
 
 _UNAVAILABLE = "numba is not installed (pip install aces_fast[numba])"
@@ -139,13 +140,13 @@ def _loo_auc(B: np.ndarray, w: Optional[np.ndarray], tie_tol: float, cnt: np.nda
     uniform). Uniform and serial: one kernel call; weighted: the sort runs in
     NumPy, the rest in numba. Uniform only: ``colsum`` (int64 (m,) or empty)
     gets the count-weighted passers per test, and ``rep`` the representative
-    identical row of every row (``None`` for weights)."""
+    identical row of every row (``None`` for weights, or when no rows were merged)."""
     k = _kernels
-    m = B.shape[1]
+    n, m = B.shape
     if w is None and not parallel:
         out = np.empty(m)
-        rep = k.uniform_loo_auc(B, cnt, out, colsum)
-        return out, rep
+        rep = np.empty(n, dtype=np.int64)
+        return out, (rep if k.uniform_loo_auc(B, cnt, out, colsum, rep) else None)
     out = np.full(m, np.nan)
     keep = np.flatnonzero(cnt > 0)
     if m == 0 or keep.size == 0:
@@ -155,7 +156,6 @@ def _loo_auc(B: np.ndarray, w: Optional[np.ndarray], tie_tol: float, cnt: np.nda
         # of them to keep every thread busy
         per_thread = -(-m // (2 * _num_threads()))
         width = min(512, max(64, -(-per_thread // 64) * 64))
-        n = B.shape[0]
         dedup = n >= k.DEDUP_MIN_ROWS and n * m >= k.DEDUP_MIN_CELLS
         rs, c, rep = k.row_sums_and_reps(B, cnt, dedup)
         args = (B, True, c, *k.levels_by_count(rs, c, m), _EMPTY_I, _EMPTY_F, _EMPTY_I,
@@ -415,12 +415,23 @@ class NumbaBackend(ArrayBackend):
     @staticmethod
     def sum(x):
         """Float sum in ascending order (a plain loop: its rounding is the code's)."""
-        return _kernels.ascending_sum(_for_kernels(np.ascontiguousarray(x, dtype=np.float64)))
+        if type(x) is not np.ndarray or x.dtype != np.float64 or not x.flags.c_contiguous:
+            x = np.ascontiguousarray(x, dtype=np.float64)
+        return _kernels.ascending_sum(_for_kernels(x))
 
     @staticmethod
     def log(x):
         """The C library's ``log`` per entry (NumPy's vectorized log may round otherwise)."""
         return _kernels.log(_for_kernels(np.ascontiguousarray(x, dtype=np.float64)))
+
+    # -- conversions -------------------------------------------------------------------
+
+    def prepare(self, B):
+        # the 0/1 scan in a kernel: NumPy's B.max() costs more than the whole
+        # scan on small matrices
+        B = _as_matrix(as_pass_matrix(B, check_values=False))
+        check_zero_one(B, top=_kernels.max_byte(B))
+        return B
 
     # -- methods ---------------------------------------------------------------------
 
@@ -538,7 +549,7 @@ def _warmup_steps() -> List[Tuple[str, Callable[[], Any]]]:
     builds = [("serial", NumbaBackend(parallel_min_work=_NEVER))]
     if _max_threads() > 1:  # the parallel build is never used with one thread
         builds.append(("parallel", NumbaBackend(parallel_min_work=0)))
-    steps: List[Tuple[str, Callable[[], Any]]] = []
+    steps: List[Tuple[str, Callable[[], Any]]] = [("0/1 check", partial(builds[0][1].prepare, B))]
     for build, be in builds:
         for counts, how in ((None, ""), (np.array([2, 0, 1]), ", row counts")):
             steps += [

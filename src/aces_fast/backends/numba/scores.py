@@ -26,6 +26,18 @@ def row_sums(B):
 
 
 @_jit()
+def max_byte(B):
+    """The largest entry of uint8 (n, m) ``B`` (0 when empty), int64. O(n m)."""
+    n, m = B.shape
+    top = np.uint8(0)
+    for i in range(n):
+        row = B[i]
+        for j in range(m):
+            top = max(top, row[j])
+    return np.int64(top)
+
+
+@_jit()
 def column_sums(B):
     """Integer column sums ``sum_i [B_ij != 0]``, int64 (m,), row by row (contiguous
     inner loop; NumPy's ``B.sum(axis=0, dtype=int64)`` on uint8 is several times

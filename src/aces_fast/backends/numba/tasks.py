@@ -27,11 +27,7 @@ def _tasks_loo_auc_uniform(mats, L, colsum, rep):
     row into ``rep[t, :n_t]`` (int64 (T, n_max)). O(sum_t n_t m_t)."""
     for t in prange(len(mats)):
         B = mats[np.int64(t)]  # prange's index may be unsigned: typed lists want int64
-        n = B.shape[0]
-        r = uniform_loo_auc(B, np.ones(n, dtype=np.int64), L[t], colsum[t])
-        out = rep[t]
-        for i in range(n):
-            out[i] = r[i]
+        uniform_loo_auc(B, np.ones(B.shape[0], dtype=np.int64), L[t], colsum[t], rep[t])
 
 
 tasks_loo_auc_uniform, tasks_loo_auc_uniform_parallel = \
