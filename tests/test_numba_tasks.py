@@ -62,6 +62,12 @@ def _padded(tasks, fill, dtype, axis):
     return np.full((T, size), fill, dtype=dtype)
 
 
+def _words(tasks):
+    T = len(tasks)
+    return np.full((T, -(-max(B.shape[0] for B in tasks) // 64), max(B.shape[1] for B in tasks)),
+                   7, dtype=np.uint64)
+
+
 def test_tasks_loo_auc_uniform(k, build):
     from numba.typed import List
 
@@ -69,7 +75,8 @@ def test_tasks_loo_auc_uniform(k, build):
     L = _padded(tasks, np.nan, np.float64, 1)
     colsum = _padded(tasks, 0, np.int64, 1)
     rep = _padded(tasks, -7, np.int64, 0)
-    _kernel(k, "tasks_loo_auc_uniform", build)(List(tasks), L, colsum, rep)
+    words = _words(tasks)
+    _kernel(k, "tasks_loo_auc_uniform", build)(List(tasks), L, colsum, rep, words)
     for t, B in enumerate(tasks):
         n, m = B.shape
         out, cs = np.empty(m), np.zeros(m, dtype=np.int64)
@@ -85,33 +92,39 @@ def test_tasks_loo_auc_uniform(k, build):
                                    atol=1e-12)
         for i in range(n):  # a representative is an identical row, not after it
             assert r[i] <= i and np.array_equal(B[r[i]], B[i])
+        for i in range(n):  # packed rows: bit i % 64 of word (i // 64, j) is B[i, j]
+            bits = (words[t, i // 64, :m] >> np.uint64(i % 64)) & np.uint64(1)
+            np.testing.assert_array_equal(bits, B[i] != 0)
+        for q in range(-(-n // 64), words.shape[1]):
+            assert (words[t, q] == 7).all()  # groups beyond the task: untouched
 
 
-@pytest.mark.parametrize("with_rep", [False, True])
-def test_tasks_row_scores(k, build, with_rep):
+@pytest.mark.parametrize("packed", [False, True])
+def test_tasks_row_scores(k, build, packed):
     from numba.typed import List
 
-    tasks = _tasks(1)
+    tasks = _tasks(1) + [random_matrix(np.random.default_rng(8), 150, 21, 0.5).astype(np.uint8)]
     rng = np.random.default_rng(2)
     T = len(tasks)
     w = _padded(tasks, 0.0, np.float64, 1)
     for t, B in enumerate(tasks):
         w[t, :B.shape[1]] = rng.random(B.shape[1]) * (rng.random(B.shape[1]) < 0.7)
-    rep = _padded(tasks, 0, np.int64, 0)
-    if with_rep:
+    s = _padded(tasks, -1.0, np.float64, 0)
+    if packed:
+        words = np.zeros(_words(tasks).shape, dtype=np.uint64)
         _kernel(k, "tasks_loo_auc_uniform", build)(
             List(tasks), _padded(tasks, np.nan, np.float64, 1), _padded(tasks, 0, np.int64, 1),
-            rep)
-    s = _padded(tasks, -1.0, np.float64, 0)
-    _kernel(k, "tasks_row_scores", build)(List(tasks), w, rep if with_rep else rep[:, :0],
-                                          with_rep, s)
+            _padded(tasks, 0, np.int64, 0), words)
+        shapes = np.array([B.shape for B in tasks], dtype=np.int64)
+        _kernel(k, "tasks_packed_row_scores", build)(shapes[:, 0].copy(), shapes[:, 1].copy(),
+                                                     words, w, s)
+    else:
+        _kernel(k, "tasks_row_scores", build)(List(tasks), w, s)
     assert s.shape == (T, max(B.shape[0] for B in tasks))
     for t, B in enumerate(tasks):
         n, m = B.shape
         wt = np.ascontiguousarray(w[t, :m])
-        want = k.row_scores_rep(B, wt, rep[t, :n].copy()) if with_rep else k.row_scores(B, wt)
-        np.testing.assert_array_equal(s[t, :n], want)
-        np.testing.assert_array_equal(s[t, :n], k.row_scores(B, wt))  # rep: same bits per row
+        np.testing.assert_array_equal(s[t, :n], k.row_scores(B, wt))  # the per-task bits
         assert (s[t, n:] == -1.0).all()
         exact = [float(v) for v in brute.weighted_scores(B, brute.exact_weights(wt, m))]
         np.testing.assert_allclose(s[t, :n], exact, rtol=1e-14, atol=0)
@@ -171,3 +184,25 @@ def test_read_only_tasks(k):
     for g, w in zip(got, want):
         assert_same_result(g, w)
     assert numba_backend._compile_counts() == before  # the warm signatures served them
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 17, 200])
+def test_order_ties_by_index_gives_the_stable_argsort(k, n):
+    """Any unstable sorting order, its ties put in index order, is the stable argsort:
+    keys with many ties (runs shorter and longer than the insertion-sort cut-off),
+    -0.0 next to 0.0, infinities and nan."""
+    rng = np.random.default_rng(n)
+    x = np.round(rng.random((6, n)) * rng.choice([2, 5, 1000], size=(6, 1)))
+    if n >= 4:
+        x[1, ::3] = -0.0
+        x[2, :2] = np.inf
+        x[2, -2:] = -np.inf
+        x[3, ::4] = np.nan
+    x[4] = 7.0  # one run over the whole row
+    for seed in range(3):
+        order = np.empty(x.shape, dtype=np.int64)
+        for t in range(x.shape[0]):  # a valid but scrambled order of equal keys
+            perm = np.random.default_rng(seed * 10 + t).permutation(n)
+            order[t] = perm[np.argsort(x[t, perm], kind="stable")]
+        k.order_ties_by_index(x, order)
+        np.testing.assert_array_equal(order, np.argsort(x, axis=-1, kind="stable"))

@@ -145,8 +145,8 @@ def _loo_auc(B: np.ndarray, w: Optional[np.ndarray], tie_tol: float, cnt: np.nda
     n, m = B.shape
     if w is None and not parallel:
         out = np.empty(m)
-        rep = np.empty(n, dtype=np.int64)
-        return out, (rep if k.uniform_loo_auc(B, cnt, out, colsum, rep) else None)
+        reps = np.empty(n, dtype=np.int64)
+        return out, (reps if k.uniform_loo_auc(B, cnt, out, colsum, reps) else None)
     out = np.full(m, np.nan)
     keep = np.flatnonzero(cnt > 0)
     if m == 0 or keep.size == 0:

@@ -76,21 +76,27 @@ class TaskList(ArrayBackend):
         return np.arange(n_max)[None, :] < B.n[:, None]
 
     def loo_auc_uniform(self, B):
+        """``(L (T, m_max), passers (T, m_max), plan)``; the plan holds the tasks'
+        packed rows (:func:`.tasks.tasks_loo_auc_uniform`) for :meth:`row_scores`."""
         T, n_max, m_max = B.shape
         L = np.full((T, m_max), np.nan)
         colsum = np.zeros((T, m_max), dtype=np.int64)
-        rep = np.zeros((T, n_max), dtype=np.int64)
+        rep = np.zeros((T, n_max), dtype=np.int64)  # scratch: the packed rows serve the scores
+        words = np.zeros((T, -(-n_max // 64), m_max), dtype=np.uint64)
         self._launch(self._k.tasks_loo_auc_uniform, self._k.tasks_loo_auc_uniform_parallel,
-                     B.mats, L, colsum, rep)
-        return L, colsum, rep
+                     B.mats, L, colsum, rep, words)
+        return L, colsum, words
 
     def row_scores(self, B, w, plan=None):
         T, n_max, _ = B.shape
         w = np.ascontiguousarray(w, dtype=np.float64)
         s = np.zeros((T, n_max))
-        rep = plan if plan is not None else np.zeros((T, 0), dtype=np.int64)
-        self._launch(self._k.tasks_row_scores, self._k.tasks_row_scores_parallel, B.mats, w,
-                     rep, plan is not None, s)
+        if plan is None:
+            self._launch(self._k.tasks_row_scores, self._k.tasks_row_scores_parallel, B.mats,
+                         w, s)
+        else:
+            self._launch(self._k.tasks_packed_row_scores,
+                         self._k.tasks_packed_row_scores_parallel, B.n, B.m, plan, w, s)
         return s
 
     def column_sums(self, B):
@@ -99,6 +105,18 @@ class TaskList(ArrayBackend):
         self._launch(self._k.tasks_column_sums, self._k.tasks_column_sums_parallel, B.mats,
                      out)
         return out
+
+    def argsort(self, x):
+        """Stable ascending order along the last axis, int64: NumPy's (vectorized)
+        unstable sort, then equal keys put in index order -- the stable order. On
+        (T, n) arrays NumPy's stable sort costs several times more per row than on
+        one row."""
+        if x.ndim != 2 or x.dtype != np.float64:
+            return x.argsort(axis=-1, kind="stable")
+        x = np.ascontiguousarray(x)
+        order = x.argsort(axis=-1)
+        self._k.order_ties_by_index(x, order)
+        return order
 
     def sum(self, x):
         """Row sums in ascending order, (T, 1) (the numba backend's rounding)."""
