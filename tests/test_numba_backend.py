@@ -665,3 +665,40 @@ def test_uniform_loo_auc_merged_rows_match_reference(nb, scale):
     np.testing.assert_allclose(r.scores, ref.scores, **EXACT)
     np.testing.assert_array_equal(r.order, ref.order)
     np.testing.assert_array_equal(r.loo_auc, ref.loo_auc)
+
+
+def _scalar_row_sums(B, w):
+    """Each row's ascending sum of ``w_j`` where it passes, else ``+0.0``, in Python
+    floats (IEEE double): the rounding the numba scores must reproduce."""
+    out = []
+    for row in B:
+        acc = 0.0
+        for j, b in enumerate(row):
+            acc += float(w[j]) if b else 0.0
+        out.append(acc)
+    return np.array(out, dtype=np.float64).reshape(len(out))
+
+
+@pytest.mark.parametrize("n, m", [(1, 0), (1, 1), (3, 7), (63, 5), (64, 64), (65, 9),
+                                  (130, 33), (200, 101)])
+def test_row_scores_are_the_ascending_scalar_sums(warm, n, m):
+    """The 64-lane scores kernel against a scalar loop, bit for bit: every group
+    size (n around 64), odd and even m, and weights of very different sizes (each
+    addition rounds), zeros and -0.0; also on the rows a dedup plan keeps."""
+    k = numba_backend._load_kernels()
+    rng = np.random.default_rng(n * 1000 + m)
+    B = random_matrix(rng, n, m, density=0.5, dup_rows=n // 4)
+    w = rng.random(m) * 10.0 ** rng.integers(-12, 12, size=m)
+    w[::5] = 0.0
+    w[1::7] = -0.0
+    want = _scalar_row_sums(B, w)
+    got = k.row_scores(B, w)
+    assert got.dtype == np.float64 and got.shape == (n,)
+    np.testing.assert_array_equal(got.view(np.int64), want.view(np.int64))
+    rep = numba_backend.NumbaBackend().loo_auc_uniform(B)[2]  # None: no rows merged
+    rep = np.arange(n) if rep is None else rep
+    np.testing.assert_array_equal(k.row_scores_rep(B, w, rep).view(np.int64),
+                                  want.view(np.int64))
+    idx = np.flatnonzero(rng.random(n) < 0.6)
+    np.testing.assert_array_equal(k._row_scores_of(B, w, idx).view(np.int64),
+                                  want[idx].view(np.int64))

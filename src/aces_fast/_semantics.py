@@ -43,6 +43,19 @@ class Outputs(NamedTuple):
     objective: Any = None
     rows: Any = None
 
+    def task(self, k: int, n: int, m: int) -> "Outputs":
+        """Task ``k`` (``n`` candidates, ``m`` tests) of outputs computed over a
+        padded task axis: its rows of the arrays, cut to its own shape (views)."""
+        def cut(x: Any, size: Optional[int]) -> Any:
+            if x is None or isinstance(x, bool):
+                return x
+            return x[k] if size is None else x[k, :size]
+
+        rows = None if self.rows is None else cut(self.rows, min(n, self.rows.shape[1]))
+        return Outputs(cut(self.scores, n), cut(self.weights, m), cut(self.order, n),
+                       cut(self.loo_auc, m), cut(self.fallback, None), cut(self.objective, None),
+                       rows)
+
 
 # ---------------------------------------------------------------------------
 # building blocks

@@ -25,16 +25,18 @@ def is_torch_tensor(x: Any) -> bool:
 _UINT8 = np.dtype(np.uint8)
 
 
-def check_zero_one(B: np.ndarray, name: str = "B") -> None:
+def check_zero_one(B: np.ndarray, name: str = "B", top: Optional[int] = None) -> None:
     """Raise ``ValueError`` unless a ``uint8`` matrix holds only 0 and 1.
 
     The value check of the zero-copy ``uint8``/``bool`` path, for computations
     that do not make it themselves: the compiled ``cpp`` kernels check inside
     their own call (same message), NumPy, numba and torch code does not.
-    O(n m), one pass.
+    ``top``: the largest entry of ``B``, when a compiled scan found it (``B.max()``
+    costs a microsecond even on a tiny matrix). O(n m), one pass.
     """
     if B.size:
-        top = int(B.max())
+        if top is None:
+            top = int(B.max())
         if top > 1:
             raise ValueError(f"{name} must contain only 0 and 1; found value {top}")
 

@@ -37,6 +37,12 @@ from .. import _registry, consensus
 from .._validation import as_pass_matrix, as_weights
 from ..result import RerankResult, SurrogateResult
 
+try:  # the C function behind np.count_nonzero: its Python wrapper costs 4x the count
+    # on the short vectors of a microsecond-scale call
+    from numpy._core.multiarray import count_nonzero as _count_nonzero
+except ImportError:  # pragma: no cover - NumPy < 2
+    _count_nonzero = np.count_nonzero
+
 
 class BackendUnavailableError(RuntimeError):
     """A backend was requested that cannot run here; ``reason`` says why."""
@@ -203,17 +209,17 @@ class ArrayBackend(Backend):
     @staticmethod
     def none(x: np.ndarray) -> Any:
         """No non-zero entry along the last axis (a bool per task)."""
-        return np.count_nonzero(x) == 0 if x.ndim == 1 else ~x.any(axis=-1, keepdims=True)
+        return _count_nonzero(x) == 0 if x.ndim == 1 else ~x.any(axis=-1, keepdims=True)
 
     @staticmethod
     def count_nonzero(x: np.ndarray) -> Any:
         """Non-zero entries along the last axis (int per task)."""
-        return np.count_nonzero(x) if x.ndim == 1 else np.count_nonzero(x, axis=-1)
+        return _count_nonzero(x) if x.ndim == 1 else np.count_nonzero(x, axis=-1)
 
     @staticmethod
     def maybe(mask: Any) -> bool:
         """Whether ``mask`` (any shape) may hold a True (here: whether it does)."""
-        return mask if type(mask) is bool else bool(np.count_nonzero(mask))
+        return mask if type(mask) is bool else bool(_count_nonzero(mask))
 
     @staticmethod
     def count(x: np.ndarray) -> Any:
@@ -246,7 +252,7 @@ class ArrayBackend(Backend):
     @staticmethod
     def argsort(x: np.ndarray) -> np.ndarray:
         """Stable ascending order, int64."""
-        return np.argsort(x, axis=-1, kind="stable")
+        return x.argsort(axis=-1, kind="stable")  # the method: a third of np.argsort's overhead
 
     @staticmethod
     def sort(x: np.ndarray) -> np.ndarray:

@@ -4,7 +4,8 @@ numba is imported only when the registry calls :func:`load` (so ``import
 aces_fast`` -- and ``import aces_fast.backends.numba`` -- never imports it);
 the kernels live in this package's modules, one per kernel family as in
 ``csrc/kernels/``: :mod:`.loo_auc`, :mod:`.surrogate`, :mod:`.aces_o`,
-:mod:`.dedup`, :mod:`.scores` (and :mod:`._jit`, their shared jit options).
+:mod:`.dedup`, :mod:`.scores`, :mod:`.tasks` (per-task kernels over a list of
+tasks) (and :mod:`._jit`, their shared jit options).
 
 The backend is a kernel provider: the methods are :mod:`aces_fast._semantics`
 on NumPy arrays, with this backend's kernels and two primitives of its own
@@ -37,8 +38,10 @@ serial build; both give identical bits. numba's ``workqueue`` threading layer
 cannot run two parallel kernels at once, so under that layer a call that finds
 another parallel call running uses the serial build instead (still releasing
 the GIL: concurrent calls from Python threads stay safe and parallel).
-:meth:`NumbaBackend.rerank_batch` hands tasks to Python threads, each running
-the per-task method on the serial kernels (which release the GIL).
+:meth:`NumbaBackend.rerank_batch` runs majority vote and ACES-C over a task
+axis (:mod:`.batch`, kernels over task lists in :mod:`.tasks`) and hands ACES-O
+tasks to Python threads, each running the per-task method on the serial
+kernels (which release the GIL).
 """
 
 from __future__ import annotations
@@ -55,11 +58,12 @@ import numpy as np
 from ... import _registry
 from . import _cancel
 from ...result import RerankResult
+from ..._validation import as_pass_matrix, check_zero_one
 from ..base import ArrayBackend, Backend, BackendUnavailableError
 
 _UNAVAILABLE = "numba is not installed (pip install aces_fast[numba])"
 #: the kernel modules, in dependency order
-_KERNEL_MODULES = ("_jit", "scores", "dedup", "loo_auc", "surrogate", "aces_o")
+_KERNEL_MODULES = ("_jit", "scores", "dedup", "loo_auc", "surrogate", "aces_o", "tasks")
 
 _kernels: Any = None  # every kernel module's names in one namespace, once numba imported fine
 _parallel_lock = threading.Lock()
@@ -136,13 +140,13 @@ def _loo_auc(B: np.ndarray, w: Optional[np.ndarray], tie_tol: float, cnt: np.nda
     uniform). Uniform and serial: one kernel call; weighted: the sort runs in
     NumPy, the rest in numba. Uniform only: ``colsum`` (int64 (m,) or empty)
     gets the count-weighted passers per test, and ``rep`` the representative
-    identical row of every row (``None`` for weights)."""
+    identical row of every row (``None`` for weights, or when no rows were merged)."""
     k = _kernels
-    m = B.shape[1]
+    n, m = B.shape
     if w is None and not parallel:
         out = np.empty(m)
-        rep = k.uniform_loo_auc(B, cnt, out, colsum)
-        return out, rep
+        reps = np.empty(n, dtype=np.int64)
+        return out, (reps if k.uniform_loo_auc(B, cnt, out, colsum, reps) else None)
     out = np.full(m, np.nan)
     keep = np.flatnonzero(cnt > 0)
     if m == 0 or keep.size == 0:
@@ -152,7 +156,6 @@ def _loo_auc(B: np.ndarray, w: Optional[np.ndarray], tie_tol: float, cnt: np.nda
         # of them to keep every thread busy
         per_thread = -(-m // (2 * _num_threads()))
         width = min(512, max(64, -(-per_thread // 64) * 64))
-        n = B.shape[0]
         dedup = n >= k.DEDUP_MIN_ROWS and n * m >= k.DEDUP_MIN_CELLS
         rs, c, rep = k.row_sums_and_reps(B, cnt, dedup)
         args = (B, True, c, *k.levels_by_count(rs, c, m), _EMPTY_I, _EMPTY_F, _EMPTY_I,
@@ -297,6 +300,21 @@ def _in_threads(fn, items: np.ndarray, threads: int) -> None:
         raise first
 
 
+def _with_threads(threads: int, fn, *args):
+    """``fn(*args)`` with numba's thread count of this thread set to ``threads``
+    (numba's setting is per thread), restored afterwards."""
+    import numba
+
+    previous = numba.get_num_threads()
+    if previous == threads:
+        return fn(*args)
+    numba.set_num_threads(threads)
+    try:
+        return fn(*args)
+    finally:
+        numba.set_num_threads(previous)
+
+
 def _max_threads() -> int:
     """The most threads a batch uses (numba's pool size, ``NUMBA_NUM_THREADS``)."""
     import numba
@@ -397,12 +415,23 @@ class NumbaBackend(ArrayBackend):
     @staticmethod
     def sum(x):
         """Float sum in ascending order (a plain loop: its rounding is the code's)."""
-        return _kernels.ascending_sum(_for_kernels(np.ascontiguousarray(x, dtype=np.float64)))
+        if type(x) is not np.ndarray or x.dtype != np.float64 or not x.flags.c_contiguous:
+            x = np.ascontiguousarray(x, dtype=np.float64)
+        return _kernels.ascending_sum(_for_kernels(x))
 
     @staticmethod
     def log(x):
         """The C library's ``log`` per entry (NumPy's vectorized log may round otherwise)."""
         return _kernels.log(_for_kernels(np.ascontiguousarray(x, dtype=np.float64)))
+
+    # -- conversions -------------------------------------------------------------------
+
+    def prepare(self, B):
+        # the 0/1 scan in a kernel: NumPy's B.max() costs more than the whole
+        # scan on small matrices
+        B = _as_matrix(as_pass_matrix(B, check_values=False))
+        check_zero_one(B, top=_kernels.max_byte(B))
+        return B
 
     # -- methods ---------------------------------------------------------------------
 
@@ -414,21 +443,32 @@ class NumbaBackend(ArrayBackend):
         """Rank many tasks at once (the protocol of :mod:`aces_fast.batch`).
 
         Methods whose semantics do their work in kernels (a spec's
-        ``over_tasks``: majority vote, ACES-C, ACES-O) run task by task on
-        Python threads, largest first, each task the per-task method on the
-        serial kernels, which release the GIL: the kernels of different tasks
-        run in parallel. ``n_threads``: threads across tasks (``None``: numba's
-        thread count; values above ``NUMBA_NUM_THREADS`` are capped there).
-        Small batches (under :attr:`parallel_min_work`) run in the calling
-        thread. Results equal :meth:`rerank` task by task bit for bit, whatever
-        the thread count. Returns ``None`` for the other methods (CodeT, B4),
-        which the caller runs task by task. Cost: the sum of the per-task
-        costs, the kernels divided across threads.
+        ``over_tasks``): those making one pass per task (majority vote, ACES-C:
+        no ``cost`` model) run their semantics once per group of similar tasks
+        over a task axis, each kernel one call over the group's tasks
+        (:mod:`.batch`); per task they cost as much in Python as in the
+        kernels, and on Python threads each task's many kernel calls hand the
+        GIL back and forth. ACES-O, whose Adam fit dwarfs its Python, runs task
+        by task on Python threads, largest first, each task the per-task method
+        on the serial kernels, which release the GIL. ``n_threads``: threads
+        across tasks (``None``: numba's thread count; values above
+        ``NUMBA_NUM_THREADS`` are capped there). Small batches (under
+        :attr:`parallel_min_work`) run in the calling thread. Results equal
+        :meth:`rerank` task by task bit for bit, whatever the thread count.
+        Returns ``None`` for the other methods (CodeT, B4), which the caller
+        runs task by task. Cost: the sum of the per-task costs, the kernels
+        divided across threads.
         """
         spec = _registry.get(method)
         if not spec.over_tasks:
             return None
         mats = [_as_matrix(B) for B in Bs]
+        threads = _num_threads() if n_threads is None else min(int(n_threads), _max_threads())
+        if spec.cost is None:  # one pass per task: the semantics over a task axis
+            from .batch import rerank_tasks
+
+            return _with_threads(threads, rerank_tasks, self, _kernels, _run, mats, spec,
+                                 values, threads)
         shapes = np.array([B.shape for B in mats], dtype=np.float64).reshape(len(mats), 2)
         n, m = shapes[:, 0], shapes[:, 1]
         cost = n * m + n * np.log2(n + 1.0)
@@ -436,7 +476,6 @@ class NumbaBackend(ArrayBackend):
             top_k = values.get("top_k")
             k = n if top_k is None else np.minimum(n, top_k)
             cost += (values["steps"] + 1) * k * m * (1.0 + k / 4.0)
-        threads = _num_threads() if n_threads is None else min(int(n_threads), _max_threads())
         parallel = len(mats) > 1 and float(cost.sum()) >= self.parallel_min_work
         results: List[Any] = [None] * len(mats)
         serial = _serial_backend()
@@ -510,7 +549,7 @@ def _warmup_steps() -> List[Tuple[str, Callable[[], Any]]]:
     builds = [("serial", NumbaBackend(parallel_min_work=_NEVER))]
     if _max_threads() > 1:  # the parallel build is never used with one thread
         builds.append(("parallel", NumbaBackend(parallel_min_work=0)))
-    steps: List[Tuple[str, Callable[[], Any]]] = []
+    steps: List[Tuple[str, Callable[[], Any]]] = [("0/1 check", partial(builds[0][1].prepare, B))]
     for build, be in builds:
         for counts, how in ((None, ""), (np.array([2, 0, 1]), ", row counts")):
             steps += [

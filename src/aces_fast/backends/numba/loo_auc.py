@@ -311,15 +311,16 @@ DEDUP_MIN_CELLS = 4096
 
 
 @_jit()
-def uniform_loo_auc(B, cnt, out, colsum):
+def uniform_loo_auc(B, cnt, out, colsum, rep):
     """Uniform-weight LOO-AUC of every column into ``out`` (float64 (m,); ``nan`` if
     constant), serially, with row multiplicities ``cnt`` (int64 (n,)); ``colsum``
     (int64 (m,) or empty) gets the count-weighted passers per column. Merges
-    identical rows first on large enough inputs. Returns ``rep`` (int64 (n,), see
-    :func:`row_sums_and_reps`). O(n m)."""
+    identical rows first on large enough inputs: ``rep`` (int64 (n,)) gets the
+    representative identical row of every row (see :func:`row_sums_and_reps`).
+    Returns whether any row was merged (else ``rep[i] = i``). O(n m)."""
     n, m = B.shape
     dedup = n >= DEDUP_MIN_ROWS and n * m >= DEDUP_MIN_CELLS
-    rs, c, rep = row_sums_and_reps(B, cnt, dedup)
+    rs, c, r = row_sums_and_reps(B, cnt, dedup)
     row_of, lstart, lval, ltot = levels_by_count(rs, c, m)
     ei = np.empty(0, dtype=np.int64)
     ef = np.empty(0)
@@ -327,4 +328,8 @@ def uniform_loo_auc(B, cnt, out, colsum):
     # (and optimize) a separate specialization of the callee
     loo_blocks(B, np.bool_(True), c, row_of, lstart, lval, ltot, ei, ef, ei, ef, 0.0,
                np.int64(256), out, colsum)
-    return rep
+    merged = False
+    for i in range(n):
+        rep[i] = r[i]
+        merged |= r[i] != i
+    return merged

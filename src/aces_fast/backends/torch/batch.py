@@ -175,22 +175,9 @@ def rerank_batch(be: TorchBackend, Bs: Sequence[Any], method: str, values: Dict[
             out = spec.run(nx, padded, values)
             host = _host_copy(out) if any(numpy_out for _, numpy_out in group) else out
             for k, (Bt, numpy_out) in enumerate(group):
-                task = _task(host if numpy_out else out, k, *Bt.shape)
+                task = (host if numpy_out else out).task(k, *Bt.shape)
                 results[chunk[k]] = spec.pack(task, values, be.name)
     return results  # type: ignore[return-value]
-
-
-def _task(out: _semantics.Outputs, k: int, n: int, m: int) -> _semantics.Outputs:
-    """Task ``k`` (``n`` candidates, ``m`` tests) of a padded batch's outputs."""
-    def cut(x: Any, size: Optional[int]) -> Any:
-        if x is None or isinstance(x, bool):
-            return x
-        return x[k] if size is None else x[k, :size]
-
-    rows = None if out.rows is None else cut(out.rows, min(n, out.rows.shape[1]))
-    return _semantics.Outputs(cut(out.scores, n), cut(out.weights, m), cut(out.order, n),
-                              cut(out.loo_auc, m), cut(out.fallback, None),
-                              cut(out.objective, None), rows)
 
 
 def _host_copy(out: _semantics.Outputs) -> _semantics.Outputs:
