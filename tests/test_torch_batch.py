@@ -31,7 +31,7 @@ from aces_fast.backends.torch import surrogate as torch_surrogate  # noqa: E402
 from aces_fast.backends.torch import FLOAT32_WEIGHT_ATOL, TorchBackend  # noqa: E402
 from aces_fast.backends.torch.batch import PaddedTasks  # noqa: E402
 from aces_fast.backends.torch.batch import pad as _pad  # noqa: E402
-from aces_fast.backends.torch.shapes import shape_chunks  # noqa: E402
+from aces_fast.backends.shapes import shape_chunks  # noqa: E402
 from aces_fast.datasets import load_dataset  # noqa: E402
 
 from helpers import EXAMPLE, npy, random_matrix  # noqa: E402

@@ -4,7 +4,7 @@ Methods that make one pass over each task (majority vote, ACES-C: no Adam fit)
 cost tens of microseconds per task, as much in Python as in the kernels. Run
 task by task on Python threads, each task's dozen kernel calls hand the GIL
 back and forth between the threads, so two threads ran slower than one. Here
-the tasks are grouped by shape (:func:`..torch.shapes.shape_chunks`) and each
+the tasks are grouped by shape (:func:`..shapes.shape_chunks`) and each
 group runs the method's semantics (:mod:`aces_fast._semantics`, the same
 functions as per task) once, on :class:`TaskList` as the backend: every kernel
 is one call over all the group's tasks (:mod:`.tasks`, prange over tasks, the
@@ -28,7 +28,7 @@ import numpy as np
 from ... import _registry
 from ...result import RerankResult
 from ..base import ArrayBackend
-from ..torch.shapes import shape_chunks
+from ..shapes import shape_chunks
 
 #: Cells (T n_max m_max) of a group: each group is a few kernel calls that Ctrl-C
 #: cannot interrupt, ~10 ms on one thread at this size.

@@ -10,7 +10,7 @@ import torch
 
 from .chunks import DEFAULT_CHUNK_ELEMENTS
 from .dedup import distinct_rows_padded
-from .shapes import shape_chunks
+from ..shapes import shape_chunks
 from .surrogate import (_EXP_SAFE, PaddedSurrogateData, SurrogateData, surrogate_core,
                         surrogate_core_padded)
 

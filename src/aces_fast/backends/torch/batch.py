@@ -1,6 +1,6 @@
 """Many tasks at once on the ``torch`` backend: the method semantics on zero-padded batches.
 
-:func:`rerank_batch` sorts tasks by shape and groups them (:func:`.shapes.shape_chunks`),
+:func:`rerank_batch` sorts tasks by shape and groups them (:func:`..shapes.shape_chunks`),
 stacks each group into one zero-padded tensor (:func:`pad`) and runs the
 method's semantics (:mod:`aces_fast._semantics`, the same functions as per task)
 on it with :class:`PaddedTasks` as the backend: the semantics broadcast over the
@@ -42,7 +42,7 @@ from ...result import RerankResult
 from . import TorchBackend, to_output
 from . import aces_o as _aces_o
 from . import loo_auc as _loo_auc
-from .shapes import shape_chunks
+from ..shapes import shape_chunks
 from .validate import from_numpy
 
 #: cap on batched ACES-O's per-step pair tensors on the CPU (8 MiB in float64):
