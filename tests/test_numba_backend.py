@@ -238,11 +238,10 @@ def _forced_kernels(B, w, gamma, counts, parallel):
     Bd, cd = k.distinct_rows(B, np.ones(n, np.int64) if counts is None else counts)
     c = cd.astype(np.float64)
     BT, _, PF = k._surrogate_layout(Bd, np.arange(m), c)
-    Bc = np.zeros((Bd.shape[0], PF.shape[0]), np.uint8)
-    Bc[:, :m] = Bd != 0
+    X = k._row_pair_matrix(BT, PF.shape[0])
     out = {}
     L, grad = np.full(m, np.nan), np.zeros(m)
-    J, done = k._surrogate_rows(Bc, PF, w, gamma, c, L, grad, parallel)
+    J, done = k._surrogate_rows(X, PF, w, gamma, c, L, grad, parallel)
     assert done
     out["rows"] = (L, J, grad)
     L, grad = np.full(m, np.nan), np.zeros(m)
@@ -307,10 +306,10 @@ def test_row_pair_kernel_declines_overflow(warm):
     B = random_matrix(rng, 12, 40, density=0.5)
     w = rng.random(40) * 2.0
     c = np.ones(12)
-    BT, Bc, PF = k._surrogate_layout(B, np.arange(40), c)
-    assert Bc.shape[0] == 12  # few rows: the row-pair layout
+    BT, X, PF = k._surrogate_layout(B, np.arange(40), c)
+    assert X.shape[0] == 13  # few rows: the row-pair layout (and its zero row)
     L, grad = np.full(40, 7.0), np.full(40, 7.0)
-    J, done = k._surrogate_rows(Bc, PF, w, 100.0, c, L, grad, False)
+    J, done = k._surrogate_rows(X, PF, w, 100.0, c, L, grad, False)
     assert not done and np.all(L == 7.0) and np.all(grad == 7.0)
     L, J, g = numba_backend.NumbaBackend().surrogate(B, w, 100.0)
     Lr, Jr, gr = numpy_ref.surrogate(B, w, 100.0)
@@ -324,7 +323,7 @@ def test_cost_model_picks_row_pairs_for_aces_o_rows(warm):
     rng = np.random.default_rng(6)
     top = random_matrix(rng, 24, 500)  # ACES-O's default top_k rows
     many = random_matrix(rng, 300, 200)
-    assert k._surrogate_layout(top, np.arange(500), np.ones(24))[1].shape == (24, 512)
+    assert k._surrogate_layout(top, np.arange(500), np.ones(24))[1].shape == (25, 512)
     assert k._surrogate_layout(many, np.arange(200), np.ones(300))[1].shape[0] == 0
 
 

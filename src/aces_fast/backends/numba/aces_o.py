@@ -70,16 +70,16 @@ def _softmax(logits, w):
 @_jit()
 def _aces_o_setup(B, logits0, active, cnt):
     """The active columns, the surrogate layout on the distinct rows and the starting
-    logits of :func:`aces_o_fit`: ``(cols, BT, Bc, PF, c, logits)``. O(n m log n)."""
+    logits of :func:`aces_o_fit`: ``(cols, BT, X, PF, c, logits)``. O(n m log n)."""
     cols = np.nonzero(active)[0]
     ma = cols.shape[0]
     Bd, cd = distinct_rows(B, cnt)
     c = cd.astype(np.float64)
-    BT, Bc, PF = _surrogate_layout(Bd, cols, c)
+    BT, X, PF = _surrogate_layout(Bd, cols, c)
     logits = np.empty(ma)
     for k in range(ma):
         logits[k] = logits0[cols[k]]
-    return cols, BT, Bc, PF, c, logits
+    return cols, BT, X, PF, c, logits
 
 
 @_jit()
@@ -104,7 +104,7 @@ def _aces_o_classes(logits):
 
 
 @_jit()
-def _aces_o_steps(BT, Bc, PF, c, gamma, lr, steps, t0, t1, logits, m1, m2, w, L, grad,
+def _aces_o_steps(BT, X, PF, c, gamma, lr, steps, t0, t1, logits, m1, m2, w, L, grad,
                   objective, mem, bnd, n_classes, cur, parallel):
     """Adam iterations ``t0 <= t < t1`` of :func:`aces_o_fit` (``1 <= t <= steps + 1``;
     iteration ``steps + 1`` only evaluates ``J``), updating the state ``logits``, ``m1``,
@@ -119,7 +119,7 @@ def _aces_o_steps(BT, Bc, PF, c, gamma, lr, steps, t0, t1, logits, m1, m2, w, L,
     eps = 1e-8
     for t in range(t0, t1):
         _softmax(logits, w)
-        objective[t - 1] = _surrogate_eval(BT, Bc, PF, w, gamma, c, L, grad, parallel)
+        objective[t - 1] = _surrogate_eval(BT, X, PF, w, gamma, c, L, grad, parallel)
         if t == steps + 1:
             break
         if n_classes > 0:
@@ -160,10 +160,10 @@ def _aces_o_fit_kernel(B, logits0, active, gamma, lr, steps, cnt, parallel):
     objective = np.zeros(steps + 1)
     if not active.any():
         return np.zeros(m), objective
-    cols, BT, Bc, PF, c, logits = _aces_o_setup(B, logits0, active, cnt)
+    cols, BT, X, PF, c, logits = _aces_o_setup(B, logits0, active, cnt)
     ma = cols.shape[0]
     mem, bnd, n_classes = _aces_o_classes(logits)
-    _aces_o_steps(BT, Bc, PF, c, gamma, lr, steps, 1, steps + 2, logits, np.zeros(ma),
+    _aces_o_steps(BT, X, PF, c, gamma, lr, steps, 1, steps + 2, logits, np.zeros(ma),
                   np.zeros(ma), np.empty(ma), np.empty(ma), np.empty(ma), objective, mem, bnd,
                   n_classes, 0, parallel)
     return _aces_o_weights(logits, cols, m), objective
@@ -203,7 +203,7 @@ def aces_o_fit(B, logits0, active, gamma, lr, steps, cnt, parallel):
     if ma == 0 or per_eval * (steps + 1) <= CHUNK_PAIRS:
         return _aces_o_fit_kernel(B, logits0, active, gamma, lr, steps, cnt, parallel)
     _cancel.check()
-    cols, BT, Bc, PF, c, logits = _aces_o_setup(B, logits0, active, cnt)
+    cols, BT, X, PF, c, logits = _aces_o_setup(B, logits0, active, cnt)
     mem, bnd, n_classes = _aces_o_classes(logits)
     cur = 0
     nd = BT.shape[1]  # distinct rows
@@ -214,7 +214,7 @@ def aces_o_fit(B, logits0, active, gamma, lr, steps, cnt, parallel):
     objective = np.zeros(steps + 1)
     for t0 in range(1, steps + 2, chunk):
         _cancel.check()
-        n_classes, cur = _aces_o_steps(BT, Bc, PF, c, gamma, lr, steps, t0,
+        n_classes, cur = _aces_o_steps(BT, X, PF, c, gamma, lr, steps, t0,
                                        min(t0 + chunk, steps + 2), logits, m1, m2, w, L, grad,
                                        objective, mem, bnd, n_classes, cur, parallel)
     return _aces_o_weights(logits, cols, m), objective
