@@ -327,6 +327,35 @@ def test_cost_model_picks_row_pairs_for_aces_o_rows(warm):
     assert k._surrogate_layout(many, np.arange(200), np.ones(300))[1].shape[0] == 0
 
 
+@pytest.mark.parametrize("size", [2, 5, 32, 33, 120])
+def test_snap_classes_matches_reference(warm, size):
+    # classes up to _INSERTION_SORT_MAX members are sorted in place, larger ones
+    # by a merge sort: both take the reference's snapping decisions and values
+    k = _kernels()
+    rng = np.random.default_rng(size)
+    m = 3 * size + 7
+    base = rng.integers(0, 6, size=m).astype(np.float64)
+    x = base + rng.choice([0.0, 3e-11, 2e-10], size=m)  # ties, near-ties, chains
+    x[rng.choice(m, size=max(1, m // 10), replace=False)] = rng.choice(
+        [np.nan, np.inf, -np.inf], size=max(1, m // 10))
+    perm = rng.permutation(m)
+    classes = [perm[:size], perm[size:2 * size], perm[2 * size:2 * size + 2]]
+    members = np.concatenate(classes).astype(np.int64)
+    bounds = np.cumsum([0] + [len(c) for c in classes]).astype(np.int64)
+    got = x.copy()
+    next_members = np.empty(m, np.int64)
+    next_bounds = np.zeros(m + 1, np.int64)
+    n_next = k._snap_classes(got, members, bounds, len(classes), 1e-10, next_members,
+                             next_bounds)
+    want = x.copy()
+    refined = numpy_ref.snap_classes(want, [c.copy() for c in classes], 1e-10)
+    np.testing.assert_array_equal(got, want)
+    assert n_next == len(refined)
+    got_classes = [sorted(next_members[next_bounds[i]:next_bounds[i + 1]])
+                   for i in range(n_next)]
+    assert sorted(got_classes) == sorted(sorted(c) for c in refined)
+
+
 def test_stable_order_sorts_keys_and_rows(warm):
     k = _kernels()
     rng = np.random.default_rng(12)

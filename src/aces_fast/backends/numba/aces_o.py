@@ -13,6 +13,11 @@ from .surrogate import _surrogate_eval, _surrogate_layout
 _SNAP_RTOL = 1e-10
 
 
+#: classes up to this size are sorted in place by insertion (no allocation);
+#: larger ones (the one class of the first step, say) by a merge sort
+_INSERTION_SORT_MAX = 32
+
+
 @_jit()
 def _snap_classes(x, members, bounds, n_classes, tol, next_members, next_bounds):
     """Snap ``x`` within the classes of symmetric columns, refining them (docs/contract.rst §7.5).
@@ -26,14 +31,39 @@ def _snap_classes(x, members, bounds, n_classes, tol, next_members, next_bounds)
     n_next = 0
     written = 0
     next_bounds[0] = 0
+    if n_classes == 0:
+        return 0
+    # one scratch for every class: classes persist for many steps, and
+    # allocating per class and step would cost more than the sorting
+    cap = 0
     for c in range(n_classes):
-        seg = members[bounds[c]:bounds[c + 1]]
-        key = x[seg]
-        for k in range(key.shape[0]):
-            if np.isnan(key[k]):
-                key[k] = np.inf  # NaN last (it joins no run either way)
-        p = seg[np.argsort(key, kind="mergesort")]
-        length = p.shape[0]
+        cap = max(cap, bounds[c + 1] - bounds[c])
+    p = np.empty(cap, dtype=np.int64)
+    key = np.empty(cap)
+    for c in range(n_classes):
+        b0 = bounds[c]
+        length = bounds[c + 1] - b0
+        if length <= _INSERTION_SORT_MAX:
+            # stable insertion sort by value, NaN last (it joins no run either way)
+            for k in range(length):
+                pk = members[b0 + k]
+                v = x[pk]
+                if np.isnan(v):
+                    v = np.inf
+                i = k
+                while i > 0 and key[i - 1] > v:
+                    key[i] = key[i - 1]
+                    p[i] = p[i - 1]
+                    i -= 1
+                key[i] = v
+                p[i] = pk
+        else:
+            for k in range(length):
+                v = x[members[b0 + k]]
+                key[k] = np.inf if np.isnan(v) else v
+            order = np.argsort(key[:length], kind="mergesort")
+            for k in range(length):
+                p[k] = members[b0 + order[k]]
         run = 0
         prev = x[p[0]]  # the previous member's unsnapped value
         for i in range(1, length + 1):

@@ -351,8 +351,10 @@ def _pair_sweep2(X, p, q0, q1, j0, j1, a0, b0, c0, a1, b1, c1, G, cw, Ls, Ds):
         sg1 = 1.0 / (1.0 + t1)
         d0 = (t0 * sg0) * sg0
         d1 = (t1 * sg1) * sg1
-        cx0 = c0 * (x0 * x0)
-        cx1 = c1 * (x1 * x1)
+        # c (x^2): a select, not two multiplies (same values; the multiplies
+        # are what bounds this loop)
+        cx0 = c0 if x0 != 0.0 else 0.0
+        cx1 = c1 if x1 != 0.0 else 0.0
         Ls[j] = (Ls[j] + cx0 * sg0) + cx1 * sg1
         Ds[j] = (Ds[j] + cx0 * d0) + cx1 * d1
         cwj = cw[j]
@@ -490,8 +492,10 @@ def _row_pair_matrix(BT, mp):
     zero last row. O(n mp)."""
     mq, n = BT.shape
     X = np.zeros((n + 1, mp))
-    for q in range(mq):
-        for i in range(n):
+    # row by row: contiguous writes (column by column, every write would be a
+    # cache miss of its own)
+    for i in range(n):
+        for q in range(mq):
             X[i, q] = 1.0 if BT[q, i] != 0 else 0.0
     return X
 
