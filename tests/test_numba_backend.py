@@ -323,7 +323,7 @@ def test_cost_model_picks_row_pairs_for_aces_o_rows(warm):
     rng = np.random.default_rng(6)
     top = random_matrix(rng, 24, 500)  # ACES-O's default top_k rows
     many = random_matrix(rng, 300, 200)
-    assert k._surrogate_layout(top, np.arange(500), np.ones(24))[1].shape == (25, 512)
+    assert k._surrogate_layout(top, np.arange(500), np.ones(24))[1].shape == (25, 504)
     assert k._surrogate_layout(many, np.arange(200), np.ones(300))[1].shape[0] == 0
 
 
@@ -354,6 +354,29 @@ def test_snap_classes_matches_reference(warm, size):
     got_classes = [sorted(next_members[next_bounds[i]:next_bounds[i + 1]])
                    for i in range(n_next)]
     assert sorted(got_classes) == sorted(sorted(c) for c in refined)
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 8, 37, 1000])
+def test_exp_inplace_matches_libm(warm, n):
+    # the vectorized exp of the ACES-O softmax and surrogate: within 1 ulp of
+    # libm from -708 up, 0 below, inf above 709, NaN kept;
+    # equal inputs give equal outputs wherever they sit (vector body or remainder)
+    k = _kernels()
+    rng = np.random.default_rng(n)
+    x = np.concatenate([rng.uniform(-708.0, 709.0, n), rng.uniform(-1.0, 1.0, n)])
+    got = x.copy()
+    k._exp_inplace(got)
+    want = np.exp(x)
+    ok = x >= -708.0
+    assert np.all(np.abs(got[ok] - want[ok]) <= np.spacing(want[ok]))
+    assert np.all(got[~ok] == 0.0)  # libm: at most 3.3e-308 there
+    special = np.array([0.0, -0.0, np.nan, -np.inf, np.inf, -750.0, -708.5, 709.5, 750.0])
+    got = special.copy()
+    k._exp_inplace(got)
+    np.testing.assert_array_equal(got, [1.0, 1.0, np.nan, 0.0, np.inf, 0.0, 0.0, np.inf, np.inf])
+    same = np.full(n + 3, 0.3)
+    k._exp_inplace(same)
+    assert np.all(same == same[0])
 
 
 def test_stable_order_sorts_keys_and_rows(warm):

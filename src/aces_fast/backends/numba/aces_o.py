@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _cancel
-from ._jit import _jit
+from ._jit import _exp_inplace, _jit
 from .dedup import distinct_rows
 from .surrogate import _surrogate_eval, _surrogate_layout
 
@@ -89,9 +89,11 @@ def _softmax(logits, w):
     mx = logits[0]
     for k in range(1, logits.shape[0]):
         mx = max(mx, logits[k])
+    for k in range(logits.shape[0]):
+        w[k] = logits[k] - mx
+    _exp_inplace(w)
     tot = 0.0
     for k in range(logits.shape[0]):
-        w[k] = np.exp(logits[k] - mx)
         tot += w[k]
     for k in range(logits.shape[0]):
         w[k] = w[k] / tot
