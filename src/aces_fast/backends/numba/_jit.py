@@ -39,8 +39,9 @@ def _jit(**options):
     return decorate
 
 
-def _serial_and_parallel(fn):
-    """Compile ``fn`` twice: serially (``prange`` acts as ``range``) and with ``parallel=True``.
+def _serial_and_parallel(fn, **options):
+    """Compile ``fn`` twice: serially (``prange`` acts as ``range``) and with ``parallel=True``
+    (both with the jit ``options``).
 
     The parallel build is a renamed copy of the function: the on-disk cache
     keys by qualified name and bytecode, not by compile flags.
@@ -49,7 +50,7 @@ def _serial_and_parallel(fn):
                                fn.__defaults__, fn.__closure__)
     clone.__qualname__ = fn.__qualname__ + "_parallel"
     clone.__doc__ = fn.__doc__
-    return _jit()(fn), _jit(parallel=True)(clone)
+    return _jit(**options)(fn), _jit(parallel=True, **options)(clone)
 
 
 @_jit()

@@ -324,7 +324,11 @@ def surrogate_bt(BT, w, gamma, c, L, grad, parallel):
 # this kernel only when that is cheaper than the per-column one.
 
 
-@_jit(fastmath=_VEC_MATH)
+# Inlined (numba IR), so its loop runs with the caller's fast-math flags: a
+# call would cost an NRT reference-count increment and decrement per array
+# argument, 10 atomic operations per call, several times the sweep itself on
+# small inputs.
+@_jit(fastmath=_VEC_MATH, inline="always")
 def _pair_sweep2(X, p, q0, q1, j0, j1, a0, b0, c0, a1, b1, c1, G, cw, Ls, Ds):
     """Row ``p`` against rows ``q0`` and ``q1`` of ``X`` over the columns [j0, j1).
 
@@ -407,7 +411,10 @@ def _row_pair_blocks(X, c, E, F, G, cw, Ls, Ds, vpart):
             vpart[b, p] += vp
 
 
-_row_pair_blocks, _row_pair_blocks_parallel = _serial_and_parallel(_row_pair_blocks)
+# fast-math: the flags of the inlined pair sweep (the rest is sums in a fixed
+# order, run alike by both builds)
+_row_pair_blocks, _row_pair_blocks_parallel = _serial_and_parallel(_row_pair_blocks,
+                                                                   fastmath=_VEC_MATH)
 
 
 @_jit(fastmath=_VEC_MATH)
