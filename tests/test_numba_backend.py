@@ -238,11 +238,10 @@ def _forced_kernels(B, w, gamma, counts, parallel):
     Bd, cd = k.distinct_rows(B, np.ones(n, np.int64) if counts is None else counts)
     c = cd.astype(np.float64)
     BT, _, PF = k._surrogate_layout(Bd, np.arange(m), c)
-    Bc = np.zeros((Bd.shape[0], PF.shape[0]), np.uint8)
-    Bc[:, :m] = Bd != 0
+    X = k._row_pair_matrix(BT, PF.shape[0])
     out = {}
     L, grad = np.full(m, np.nan), np.zeros(m)
-    J, done = k._surrogate_rows(Bc, PF, w, gamma, c, L, grad, parallel)
+    J, done = k._surrogate_rows(X, PF, w, gamma, c, L, grad, parallel)
     assert done
     out["rows"] = (L, J, grad)
     L, grad = np.full(m, np.nan), np.zeros(m)
@@ -307,10 +306,10 @@ def test_row_pair_kernel_declines_overflow(warm):
     B = random_matrix(rng, 12, 40, density=0.5)
     w = rng.random(40) * 2.0
     c = np.ones(12)
-    BT, Bc, PF = k._surrogate_layout(B, np.arange(40), c)
-    assert Bc.shape[0] == 12  # few rows: the row-pair layout
+    BT, X, PF = k._surrogate_layout(B, np.arange(40), c)
+    assert X.shape[0] == 13  # few rows: the row-pair layout (and its zero row)
     L, grad = np.full(40, 7.0), np.full(40, 7.0)
-    J, done = k._surrogate_rows(Bc, PF, w, 100.0, c, L, grad, False)
+    J, done = k._surrogate_rows(X, PF, w, 100.0, c, L, grad, False)
     assert not done and np.all(L == 7.0) and np.all(grad == 7.0)
     L, J, g = numba_backend.NumbaBackend().surrogate(B, w, 100.0)
     Lr, Jr, gr = numpy_ref.surrogate(B, w, 100.0)
@@ -324,8 +323,60 @@ def test_cost_model_picks_row_pairs_for_aces_o_rows(warm):
     rng = np.random.default_rng(6)
     top = random_matrix(rng, 24, 500)  # ACES-O's default top_k rows
     many = random_matrix(rng, 300, 200)
-    assert k._surrogate_layout(top, np.arange(500), np.ones(24))[1].shape == (24, 512)
+    assert k._surrogate_layout(top, np.arange(500), np.ones(24))[1].shape == (25, 504)
     assert k._surrogate_layout(many, np.arange(200), np.ones(300))[1].shape[0] == 0
+
+
+@pytest.mark.parametrize("size", [2, 5, 32, 33, 120])
+def test_snap_classes_matches_reference(warm, size):
+    # classes up to _INSERTION_SORT_MAX members are sorted in place, larger ones
+    # by a merge sort: both take the reference's snapping decisions and values
+    k = _kernels()
+    rng = np.random.default_rng(size)
+    m = 3 * size + 7
+    base = rng.integers(0, 6, size=m).astype(np.float64)
+    x = base + rng.choice([0.0, 3e-11, 2e-10], size=m)  # ties, near-ties, chains
+    x[rng.choice(m, size=max(1, m // 10), replace=False)] = rng.choice(
+        [np.nan, np.inf, -np.inf], size=max(1, m // 10))
+    perm = rng.permutation(m)
+    classes = [perm[:size], perm[size:2 * size], perm[2 * size:2 * size + 2]]
+    members = np.concatenate(classes).astype(np.int64)
+    bounds = np.cumsum([0] + [len(c) for c in classes]).astype(np.int64)
+    got = x.copy()
+    next_members = np.empty(m, np.int64)
+    next_bounds = np.zeros(m + 1, np.int64)
+    n_next = k._snap_classes(got, members, bounds, len(classes), 1e-10, next_members,
+                             next_bounds)
+    want = x.copy()
+    refined = numpy_ref.snap_classes(want, [c.copy() for c in classes], 1e-10)
+    np.testing.assert_array_equal(got, want)
+    assert n_next == len(refined)
+    got_classes = [sorted(next_members[next_bounds[i]:next_bounds[i + 1]])
+                   for i in range(n_next)]
+    assert sorted(got_classes) == sorted(sorted(c) for c in refined)
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 8, 37, 1000])
+def test_exp_inplace_matches_libm(warm, n):
+    # the vectorized exp of the ACES-O softmax and surrogate: within 1 ulp of
+    # libm from -708 up, 0 below, inf above 709, NaN kept;
+    # equal inputs give equal outputs wherever they sit (vector body or remainder)
+    k = _kernels()
+    rng = np.random.default_rng(n)
+    x = np.concatenate([rng.uniform(-708.0, 709.0, n), rng.uniform(-1.0, 1.0, n)])
+    got = x.copy()
+    k._exp_inplace(got)
+    want = np.exp(x)
+    ok = x >= -708.0
+    assert np.all(np.abs(got[ok] - want[ok]) <= np.spacing(want[ok]))
+    assert np.all(got[~ok] == 0.0)  # libm: at most 3.3e-308 there
+    special = np.array([0.0, -0.0, np.nan, -np.inf, np.inf, -750.0, -708.5, 709.5, 750.0])
+    got = special.copy()
+    k._exp_inplace(got)
+    np.testing.assert_array_equal(got, [1.0, 1.0, np.nan, 0.0, np.inf, 0.0, 0.0, np.inf, np.inf])
+    same = np.full(n + 3, 0.3)
+    k._exp_inplace(same)
+    assert np.all(same == same[0])
 
 
 def test_stable_order_sorts_keys_and_rows(warm):

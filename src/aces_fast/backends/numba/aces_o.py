@@ -5,12 +5,17 @@ from __future__ import annotations
 import numpy as np
 
 from . import _cancel
-from ._jit import _jit
+from ._jit import _exp_inplace, _jit
 from .dedup import distinct_rows
 from .surrogate import _surrogate_eval, _surrogate_layout
 
 #: symmetry snapping tolerance relative to the value scale (numpy.SNAP_RTOL)
 _SNAP_RTOL = 1e-10
+
+
+#: classes up to this size are sorted in place by insertion (no allocation);
+#: larger ones (the one class of the first step, say) by a merge sort
+_INSERTION_SORT_MAX = 32
 
 
 @_jit()
@@ -26,14 +31,39 @@ def _snap_classes(x, members, bounds, n_classes, tol, next_members, next_bounds)
     n_next = 0
     written = 0
     next_bounds[0] = 0
+    if n_classes == 0:
+        return 0
+    # one scratch for every class: classes persist for many steps, and
+    # allocating per class and step would cost more than the sorting
+    cap = 0
     for c in range(n_classes):
-        seg = members[bounds[c]:bounds[c + 1]]
-        key = x[seg]
-        for k in range(key.shape[0]):
-            if np.isnan(key[k]):
-                key[k] = np.inf  # NaN last (it joins no run either way)
-        p = seg[np.argsort(key, kind="mergesort")]
-        length = p.shape[0]
+        cap = max(cap, bounds[c + 1] - bounds[c])
+    p = np.empty(cap, dtype=np.int64)
+    key = np.empty(cap)
+    for c in range(n_classes):
+        b0 = bounds[c]
+        length = bounds[c + 1] - b0
+        if length <= _INSERTION_SORT_MAX:
+            # stable insertion sort by value, NaN last (it joins no run either way)
+            for k in range(length):
+                pk = members[b0 + k]
+                v = x[pk]
+                if np.isnan(v):
+                    v = np.inf
+                i = k
+                while i > 0 and key[i - 1] > v:
+                    key[i] = key[i - 1]
+                    p[i] = p[i - 1]
+                    i -= 1
+                key[i] = v
+                p[i] = pk
+        else:
+            for k in range(length):
+                v = x[members[b0 + k]]
+                key[k] = np.inf if np.isnan(v) else v
+            order = np.argsort(key[:length], kind="mergesort")
+            for k in range(length):
+                p[k] = members[b0 + order[k]]
         run = 0
         prev = x[p[0]]  # the previous member's unsnapped value
         for i in range(1, length + 1):
@@ -59,9 +89,11 @@ def _softmax(logits, w):
     mx = logits[0]
     for k in range(1, logits.shape[0]):
         mx = max(mx, logits[k])
+    for k in range(logits.shape[0]):
+        w[k] = logits[k] - mx
+    _exp_inplace(w)
     tot = 0.0
     for k in range(logits.shape[0]):
-        w[k] = np.exp(logits[k] - mx)
         tot += w[k]
     for k in range(logits.shape[0]):
         w[k] = w[k] / tot
@@ -70,16 +102,16 @@ def _softmax(logits, w):
 @_jit()
 def _aces_o_setup(B, logits0, active, cnt):
     """The active columns, the surrogate layout on the distinct rows and the starting
-    logits of :func:`aces_o_fit`: ``(cols, BT, Bc, PF, c, logits)``. O(n m log n)."""
+    logits of :func:`aces_o_fit`: ``(cols, BT, X, PF, c, logits)``. O(n m log n)."""
     cols = np.nonzero(active)[0]
     ma = cols.shape[0]
     Bd, cd = distinct_rows(B, cnt)
     c = cd.astype(np.float64)
-    BT, Bc, PF = _surrogate_layout(Bd, cols, c)
+    BT, X, PF = _surrogate_layout(Bd, cols, c)
     logits = np.empty(ma)
     for k in range(ma):
         logits[k] = logits0[cols[k]]
-    return cols, BT, Bc, PF, c, logits
+    return cols, BT, X, PF, c, logits
 
 
 @_jit()
@@ -104,7 +136,7 @@ def _aces_o_classes(logits):
 
 
 @_jit()
-def _aces_o_steps(BT, Bc, PF, c, gamma, lr, steps, t0, t1, logits, m1, m2, w, L, grad,
+def _aces_o_steps(BT, X, PF, c, gamma, lr, steps, t0, t1, logits, m1, m2, w, L, grad,
                   objective, mem, bnd, n_classes, cur, parallel):
     """Adam iterations ``t0 <= t < t1`` of :func:`aces_o_fit` (``1 <= t <= steps + 1``;
     iteration ``steps + 1`` only evaluates ``J``), updating the state ``logits``, ``m1``,
@@ -119,7 +151,7 @@ def _aces_o_steps(BT, Bc, PF, c, gamma, lr, steps, t0, t1, logits, m1, m2, w, L,
     eps = 1e-8
     for t in range(t0, t1):
         _softmax(logits, w)
-        objective[t - 1] = _surrogate_eval(BT, Bc, PF, w, gamma, c, L, grad, parallel)
+        objective[t - 1] = _surrogate_eval(BT, X, PF, w, gamma, c, L, grad, parallel)
         if t == steps + 1:
             break
         if n_classes > 0:
@@ -160,10 +192,10 @@ def _aces_o_fit_kernel(B, logits0, active, gamma, lr, steps, cnt, parallel):
     objective = np.zeros(steps + 1)
     if not active.any():
         return np.zeros(m), objective
-    cols, BT, Bc, PF, c, logits = _aces_o_setup(B, logits0, active, cnt)
+    cols, BT, X, PF, c, logits = _aces_o_setup(B, logits0, active, cnt)
     ma = cols.shape[0]
     mem, bnd, n_classes = _aces_o_classes(logits)
-    _aces_o_steps(BT, Bc, PF, c, gamma, lr, steps, 1, steps + 2, logits, np.zeros(ma),
+    _aces_o_steps(BT, X, PF, c, gamma, lr, steps, 1, steps + 2, logits, np.zeros(ma),
                   np.zeros(ma), np.empty(ma), np.empty(ma), np.empty(ma), objective, mem, bnd,
                   n_classes, 0, parallel)
     return _aces_o_weights(logits, cols, m), objective
@@ -203,7 +235,7 @@ def aces_o_fit(B, logits0, active, gamma, lr, steps, cnt, parallel):
     if ma == 0 or per_eval * (steps + 1) <= CHUNK_PAIRS:
         return _aces_o_fit_kernel(B, logits0, active, gamma, lr, steps, cnt, parallel)
     _cancel.check()
-    cols, BT, Bc, PF, c, logits = _aces_o_setup(B, logits0, active, cnt)
+    cols, BT, X, PF, c, logits = _aces_o_setup(B, logits0, active, cnt)
     mem, bnd, n_classes = _aces_o_classes(logits)
     cur = 0
     nd = BT.shape[1]  # distinct rows
@@ -214,7 +246,7 @@ def aces_o_fit(B, logits0, active, gamma, lr, steps, cnt, parallel):
     objective = np.zeros(steps + 1)
     for t0 in range(1, steps + 2, chunk):
         _cancel.check()
-        n_classes, cur = _aces_o_steps(BT, Bc, PF, c, gamma, lr, steps, t0,
+        n_classes, cur = _aces_o_steps(BT, X, PF, c, gamma, lr, steps, t0,
                                        min(t0 + chunk, steps + 2), logits, m1, m2, w, L, grad,
                                        objective, mem, bnd, n_classes, cur, parallel)
     return _aces_o_weights(logits, cols, m), objective

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
-from ._jit import _VEC_MATH, _copy, _jit, _serial_and_parallel
+from ._jit import _VEC_MATH, _exp_inplace, _jit, _serial_and_parallel
 from .dedup import distinct_rows
 
 #: exp(-gamma (s_p - s_f - w_j)) = E_p F_f G_j is used while gamma * (span of s +
@@ -35,10 +35,12 @@ MAX_BLOCKS = 64
 BLOCK_CELLS = 1 << 10
 _MAX_VPART_DOUBLES = 1 << 23
 #: Vector loops over doubles are zero-padded to a multiple of LANES (a multiple
-#: of every vector width x unroll LLVM picks: 8 doubles x 4 with AVX-512), so
-#: they never end in a scalar remainder: the inner rows of a column's pair loop,
-#: the columns of the row-pair layout.
-LANES = 32
+#: of every vector width: 8 doubles with AVX-512), so they never end in a scalar
+#: remainder: the inner rows of a column's pair loop, the columns of the
+#: row-pair layout. What LLVM's unrolled main loop leaves, its vectorized
+#: epilogue takes; padding further (to the unrolled width, 32) costs more in
+#: padded work than it saves (24 rows x 100 tests: 7% slower row-pair sweeps).
+LANES = 8
 #: Columns per block of the row-pair surrogate (a multiple of LANES). Blocks are
 #: what its parallel build shares out; each is one sweep per row pair, so fewer,
 #: wider blocks cost less per-sweep overhead.
@@ -322,102 +324,155 @@ def surrogate_bt(BT, w, gamma, c, L, grad, parallel):
 # this kernel only when that is cheaper than the per-column one.
 
 
-@_jit(fastmath=_VEC_MATH)
-def _pair_sweep(bp, bq, alpha, beta, cpq, G, cw, Ls, Ds):
-    """Rows p and q (0/1 rows ``bp``, ``bq``) over the columns of a block.
+# Inlined (numba IR), so its loop runs with the caller's fast-math flags: a
+# call would cost an NRT reference-count increment and decrement per array
+# argument, 10 atomic operations per call, several times the sweep itself on
+# small inputs.
+@_jit(fastmath=_VEC_MATH, inline="always")
+def _pair_sweep2(X, p, q0, q1, j0, j1, a0, b0, c0, a1, b1, c1, G, cw, Ls, Ds):
+    """Row ``p`` against rows ``q0`` and ``q1`` of ``X`` over the columns [j0, j1).
 
-    ``alpha = E_p F_q``, ``beta = E_q F_p``, ``cpq = c_p c_q``. Where the rows
-    differ, adds ``cpq sigma`` to ``Ls[j]`` and ``cpq sigma'`` to ``Ds[j]``;
-    returns ``R = sum_j x_j cw_j sigma'_j``, so that ``v_p += c_q R`` and
-    ``v_q -= c_p R``. One multiply and one division per element, no exp.
+    ``X`` float64 (rows, mp) holds the rows as 0.0/1.0; ``(a0, b0, c0)`` and
+    ``(a1, b1, c1)`` are ``(alpha, beta, cpq)`` of the two pairs:
+    ``alpha = E_p F_q``, ``beta = E_q F_p``, ``cpq = c_p c_q``.
+    Where the rows differ, adds ``cpq sigma`` to ``Ls[j]`` and ``cpq sigma'`` to
+    ``Ds[j]`` (pair q0 first, then q1); returns ``R = sum_j x_j cw_j sigma'_j`` of
+    each pair, so that ``v_p += c_q R`` and ``v_q -= c_p R``. One multiply and
+    one division per pair and column, no exp.
     """
-    # The arrays are the block's slices and the loop starts at 0: with an index
-    # that might be negative numba emits a wraparound select per access, and
-    # LLVM no longer vectorizes the loop.
-    R = 0.0
-    for j in range(bp.shape[0]):
-        x = np.float64(bp[j]) - np.float64(bq[j])
-        t = (alpha if x > 0.0 else beta) * G[j]
-        sg = 1.0 / (1.0 + t)
-        d = (t * sg) * sg
-        cx = cpq * (x * x)
-        Ls[j] += cx * sg
-        Ds[j] += cx * d
-        R += x * (cw[j] * d)
-    return R
+    # Indices are unsigned (the callers pass np.uint64): numba then emits no
+    # negative-index wraparound select per access, and the loop vectorizes.
+    # Rows are read in place, not as row views: a view made in a loop costs
+    # two reference-count calls, which dominate such short sweeps.
+    R0 = 0.0
+    R1 = 0.0
+    for j in range(j0, j1):
+        xp = X[p, j]
+        x0 = xp - X[q0, j]
+        x1 = xp - X[q1, j]
+        g = G[j]
+        t0 = (a0 if x0 > 0.0 else b0) * g
+        t1 = (a1 if x1 > 0.0 else b1) * g
+        sg0 = 1.0 / (1.0 + t0)
+        sg1 = 1.0 / (1.0 + t1)
+        d0 = (t0 * sg0) * sg0
+        d1 = (t1 * sg1) * sg1
+        # c (x^2): a select, not two multiplies (same values; the multiplies
+        # are what bounds this loop)
+        cx0 = c0 if x0 != 0.0 else 0.0
+        cx1 = c1 if x1 != 0.0 else 0.0
+        Ls[j] = (Ls[j] + cx0 * sg0) + cx1 * sg1
+        Ds[j] = (Ds[j] + cx0 * d0) + cx1 * d1
+        cwj = cw[j]
+        R0 += x0 * (cwj * d0)
+        R1 += x1 * (cwj * d1)
+    return R0, R1
 
 
-def _row_pair_blocks(Bc, c, E, F, G, cw, Ls, Ds, vpart):
+def _row_pair_blocks(X, c, E, F, G, cw, Ls, Ds, vpart):
     """All row pairs over each block of ROW_PAIR_BLOCK columns (serial or prange build).
 
-    Block b fills ``Ls``/``Ds`` on its columns and its own partial ``vpart[b]``
-    (n,), so blocks share no output.
+    ``X`` (n + 1, mp): the n rows, then a zero row. Row p meets rows q > p two at
+    a time (shared loads of row p and of the column data); an odd one out is
+    paired with the zero row at cost zero (``cpq = 0`` and ``x = 0``: exact
+    zeros). Block b fills ``Ls``/``Ds`` on its columns and its own partial
+    ``vpart[b]`` (n,), so blocks share no output.
     """
-    n, mp = Bc.shape
+    n = X.shape[0] - 1
+    mp = X.shape[1]
     for b in prange(vpart.shape[0]):
-        j0 = b * ROW_PAIR_BLOCK
-        j1 = min(j0 + ROW_PAIR_BLOCK, mp)
-        vb = vpart[b]
-        vb[:] = 0.0
-        Gb = G[j0:j1]
-        cwb = cw[j0:j1]
-        Lb = Ls[j0:j1]
-        Db = Ds[j0:j1]
-        Lb[:] = 0.0
-        Db[:] = 0.0
+        j0 = np.uint64(b * ROW_PAIR_BLOCK)
+        j1 = np.uint64(min(b * ROW_PAIR_BLOCK + ROW_PAIR_BLOCK, mp))
+        for i in range(n):
+            vpart[b, i] = 0.0
+        for j in range(j0, j1):
+            Ls[j] = 0.0
+            Ds[j] = 0.0
         for p in range(n - 1):
-            bp = Bc[p, j0:j1]
-            for q in range(p + 1, n):
-                R = _pair_sweep(bp, Bc[q, j0:j1], E[p] * F[q], E[q] * F[p], c[p] * c[q], Gb, cwb,
-                                Lb, Db)
-                vb[p] += c[q] * R
-                vb[q] -= c[p] * R
+            cp = c[p]
+            vp = 0.0
+            for q in range(p + 1, n, 2):
+                q1 = min(q + 1, n)  # n: the zero row
+                a1 = 1.0
+                b1 = 1.0
+                c1 = 0.0
+                if q1 < n:
+                    a1 = E[p] * F[q1]
+                    b1 = E[q1] * F[p]
+                    c1 = cp * c[q1]
+                R0, R1 = _pair_sweep2(X, np.uint64(p), np.uint64(q), np.uint64(q1), j0, j1,
+                                      E[p] * F[q], E[q] * F[p], cp * c[q], a1, b1, c1, G, cw,
+                                      Ls, Ds)
+                vp += c[q] * R0
+                vpart[b, q] -= cp * R0
+                if q1 < n:
+                    vp += c[q1] * R1
+                    vpart[b, q1] -= cp * R1
+            vpart[b, p] += vp
 
 
-_row_pair_blocks, _row_pair_blocks_parallel = _serial_and_parallel(_row_pair_blocks)
+# fast-math: the flags of the inlined pair sweep (the rest is sums in a fixed
+# order, run alike by both builds)
+_row_pair_blocks, _row_pair_blocks_parallel = _serial_and_parallel(_row_pair_blocks,
+                                                                   fastmath=_VEC_MATH)
+
+
+@_jit(fastmath=_VEC_MATH)
+def _row_dot(X, i, w):
+    """``sum_j X[i, j] w[j]`` over ``j < len(w)`` (a vectorized sum)."""
+    acc = 0.0
+    for j in range(w.shape[0]):
+        acc += X[i, j] * w[j]
+    return acc
 
 
 @_jit()
-def _surrogate_rows(Bc, PF, w, gamma, c, L, grad, parallel):
+def _surrogate_rows(X, PF, w, gamma, c, L, grad, parallel):
     """The surrogate by row pairs on the layout of :func:`_surrogate_layout`.
 
-    ``Bc`` uint8 (n, mp) and ``PF`` float64 (mp,) padded with zero columns;
-    ``w`` (m,). Fills ``L``, ``grad`` (m,) and returns ``(J, True)``; returns
-    ``(0.0, False)`` without touching them when some ``exp(-z)`` could
-    overflow (the caller then runs :func:`surrogate_bt`). O(n^2 mp).
+    ``X`` float64 (n + 1, mp): the rows as 0.0/1.0 then a zero row, and ``PF``
+    float64 (mp,), both padded with zero columns; ``w`` (m,). Fills ``L``,
+    ``grad`` (m,) and returns ``(J, True)``; returns ``(0.0, False)`` without
+    touching them when some ``exp(-z)`` could overflow (the caller then runs
+    :func:`surrogate_bt`). O(n^2 mp).
     """
-    n, mp = Bc.shape
+    n = X.shape[0] - 1
+    mp = X.shape[1]
     m = w.shape[0]
-    wp = np.zeros(mp)
-    _copy(wp, w)
     s = np.empty(n)
     for i in range(n):
-        s[i] = _dot_column(Bc[i], wp)
+        s[i] = _row_dot(X, np.uint64(i), w)
     smin = s.min()
     smax = s.max()
+    wmax = 0.0
+    for j in range(m):
+        wmax = max(wmax, w[j])
     # False for inf/nan spans too
-    if not gamma * ((smax - smin) + wp.max()) <= FAST_SPAN_LIMIT:
+    if not gamma * ((smax - smin) + wmax) <= FAST_SPAN_LIMIT:
         return 0.0, False
     center = 0.5 * (smin + smax)
     E = np.empty(n)
     F = np.empty(n)
     for i in range(n):
-        E[i] = np.exp(-gamma * (s[i] - center))
-        F[i] = np.exp(gamma * (s[i] - center))
-    # padding: G = 1, cw = 0, so padded columns add exact zeros
-    G = np.ones(mp)
+        E[i] = -gamma * (s[i] - center)
+        F[i] = gamma * (s[i] - center)
+    _exp_inplace(E)
+    _exp_inplace(F)
+    # padding: G = exp(0) = 1, cw = 0, so padded columns add exact zeros
+    G = np.zeros(mp)
     cw = np.zeros(mp)
     for j in range(m):
-        G[j] = np.exp(gamma * w[j])
+        G[j] = gamma * w[j]
         if PF[j] > 0.0:
             cw[j] = w[j] / PF[j]
+    _exp_inplace(G)
     Ls = np.empty(mp)
     Ds = np.empty(mp)
     vpart = np.empty(((mp + ROW_PAIR_BLOCK - 1) // ROW_PAIR_BLOCK, n))
     if parallel and vpart.shape[0] > 1:  # one block: threads would only add a launch
-        _row_pair_blocks_parallel(Bc, c, E, F, G, cw, Ls, Ds, vpart)
+        _row_pair_blocks_parallel(X, c, E, F, G, cw, Ls, Ds, vpart)
     else:
-        _row_pair_blocks(Bc, c, E, F, G, cw, Ls, Ds, vpart)
+        _row_pair_blocks(X, c, E, F, G, cw, Ls, Ds, vpart)
     # partials summed in block order: the bits do not depend on the thread count
     cv = np.zeros(n)
     for b in range(vpart.shape[0]):
@@ -427,9 +482,8 @@ def _surrogate_rows(Bc, PF, w, gamma, c, L, grad, parallel):
     bv = np.zeros(mp)
     for i in range(n):
         ci = c[i] * cv[i]
-        row = Bc[i]
         for j in range(mp):
-            bv[j] += ci * row[j]
+            bv[j] += ci * X[i, j]
     J = 0.0
     for j in range(m):
         if PF[j] > 0.0:
@@ -444,15 +498,30 @@ def _surrogate_rows(Bc, PF, w, gamma, c, L, grad, parallel):
 
 
 @_jit()
+def _row_pair_matrix(BT, mp):
+    """The row-pair layout of the transposed copy ``BT`` (mq, n) uint8: float64
+    (n + 1, mp), ``X[i, q] = BT[q, i]`` (0.0/1.0), zero padding columns and a
+    zero last row. O(n mp)."""
+    mq, n = BT.shape
+    X = np.zeros((n + 1, mp))
+    # row by row: contiguous writes (column by column, every write would be a
+    # cache miss of its own)
+    for i in range(n):
+        for q in range(mq):
+            X[i, q] = 1.0 if BT[q, i] != 0 else 0.0
+    return X
+
+
+@_jit()
 def _surrogate_layout(B, cols, c):
     """The data of every surrogate evaluation on columns ``cols`` of ``B`` (rows with
-    multiplicities ``c`` float64 (n,), all > 0): ``(BT, Bc, PF)``.
+    multiplicities ``c`` float64 (n,), all > 0): ``(BT, X, PF)``.
 
     ``BT`` (len(cols), n) uint8: the transposed copy the per-column kernel reads.
-    ``Bc`` (n, mp) uint8, the columns 0/1 and zero-padded to mp (a multiple of
-    LANES), and ``PF`` (mp,) float64 ``|P_j| |F_j|`` with multiplicities: the
-    row-pair layout, with no rows when the per-column kernel costs less
-    (many distinct rows, or few pairs per column). O(n m).
+    ``X`` float64 (n + 1, mp), the columns zero-padded to mp (a multiple of
+    LANES) (:func:`_row_pair_matrix`), and ``PF`` (mp,) float64 ``|P_j| |F_j|``
+    with multiplicities: the row-pair layout, with no rows when the per-column
+    kernel costs less (many distinct rows, or few pairs per column). O(n m).
     """
     n = B.shape[0]
     mq = cols.shape[0]
@@ -475,20 +544,17 @@ def _surrogate_layout(B, cols, c):
     nblocks = (mp + ROW_PAIR_BLOCK - 1) // ROW_PAIR_BLOCK
     row_pair_cost = (n * (n - 1) // 2) * (mp + SWEEP_OVERHEAD * nblocks)
     if n >= 2 and mq > 0 and row_pair_cost <= COLUMN_OVERHEAD * mq + pairs:
-        Bc = np.zeros((n, mp), dtype=np.uint8)
-        for j in range(mq):
-            for i in range(n):
-                Bc[i, j] = BT[j, i]
+        X = _row_pair_matrix(BT, mp)
     else:
-        Bc = np.zeros((0, mp), dtype=np.uint8)
-    return BT, Bc, PF
+        X = np.zeros((0, mp))
+    return BT, X, PF
 
 
 @_jit()
-def _surrogate_eval(BT, Bc, PF, w, gamma, c, L, grad, parallel):
+def _surrogate_eval(BT, X, PF, w, gamma, c, L, grad, parallel):
     """One surrogate evaluation on a :func:`_surrogate_layout`: fills ``L``, ``grad``; returns J."""
-    if Bc.shape[0] > 0:
-        J, done = _surrogate_rows(Bc, PF, w, gamma, c, L, grad, parallel)
+    if X.shape[0] > 0:
+        J, done = _surrogate_rows(X, PF, w, gamma, c, L, grad, parallel)
         if done:
             return J
     return surrogate_bt(BT, w, gamma, c, L, grad, parallel)
@@ -505,5 +571,5 @@ def surrogate(B, w, gamma, cnt, L, grad, parallel):
     """
     Bd, cd = distinct_rows(B, cnt)
     c = cd.astype(np.float64)
-    BT, Bc, PF = _surrogate_layout(Bd, np.arange(B.shape[1]), c)
-    return _surrogate_eval(BT, Bc, PF, w, gamma, c, L, grad, parallel)
+    BT, X, PF = _surrogate_layout(Bd, np.arange(B.shape[1]), c)
+    return _surrogate_eval(BT, X, PF, w, gamma, c, L, grad, parallel)
