@@ -77,6 +77,14 @@ constexpr double kColumnPerRow = 2.6;
 // interrupt token themselves (about a millisecond of work); below, the once per
 // step poll of the Adam loop is soon enough.
 constexpr double kPollPairWork = double(1 << 20);
+// Pair terms per evaluation below which it runs on one thread (~100 us of work
+// on one core). An ACES-O fit opens one parallel region per Adam step; on a busy
+// machine a region waits for its slowest thread, and a thread the OS has
+// preempted costs a scheduler time slice (milliseconds), so that regions of ~15 us
+// (top_k = 24 at 500 tests) turned a 1.5 ms fit into 0.7 s. At this size the
+// split still pays when both cores are free, and a preempted thread costs a
+// fraction of the work, not hundreds of times it.
+constexpr double kMinParallelPairWork = double(1 << 18);
 constexpr int64_t kSmallRows = 32;
 constexpr double kSmallModelWork = 16384.0;
 constexpr double kSmallSweepOverhead = 2.6;
@@ -438,7 +446,8 @@ SurrogateWorkspace::SurrogateWorkspace(const uint8_t* B, int64_t n, int64_t m,
   double pair_work = 0.0;
   for (size_t q = 0; q < mc; ++q)
     pair_work += static_cast<double>(npass_[q]) * static_cast<double>(ne_ - npass_[q]);
-  if (pair_work + static_cast<double>(ne_) * static_cast<double>(mc_) < 20000.0) parallel_ = false;
+  if (pair_work + static_cast<double>(ne_) * static_cast<double>(mc_) < kMinParallelPairWork)
+    parallel_ = false;
   poll_ = pair_work >= kPollPairWork;
 
   // Row pairs or columns: from the shape alone (see kernels.hpp).
