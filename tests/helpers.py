@@ -64,3 +64,82 @@ def assert_same_result(got, want):
             np.testing.assert_array_equal(npy(got.info[key]), npy(value))
         else:
             assert got.info[key] == value, key
+
+
+# ---------------------------------------------------------------------------
+# Ctrl-C tests (test_interrupt.py for cpp, test_interrupt_numba.py for numba)
+
+#: Start of a child script for the Ctrl-C tests: SIGINT raises KeyboardInterrupt
+#: (a parent started in the background, SIGINT ignored, would pass that on), no
+#: CostWarning, ``B`` a 4000 x 300 matrix over which ACES-O with ``top_k=None``
+#: costs ~1e9 pair terms per Adam step (the long calls would run for hours or
+#: days), ``small`` its first 60 rows. The module's part that follows defines
+#: ``calls`` (case name -> the long call), warms up, and defines
+#: ``same_results()`` (the backend still gives the results it gave before).
+INTERRUPT_CHILD_HEAD = r"""
+import signal, sys, time, warnings
+import numpy as np
+import aces_fast as af
+
+signal.signal(signal.SIGINT, signal.default_int_handler)
+warnings.simplefilter("ignore", af.CostWarning)
+rng = np.random.default_rng(0)
+B = (rng.random((4000, 300)) < 0.5).astype(np.uint8)
+small = np.ascontiguousarray(B[:60])
+"""
+
+#: End of the child script: runs ``calls[argv[1]]`` and prints, one per line,
+#: whether and when it was interrupted, the CPU the idle process then uses (no
+#: thread of the call may still be computing), and ``same_results()``.
+INTERRUPT_CHILD_TAIL = r"""
+print("started", flush=True)
+t = time.monotonic()
+try:
+    calls[sys.argv[1]]()
+except KeyboardInterrupt:
+    print(f"interrupted after {time.monotonic() - t:.3f} s", flush=True)
+else:
+    print("finished", flush=True)
+    sys.exit(1)
+time.sleep(0.3)
+cpu = time.process_time()
+time.sleep(1.0)
+print(f"idle cpu {time.process_time() - cpu:.3f} s", flush=True)
+print(f"same results {same_results()}", flush=True)
+"""
+
+
+def assert_sigint_interrupts(child: str, case: str, wait: float, timeout: float,
+                             max_took: float) -> None:
+    """Run ``child`` (INTERRUPT_CHILD_HEAD + a module's part + INTERRUPT_CHILD_TAIL) on
+    ``case``, send SIGINT ``wait`` s after it says it started, and assert: it was
+    interrupted, its idle process then uses < 0.25 s of CPU per second, results
+    are unchanged, and it exited within ``max_took`` s of the signal (the child
+    idles ~1.3 s by design; the call itself would take hours)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen([sys.executable, "-c", child, case], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        line = proc.stdout.readline()  # after any warm-up
+        assert line.strip() == "started", line + proc.stderr.read()
+        time.sleep(wait)  # inside the long call by now
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=timeout)
+        took = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, out + err
+    lines = out.splitlines()
+    assert lines[0].startswith("interrupted after"), out + err
+    assert float(lines[1].split()[2]) < 0.25, out  # no worker thread still running
+    assert lines[2] == "same results True", out
+    assert took < max_took, (took, out)

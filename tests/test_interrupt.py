@@ -12,11 +12,8 @@ speed: the timeouts are generous.
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
 import sys
-import textwrap
 import threading
 import time
 
@@ -25,6 +22,7 @@ import pytest
 
 import aces_fast as af
 from aces_fast import backends
+from helpers import INTERRUPT_CHILD_HEAD, INTERRUPT_CHILD_TAIL, assert_sigint_interrupts
 
 pytestmark = [
     pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals"),
@@ -38,75 +36,28 @@ def _cpp():
         pytest.skip(exc.reason)
 
 
-# Each call would run for hours: ACES-O over all 4000 rows costs ~1e9 pair
-# terms per Adam step, the binned fit ~50 ms per step for a million steps.
-CHILD = textwrap.dedent(r"""
-    import signal, sys, time, warnings
-    import numpy as np
-    import aces_fast as af
+# The binned fit costs ~50 ms per step for a million steps.
+CHILD = INTERRUPT_CHILD_HEAD + r"""
+calls = {
+    "rerank": lambda: af.aces_o(B, top_k=None, steps=100_000, backend="cpp"),
+    "rerank_batch": lambda: af.rerank_batch([B, B[:10], B[:2000], B[:20]], "aces-o",
+                                            top_k=None, steps=100_000, backend="cpp"),
+    "binned": lambda: af.aces_o(B, top_k=None, steps=1_000_000, bins=2048, backend="cpp"),
+}
+before = af.aces_o(small, steps=5, backend="cpp")
 
-    # a parent started in the background (SIGINT ignored) would pass that on
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    warnings.simplefilter("ignore", af.CostWarning)
 
-    rng = np.random.default_rng(0)
-    B = (rng.random((4000, 300)) < 0.5).astype(np.uint8)
-    small = np.ascontiguousarray(B[:60])
-    calls = {
-        "rerank": lambda: af.aces_o(B, top_k=None, steps=100_000, backend="cpp"),
-        "rerank_batch": lambda: af.rerank_batch([B, B[:10], B[:2000], B[:20]], "aces-o",
-                                                top_k=None, steps=100_000, backend="cpp"),
-        "binned": lambda: af.aces_o(B, top_k=None, steps=1_000_000, bins=2048, backend="cpp"),
-    }
-    before = af.aces_o(small, steps=5, backend="cpp")
-    print("started", flush=True)
-    t = time.monotonic()
-    try:
-        calls[sys.argv[1]]()
-    except KeyboardInterrupt:
-        print(f"interrupted after {time.monotonic() - t:.3f} s", flush=True)
-    else:
-        print("finished", flush=True)
-        sys.exit(1)
-    # no thread of the call is left computing: the idle process uses no CPU
-    time.sleep(0.3)
-    cpu = time.process_time()
-    time.sleep(1.0)
-    print(f"idle cpu {time.process_time() - cpu:.3f} s", flush=True)
-    # and the extension still gives the same results
+def same_results():  # the extension still gives the same results
     after = af.aces_o(small, steps=5, backend="cpp")
-    same = all(np.array_equal(getattr(before, k), getattr(after, k))
+    return all(np.array_equal(getattr(before, k), getattr(after, k))
                for k in ("weights", "scores", "order", "objective"))
-    print(f"same results {same}", flush=True)
-""")
+""" + INTERRUPT_CHILD_TAIL
 
 
 @pytest.mark.parametrize("case", ["rerank", "rerank_batch", "binned"])
 def test_sigint_interrupts_a_long_call(case):
     _cpp()
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen([sys.executable, "-c", CHILD, case], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
-    try:
-        line = proc.stdout.readline()
-        assert line.strip() == "started", line + proc.stderr.read()
-        time.sleep(1.0)  # inside the long call by now
-        sent = time.monotonic()
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=120)
-        took = time.monotonic() - sent
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    assert proc.returncode == 0, out + err
-    lines = out.splitlines()
-    assert lines[0].startswith("interrupted after"), out + err
-    idle_cpu = float(lines[1].split()[2])
-    assert idle_cpu < 0.25, out  # no worker thread still running
-    assert lines[2] == "same results True", out
-    # the child then idles ~1.3 s by design; the call itself would take hours
-    assert took < 60, (took, out)
+    assert_sigint_interrupts(CHILD, case, wait=1.0, timeout=120, max_took=60)
 
 
 def _record_handler_runs():

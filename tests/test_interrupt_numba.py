@@ -13,11 +13,7 @@ single-call fit.
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 import sys
-import textwrap
 import threading
 import time
 
@@ -26,6 +22,7 @@ import pytest
 
 import aces_fast as af
 from aces_fast import backends
+from helpers import INTERRUPT_CHILD_HEAD, INTERRUPT_CHILD_TAIL, assert_sigint_interrupts
 
 pytestmark = [
     pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals"),
@@ -43,84 +40,42 @@ def _numba():
 # terms per Adam step. The warm-up compiles both the one-call fit and the chunked
 # one (CHUNK_PAIRS forced down) on small inputs first, so the signal arrives
 # inside the long call, not inside the JIT compiler.
-CHILD = textwrap.dedent(r"""
-    import signal, sys, time, warnings
-    import numpy as np
-    import aces_fast as af
-    from aces_fast.backends.numba import aces_o as nb_aces_o
+CHILD = INTERRUPT_CHILD_HEAD + r"""
+from aces_fast.backends.numba import aces_o as nb_aces_o
 
-    # a parent started in the background (SIGINT ignored) would pass that on
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    warnings.simplefilter("ignore", af.CostWarning)
-    rng = np.random.default_rng(0)
-    B = (rng.random((4000, 300)) < 0.5).astype(np.uint8)
-    small = np.ascontiguousarray(B[:60])
-    calls = {
-        "rerank": lambda: af.aces_o(B, top_k=None, steps=100_000, backend="numba"),
-        "rerank_batch": lambda: af.rerank_batch([B, B[:10], B[:2000], B[:20]], "aces-o",
-                                                top_k=None, steps=100_000, backend="numba",
-                                                n_threads=2),
-        "many_tasks": lambda: af.rerank_batch([B[i % 3000:i % 3000 + 300] for i in range(20000)],
-                                              "aces-o", top_k=64, steps=200, backend="numba",
-                                              n_threads=2),
-    }
-    chunk = nb_aces_o.CHUNK_PAIRS
-    nb_aces_o.CHUNK_PAIRS = 1
-    chunked = af.aces_o(small, top_k=None, steps=5, backend="numba")
-    af.rerank_batch([small, small[:20]], "aces-o", top_k=None, steps=5, backend="numba",
-                    n_threads=2)
-    nb_aces_o.CHUNK_PAIRS = chunk
-    before = af.aces_o(small, top_k=None, steps=5, backend="numba")
-    af.rerank_batch([small, small[:20]], "aces-o", top_k=None, steps=5, backend="numba",
-                    n_threads=2)
-    print("started", flush=True)
-    t = time.monotonic()
-    try:
-        calls[sys.argv[1]]()
-    except KeyboardInterrupt:
-        print(f"interrupted after {time.monotonic() - t:.3f} s", flush=True)
-    else:
-        print("finished", flush=True)
-        sys.exit(1)
-    # no thread of the call is left computing: the idle process uses no CPU
-    time.sleep(0.3)
-    cpu = time.process_time()
-    time.sleep(1.0)
-    print(f"idle cpu {time.process_time() - cpu:.3f} s", flush=True)
+calls = {
+    "rerank": lambda: af.aces_o(B, top_k=None, steps=100_000, backend="numba"),
+    "rerank_batch": lambda: af.rerank_batch([B, B[:10], B[:2000], B[:20]], "aces-o",
+                                            top_k=None, steps=100_000, backend="numba",
+                                            n_threads=2),
+    "many_tasks": lambda: af.rerank_batch([B[i % 3000:i % 3000 + 300] for i in range(20000)],
+                                          "aces-o", top_k=64, steps=200, backend="numba",
+                                          n_threads=2),
+}
+chunk = nb_aces_o.CHUNK_PAIRS
+nb_aces_o.CHUNK_PAIRS = 1
+chunked = af.aces_o(small, top_k=None, steps=5, backend="numba")
+af.rerank_batch([small, small[:20]], "aces-o", top_k=None, steps=5, backend="numba",
+                n_threads=2)
+nb_aces_o.CHUNK_PAIRS = chunk
+before = af.aces_o(small, top_k=None, steps=5, backend="numba")
+af.rerank_batch([small, small[:20]], "aces-o", top_k=None, steps=5, backend="numba",
+                n_threads=2)
+
+
+def same_results():  # and the chunked fit gave the bits of the one-call fit
     after = af.aces_o(small, top_k=None, steps=5, backend="numba")
-    same = all(np.array_equal(getattr(before, k), getattr(after, k))
+    return all(np.array_equal(getattr(before, k), getattr(after, k))
                and np.array_equal(getattr(chunked, k), getattr(after, k))
                for k in ("weights", "scores", "order", "objective"))
-    print(f"same results {same}", flush=True)
-""")
+""" + INTERRUPT_CHILD_TAIL
 
 
 @pytest.mark.parametrize("case", ["rerank", "rerank_batch", "many_tasks"])
 def test_sigint_interrupts_a_long_numba_call(case):
     _numba()
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen([sys.executable, "-c", CHILD, case], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
-    try:
-        line = proc.stdout.readline()  # after the JIT warm-up (can take a minute)
-        assert line.strip() == "started", line + proc.stderr.read()
-        time.sleep(2.0)  # inside the long call by now
-        sent = time.monotonic()
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=180)
-        took = time.monotonic() - sent
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    assert proc.returncode == 0, out + err
-    lines = out.splitlines()
-    assert lines[0].startswith("interrupted after"), out + err
-    idle_cpu = float(lines[1].split()[2])
-    assert idle_cpu < 0.25, out  # no helper thread still running
-    assert lines[2] == "same results True", out
-    # the call itself would take days; the child idles ~1.3 s by design
-    assert took < 90, (took, out)
+    # the first line comes after the JIT warm-up (can take a minute)
+    assert_sigint_interrupts(CHILD, case, wait=2.0, timeout=180, max_took=90)
 
 
 def test_chunked_fit_gives_the_bits_of_one_call(monkeypatch):
