@@ -108,8 +108,7 @@ ACES_FAST_KERNEL_BODY double exp_affine_sum_body(const double* __restrict x, int
 }
 constexpr simd::Dispatched<&exp_affine_sum_body, simd::kAvx512> exp_affine_sum{};
 
-// sum over i < n of x[i] y[i] (y == nullptr: of x[i]) in eight lanes, combined
-// by hsum8. O(n).
+// sum over i < n of x[i] y[i] in eight lanes, combined by hsum8. O(n).
 ACES_FAST_KERNEL_BODY double dot_body(const double* __restrict x, const double* __restrict y,
                                       int64_t n) {
   v8d acc;
@@ -118,14 +117,11 @@ ACES_FAST_KERNEL_BODY double dot_body(const double* __restrict x, const double* 
   for (; i + 8 <= n; i += 8) {
     v8d xi, yi;
     load8(xi, x + i);
-    if (y != nullptr) {
-      load8(yi, y + i);
-      xi = xi * yi;
-    }
-    acc += xi;
+    load8(yi, y + i);
+    acc += xi * yi;
   }
   alignas(64) double buf[8] = {};
-  for (int k = 0; i + k < n; ++k) buf[k] = y != nullptr ? x[i + k] * y[i + k] : x[i + k];
+  for (int k = 0; i + k < n; ++k) buf[k] = x[i + k] * y[i + k];
   v8d t;
   load8(t, buf);
   acc += t;
