@@ -18,15 +18,12 @@ _ROOT = str(Path(__file__).resolve().parents[1])
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
-from aces_fast.backends import BACKEND_NAMES, BackendUnavailableError, get_backend
-from helpers import EXAMPLE, EXAMPLE_LABELS
+from aces_fast.backends import BACKEND_NAMES
+from helpers import EXAMPLE, EXAMPLE_LABELS, require_backend
 
 
 def _require(name: str) -> str:
-    try:
-        get_backend(name)
-    except BackendUnavailableError as exc:
-        pytest.skip(exc.reason)
+    require_backend(name)
     return name
 
 

@@ -7,6 +7,9 @@ module says where its names come from.
 from __future__ import annotations
 
 import numpy as np
+import pytest
+
+from aces_fast.backends import BackendUnavailableError, get_backend
 
 #: The worked example of docs/contract.rst §6 (first three candidates correct).
 EXAMPLE = np.array(
@@ -66,6 +69,15 @@ def assert_same_result(got, want):
             assert got.info[key] == value, key
 
 
+def require_backend(name: str):
+    """The backend ``name`` (:func:`aces_fast.backends.get_backend`); skips the
+    calling test, with the backend's own reason, when it is not available."""
+    try:
+        return get_backend(name)
+    except BackendUnavailableError as exc:
+        pytest.skip(exc.reason)
+
+
 # ---------------------------------------------------------------------------
 # Ctrl-C tests (test_interrupt.py for cpp, test_interrupt_numba.py for numba)
 
@@ -79,6 +91,9 @@ def assert_same_result(got, want):
 INTERRUPT_CHILD_HEAD = r"""
 import signal, sys, time, warnings
 import numpy as np
+import pytest
+
+from aces_fast.backends import BackendUnavailableError, get_backend
 import aces_fast as af
 
 signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -6,16 +6,13 @@ import numpy as np
 import pytest
 
 import aces_fast as af
-from aces_fast.backends import BackendUnavailableError, get_backend
 from aces_fast.datasets import load_dataset
+from helpers import require_backend
 
 
 @pytest.fixture(scope="module")
 def cpp():
-    try:
-        get_backend("cpp")
-    except BackendUnavailableError as exc:
-        pytest.skip(exc.reason)
+    require_backend("cpp")
     return "cpp"
 
 

@@ -14,19 +14,15 @@ import pytest
 
 import aces_fast as af
 from aces_fast import methods
-from aces_fast.backends import BackendUnavailableError, get_backend
 from aces_fast.batch import METHOD_PARAMS, rerank_batch
-from helpers import EXAMPLE, assert_same_result, npy, random_matrix
+from helpers import EXAMPLE, assert_same_result, npy, random_matrix, require_backend
 
 EXACT = 1e-12
 OPT = 1e-6
 
 
 def _cpp():
-    try:
-        get_backend("cpp")
-    except BackendUnavailableError as exc:
-        pytest.skip(exc.reason)
+    require_backend("cpp")
     import core_calls
 
     return core_calls
@@ -69,10 +65,7 @@ def test_batch_equals_one_by_one_other_backends(backend_name, method):
     numpy (plain arrays) and torch (its own ``prepare``: tensors in, tensors out)
     cover both kinds of backend; numba is left out only for its JIT start-up time.
     """
-    try:
-        get_backend(backend_name)
-    except BackendUnavailableError as exc:
-        pytest.skip(exc.reason)
+    require_backend(backend_name)
     backend = backend_name
     tasks = TASKS[:8]
     params = FAST_O.get(method, {})

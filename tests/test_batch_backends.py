@@ -18,22 +18,15 @@ import numpy as np
 import pytest
 
 import aces_fast as af
-from aces_fast.backends import BackendUnavailableError, get_backend
+from aces_fast.backends import get_backend
 from aces_fast.batch import METHOD_PARAMS
 from aces_fast.datasets import load_dataset
-from helpers import EXAMPLE, assert_same_result, random_matrix
+from helpers import EXAMPLE, assert_same_result, random_matrix, require_backend
 
 NUMBA_METHODS = ("majority", "aces-c", "aces-c-filter", "aces-o", "aces-o-warm")
 TORCH_METHODS = ("majority", "aces-c", "aces-c-filter")
 #: short ACES-O runs: the comparisons are exact, the number of steps does not matter
 PARAMS = {"aces-o": {"steps": 6, "lr": 0.05}, "aces-o-warm": {"steps": 6, "lr": 0.05, "top_k": 4}}
-
-
-def _require(name: str):
-    try:
-        return get_backend(name)
-    except BackendUnavailableError as exc:
-        pytest.skip(exc.reason)
 
 
 def _mixed_tasks(seed: int = 0):
@@ -88,7 +81,7 @@ def _full_params(method):
 @pytest.fixture(scope="module")
 def numba_routes():
     """The registry's numba backend plus two forced onto the parallel / serial route."""
-    _require("numba")
+    require_backend("numba")
     from aces_fast.backends import numba as numba_backend
 
     return {"parallel": numba_backend.NumbaBackend(parallel_min_work=0),
@@ -189,7 +182,7 @@ def test_numba_has_no_batch_kernel_for_consensus_methods(numba_routes):
 
 @pytest.fixture(scope="module")
 def torch_mod():
-    _require("torch")
+    require_backend("torch")
     import torch
 
     return torch

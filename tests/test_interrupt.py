@@ -21,19 +21,12 @@ import numpy as np
 import pytest
 
 import aces_fast as af
-from aces_fast import backends
-from helpers import INTERRUPT_CHILD_HEAD, INTERRUPT_CHILD_TAIL, assert_sigint_interrupts
+from helpers import (INTERRUPT_CHILD_HEAD, INTERRUPT_CHILD_TAIL, assert_sigint_interrupts,
+                     require_backend)
 
 pytestmark = [
     pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals"),
 ]
-
-
-def _cpp():
-    try:
-        backends.get_backend("cpp")
-    except backends.BackendUnavailableError as exc:
-        pytest.skip(exc.reason)
 
 
 # The binned fit costs ~50 ms per step for a million steps.
@@ -56,7 +49,7 @@ def same_results():  # the extension still gives the same results
 
 @pytest.mark.parametrize("case", ["rerank", "rerank_batch", "binned"])
 def test_sigint_interrupts_a_long_call(case):
-    _cpp()
+    require_backend("cpp")
     assert_sigint_interrupts(CHILD, case, wait=1.0, timeout=120, max_took=60)
 
 
@@ -86,7 +79,7 @@ def test_results_unchanged_when_signal_handlers_run_during_the_call(case):
     """Signal handlers that do not raise run during a long call (proof that it
     polls) and change nothing; a call from another thread, which never polls,
     gives the same bits."""
-    _cpp()
+    require_backend("cpp")
     rng = np.random.default_rng(1)
     B = (rng.random((700, 200)) < 0.5).astype(np.uint8)
     call = {
@@ -122,7 +115,7 @@ class _Stop(Exception):
 def test_any_exception_a_handler_raises_stops_the_call():
     """Not only KeyboardInterrupt: what the handler raises comes out of the call,
     the same object, with the handler's frame in its traceback."""
-    _cpp()
+    require_backend("cpp")
     rng = np.random.default_rng(2)
     B = (rng.random((3000, 200)) < 0.5).astype(np.uint8)
     raised = []

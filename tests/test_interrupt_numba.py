@@ -21,19 +21,12 @@ import numpy as np
 import pytest
 
 import aces_fast as af
-from aces_fast import backends
-from helpers import INTERRUPT_CHILD_HEAD, INTERRUPT_CHILD_TAIL, assert_sigint_interrupts
+from helpers import (INTERRUPT_CHILD_HEAD, INTERRUPT_CHILD_TAIL, assert_sigint_interrupts,
+                     require_backend)
 
 pytestmark = [
     pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals"),
 ]
-
-
-def _numba():
-    try:
-        backends.get_backend("numba")
-    except backends.BackendUnavailableError as exc:
-        pytest.skip(exc.reason)
 
 
 # Each long call would run for days: ACES-O over all 4000 rows costs ~1e9 pair
@@ -73,7 +66,7 @@ def same_results():  # and the chunked fit gave the bits of the one-call fit
 
 @pytest.mark.parametrize("case", ["rerank", "rerank_batch", "many_tasks"])
 def test_sigint_interrupts_a_long_numba_call(case):
-    _numba()
+    require_backend("numba")
     # the first line comes after the JIT warm-up (can take a minute)
     assert_sigint_interrupts(CHILD, case, wait=2.0, timeout=180, max_took=90)
 
@@ -81,7 +74,7 @@ def test_sigint_interrupts_a_long_numba_call(case):
 def test_chunked_fit_gives_the_bits_of_one_call(monkeypatch):
     """Any chunk size: the Adam state carried between kernel calls gives the bits of
     the whole fit in one kernel call (the property the interruption relies on)."""
-    _numba()
+    require_backend("numba")
     from aces_fast.backends.numba import aces_o as nb_aces_o
 
     rng = np.random.default_rng(5)
@@ -105,7 +98,7 @@ def test_chunked_fit_gives_the_bits_of_one_call(monkeypatch):
 def test_a_failing_task_stops_the_other_threads(monkeypatch):
     """The first failure of a threaded batch stops the other threads at their next
     boundary: the batch raises it without running the remaining tasks."""
-    _numba()
+    require_backend("numba")
     from aces_fast.backends.numba import _in_threads
 
     started = []
