@@ -117,3 +117,48 @@ def test_a_failing_task_stops_the_other_threads(monkeypatch):
     assert threading.active_count() == 1 or all(
         not t.name.startswith("Thread-") or not t.is_alive() for t in threading.enumerate()
         if t is not threading.current_thread())
+
+
+def _boxing_interrupted(*args):
+    """What numba raises when Ctrl-C lands while compiled code boxes a result: a
+    SystemError caused by the KeyboardInterrupt raised in its Python callback."""
+    try:
+        raise KeyboardInterrupt
+    except KeyboardInterrupt as exc:
+        raise SystemError("<function _numba_unpickle> returned a result with an "
+                          "exception set") from exc
+
+
+@pytest.mark.parametrize("call", ["aces-c", "aces-o", "batch", "loo_auc", "surrogate"])
+def test_ctrl_c_while_boxing_a_result_is_a_keyboard_interrupt(monkeypatch, call):
+    """Every entry point of the numba backend raises such an interrupt as the
+    KeyboardInterrupt it is (seen in the many-tasks case above, rarely)."""
+    require_backend("numba")
+    from aces_fast.backends import numba as nb
+
+    kernels = nb._load_kernels()
+    B = (np.random.default_rng(1).random((12, 9)) < 0.5).astype(np.uint8)
+    for name in ("row_scores", "row_scores_rep", "aces_o_fit", "surrogate", "uniform_loo_auc"):
+        monkeypatch.setattr(kernels, name, _boxing_interrupted)
+    calls = {
+        "aces-c": lambda: af.aces_c(B, backend="numba"),
+        "aces-o": lambda: af.aces_o(B, steps=2, backend="numba"),
+        "batch": lambda: af.rerank_batch([B, B[:5]], "aces-o", steps=2, backend="numba"),
+        "loo_auc": lambda: af.loo_auc(B, backend="numba"),
+        "surrogate": lambda: af.surrogate_loo_auc(B, np.full(9, 1 / 9), backend="numba"),
+    }
+    with pytest.raises(KeyboardInterrupt) as info:
+        calls[call]()
+    assert isinstance(info.value.__cause__, SystemError)
+
+
+def test_other_system_errors_pass_unchanged():
+    require_backend("numba")
+    from aces_fast.backends.numba import _cancel
+
+    @_cancel.ctrl_c_stays_keyboard_interrupt
+    def broken():
+        raise SystemError("something else")
+
+    with pytest.raises(SystemError, match="something else"):
+        broken()

@@ -410,6 +410,10 @@ class NumbaBackend(ArrayBackend):
     def column_sums(self, B):
         return _kernels.column_sums(_as_matrix(B))
 
+    # the public kernels, Ctrl-C-safe like the methods
+    loo_auc_public = _cancel.ctrl_c_stays_keyboard_interrupt(ArrayBackend.loo_auc_public)
+    surrogate_public = _cancel.ctrl_c_stays_keyboard_interrupt(ArrayBackend.surrogate_public)
+
     # -- primitives with this backend's rounding ------------------------------------
 
     @staticmethod
@@ -435,9 +439,11 @@ class NumbaBackend(ArrayBackend):
 
     # -- methods ---------------------------------------------------------------------
 
+    @_cancel.ctrl_c_stays_keyboard_interrupt
     def rerank(self, B, method, values):
         return super().rerank(_as_matrix(B), method, values)
 
+    @_cancel.ctrl_c_stays_keyboard_interrupt
     def rerank_batch(self, Bs: Sequence[np.ndarray], method: str, values: Dict[str, Any],
                      n_threads: Optional[int]) -> Optional[List[RerankResult]]:
         """Rank many tasks at once (the protocol of :mod:`aces_fast.batch`).

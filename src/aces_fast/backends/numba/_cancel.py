@@ -12,9 +12,10 @@ interrupted.
 
 from __future__ import annotations
 
+import functools
 import threading
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Any, Callable, Iterator, Optional, TypeVar
 
 _local = threading.local()
 
@@ -41,3 +42,39 @@ def check() -> None:
     event = getattr(_local, "event", None)
     if event is not None and event.is_set():
         raise Stopped("stopped: another task of the batch failed or was interrupted")
+
+
+def _interrupt_in(exc: BaseException) -> Optional[KeyboardInterrupt]:
+    """The ``KeyboardInterrupt`` in ``exc``'s chain of causes, if any."""
+    seen = set()
+    cause: Optional[BaseException] = exc
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
+            return cause
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return None
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def ctrl_c_stays_keyboard_interrupt(fn: F) -> F:
+    """Decorate a backend entry point so that Ctrl-C always raises ``KeyboardInterrupt``.
+
+    Compiled code returning an array to Python calls back into Python while it
+    boxes it (numba's ``_numba_unpickle``). A SIGINT landing in that call raises
+    ``KeyboardInterrupt`` there, which numba's boxing reports as a ``SystemError``
+    caused by it; the caller asked to stop, so the interrupt is raised again as
+    such (the ``SystemError`` attached as its cause).
+    """
+    @functools.wraps(fn)
+    def entry(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except SystemError as exc:
+            interrupt = _interrupt_in(exc)
+            if interrupt is None:
+                raise
+            raise KeyboardInterrupt(*interrupt.args) from exc
+    return entry  # type: ignore[return-value]
