@@ -112,7 +112,7 @@ def _toy(nx, B, scale):
 TOY = MethodSpec(
     name="toy-passes",
     summary="test only: scale x passes over the non-constant tests",
-    run=lambda nx, B, v: _toy(nx, B, v["scale"]),
+    semantics=_toy, args=lambda v: (v["scale"],),
     params=(Param("scale", 1.0, Real(positive=True), "multiplies the passes", tunable=True,
                   metavar="S"),),
     weights=False, info=("scale",))

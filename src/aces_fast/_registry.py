@@ -6,7 +6,7 @@ the defaults in the public functions' signatures, :data:`aces_fast.METHODS`,
 the tables and hyperparameters of :func:`aces_fast.evaluation.evaluate`, the
 CLI's ``--<family>-<parameter>`` flags, and every backend's method map (the
 compiled ``cpp`` path by the spec's ``core_method``, the Python backends by
-``run``, the batch paths by ``over_tasks``). This module is the only one that
+``semantics``, the batch paths by ``over_tasks``). This module is the only one that
 spells a method's name.
 
 A parameter is declared once, as a :class:`Param` (name, default, validator,
@@ -210,12 +210,16 @@ class MethodSpec:
         The public ``rerank`` name.
     summary : str
         One line for listings.
-    run : callable ``(nx, B, values) -> _semantics.Outputs``
-        The method's semantics on a Python backend ``nx`` (see :mod:`._semantics`).
+    semantics : callable ``(nx, B, *args) -> _semantics.Outputs``
+        The function of :mod:`._semantics` computing the method on a Python
+        backend ``nx``; :meth:`run` calls it.
+    args : callable ``values -> tuple``
+        Its arguments after ``nx`` and ``B``, from the validated parameters
+        (a backend that compiles the semantics, numba, calls them with the same).
     params : tuple of Param
         The user's parameters, in signature order.
     fixed : mapping
-        Values the name fixes (``run`` has them built in; reported in ``info``,
+        Values the name fixes (``args`` has them built in; reported in ``info``,
         not settable).
     weights : bool
         Whether the method yields test weights (``RerankResult.weights``).
@@ -249,7 +253,8 @@ class MethodSpec:
 
     name: str
     summary: str
-    run: Callable[[Any, Any, Values], "_semantics.Outputs"]
+    semantics: Callable[..., "_semantics.Outputs"]
+    args: Callable[[Values], Tuple[Any, ...]]
     params: Tuple[Param, ...] = ()
     fixed: Mapping[str, Any] = field(default_factory=dict)
     weights: bool = True
@@ -280,6 +285,10 @@ class MethodSpec:
                                                       if k not in self.fixed))
         object.__setattr__(self, "_has", tuple(r in self.results for r in
                                                ("loo_auc", "fallback", "objective", "rows")))
+
+    def run(self, nx: Any, B: Any, values: Values) -> "_semantics.Outputs":
+        """The method on backend ``nx``: ``semantics(nx, B, *args(values))``."""
+        return self.semantics(nx, B, *self.args(values))
 
     @property
     def code(self) -> Optional[int]:
@@ -450,7 +459,7 @@ METHOD_PARAMS = _ParamTable()
 MAJORITY = register(MethodSpec(
     name="majority",
     summary="majority vote: every non-constant test weighs the same",
-    run=lambda nx, B, v: _semantics.majority(nx, B, DEFAULT_TIE_TOL),
+    semantics=_semantics.majority, args=lambda v: (DEFAULT_TIE_TOL,),
     core_method="majority",
     core_args=lambda v: (DEFAULT_TIE_TOL, GAMMA.default, LR.default, 0, None, False),
     over_tasks=True,
@@ -458,25 +467,26 @@ MAJORITY = register(MethodSpec(
 CODET = register(MethodSpec(
     name="codet",
     summary="CodeT: consensus sets score passes x size ** exponent (0.5)",
-    run=lambda nx, B, v: _semantics.codet(nx, B, v["exponent"]),
+    semantics=_semantics.codet, args=lambda v: (v["exponent"],),
     params=(EXPONENT,), weights=False, info=("exponent",), key="exponent",
 ))
 CODET_LINEAR = register(MethodSpec(
     name="codet-linear",
     summary="CodeT with exponent 1 (the paper's linear form)",
-    run=CODET.run, params=(EXPONENT.with_default(1.0),), weights=False, info=("exponent",),
+    semantics=CODET.semantics, args=CODET.args, params=(EXPONENT.with_default(1.0),),
+    weights=False, info=("exponent",),
     family="codet", key="exponent",
 ))
 B4 = register(MethodSpec(
     name="b4",
     summary="B4: Bayesian posterior of each consensus set",
-    run=lambda nx, B, v: _semantics.b4(nx, B, v["alpha"], v["beta0"]),
+    semantics=_semantics.b4, args=lambda v: (v["alpha"], v["beta0"]),
     params=(ALPHA, BETA0), weights=False, info=("alpha", "beta0"),
 ))
 ACES_C = register(MethodSpec(
     name="aces-c",
     summary="ACES-C: closed-form weights max(0, LOO-AUC - 1/2) p (1 - p)",
-    run=lambda nx, B, v: _semantics.aces_c(nx, B, True, v["tie_tol"]),
+    semantics=_semantics.aces_c, args=lambda v: (True, v["tie_tol"]),
     params=(TIE_TOL,), fixed={"variant": "weighted"}, results=("loo_auc", "fallback"),
     info=("variant",), key="variant", core_method="aces-c",
     core_args=lambda v: (v["tie_tol"], GAMMA.default, LR.default, 0, None, False),
@@ -485,7 +495,7 @@ ACES_C = register(MethodSpec(
 ACES_C_FILTER = register(MethodSpec(
     name="aces-c-filter",
     summary="ACES-C filter: weight 1 on tests with LOO-AUC > 1/2",
-    run=lambda nx, B, v: _semantics.aces_c(nx, B, False, v["tie_tol"]),
+    semantics=_semantics.aces_c, args=lambda v: (False, v["tie_tol"]),
     params=(TIE_TOL,), fixed={"variant": "filter"},
     results=("loo_auc", "fallback"), info=("variant",), family="aces-c", key="variant",
     core_method="aces-c-filter", core_args=ACES_C.core_args, over_tasks=True,
@@ -501,8 +511,9 @@ def _aces_o_core_args(v: Values) -> Optional[Tuple[Any, ...]]:
 ACES_O = register(MethodSpec(
     name="aces-o",
     summary="ACES-O: simplex weights maximizing the surrogate LOO-AUC objective (Adam)",
-    run=lambda nx, B, v: _semantics.aces_o(nx, B, v["gamma"], v["lr"], v["steps"], v["top_k"],
-                                           v["init"] == WARM_INIT, v["tie_tol"], v["bins"]),
+    semantics=_semantics.aces_o,
+    args=lambda v: (v["gamma"], v["lr"], v["steps"], v["top_k"], v["init"] == WARM_INIT,
+                    v["tie_tol"], v["bins"]),
     params=(GAMMA, LR, STEPS, TOP_K, INIT, TIE_TOL, BINS),
     results=("objective", "rows"), info=("gamma", "lr", "steps", "top_k", "init"),
     info_if_set=("bins",), key="init", core_method="aces-o", core_args=_aces_o_core_args,
@@ -511,7 +522,7 @@ ACES_O = register(MethodSpec(
 ACES_O_WARM = register(MethodSpec(
     name="aces-o-warm",
     summary="ACES-O started from the ACES-C weights (init='aces-c')",
-    run=ACES_O.run,
+    semantics=ACES_O.semantics, args=ACES_O.args,
     params=tuple(INIT.with_default(WARM_INIT) if p is INIT else p for p in ACES_O.params),
     results=ACES_O.results, info=ACES_O.info, info_if_set=ACES_O.info_if_set,
     family="aces-o", key="init", core_method="aces-o", core_args=_aces_o_core_args,

@@ -5,12 +5,16 @@ aces_fast`` -- and ``import aces_fast.backends.numba`` -- never imports it);
 the kernels live in this package's modules, one per kernel family as in
 ``csrc/kernels/``: :mod:`.loo_auc`, :mod:`.surrogate`, :mod:`.aces_o`,
 :mod:`.dedup`, :mod:`.scores`, :mod:`.tasks` (per-task kernels over a list of
-tasks) (and :mod:`._jit`, their shared jit options).
+tasks), :mod:`.semantics` (the compiled semantics) (and :mod:`._jit`, their
+shared jit options).
 
 The backend is a kernel provider: the methods are :mod:`aces_fast._semantics`
 on NumPy arrays, with this backend's kernels and two primitives of its own
 rounding -- ``sum`` in ascending order and the C library's ``log``
-(:mod:`.scores`).
+(:mod:`.scores`). For the one-pass methods (majority vote, ACES-C), whose
+Python costs as much as their kernels on small inputs, numba compiles those
+same semantics functions against a typed ``nx`` (:mod:`.semantics`): a call
+below the parallel threshold is then one jitted call, with the same bits.
 
 JIT compilation happens on the first call of each kernel (seconds). Call
 :func:`aces_fast.warmup` (``warmup("numba")``; the CLI's ``aces-fast warmup``)
@@ -63,7 +67,8 @@ from ..base import ArrayBackend, Backend, BackendUnavailableError
 
 _UNAVAILABLE = "numba is not installed (pip install aces_fast[numba])"
 #: the kernel modules, in dependency order
-_KERNEL_MODULES = ("_jit", "scores", "dedup", "loo_auc", "surrogate", "aces_o", "tasks")
+_KERNEL_MODULES = ("_jit", "scores", "dedup", "loo_auc", "surrogate", "aces_o", "tasks",
+                   "semantics")
 
 _kernels: Any = None  # every kernel module's names in one namespace, once numba imported fine
 _parallel_lock = threading.Lock()
@@ -441,7 +446,15 @@ class NumbaBackend(ArrayBackend):
 
     @_cancel.ctrl_c_stays_keyboard_interrupt
     def rerank(self, B, method, values):
-        return super().rerank(_as_matrix(B), method, values)
+        """One method call; majority vote and ACES-C (:data:`.semantics.COMPILED`) run
+        their semantics compiled, as one jitted call, unless the input is large
+        enough for the parallel kernels (there the Python around them is noise)."""
+        B = _as_matrix(B)
+        spec = _registry.get(method)
+        compiled = _kernels.entry(spec.semantics)
+        if compiled is not None and not self._parallel(B.size // 8):
+            return spec.pack(compiled(B, *spec.args(values)), values, self.name)
+        return spec.pack(spec.run(self, B, values), values, self.name)
 
     @_cancel.ctrl_c_stays_keyboard_interrupt
     def rerank_batch(self, Bs: Sequence[np.ndarray], method: str, values: Dict[str, Any],
@@ -527,8 +540,10 @@ def _dispatchers() -> List[Any]:
     """Every kernel dispatcher (numba's compiled-function objects) of this package."""
     from numba.core.registry import CPUDispatcher
 
-    found = {id(obj): obj for obj in vars(_load_kernels()).values()
+    kernels = _load_kernels()
+    found = {id(obj): obj for obj in vars(kernels).values()
              if isinstance(obj, CPUDispatcher)}  # a kernel imported by two modules counts once
+    found.update((id(obj), obj) for obj in kernels.dispatchers())  # the compiled semantics
     return list(found.values())
 
 

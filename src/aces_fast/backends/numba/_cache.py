@@ -18,7 +18,8 @@ configuration and the user's own ``cache=True`` functions are left alone):
   llvmlite/LLVM and Python versions, CPU name and features, threading layer, every numba setting
   that alters code generation (``NUMBA_OPT``, vectorizer switches, bounds
   checking, debug info, SVML, ...) and the kernels' source text
-  (:func:`settings`). Processes with different settings never share files.
+  and ``aces_fast/_semantics.py`` (:func:`settings`). Processes with different settings
+  never share files.
 * **Safe for concurrent processes**: a data file's name is derived from its
   index key, so writers of different entries never touch the same file;
   files are written to a temporary name and renamed (atomic); the index is
@@ -136,14 +137,16 @@ def threading_layer() -> str:
 
 
 def _sources_digest() -> str:
-    """SHA-256 of the kernel modules' source text (this package's ``.py`` files)."""
+    """SHA-256 of the compiled code's source text: this package's ``.py`` files and
+    ``aces_fast/_semantics.py``, which :mod:`.semantics` compiles."""
     here = os.path.dirname(os.path.abspath(__file__))
+    paths = [os.path.join(here, name) for name in sorted(os.listdir(here)) if name.endswith(".py")]
+    paths.append(os.path.join(os.path.dirname(os.path.dirname(here)), "_semantics.py"))
     digest = hashlib.sha256()
-    for name in sorted(os.listdir(here)):
-        if name.endswith(".py"):
-            digest.update(name.encode())
-            with open(os.path.join(here, name), "rb") as fh:
-                digest.update(fh.read())
+    for path in paths:
+        digest.update(os.path.basename(path).encode())
+        with open(path, "rb") as fh:
+            digest.update(fh.read())
     return digest.hexdigest()
 
 

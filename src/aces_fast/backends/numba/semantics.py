@@ -1,0 +1,309 @@
+"""The methods' semantics compiled by numba: one jitted call per method call.
+
+A method call on a small matrix costs microseconds in the kernels and several
+times that in the Python of :mod:`aces_fast._semantics` (a NumPy operation
+costs ~0.3 us whatever its size). So for the one-pass methods (majority vote,
+ACES-C and its filter variant: :data:`COMPILED`) the numba backend compiles
+those very functions -- the same code objects, not a copy of their logic --
+with numba, against :data:`NX`: an ``nx`` whose kernels and primitives are
+``overload_method`` implementations on a numba type of its own
+(:class:`KernelsType`). Each call then crosses into compiled code once.
+
+How: every function of :mod:`aces_fast._semantics` is re-created over a copy
+of that module's globals in which each of them is its jitted twin
+(:func:`compiled_namespace`), so the helpers the methods call are jitted too;
+an entry function per method (:func:`entry`) calls it with ``NX`` as a
+compile-time constant (an ``nx`` passed as an argument would cost a Python
+``typeof`` per call, ~1.5 us) and returns the :class:`~aces_fast._semantics.Outputs`
+fields as a plain tuple (boxing the named tuple costs another ~1.3 us).
+
+The primitives below round exactly as the numba backend's Python path does:
+sums ascend (:func:`.scores.ascending_sum`), the kernels are the same
+dispatchers, and the element-wise formulas are the same IEEE operations in the
+same order (no fast-math flags on these functions), so a compiled call returns
+the bits of the Python semantics on the numba kernels (tested). Arrays here are
+one task's: ``B`` (n, m), per-candidate (n,), per-test (m,).
+"""
+
+from __future__ import annotations
+
+import types as pytypes
+from typing import Any, Callable, Dict, Optional, Tuple
+
+import numpy as np
+from numba import njit, types
+from numba.core import config
+from numba.core.dispatcher import Dispatcher
+from numba.core.imputils import lower_constant
+from numba.extending import (NativeValue, models, overload_method, register_model,
+                             typeof_impl, unbox)
+
+from ... import _semantics
+from . import _cache
+from .dedup import stable_order
+from .loo_auc import uniform_loo_auc
+from .scores import ascending_sum, column_sums, row_scores, row_scores_rep
+
+
+class Kernels:
+    """The ``nx`` of the compiled semantics (a singleton, :data:`NX`): it carries no
+    data, numba types it as :class:`KernelsType` and its methods exist only in
+    compiled code (below)."""
+
+    __slots__ = ()
+
+
+class KernelsType(types.Dummy):
+    """numba's type of :class:`Kernels`."""
+
+    def __init__(self) -> None:
+        super().__init__("aces_fast_numba_nx")
+
+
+KERNELS_TYPE = KernelsType()
+#: the ``nx`` the compiled semantics run against
+NX = Kernels()
+
+
+@typeof_impl.register(Kernels)
+def _typeof_kernels(value: Any, context: Any) -> KernelsType:
+    return KERNELS_TYPE
+
+
+register_model(KernelsType)(models.OpaqueModel)
+
+
+@unbox(KernelsType)
+def _unbox_kernels(typ: Any, obj: Any, c: Any) -> NativeValue:
+    return NativeValue(c.context.get_dummy_value())
+
+
+@lower_constant(KernelsType)
+def _constant_kernels(context: Any, builder: Any, ty: Any, value: Any) -> Any:
+    return context.get_dummy_value()
+
+
+def _method(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register the decorated typing function as ``nx.<name>`` in compiled code."""
+    return overload_method(KernelsType, name)
+
+
+def _absent(x: Any) -> bool:
+    """Whether numba types an argument as ``None`` (given or left at its default)."""
+    return x is None or isinstance(x, (types.NoneType, types.Omitted))
+
+
+# -- kernels ------------------------------------------------------------------------------
+
+
+@_method("loo_auc_uniform")
+def _loo_auc_uniform(nx, B):
+    def impl(nx, B):
+        n, m = B.shape
+        out = np.empty(m)
+        colsum = np.zeros(m, dtype=np.int64)
+        rep = np.empty(n, dtype=np.int64)
+        merged = uniform_loo_auc(B, np.ones(n, dtype=np.int64), out, colsum, rep)
+        # the plan: representative rows, empty when no row was merged
+        return out, colsum, rep if merged else rep[:0]
+    return impl
+
+
+@_method("row_scores")
+def _row_scores(nx, B, w, plan=None):
+    if _absent(plan):
+        return lambda nx, B, w, plan=None: row_scores(B, w)
+
+    def impl(nx, B, w, plan=None):
+        return row_scores(B, w) if plan.shape[0] == 0 else row_scores_rep(B, w, plan)
+    return impl
+
+
+@_method("column_sums")
+def _column_sums(nx, B):
+    return lambda nx, B: column_sums(B)
+
+
+@_method("row_count")
+def _row_count(nx, B):
+    return lambda nx, B: B.shape[0]
+
+
+@_method("row_mask")
+def _row_mask(nx, B):
+    return lambda nx, B: None
+
+
+# -- primitives (1-D) ---------------------------------------------------------------------
+
+
+@_method("sum")
+def _sum(nx, x):
+    return lambda nx, x: ascending_sum(x)
+
+
+@_method("none")
+def _none(nx, x):
+    def impl(nx, x):
+        for v in x:
+            if v != 0:
+                return False
+        return True
+    return impl
+
+
+@_method("count_nonzero")
+def _count_nonzero(nx, x):
+    def impl(nx, x):
+        k = 0
+        for v in x:
+            k += v != 0
+        return k
+    return impl
+
+
+@_method("maybe")
+def _maybe(nx, flag):
+    return lambda nx, flag: flag
+
+
+@_method("where")
+def _where(nx, cond, a, b):
+    if isinstance(cond, types.Boolean):  # a scalar condition picks a or b as they are
+        return lambda nx, cond, a, b: a if cond else b
+    return lambda nx, cond, a, b: np.where(cond, a, b)
+
+
+@_method("fmax")
+def _fmax(nx, x, floor):
+    def impl(nx, x, floor):
+        out = np.empty(x.shape[0])
+        for k in range(x.shape[0]):
+            v = x[k]
+            out[k] = v if v >= floor or floor != floor else floor  # NumPy's fmax: nan loses
+        return out
+    return impl
+
+
+@_method("to_float")
+def _to_float(nx, x):
+    return lambda nx, x: x.astype(np.float64)
+
+
+@_method("argsort")
+def _argsort(nx, x):
+    return lambda nx, x: stable_order(x)
+
+
+@_method("flip")
+def _flip(nx, x):
+    return lambda nx, x: x[::-1]
+
+
+@_method("take")
+def _take(nx, x, idx):
+    return lambda nx, x, idx: x[idx]
+
+
+@_method("scatter")
+def _scatter(nx, idx, values):
+    def impl(nx, idx, values):
+        out = np.empty_like(values)
+        out[idx] = values
+        return out
+    return impl
+
+
+@_method("concat")
+def _concat(nx, a, b):
+    return lambda nx, a, b: np.concatenate((a, b))
+
+
+@_method("cummax")
+def _cummax(nx, x):
+    def impl(nx, x):
+        out = np.empty_like(x)
+        if x.shape[0]:
+            top = x[0]
+            for k in range(x.shape[0]):
+                top = x[k] if x[k] > top else top
+                out[k] = top
+        return out
+    return impl
+
+
+@_method("arange")
+def _arange(nx, start, stop, like=None):
+    return lambda nx, start, stop, like=None: np.arange(start, stop)
+
+
+# -- the compiled semantics ----------------------------------------------------------------
+
+#: the methods compiled whole (one pass each: their Python costs as much as their
+#: kernels); ACES-O's Adam fit dwarfs its Python, CodeT and B4 group rows in NumPy
+COMPILED = (_semantics.majority, _semantics.aces_c)
+
+_namespace: Dict[str, Any] = {}
+
+
+def _jit(fn: Callable[..., Any], namespace: Dict[str, Any], name: str) -> Any:
+    """``fn``'s code over ``namespace`` as its globals, jitted (lazily) with the disk
+    cache. IEEE arithmetic: no fast-math flags, so the rounding is the Python path's."""
+    clone = pytypes.FunctionType(fn.__code__, namespace, name, fn.__defaults__, fn.__closure__)
+    clone.__qualname__ = name
+    clone.__doc__ = fn.__doc__
+    clone.__module__ = fn.__module__
+    dispatcher = njit(nogil=True)(clone)
+    _cache.attach(dispatcher)
+    return dispatcher
+
+
+def compiled_namespace() -> Dict[str, Any]:
+    """:mod:`aces_fast._semantics`'s globals with every function of that module
+    replaced by its jitted twin (compiled on first call)."""
+    if not _namespace:
+        namespace = dict(vars(_semantics))
+        for name, value in vars(_semantics).items():
+            if isinstance(value, pytypes.FunctionType) and value.__module__ == _semantics.__name__:
+                namespace[name] = _jit(value, namespace, name)
+        _namespace.update(namespace)
+    return _namespace
+
+
+def _entry(B, *args):  # pragma: no cover - runs compiled (a template of entry())
+    # the fields the method set, as a plain tuple (Outputs' defaulted fields are
+    # absent from numba's type of it)
+    return SEMANTICS(NX, B, *args)[:]  # noqa: F821 - SEMANTICS and NX: the clone's globals
+
+
+_entries: Dict[Any, Any] = {}
+#: the values of Outputs' fields a method leaves at their defaults
+_DEFAULTS = tuple(_semantics.Outputs._field_defaults.get(f) for f in _semantics.Outputs._fields)
+
+
+def entry(fn: Callable[..., Any]) -> Optional[Callable[..., Tuple[Any, ...]]]:
+    """The compiled call of semantics function ``fn``, or ``None`` when ``fn`` is not
+    one of :data:`COMPILED` (or numba's JIT is disabled).
+
+    ``entry(fn)(B, *args)`` returns the fields of ``fn(nx, B, *args)``, an
+    :class:`~aces_fast._semantics.Outputs`, as a plain tuple ``(scores, weights,
+    order, loo_auc, fallback, objective, rows)`` for a validated C-contiguous
+    uint8 (n, m) ``B``. Serial; releases the GIL; compiled on first use.
+    """
+    call = _entries.get(fn)
+    if call is None and fn in COMPILED and not config.DISABLE_JIT:
+        namespace = {"SEMANTICS": compiled_namespace()[fn.__name__], "NX": NX}
+        dispatcher = _jit(_entry, namespace, f"{fn.__name__}_entry")
+
+        def call(B: Any, *args: Any) -> Tuple[Any, ...]:
+            out = dispatcher(B, *args)
+            return out + _DEFAULTS[len(out):]
+        call.dispatcher = dispatcher  # type: ignore[attr-defined]
+        _entries[fn] = call
+    return call
+
+
+def dispatchers() -> Tuple[Any, ...]:
+    """The jitted functions made here so far (the semantics' twins, the entries)."""
+    made = [v for k, v in _namespace.items() if isinstance(v, Dispatcher)]
+    return tuple(made) + tuple(call.dispatcher for call in _entries.values())
