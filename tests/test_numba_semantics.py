@@ -86,7 +86,7 @@ def test_compiled_path_is_taken(be):
     """A small call runs the jitted entry (its dispatcher has a compiled signature
     for the input's type), not the Python semantics."""
     call = semantics.entry(_semantics.aces_c)
-    assert call is not None and call.dispatcher.signatures
+    assert call is not None and call.signatures
     calls = []
     original = _semantics.aces_c
     try:  # the Python function is not reached by a compiled call

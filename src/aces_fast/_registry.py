@@ -334,10 +334,18 @@ class MethodSpec:
     def pack(self, out: Sequence[Any], values: Values, backend: str,
              convert: Optional[Callable[[Any], Any]] = None) -> RerankResult:
         """A :class:`RerankResult` from ``(scores, weights, order, loo_auc, fallback,
-        objective, rows)`` (a semantics' Outputs or the compiled path's tuple);
-        ``convert`` maps each array (e.g. tensors to NumPy)."""
-        scores, weights, order, loo, fallback, objective, rows = out
+        objective, rows)`` (a semantics' Outputs or the compiled paths' tuples);
+        ``convert`` maps each array (e.g. tensors to NumPy).
+
+        Only the fields the method declares (``weights``, ``results``) are read,
+        so a tuple may end after the last of them.
+        """
         has_loo, has_fallback, has_objective, has_rows = self._has  # type: ignore[attr-defined]
+        scores, order = out[0], out[2]
+        weights = out[1] if self.weights else None
+        loo = out[3] if has_loo else None
+        objective = out[5] if has_objective else None
+        rows = out[6] if has_rows else None
         info = dict(self._fixed_info)  # type: ignore[attr-defined]
         for k in self._param_info:  # type: ignore[attr-defined]
             info[k] = values[k]
@@ -352,10 +360,8 @@ class MethodSpec:
         for k in self.info_if_set:
             if values.get(k) is not None:
                 info[k] = values[k]
-        return RerankResult(
-            scores, weights if self.weights else None, order, self.result_name(values), backend,
-            loo if has_loo else None, bool(fallback) if has_fallback else False,
-            objective if has_objective else None, info)
+        return RerankResult(scores, weights, order, self.result_name(values), backend, loo,
+                            bool(out[4]) if has_fallback else False, objective, info)
 
 
 _SPECS: Dict[str, MethodSpec] = {}

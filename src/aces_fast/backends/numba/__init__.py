@@ -452,9 +452,13 @@ class NumbaBackend(ArrayBackend):
         B = _as_matrix(B)
         spec = _registry.get(method)
         compiled = _kernels.entry(spec.semantics)
-        if compiled is not None and not self._parallel(B.size // 8):
-            return spec.pack(compiled(B, *spec.args(values)), values, self.name)
-        return spec.pack(spec.run(self, B, values), values, self.name)
+        if compiled is None or self._parallel(B.size // 8):
+            return spec.pack(spec.run(self, B, values), values, self.name)
+        n, m = B.shape
+        out = (np.empty(n), np.empty(m), np.empty(n, dtype=np.int64),
+               np.empty(m) if "loo_auc" in spec.results else _EMPTY_F)
+        fallback = compiled(B, *out, *spec.args(values))
+        return spec.pack(out + (fallback,), values, self.name)
 
     @_cancel.ctrl_c_stays_keyboard_interrupt
     def rerank_batch(self, Bs: Sequence[np.ndarray], method: str, values: Dict[str, Any],

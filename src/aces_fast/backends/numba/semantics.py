@@ -14,8 +14,9 @@ of that module's globals in which each of them is its jitted twin
 (:func:`compiled_namespace`), so the helpers the methods call are jitted too;
 an entry function per method (:func:`entry`) calls it with ``NX`` as a
 compile-time constant (an ``nx`` passed as an argument would cost a Python
-``typeof`` per call, ~1.5 us) and returns the :class:`~aces_fast._semantics.Outputs`
-fields as a plain tuple (boxing the named tuple costs another ~1.3 us).
+``typeof`` per call, ~1.5 us) and copies the :class:`~aces_fast._semantics.Outputs`
+fields into arrays the caller passes (boxing the named tuple would cost ~1.3 us,
+each array made in compiled code ~0.25 us).
 
 The primitives below round exactly as the numba backend's Python path does:
 sums ascend (:func:`.scores.ascending_sum`), the kernels are the same
@@ -35,11 +36,12 @@ from numba import njit, types
 from numba.core import config
 from numba.core.dispatcher import Dispatcher
 from numba.core.imputils import lower_constant
-from numba.extending import (NativeValue, models, overload_method, register_model,
+from numba.extending import (NativeValue, models, overload, overload_method, register_model,
                              typeof_impl, unbox)
 
 from ... import _semantics
 from . import _cache
+from ._jit import _copy
 from .dedup import stable_order
 from .loo_auc import uniform_loo_auc
 from .scores import ascending_sum, column_sums, row_scores, row_scores_rep
@@ -270,40 +272,62 @@ def compiled_namespace() -> Dict[str, Any]:
     return _namespace
 
 
-def _entry(B, *args):  # pragma: no cover - runs compiled (a template of entry())
-    # the fields the method set, as a plain tuple (Outputs' defaulted fields are
-    # absent from numba's type of it)
-    return SEMANTICS(NX, B, *args)[:]  # noqa: F821 - SEMANTICS and NX: the clone's globals
+def _store(out, scores, weights, order, loo):  # pragma: no cover - typed by the overload
+    """Jitted code only: copy a one-pass method's array fields into the caller's arrays
+    and return its ``fallback`` (False for majority vote)."""
+    raise TypeError("_store runs only inside numba-compiled code")
+
+
+@overload(_store)
+def _store_typed(out, scores, weights, order, loo):
+    # Outputs' leading fields: scores, weights, order, then (ACES-C) loo_auc, fallback
+    if len(out.types) >= 5:
+        def with_loo(out, scores, weights, order, loo):
+            _copy(scores, out[0])
+            _copy(weights, out[1])
+            _copy(order, out[2])
+            _copy(loo, out[3])
+            return out[4]
+        return with_loo
+
+    def ranking_only(out, scores, weights, order, loo):
+        _copy(scores, out[0])
+        _copy(weights, out[1])
+        _copy(order, out[2])
+        return False
+    return ranking_only
+
+
+def _entry(B, scores, weights, order, loo, *args):  # pragma: no cover - runs compiled
+    # Results go into arrays the caller allocated: boxing an array made in compiled
+    # code costs ~0.25 us (a Python callback for its dtype, a MemInfo object), more
+    # than np.empty in Python; the copies are O(n + m).
+    return _store(SEMANTICS(NX, B, *args), scores, weights, order, loo)  # noqa: F821
 
 
 _entries: Dict[Any, Any] = {}
-#: the values of Outputs' fields a method leaves at their defaults
-_DEFAULTS = tuple(_semantics.Outputs._field_defaults.get(f) for f in _semantics.Outputs._fields)
 
 
-def entry(fn: Callable[..., Any]) -> Optional[Callable[..., Tuple[Any, ...]]]:
+def entry(fn: Callable[..., Any]) -> Optional[Callable[..., bool]]:
     """The compiled call of semantics function ``fn``, or ``None`` when ``fn`` is not
     one of :data:`COMPILED` (or numba's JIT is disabled).
 
-    ``entry(fn)(B, *args)`` returns the fields of ``fn(nx, B, *args)``, an
-    :class:`~aces_fast._semantics.Outputs`, as a plain tuple ``(scores, weights,
-    order, loo_auc, fallback, objective, rows)`` for a validated C-contiguous
-    uint8 (n, m) ``B``. Serial; releases the GIL; compiled on first use.
+    ``entry(fn)(B, scores, weights, order, loo_auc, *args)`` computes
+    ``fn(nx, B, *args)`` for a validated C-contiguous uint8 (n, m) ``B``, writes
+    its fields into ``scores`` (float64 (n,)), ``weights`` (float64 (m,)),
+    ``order`` (int64 (n,)) and, for ACES-C, ``loo_auc`` (float64 (m,); any float64
+    array for majority vote), and returns its ``fallback``. Serial; releases the
+    GIL; compiled on first use.
     """
-    call = _entries.get(fn)
-    if call is None and fn in COMPILED and not config.DISABLE_JIT:
-        namespace = {"SEMANTICS": compiled_namespace()[fn.__name__], "NX": NX}
-        dispatcher = _jit(_entry, namespace, f"{fn.__name__}_entry")
-
-        def call(B: Any, *args: Any) -> Tuple[Any, ...]:
-            out = dispatcher(B, *args)
-            return out + _DEFAULTS[len(out):]
-        call.dispatcher = dispatcher  # type: ignore[attr-defined]
-        _entries[fn] = call
-    return call
+    dispatcher = _entries.get(fn)
+    if dispatcher is None and fn in COMPILED and not config.DISABLE_JIT:
+        namespace = {"SEMANTICS": compiled_namespace()[fn.__name__], "NX": NX,
+                     "_store": _store}
+        dispatcher = _entries[fn] = _jit(_entry, namespace, f"{fn.__name__}_entry")
+    return dispatcher
 
 
 def dispatchers() -> Tuple[Any, ...]:
     """The jitted functions made here so far (the semantics' twins, the entries)."""
     made = [v for k, v in _namespace.items() if isinstance(v, Dispatcher)]
-    return tuple(made) + tuple(call.dispatcher for call in _entries.values())
+    return tuple(made) + tuple(_entries.values())
