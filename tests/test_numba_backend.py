@@ -718,6 +718,26 @@ def test_uniform_loo_auc_merged_rows_match_reference(nb, scale):
     np.testing.assert_array_equal(r.loo_auc, ref.loo_auc)
 
 
+@pytest.mark.parametrize("scale", [1, 700])
+def test_weighted_loo_auc_merged_rows_give_the_unmerged_bits(nb, monkeypatch, scale):
+    """Weighted LOO-AUC past the merge threshold (identical rows merged into counts,
+    as in C++) returns the bits of the unmerged computation, with and without
+    counts (scale 700: large multiplicities), and the reference's values."""
+    rng = np.random.default_rng(31 + scale)
+    B = random_matrix(rng, 200, 60, density=0.4, dup_rows=120)
+    w = rng.random(60)
+    w[rng.integers(0, 60, size=10)] = 0.0
+    counts = rng.integers(0, 3, size=200) * scale
+    merged = [nb.loo_auc(B, w, 1e-9, c) for c in (None, counts)]
+    kernels = numba_backend._load_kernels()
+    monkeypatch.setattr(kernels, "DEDUP_MIN_ROWS", 10**9)  # never merge
+    unmerged = [nb.loo_auc(B, w, 1e-9, c) for c in (None, counts)]
+    for got, want, c in zip(merged, unmerged, (None, counts)):
+        np.testing.assert_array_equal(got, want)
+        ref = numpy_ref.NumpyBackend().loo_auc(B, w, 1e-9, c)
+        np.testing.assert_allclose(got, ref, rtol=0, atol=1e-12)
+
+
 def _scalar_row_sums(B, w):
     """Each row's ascending sum of ``w_j`` where it passes, else ``+0.0``, in Python
     floats (IEEE double): the rounding the numba scores must reproduce."""

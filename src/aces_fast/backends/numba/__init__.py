@@ -143,9 +143,11 @@ def _loo_auc(B: np.ndarray, w: Optional[np.ndarray], tie_tol: float, cnt: np.nda
              parallel: bool, colsum: np.ndarray = _EMPTY_I):
     """``(LOO-AUC (m,), rep)`` (see :meth:`NumbaBackend.loo_auc`; ``w`` None =
     uniform). Uniform and serial: one kernel call; weighted: the sort runs in
-    NumPy, the rest in numba. Uniform only: ``colsum`` (int64 (m,) or empty)
-    gets the count-weighted passers per test, and ``rep`` the representative
-    identical row of every row (``None`` for weights, or when no rows were merged)."""
+    NumPy, the rest in numba. Both merge identical rows into counts first on
+    inputs large enough for that to pay (as the C++ kernels do). Uniform only:
+    ``colsum`` (int64 (m,) or empty) gets the count-weighted passers per test,
+    and ``rep`` the representative identical row of every row (``None`` for
+    weights, or when no rows were merged)."""
     k = _kernels
     n, m = B.shape
     if w is None and not parallel:
@@ -167,7 +169,15 @@ def _loo_auc(B: np.ndarray, w: Optional[np.ndarray], tie_tol: float, cnt: np.nda
                 _EMPTY_F, 0.0, width, out, colsum)
     else:
         rep = None
-        s = k.row_scores(B, w)
+        if n >= k.DEDUP_MIN_ROWS and n * m >= k.DEDUP_MIN_CELLS:
+            # identical rows merged into counts, as the C++ kernels do: the merge
+            # per column walks the distinct rows only (wins and ties are integer
+            # counts, so the values are those of the unmerged rows, bit for bit)
+            _, cnt, reps = k.row_sums_and_reps(B, cnt, True)
+            keep = np.flatnonzero(cnt > 0)
+            s = k.row_scores_rep(B, w, reps)
+        else:
+            s = k.row_scores(B, w)
         perm = keep[np.argsort(s[keep], kind="stable")]
         args = (B, False, cnt, _EMPTY_I, _EMPTY_I, _EMPTY_I, _EMPTY_I, perm, s[perm], cnt[perm],
                 w, tie_tol * float(w.sum()), 64, out, _EMPTY_I)
