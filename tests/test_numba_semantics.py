@@ -147,3 +147,17 @@ def test_weights_compiled_equal_python(be):
 def test_uncompiled_semantics_have_no_entry():
     assert semantics.entry(_semantics.codet) is None
     assert semantics.entry(_semantics.aces_o) is None
+
+
+def test_entry_checks_values_before_computing(be):
+    """The compiled entry scans B first: a value v > 1 returns -v, outputs untouched."""
+    bad = EXAMPLE.copy()
+    bad[2, 5] = 7
+    n, m = bad.shape
+    out = (np.full(n, -1.0), np.full(m, -1.0), np.full(n, -1, dtype=np.int64), np.full(m, -1.0))
+    call = semantics.entry(_semantics.aces_c)
+    assert call(bad, *out, True, 1e-9) == -7
+    for a in out:
+        assert (a == -1).all()
+    assert call(EXAMPLE, *out, True, 1e-9) in (0, 1)
+    assert (out[2] >= 0).all()

@@ -269,12 +269,15 @@ def test_bfloat16_tensor_on_numpy_backend():
 
 
 def test_every_path_checks_uint8_and_bool_values(backend):
-    # the zero-copy path: cpp checks inside its compiled call, the other
-    # backends (and cpp's NumPy-computed methods) in Python; same message
+    # the zero-copy path: cpp (and numba's compiled methods) check inside the
+    # compiled call, the other backends and paths before computing; same message
     bad = EXAMPLE.copy()
     bad[3, 4] = 2
     calls = [(lambda B: af.loo_auc(B, backend=backend), ""),
+             (lambda B: af.surrogate_loo_auc(B, np.ones(B.shape[1]), backend=backend), ""),
+             (lambda B: af.majority_vote(B, backend=backend), ""),
              (lambda B: af.aces_c(B, backend=backend), ""),
+             (lambda B: af.aces_c(B, "filter", backend=backend), ""),
              (lambda B: af.aces_o(B, steps=2, backend=backend), ""),
              (lambda B: af.codet(B, backend=backend), ""),
              (lambda B: af.b4(B, backend=backend), ""),

@@ -223,11 +223,18 @@ def _for_kernels(a: np.ndarray) -> np.ndarray:
 _UINT8 = np.dtype(np.uint8)
 
 
-def _as_matrix(B: Any) -> np.ndarray:
+def _is_kernel_matrix(B: Any) -> bool:
+    """Whether ``B`` reaches the kernels as it is: a writeable C-contiguous uint8
+    2-D ndarray (the validated matrices of a method call)."""
     if type(B) is np.ndarray and B.dtype is _UINT8 and B.ndim == 2:
         flags = B.flags
-        if flags.c_contiguous and flags.writeable:
-            return B  # the validated matrices of a method call
+        return flags.c_contiguous and flags.writeable
+    return False
+
+
+def _as_matrix(B: Any) -> np.ndarray:
+    if _is_kernel_matrix(B):
+        return B
     B = np.asarray(B)
     if B.ndim != 2:
         raise ValueError(f"B must be 2-D (n, m); got shape {B.shape}")
@@ -425,9 +432,17 @@ class NumbaBackend(ArrayBackend):
     def column_sums(self, B):
         return _kernels.column_sums(_as_matrix(B))
 
-    # the public kernels, Ctrl-C-safe like the methods
-    loo_auc_public = _cancel.ctrl_c_stays_keyboard_interrupt(ArrayBackend.loo_auc_public)
-    surrogate_public = _cancel.ctrl_c_stays_keyboard_interrupt(ArrayBackend.surrogate_public)
+    # the public kernels: values checked, Ctrl-C-safe like the methods
+
+    @_cancel.ctrl_c_stays_keyboard_interrupt
+    def loo_auc_public(self, B, weights, tie_tol):
+        self.check_values(B)
+        return super().loo_auc_public(B, weights, tie_tol)
+
+    @_cancel.ctrl_c_stays_keyboard_interrupt
+    def surrogate_public(self, B, weights, gamma):
+        self.check_values(B)
+        return super().surrogate_public(B, weights, gamma)
 
     # -- primitives with this backend's rounding ------------------------------------
 
@@ -446,29 +461,41 @@ class NumbaBackend(ArrayBackend):
     # -- conversions -------------------------------------------------------------------
 
     def prepare(self, B):
-        # the 0/1 scan in a kernel: NumPy's B.max() costs more than the whole
-        # scan on small matrices
-        B = _as_matrix(as_pass_matrix(B, check_values=False))
+        # No 0/1 scan here: the call that computes checks the values, in its
+        # compiled entry when it has one (as the C++ kernels do), else with
+        # check_values (a kernel scan: NumPy's B.max() costs more than the whole
+        # scan on small matrices).
+        B = as_pass_matrix(B, check_values=False)  # C-contiguous uint8 (n, m)
+        return B if B.flags.writeable else _for_kernels(B)
+
+    @staticmethod
+    def check_values(B: np.ndarray) -> None:
+        """ValueError unless prepared ``B`` holds only 0 and 1. O(n m)."""
         check_zero_one(B, top=_kernels.max_byte(B))
-        return B
 
     # -- methods ---------------------------------------------------------------------
 
-    @_cancel.ctrl_c_stays_keyboard_interrupt
     def rerank(self, B, method, values):
         """One method call; majority vote and ACES-C (:data:`.semantics.COMPILED`) run
         their semantics compiled, as one jitted call, unless the input is large
         enough for the parallel kernels (there the Python around them is noise)."""
-        B = _as_matrix(B)
-        spec = _registry.get(method)
-        compiled = _kernels.entry(spec.semantics)
-        if compiled is None or self._parallel(B.size // 8):
-            return spec.pack(spec.run(self, B, values), values, self.name)
-        n, m = B.shape
-        out = (np.empty(n), np.empty(m), np.empty(n, dtype=np.int64),
-               np.empty(m) if "loo_auc" in spec.results else _EMPTY_F)
-        fallback = compiled(B, *out, *spec.args(values))
-        return spec.pack(out + (fallback,), values, self.name)
+        try:  # what ctrl_c_stays_keyboard_interrupt does, without its call frame
+            if not _is_kernel_matrix(B):
+                B = _as_matrix(B)
+            spec = _registry.get(method)
+            compiled = _kernels.entry(spec.semantics)
+            if compiled is None or self._parallel(B.size // 8):
+                self.check_values(B)
+                return spec.pack(spec.run(self, B, values), values, self.name)
+            n, m = B.shape
+            out = (np.empty(n), np.empty(m), np.empty(n, dtype=np.int64),
+                   np.empty(m) if "loo_auc" in spec.results else _EMPTY_F)
+            status = compiled(B, *out, *spec.args(values))
+            if status < 0:  # B holds the value -status: nothing was computed
+                check_zero_one(B, top=-status)
+            return spec.pack(out + (status,), values, self.name)
+        except SystemError as exc:
+            _cancel.reraise(exc)
 
     @_cancel.ctrl_c_stays_keyboard_interrupt
     def rerank_batch(self, Bs: Sequence[np.ndarray], method: str, values: Dict[str, Any],
@@ -493,9 +520,14 @@ class NumbaBackend(ArrayBackend):
         divided across threads.
         """
         spec = _registry.get(method)
+        mats = [_as_matrix(B) for B in Bs]
+        for t, B in enumerate(mats):  # the grouped paths compute without a check of their own
+            try:
+                self.check_values(B)
+            except ValueError as exc:
+                raise ValueError(f"task {t}: {exc}") from None
         if not spec.over_tasks:
             return None
-        mats = [_as_matrix(B) for B in Bs]
         threads = _num_threads() if n_threads is None else min(int(n_threads), _max_threads())
         if spec.cost is None:  # one pass per task: the semantics over a task axis
             from .batch import rerank_tasks

@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import threading
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Optional, TypeVar
+from typing import Any, Callable, Iterator, NoReturn, Optional, TypeVar
 
 _local = threading.local()
 
@@ -56,6 +56,15 @@ def _interrupt_in(exc: BaseException) -> Optional[KeyboardInterrupt]:
     return None
 
 
+def reraise(exc: SystemError) -> NoReturn:
+    """Raise ``exc`` again -- or, when a ``KeyboardInterrupt`` caused it, that
+    interrupt (see :func:`ctrl_c_stays_keyboard_interrupt`)."""
+    interrupt = _interrupt_in(exc)
+    if interrupt is None:
+        raise exc
+    raise KeyboardInterrupt(*interrupt.args) from exc
+
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -73,8 +82,5 @@ def ctrl_c_stays_keyboard_interrupt(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except SystemError as exc:
-            interrupt = _interrupt_in(exc)
-            if interrupt is None:
-                raise
-            raise KeyboardInterrupt(*interrupt.args) from exc
+            reraise(exc)
     return entry  # type: ignore[return-value]

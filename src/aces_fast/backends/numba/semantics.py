@@ -44,7 +44,7 @@ from . import _cache
 from ._jit import _copy
 from .dedup import stable_order
 from .loo_auc import uniform_loo_auc
-from .scores import ascending_sum, column_sums, row_scores, row_scores_rep
+from .scores import ascending_sum, column_sums, max_byte, row_scores, row_scores_rep
 
 
 class Kernels:
@@ -274,7 +274,7 @@ def compiled_namespace() -> Dict[str, Any]:
 
 def _store(out, scores, weights, order, loo):  # pragma: no cover - typed by the overload
     """Jitted code only: copy a one-pass method's array fields into the caller's arrays
-    and return its ``fallback`` (False for majority vote)."""
+    and return its ``fallback`` as 0 or 1 (0 for majority vote)."""
     raise TypeError("_store runs only inside numba-compiled code")
 
 
@@ -287,42 +287,48 @@ def _store_typed(out, scores, weights, order, loo):
             _copy(weights, out[1])
             _copy(order, out[2])
             _copy(loo, out[3])
-            return out[4]
+            return np.int64(out[4])
         return with_loo
 
     def ranking_only(out, scores, weights, order, loo):
         _copy(scores, out[0])
         _copy(weights, out[1])
         _copy(order, out[2])
-        return False
+        return np.int64(0)
     return ranking_only
 
 
 def _entry(B, scores, weights, order, loo, *args):  # pragma: no cover - runs compiled
-    # Results go into arrays the caller allocated: boxing an array made in compiled
-    # code costs ~0.25 us (a Python callback for its dtype, a MemInfo object), more
-    # than np.empty in Python; the copies are O(n + m).
+    # B's values are checked here, in the one crossing (a kernel call of its own
+    # costs more than the scan on a small matrix). Results go into arrays the
+    # caller allocated: boxing an array made in compiled code costs ~0.25 us (a
+    # Python callback for its dtype, a MemInfo object), more than np.empty in
+    # Python; the copies are O(n + m).
+    top = max_byte(B)  # noqa: F821 - a global of the clone
+    if top > 1:
+        return -top
     return _store(SEMANTICS(NX, B, *args), scores, weights, order, loo)  # noqa: F821
 
 
 _entries: Dict[Any, Any] = {}
 
 
-def entry(fn: Callable[..., Any]) -> Optional[Callable[..., bool]]:
+def entry(fn: Callable[..., Any]) -> Optional[Callable[..., int]]:
     """The compiled call of semantics function ``fn``, or ``None`` when ``fn`` is not
     one of :data:`COMPILED` (or numba's JIT is disabled).
 
     ``entry(fn)(B, scores, weights, order, loo_auc, *args)`` computes
-    ``fn(nx, B, *args)`` for a validated C-contiguous uint8 (n, m) ``B``, writes
-    its fields into ``scores`` (float64 (n,)), ``weights`` (float64 (m,)),
-    ``order`` (int64 (n,)) and, for ACES-C, ``loo_auc`` (float64 (m,); any float64
-    array for majority vote), and returns its ``fallback``. Serial; releases the
-    GIL; compiled on first use.
+    ``fn(nx, B, *args)`` for a C-contiguous uint8 (n, m) ``B`` of otherwise
+    validated shape, writes its fields into ``scores`` (float64 (n,)), ``weights``
+    (float64 (m,)), ``order`` (int64 (n,)) and, for ACES-C, ``loo_auc`` (float64
+    (m,); any float64 array for majority vote), and returns its ``fallback`` as 0
+    or 1 -- or ``-v`` without computing anything when ``B`` holds a value ``v > 1``
+    (checked first). Serial; releases the GIL; compiled on first use.
     """
     dispatcher = _entries.get(fn)
     if dispatcher is None and fn in COMPILED and not config.DISABLE_JIT:
         namespace = {"SEMANTICS": compiled_namespace()[fn.__name__], "NX": NX,
-                     "_store": _store}
+                     "_store": _store, "max_byte": max_byte}
         dispatcher = _entries[fn] = _jit(_entry, namespace, f"{fn.__name__}_entry")
     return dispatcher
 
