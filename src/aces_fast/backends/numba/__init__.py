@@ -4,9 +4,8 @@ numba is imported only when the registry calls :func:`load` (so ``import
 aces_fast`` -- and ``import aces_fast.backends.numba`` -- never imports it);
 the kernels live in this package's modules, one per kernel family as in
 ``csrc/kernels/``: :mod:`.loo_auc`, :mod:`.surrogate`, :mod:`.aces_o`,
-:mod:`.dedup`, :mod:`.scores`, :mod:`.tasks` (per-task kernels over a list of
-tasks), :mod:`.semantics` (the compiled semantics) (and :mod:`._jit`, their
-shared jit options).
+:mod:`.dedup`, :mod:`.scores`, :mod:`.semantics` (the compiled semantics)
+(and :mod:`._jit`, their shared jit options).
 
 The backend is a kernel provider: the methods are :mod:`aces_fast._semantics`
 on NumPy arrays, with this backend's kernels and two primitives of its own
@@ -42,10 +41,9 @@ serial build; both give identical bits. numba's ``workqueue`` threading layer
 cannot run two parallel kernels at once, so under that layer a call that finds
 another parallel call running uses the serial build instead (still releasing
 the GIL: concurrent calls from Python threads stay safe and parallel).
-:meth:`NumbaBackend.rerank_batch` runs majority vote and ACES-C over a task
-axis (:mod:`.batch`, kernels over task lists in :mod:`.tasks`) and hands ACES-O
-tasks to Python threads, each running the per-task method on the serial
-kernels (which release the GIL).
+:meth:`NumbaBackend.rerank_batch` hands the tasks to Python threads, each
+running the per-task method on the serial build (majority vote and ACES-C: one
+compiled call each; ACES-O: the serial kernels), which releases the GIL.
 """
 
 from __future__ import annotations
@@ -67,8 +65,7 @@ from ..base import ArrayBackend, Backend, BackendUnavailableError
 
 _UNAVAILABLE = "numba is not installed (pip install aces_fast[numba])"
 #: the kernel modules, in dependency order
-_KERNEL_MODULES = ("_jit", "scores", "dedup", "loo_auc", "surrogate", "aces_o", "tasks",
-                   "semantics")
+_KERNEL_MODULES = ("_jit", "scores", "dedup", "loo_auc", "surrogate", "aces_o", "semantics")
 
 _kernels: Any = None  # every kernel module's names in one namespace, once numba imported fine
 _parallel_lock = threading.Lock()
@@ -322,21 +319,6 @@ def _in_threads(fn, items: np.ndarray, threads: int) -> None:
         raise first
 
 
-def _with_threads(threads: int, fn, *args):
-    """``fn(*args)`` with numba's thread count of this thread set to ``threads``
-    (numba's setting is per thread), restored afterwards."""
-    import numba
-
-    previous = numba.get_num_threads()
-    if previous == threads:
-        return fn(*args)
-    numba.set_num_threads(threads)
-    try:
-        return fn(*args)
-    finally:
-        numba.set_num_threads(previous)
-
-
 def _max_threads() -> int:
     """The most threads a batch uses (numba's pool size, ``NUMBA_NUM_THREADS``)."""
     import numba
@@ -503,25 +485,23 @@ class NumbaBackend(ArrayBackend):
         """Rank many tasks at once (the protocol of :mod:`aces_fast.batch`).
 
         Methods whose semantics do their work in kernels (a spec's
-        ``over_tasks``): those making one pass per task (majority vote, ACES-C:
-        no ``cost`` model) run their semantics once per group of similar tasks
-        over a task axis, each kernel one call over the group's tasks
-        (:mod:`.batch`); per task they cost as much in Python as in the
-        kernels, and on Python threads each task's many kernel calls hand the
-        GIL back and forth. ACES-O, whose Adam fit dwarfs its Python, runs task
-        by task on Python threads, largest first, each task the per-task method
-        on the serial kernels, which release the GIL. ``n_threads``: threads
-        across tasks (``None``: numba's thread count; values above
-        ``NUMBA_NUM_THREADS`` are capped there). Small batches (under
-        :attr:`parallel_min_work`) run in the calling thread. Results equal
-        :meth:`rerank` task by task bit for bit, whatever the thread count.
-        Returns ``None`` for the other methods (CodeT, B4), which the caller
-        runs task by task. Cost: the sum of the per-task costs, the kernels
-        divided across threads.
+        ``over_tasks``: majority vote, ACES-C, ACES-O) run task by task on
+        Python threads, largest first, each task the per-task method on the
+        serial build: majority vote and ACES-C one compiled call each (the
+        whole method, GIL released), ACES-O its Adam fit in the serial kernels
+        (GIL released); a task's Python around them holds the GIL for a few
+        microseconds. ``n_threads``: threads across tasks (``None``: numba's
+        thread count; values above ``NUMBA_NUM_THREADS`` are capped there).
+        Small batches (under :attr:`parallel_min_work`) run in the calling
+        thread. Results equal :meth:`rerank` task by task bit for bit, whatever
+        the thread count. Every task's values are checked first (an error names
+        the lowest bad task). Returns ``None`` for the other methods (CodeT,
+        B4), which the caller runs task by task. Cost: the sum of the per-task
+        costs, divided across threads.
         """
         spec = _registry.get(method)
         mats = [_as_matrix(B) for B in Bs]
-        for t, B in enumerate(mats):  # the grouped paths compute without a check of their own
+        for t, B in enumerate(mats):  # before any task runs: the error names the lowest bad task
             try:
                 self.check_values(B)
             except ValueError as exc:
@@ -529,11 +509,6 @@ class NumbaBackend(ArrayBackend):
         if not spec.over_tasks:
             return None
         threads = _num_threads() if n_threads is None else min(int(n_threads), _max_threads())
-        if spec.cost is None:  # one pass per task: the semantics over a task axis
-            from .batch import rerank_tasks
-
-            return _with_threads(threads, rerank_tasks, self, _kernels, _run, mats, spec,
-                                 values, threads)
         shapes = np.array([B.shape for B in mats], dtype=np.float64).reshape(len(mats), 2)
         n, m = shapes[:, 0], shapes[:, 1]
         cost = n * m + n * np.log2(n + 1.0)
