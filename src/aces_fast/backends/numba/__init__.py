@@ -346,6 +346,11 @@ class NumbaBackend(ArrayBackend):
     def _parallel(self, work: float) -> bool:
         return work >= self.parallel_min_work and _num_threads() > 1
 
+    def _parallel_uniform(self, B: np.ndarray) -> bool:
+        """Whether uniform LOO-AUC on ``B`` runs the parallel build (its kernel
+        spends a fraction of a nanosecond per cell: work n m / 8)."""
+        return self._parallel(B.size // 8)
+
     @staticmethod
     def _surrogate_work(n: int, m: int) -> float:
         # n m for the scores and gradient, up to n^2/4 sigmoid pairs per column
@@ -358,8 +363,7 @@ class NumbaBackend(ArrayBackend):
         n, m = B.shape
         c = _as_counts(counts, n)
         if weights is None:
-            # the uniform kernel spends a fraction of a nanosecond per cell
-            return _loo_auc(B, None, 0.0, c, self._parallel(n * m // 8))[0]
+            return _loo_auc(B, None, 0.0, c, self._parallel_uniform(B))[0]
         w = _as_vector(weights, m, "weights")
         return _loo_auc(B, w, float(tie_tol), c, self._parallel(n * m))[0]
 
@@ -369,7 +373,7 @@ class NumbaBackend(ArrayBackend):
         B = _as_matrix(B)
         n, m = B.shape
         colsum = np.zeros(m, dtype=np.int64)
-        L, rep = _loo_auc(B, None, 0.0, _ones(n), self._parallel(n * m // 8), colsum)
+        L, rep = _loo_auc(B, None, 0.0, _ones(n), self._parallel_uniform(B), colsum)
         return L, colsum, rep
 
     def surrogate(self, B, weights, gamma, counts=None):
@@ -466,12 +470,15 @@ class NumbaBackend(ArrayBackend):
                 B = _as_matrix(B)
             spec = _registry.get(method)
             compiled = _kernels.entry(spec.semantics)
-            if compiled is None or self._parallel(B.size // 8):
+            # the compiled methods are one uniform LOO-AUC pass: compiled whole
+            # exactly where that pass would run serially
+            if compiled is None or self._parallel_uniform(B):
                 self.check_values(B)
                 return spec.pack(spec.run(self, B, values), values, self.name)
             n, m = B.shape
-            out = (np.empty(n), np.empty(m), np.empty(n, dtype=np.int64),
-                   np.empty(m) if "loo_auc" in spec.results else _EMPTY_F)
+            # loo_auc (m,) always: the compiled method alone decides whether it writes
+            # it (pack reads it when the spec declares it), so no size can disagree
+            out = (np.empty(n), np.empty(m), np.empty(n, dtype=np.int64), np.empty(m))
             status = compiled(B, *out, *spec.args(values))
             if status < 0:  # B holds the value -status: nothing was computed
                 check_zero_one(B, top=-status)

@@ -39,18 +39,23 @@ def _jit(**options):
     return decorate
 
 
+def _renamed(fn, qualname, namespace=None):
+    """A copy of ``fn`` (same code) named ``qualname``, resolving globals in
+    ``namespace`` (default: ``fn``'s own). The on-disk cache keys by qualified
+    name and bytecode, so a copy compiled differently needs a name of its own."""
+    clone = types.FunctionType(fn.__code__, fn.__globals__ if namespace is None else namespace,
+                               qualname.rpartition(".")[2], fn.__defaults__, fn.__closure__)
+    clone.__qualname__ = qualname
+    clone.__doc__ = fn.__doc__
+    clone.__module__ = fn.__module__
+    return clone
+
+
 def _serial_and_parallel(fn, **options):
     """Compile ``fn`` twice: serially (``prange`` acts as ``range``) and with ``parallel=True``
-    (both with the jit ``options``).
-
-    The parallel build is a renamed copy of the function: the on-disk cache
-    keys by qualified name and bytecode, not by compile flags.
-    """
-    clone = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__ + "_parallel",
-                               fn.__defaults__, fn.__closure__)
-    clone.__qualname__ = fn.__qualname__ + "_parallel"
-    clone.__doc__ = fn.__doc__
-    return _jit(**options)(fn), _jit(parallel=True, **options)(clone)
+    (both with the jit ``options``); the parallel build is a renamed copy."""
+    return (_jit(**options)(fn),
+            _jit(parallel=True, **options)(_renamed(fn, fn.__qualname__ + "_parallel")))
 
 
 @_jit()

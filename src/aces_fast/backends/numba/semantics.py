@@ -32,7 +32,7 @@ import types as pytypes
 from typing import Any, Callable, Dict, Optional, Tuple
 
 import numpy as np
-from numba import njit, types
+from numba import types
 from numba.core import config
 from numba.core.dispatcher import Dispatcher
 from numba.core.imputils import lower_constant
@@ -40,8 +40,7 @@ from numba.extending import (NativeValue, models, overload, overload_method, reg
                              typeof_impl, unbox)
 
 from ... import _semantics
-from . import _cache
-from ._jit import _copy
+from ._jit import _copy, _jit, _renamed
 from .dedup import stable_order
 from .loo_auc import uniform_loo_auc
 from .scores import ascending_sum, column_sums, max_byte, row_scores, row_scores_rep
@@ -248,16 +247,11 @@ COMPILED = (_semantics.majority, _semantics.aces_c)
 _namespace: Dict[str, Any] = {}
 
 
-def _jit(fn: Callable[..., Any], namespace: Dict[str, Any], name: str) -> Any:
-    """``fn``'s code over ``namespace`` as its globals, jitted (lazily) with the disk
-    cache. IEEE arithmetic: no fast-math flags, so the rounding is the Python path's."""
-    clone = pytypes.FunctionType(fn.__code__, namespace, name, fn.__defaults__, fn.__closure__)
-    clone.__qualname__ = name
-    clone.__doc__ = fn.__doc__
-    clone.__module__ = fn.__module__
-    dispatcher = njit(nogil=True)(clone)
-    _cache.attach(dispatcher)
-    return dispatcher
+def _jit_over(fn: Callable[..., Any], namespace: Dict[str, Any], name: str) -> Any:
+    """``fn``'s code over ``namespace`` as its globals, named ``name``, jitted (lazily)
+    like every kernel. IEEE arithmetic: no fast-math flags, so the rounding is the
+    Python path's."""
+    return _jit()(_renamed(fn, name, namespace))
 
 
 def compiled_namespace() -> Dict[str, Any]:
@@ -267,7 +261,7 @@ def compiled_namespace() -> Dict[str, Any]:
         namespace = dict(vars(_semantics))
         for name, value in vars(_semantics).items():
             if isinstance(value, pytypes.FunctionType) and value.__module__ == _semantics.__name__:
-                namespace[name] = _jit(value, namespace, name)
+                namespace[name] = _jit_over(value, namespace, name)
         _namespace.update(namespace)
     return _namespace
 
@@ -320,8 +314,8 @@ def entry(fn: Callable[..., Any]) -> Optional[Callable[..., int]]:
     ``entry(fn)(B, scores, weights, order, loo_auc, *args)`` computes
     ``fn(nx, B, *args)`` for a C-contiguous uint8 (n, m) ``B`` of otherwise
     validated shape, writes its fields into ``scores`` (float64 (n,)), ``weights``
-    (float64 (m,)), ``order`` (int64 (n,)) and, for ACES-C, ``loo_auc`` (float64
-    (m,); any float64 array for majority vote), and returns its ``fallback`` as 0
+    (float64 (m,)), ``order`` (int64 (n,)) and, when the method yields it,
+    ``loo_auc`` (float64 (m,); always pass one), and returns its ``fallback`` as 0
     or 1 -- or ``-v`` without computing anything when ``B`` holds a value ``v > 1``
     (checked first). Serial; releases the GIL; compiled on first use.
     """
@@ -329,7 +323,7 @@ def entry(fn: Callable[..., Any]) -> Optional[Callable[..., int]]:
     if dispatcher is None and fn in COMPILED and not config.DISABLE_JIT:
         namespace = {"SEMANTICS": compiled_namespace()[fn.__name__], "NX": NX,
                      "_store": _store, "max_byte": max_byte}
-        dispatcher = _entries[fn] = _jit(_entry, namespace, f"{fn.__name__}_entry")
+        dispatcher = _entries[fn] = _jit_over(_entry, namespace, f"{fn.__name__}_entry")
     return dispatcher
 
 
