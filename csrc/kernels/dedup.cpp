@@ -59,35 +59,39 @@ void hash_rows(const uint8_t* B, int64_t n, int64_t m, uint64_t* hash, int64_t* 
   const int nt = resolve_threads(parallel, n_threads);
   const PackRow pack = pack_row_kernel();
   const int64_t nw = std::max<int64_t>((m + 63) / 64, 1);
-#ifdef _OPENMP
-#pragma omp parallel num_threads(nt) if (nt > 1)
-#endif
-  {
-    // Four rows at a time: their hash chains (a multiply per word each) are
-    // independent, so they run interleaved instead of one latency after another.
-    constexpr int64_t kRows = 4;
-    std::vector<uint64_t> words(static_cast<size_t>(kRows * nw));
-    const int64_t ngroups = (n + kRows - 1) / kRows;
-    const int64_t nwm = (m + 63) / 64;
-#ifdef _OPENMP
-#pragma omp for schedule(static)
-#endif
-    for (int64_t g = 0; g < ngroups; ++g) {
-      const int64_t i0 = g * kRows, nr = std::min(kRows, n - i0);
-      for (int64_t k = 0; k < nr; ++k)
-        rowsum[i0 + k] = pack(B + (i0 + k) * m, m, words.data() + k * nw);
-      if (nr == kRows) {
-        uint64_t h[kRows];
-        for (int64_t k = 0; k < kRows; ++k) h[k] = hash_start(m);
-        for (int64_t q = 0; q < nwm; ++q)
-          for (int64_t k = 0; k < kRows; ++k) h[k] = hash_step(h[k], words[k * nw + q]);
-        for (int64_t k = 0; k < kRows; ++k) hash[i0 + k] = bits::mix64(h[k]);
-      } else {
-        for (int64_t k = 0; k < nr; ++k) hash[i0 + k] = words_hash(words.data() + k * nw, nwm, m);
-      }
+  const int64_t nwm = (m + 63) / 64;
+  // Four rows at a time: their hash chains (a multiply per word each) are
+  // independent, so they run interleaved instead of one latency after another.
+  constexpr int64_t kRows = 4;
+  const int64_t ngroups = (n + kRows - 1) / kRows;
+  auto group = [&](int64_t g, uint64_t* words) {
+    const int64_t i0 = g * kRows, nr = std::min(kRows, n - i0);
+    for (int64_t k = 0; k < nr; ++k)
+      rowsum[i0 + k] = pack(B + (i0 + k) * m, m, words + k * nw);
+    if (nr == kRows) {
+      uint64_t h[kRows];
+      for (int64_t k = 0; k < kRows; ++k) h[k] = hash_start(m);
+      for (int64_t q = 0; q < nwm; ++q)
+        for (int64_t k = 0; k < kRows; ++k) h[k] = hash_step(h[k], words[k * nw + q]);
+      for (int64_t k = 0; k < kRows; ++k) hash[i0 + k] = bits::mix64(h[k]);
+    } else {
+      for (int64_t k = 0; k < nr; ++k) hash[i0 + k] = words_hash(words + k * nw, nwm, m);
     }
+  };
+  // one thread: no OpenMP region at all (see for_each_index)
+  if (nt <= 1) {
+    std::vector<uint64_t> words(static_cast<size_t>(kRows * nw));
+    for (int64_t g = 0; g < ngroups; ++g) group(g, words.data());
+    return;
   }
-  (void)nt;
+#ifdef _OPENMP
+#pragma omp parallel num_threads(nt)
+  {
+    std::vector<uint64_t> words(static_cast<size_t>(kRows * nw));
+#pragma omp for schedule(static)
+    for (int64_t g = 0; g < ngroups; ++g) group(g, words.data());
+  }
+#endif
 }
 
 int64_t dedup_rows(const uint8_t* B, int64_t n, int64_t m, const int64_t* counts_in,

@@ -299,13 +299,9 @@ void loo_auc_uniform_ex(const uint8_t* B, int64_t n, int64_t m, const int64_t* c
   if (!rs) {
     ws.rs.resize(static_cast<size_t>(n));
     int64_t* rsw = ws.rs.data();
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
-#endif
-    for (int64_t i = 0; i < n; ++i) {
-      if (counts && counts[i] <= 0) continue;
-      rsw[i] = bits::count_passes(B + i * m, m);
-    }
+    for_each_index(nt, n, [&](int64_t i, int) {
+      if (!counts || counts[i] > 0) rsw[i] = bits::count_passes(B + i * m, m);
+    });
     rs = rsw;
   }
 
@@ -384,12 +380,8 @@ void loo_auc_uniform_ex(const uint8_t* B, int64_t n, int64_t m, const int64_t* c
     }
   }
 
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(dynamic, 1)
-#endif
-  for (int64_t b = 0; b < nblocks; ++b) {
-    if (tok != nullptr && tok->poll()) continue;  // cancelled: results are discarded
-    const int tid = thread_index();
+  for_each_index_dynamic(nt, nblocks, [&](int64_t b, int tid) {
+    if (tok != nullptr && tok->poll()) return;  // cancelled: results are discarded
     const int64_t j0 = b * W;
     const int64_t bw = std::min(W, m - j0);
     int32_t* pbuf = ws.pcur.data() + static_cast<size_t>(tid) * 2 * W;
@@ -421,7 +413,7 @@ void loo_auc_uniform_ex(const uint8_t* B, int64_t n, int64_t m, const int64_t* c
         uniform_block<uint64_t, false>(B, m, counts, row_of, ws.lstart, ws.lval, ws.ltot, j0, bw,
                                        nullptr, pbuf, buf, out, colsum);
     }
-  }
+  });
 }
 
 void loo_auc(const uint8_t* B, int64_t n, int64_t m, const double* w, const int64_t* counts,
@@ -487,12 +479,8 @@ void loo_auc(const uint8_t* B, int64_t n, int64_t m, const double* w, const int6
   for (int64_t r = 0; r < ne; ++r) ctot[r + 1] = ctot[r] + cs[r];
   interrupt::Token* const tok = n * m >= kPollCells ? interrupt::current() : nullptr;
 
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(dynamic, 1)
-#endif
-  for (int64_t b = 0; b < nblocks; ++b) {
-    if (tok != nullptr && tok->poll()) continue;  // cancelled: results are discarded
-    const int tid = thread_index();
+  for_each_index_dynamic(nt, nblocks, [&](int64_t b, int tid) {
+    if (tok != nullptr && tok->poll()) return;  // cancelled: results are discarded
     const int64_t j0 = b * W;
     const int64_t bw = std::min(W, m - j0);
     uint64_t* tile = tiles.data() + static_cast<size_t>(tid) * per_thread;
@@ -504,7 +492,7 @@ void loo_auc(const uint8_t* B, int64_t n, int64_t m, const double* w, const int6
       out[j0 + jj] = weighted_column(tile, static_cast<int>(jj), ss.data(), cs.data(), ctot.data(),
                                      ne, w[j0 + jj], T, ppos, fpos, cf);
     }
-  }
+  });
 }
 
 namespace {
@@ -563,13 +551,10 @@ void row_scores(const uint8_t* B, int64_t m, const double* w, const int64_t* col
   const int64_t nw = (m + 63) / 64;
   const int64_t ng = (nrows + 7) / 8;
   std::vector<uint64_t> wbuf(static_cast<size_t>(nt) * 8 * static_cast<size_t>(std::max<int64_t>(nw, 1)));
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
-#endif
-  for (int64_t g = 0; g < ng; ++g) {
-    uint64_t* words = wbuf.data() + static_cast<size_t>(thread_index()) * 8 * nw;
+  for_each_index(nt, ng, [&](int64_t g, int tid) {
+    uint64_t* words = wbuf.data() + static_cast<size_t>(tid) * 8 * nw;
     group(B, m, w, cols, ncols, rows, nrows, 8 * g, nw, words, s);
-  }
+  });
 }
 
 }  // namespace aces_fast

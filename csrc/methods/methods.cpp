@@ -174,12 +174,7 @@ void scores(const uint8_t* B, int64_t n, int64_t m, const double* w, const int64
   const RowsDot dot = rows_dot_kernel();
   constexpr int64_t kChunk = 256;
   const int64_t nchunks = (n + kChunk - 1) / kChunk;
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) if (nt > 1 && nchunks > 1) schedule(static)
-#else
-  (void)nt;
-#endif
-  for (int64_t c = 0; c < nchunks; ++c) {
+  for_each_index(nchunks > 1 ? nt : 1, nchunks, [&](int64_t c, int) {
     int64_t rows[kChunk];
     double out[kChunk];
     int64_t nr = 0;
@@ -187,7 +182,7 @@ void scores(const uint8_t* B, int64_t n, int64_t m, const double* w, const int64
       if (!rep || rep[i] == i) rows[nr++] = i;
     dot(B, m, rows, nr, w, out);
     for (int64_t k = 0; k < nr; ++k) s[rows[k]] = out[k];
-  }
+  });
   if (rep)
     for (int64_t i = 0; i < n; ++i) s[i] = s[rep[i]];
 }
