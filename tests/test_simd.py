@@ -279,3 +279,80 @@ def test_max_byte_finds_any_bad_value(shape):
                 _core.loo_auc(B=C, **kw)
             with pytest.raises(ValueError, match=f"found value {value}$"):
                 _core.loo_auc(B=C.view(np.bool_), **kw)
+
+
+# Every bad byte is found by rerank's own check, at every SIMD level: inside the
+# row-dedup pass (the packing kernel flags bytes other than 0/1) or, without
+# dedup, by the max_byte pass; positions cover the first byte, a full 64-byte
+# word, the tail past the last full word, and a repeated row.
+_CHECK_WORKER = r"""
+import json, sys
+import numpy as np
+from aces_fast import _core as core
+
+missed = []
+for n, m in json.loads(sys.argv[1]):
+    rng = np.random.default_rng(n * 1000 + m)
+    B = (rng.random((n, m)) < 0.5).astype(np.uint8)
+    if n > 2:
+        B[n - 1] = B[0]
+    positions = sorted({0, min(63, m - 1), m * (n // 2) + m - 1, (n - 1) * m + (m - 1) // 2,
+                        B.size - 1})
+    for method, code in sorted(core.METHOD_CODES.items()):
+        for dedup in (True, False, None):
+            kw = dict(method=code, tie_tol=1e-9, gamma=10.0, lr=0.05, steps=2, top_k=None,
+                      warm=True, dedup=dedup, n_threads=1)
+            core.rerank(B=B, **kw)
+            for pos in positions:
+                for value in (2, 255):
+                    C = B.copy()
+                    C.flat[pos] = value
+                    for arr in (C, C.view(np.bool_)):
+                        try:
+                            core.rerank(B=arr, **kw)
+                            missed.append([n, m, method, dedup, pos, value, "no error"])
+                        except ValueError as exc:
+                            if not str(exc).endswith(f"found value {value}"):
+                                missed.append([n, m, method, dedup, pos, value, str(exc)])
+print(json.dumps({"level": core.simd_level(), "missed": missed}))
+"""
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_rerank_finds_every_bad_byte_at_every_level(level):
+    if level not in _supported_levels():
+        pytest.skip(f"this CPU does not run the {level} variants")
+    shapes = [(2, 1), (3, 7), (9, 64), (12, 130), (40, 500), (17, 517)]
+    env = dict(os.environ, ACES_FAST_SIMD=level, OMP_NUM_THREADS="1")
+    proc = subprocess.run([sys.executable, "-c", _CHECK_WORKER, json.dumps(shapes)], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["level"] == level
+    assert out["missed"] == []
+
+
+def test_rerank_check_on_threads_and_in_batches():
+    """The dedup pass of a large matrix runs on two threads, each flagging its own
+    rows; a batch reports its lowest bad task, whichever thread ran it."""
+    rng = np.random.default_rng(7)
+    B = (rng.random((600, 700)) < 0.5).astype(np.uint8)  # n m above the parallel threshold
+    kw = dict(tie_tol=1e-9, gamma=10.0, lr=0.05, steps=2, top_k=24, warm=True, dedup=True,
+              n_threads=2)
+    for code in (_core.METHOD_CODES["aces-c"], _core.METHOD_CODES["aces-o"]):
+        _core.rerank(B=B, method=code, **kw)
+        for pos in (0, B.size // 2 + 3, B.size - 1):
+            C = B.copy()
+            C.flat[pos] = 3
+            with pytest.raises(ValueError, match=r"^B must contain only 0 and 1; found value 3$"):
+                _core.rerank(B=C, method=code, **kw)
+    small = [(rng.random((30, 200)) < 0.5).astype(np.uint8) for _ in range(9)]
+    for bad_tasks in ([8], [3, 5], [0, 8]):
+        tasks = [t.copy() for t in small]
+        for k in bad_tasks:
+            tasks[k][k, 2 * k] = 4 + k
+        first = bad_tasks[0]
+        with pytest.raises(ValueError, match=rf"^task {first}: B must contain only 0 and 1; "
+                                             rf"found value {4 + first}$"):
+            _core.rerank_batch(tasks=tasks, method=_core.METHOD_CODES["aces-c"],
+                               **{**kw, "dedup": None})

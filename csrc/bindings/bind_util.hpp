@@ -227,6 +227,8 @@ inline Matrix get_matrix(const char* fn, py::handle obj) {
 // The value check of a pass matrix, run inside every call that takes one (with
 // the GIL released, before the kernels): the largest byte of B when it is not
 // 0/1 data, else 0. The vectorized max_byte scan costs a fraction of any kernel.
+// rerank and rerank_batch check inside run_method instead (in the pass that
+// deduplicates rows, when there is one) and call this only for the message.
 inline int bad_byte(const Matrix& M) {
   const int mx = aces_fast::max_byte(M.data, M.n * M.m);
   return mx > 1 ? mx : 0;

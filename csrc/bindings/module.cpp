@@ -258,15 +258,15 @@ py::object py_rerank(const FastArgs& args) {
   int bad = 0;
   {
     py::gil_scoped_release release;
-    bad = bad_byte(a.M);
-    if (bad == 0) {
-      // One workspace per calling thread, reused across calls: a small call then
-      // allocates nothing but its outputs. Concurrent Python threads each get
-      // their own; run_method frees the big scratch of large tasks itself, so
-      // what stays is O(n + m) of the largest small task seen.
-      thread_local aces_fast::MethodWorkspace ws;
-      aces_fast::run_method(t.B, t.n, t.m, p, t.out, ws, true, nt);
-    }
+    // One workspace per calling thread, reused across calls: a small call then
+    // allocates nothing but its outputs. Concurrent Python threads each get
+    // their own; run_method frees the big scratch of large tasks itself, so
+    // what stays is O(n + m) of the largest small task seen.
+    thread_local aces_fast::MethodWorkspace ws;
+    // run_method checks the values first (in its dedup pass when it has one);
+    // the largest byte, for the message, only when one is bad
+    aces_fast::run_method(t.B, t.n, t.m, p, t.out, ws, true, nt);
+    if (t.out.not_binary) bad = bad_byte(a.M);
   }
   watch.raise_if_interrupted();
   if (bad != 0) raise_not_binary("", bad);
@@ -301,11 +301,14 @@ py::object py_rerank_batch(const FastArgs& args) {
   int bad = 0;
   {
     py::gil_scoped_release release;
-    // every task's values first: the lowest bad index is reported, and no work
-    // is spent on a batch that fails
+    // each task checks its values first, inside run_method (in parallel, in its
+    // dedup pass when it has one); the lowest bad index is reported
+    oom = aces_fast::run_batch(jobs.data(), T, p, nt);
     for (size_t k = 0; k < T && bad == 0; ++k)
-      if ((bad = bad_byte(arrays[k].M)) != 0) bad_task = k;
-    if (bad == 0) oom = aces_fast::run_batch(jobs.data(), T, p, nt);
+      if (jobs[k].out.not_binary) {
+        bad = bad_byte(arrays[k].M);
+        bad_task = k;
+      }
   }
   watch.raise_if_interrupted();
   if (bad != 0) raise_not_binary("task " + std::to_string(bad_task) + ": ", bad);

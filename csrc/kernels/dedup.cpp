@@ -55,7 +55,7 @@ bool rows_equal(const uint8_t* a, const uint8_t* b, int64_t m) {
 }
 
 void hash_rows(const uint8_t* B, int64_t n, int64_t m, uint64_t* hash, int64_t* rowsum,
-               bool parallel, int n_threads) {
+               bool parallel, int n_threads, uint8_t* high) {
   const int nt = resolve_threads(parallel, n_threads);
   const PackRow pack = pack_row_kernel();
   const int64_t nw = std::max<int64_t>((m + 63) / 64, 1);
@@ -64,10 +64,10 @@ void hash_rows(const uint8_t* B, int64_t n, int64_t m, uint64_t* hash, int64_t* 
   // independent, so they run interleaved instead of one latency after another.
   constexpr int64_t kRows = 4;
   const int64_t ngroups = (n + kRows - 1) / kRows;
-  auto group = [&](int64_t g, uint64_t* words) {
+  auto group = [&](int64_t g, uint64_t* words, uint8_t* hi) {
     const int64_t i0 = g * kRows, nr = std::min(kRows, n - i0);
     for (int64_t k = 0; k < nr; ++k)
-      rowsum[i0 + k] = pack(B + (i0 + k) * m, m, words + k * nw);
+      rowsum[i0 + k] = pack(B + (i0 + k) * m, m, words + k * nw, hi);
     if (nr == kRows) {
       uint64_t h[kRows];
       for (int64_t k = 0; k < kRows; ++k) h[k] = hash_start(m);
@@ -81,21 +81,25 @@ void hash_rows(const uint8_t* B, int64_t n, int64_t m, uint64_t* hash, int64_t* 
   // one thread: no OpenMP region at all (see for_each_index)
   if (nt <= 1) {
     std::vector<uint64_t> words(static_cast<size_t>(kRows * nw));
-    for (int64_t g = 0; g < ngroups; ++g) group(g, words.data());
+    for (int64_t g = 0; g < ngroups; ++g) group(g, words.data(), high);
     return;
   }
 #ifdef _OPENMP
-#pragma omp parallel num_threads(nt)
+  uint8_t any_high = 0;
+#pragma omp parallel num_threads(nt) reduction(| : any_high)
   {
     std::vector<uint64_t> words(static_cast<size_t>(kRows * nw));
+    uint8_t mine = 0;
 #pragma omp for schedule(static)
-    for (int64_t g = 0; g < ngroups; ++g) group(g, words.data());
+    for (int64_t g = 0; g < ngroups; ++g) group(g, words.data(), high ? &mine : nullptr);
+    any_high |= mine;
   }
+  if (high && any_high) *high = 1;
 #endif
 }
 
 int64_t dedup_rows(const uint8_t* B, int64_t n, int64_t m, const int64_t* counts_in,
-                   RowPlan& plan, bool parallel, int n_threads) {
+                   RowPlan& plan, bool parallel, int n_threads, uint8_t* high) {
   const size_t nn = static_cast<size_t>(std::max<int64_t>(n, 0));
   plan.counts.resize(nn);
   plan.rep.resize(nn);
@@ -104,7 +108,7 @@ int64_t dedup_rows(const uint8_t* B, int64_t n, int64_t m, const int64_t* counts
   plan.distinct = 0;
   if (n <= 0) return 0;
   hash_rows(B, n, m, plan.hash.data(), plan.rowsum.data(), parallel && n * m >= kMinParallelCells,
-            n_threads);
+            n_threads, high);
 
   // Load factor <= 1/2: expected O(1) probes per row.
   const uint64_t cap = next_pow2(2 * static_cast<uint64_t>(n));

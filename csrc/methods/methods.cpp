@@ -162,7 +162,7 @@ void scores(const uint8_t* B, int64_t n, int64_t m, const double* w, const int64
         s[i] = s[rep[i]];
         continue;
       }
-      pack(B + i * m, m, words);
+      pack(B + i * m, m, words, nullptr);
       int64_t t = 0;
       for (int64_t q = 0; q < nwords; ++q) t += bits::popcount64(words[q] & mask[q]);
       s[i] = S[t];
@@ -348,6 +348,7 @@ void snap_and_order(double* s, int64_t n, double tol, const int64_t* rep, int64_
 void run_method(const uint8_t* B, int64_t n, int64_t m, const MethodParams& p, MethodOutput& out,
                 MethodWorkspace& ws, bool parallel, int n_threads) {
   out.fallback = false;
+  out.not_binary = false;
   const bool par = parallel && n * m >= kMinParallelCells;
   const int nt = resolve_threads(par, n_threads);
   const bool is_c = p.method == kMethodAcesC || p.method == kMethodAcesCFilter;
@@ -368,8 +369,9 @@ void run_method(const uint8_t* B, int64_t n, int64_t m, const MethodParams& p, M
   const int64_t* rep = nullptr;     // class representative of every row
   const int64_t* rowsum = nullptr;  // passes per row
   const bool big = n >= kReleaseRows;
+  uint8_t high = 0;
   if (use_dedup) {
-    dedup_rows(B, n, m, nullptr, ws.plan, par, n_threads);
+    dedup_rows(B, n, m, nullptr, ws.plan, par, n_threads, &high);
     rowsum = ws.plan.rowsum.data();
     if (ws.plan.distinct < n) {
       cnt = ws.plan.counts.data();
@@ -382,6 +384,12 @@ void run_method(const uint8_t* B, int64_t n, int64_t m, const MethodParams& p, M
         release(ws.plan.rep);
       }
     }
+  } else {
+    high = max_byte(B, n * m) > 1 ? 1 : 0;
+  }
+  if (high) {
+    out.not_binary = true;
+    return;
   }
 
   const size_t mm = static_cast<size_t>(m);

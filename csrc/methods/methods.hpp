@@ -70,6 +70,7 @@ struct MethodOutput {
   double* objective = nullptr;  // (steps + 1) ACES-O only
   int64_t* rows = nullptr;      // (top_k_count(n, top_k)) ACES-O only: optimized rows, ascending
   bool fallback = false;        // set: ACES-C gave every test weight 0 and used majority vote
+  bool not_binary = false;      // set: B holds a byte other than 0 and 1; nothing else computed
 };
 
 // Number of rows ACES-O optimizes on: min(top_k, n), or n when top_k <= 0.
@@ -111,7 +112,9 @@ void snap_and_order(double* s, int64_t n, double tol, const int64_t* rep, int64_
 // pass). parallel / n_threads as for the kernels (a batch driver running tasks
 // in parallel passes parallel = false). Results do not depend on the number of
 // threads. Throws only std::bad_alloc. Returns early, outputs unfinished, once
-// the calling thread's interrupt token (kernels/interrupt.hpp) is cancelled.
+// the calling thread's interrupt token (kernels/interrupt.hpp) is cancelled, or
+// with out.not_binary set when a byte of B is neither 0 nor 1 (checked first, in
+// the row-dedup pass when there is one, else in a pass of its own).
 void run_method(const uint8_t* B, int64_t n, int64_t m, const MethodParams& p, MethodOutput& out,
                 MethodWorkspace& ws, bool parallel, int n_threads);
 

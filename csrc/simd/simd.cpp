@@ -24,11 +24,16 @@ namespace {
 
 // ---- portable versions (the definitions the SIMD ones reproduce) ---------------
 
-int64_t pack_row_portable(const uint8_t* row, int64_t m, uint64_t* words) {
+int64_t pack_row_portable(const uint8_t* row, int64_t m, uint64_t* words, uint8_t* high) {
   int64_t passes = 0;
   for (int64_t j = 0, q = 0; j < m; j += 64, ++q) {
     words[q] = bits::pass_bits(row + j, m - j < 64 ? m - j : 64);
     passes += bits::popcount64(words[q]);
+  }
+  if (high) {
+    uint8_t any = 0;
+    for (int64_t j = 0; j < m; ++j) any |= row[j];
+    if (any & 0xFE) *high = 1;
   }
   return passes;
 }
@@ -301,29 +306,37 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void uniform_block_avx512(
 
 #define ACES_FAST_AVX512BW __attribute__((target("avx512f,avx512bw,avx512vl,popcnt")))
 
-ACES_FAST_AVX512BW int64_t pack_row_avx512(const uint8_t* row, int64_t m, uint64_t* words) {
+ACES_FAST_AVX512BW int64_t pack_row_avx512(const uint8_t* row, int64_t m, uint64_t* words,
+                                           uint8_t* high) {
   int64_t passes = 0, q = 0, j = 0;
+  __m512i any = _mm512_setzero_si512();
   for (; j + 64 <= m; j += 64, ++q) {
     const __m512i x = _mm512_loadu_si512(row + j);
+    any = _mm512_or_si512(any, x);
     words[q] = _mm512_test_epi8_mask(x, x);
     passes += _mm_popcnt_u64(words[q]);
   }
   if (j < m) {
     // masked-off bytes are neither read nor able to fault
     const __m512i x = _mm512_maskz_loadu_epi8(~0ULL >> (64 - (m - j)), row + j);
+    any = _mm512_or_si512(any, x);
     words[q] = _mm512_test_epi8_mask(x, x);
     passes += _mm_popcnt_u64(words[q]);
   }
+  if (high && _mm512_test_epi8_mask(any, _mm512_set1_epi8(static_cast<char>(0xFE))) != 0)
+    *high = 1;
   return passes;
 }
 
 __attribute__((target("avx2,popcnt"))) int64_t pack_row_avx2(const uint8_t* row, int64_t m,
-                                                              uint64_t* words) {
+                                                              uint64_t* words, uint8_t* high) {
   int64_t passes = 0, q = 0, j = 0;
   const __m256i zero = _mm256_setzero_si256();
+  __m256i any = zero;
   for (; j + 64 <= m; j += 64, ++q) {
     const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + j));
     const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + j + 32));
+    any = _mm256_or_si256(any, _mm256_or_si256(lo, hi));
     const uint32_t zlo = static_cast<uint32_t>(_mm256_movemask_epi8(_mm256_cmpeq_epi8(lo, zero)));
     const uint32_t zhi = static_cast<uint32_t>(_mm256_movemask_epi8(_mm256_cmpeq_epi8(hi, zero)));
     words[q] = ~(static_cast<uint64_t>(zhi) << 32 | zlo);
@@ -332,6 +345,12 @@ __attribute__((target("avx2,popcnt"))) int64_t pack_row_avx2(const uint8_t* row,
   if (j < m) {
     words[q] = bits::pass_bits(row + j, m - j);
     passes += _mm_popcnt_u64(words[q]);
+  }
+  if (high) {
+    uint8_t tail = 0;
+    for (int64_t t = j; t < m; ++t) tail |= row[t];
+    const __m256i mask = _mm256_set1_epi8(static_cast<char>(0xFE));
+    if (!_mm256_testz_si256(any, mask) || (tail & 0xFE)) *high = 1;
   }
   return passes;
 }

@@ -45,8 +45,10 @@ UniformBlock uniform_block_kernel();
 
 // Packs a row of m bytes into ceil(m / 64) words (bit j % 64 of word j / 64 is
 // set iff row[j] != 0; unused high bits 0) and returns its number of passes.
+// When high is not null, sets *high = 1 if a byte is neither 0 nor 1 (leaves it
+// otherwise): the 0/1 check of a caller that reads the whole matrix here anyway.
 // Reads exactly row[0 .. m).
-using PackRow = int64_t (*)(const uint8_t* row, int64_t m, uint64_t* words);
+using PackRow = int64_t (*)(const uint8_t* row, int64_t m, uint64_t* words, uint8_t* high);
 PackRow pack_row_kernel();  // never null
 
 // Scores of rows: out[k] = sum of w[j] over the columns j < m with
