@@ -190,7 +190,77 @@ ACES_FAST_KERNEL_BODY void pair_block_fast_body(const double* __restrict oa,
   *sum_sig = tot1;
   *sum_dsig = tot2;
 }
-constexpr simd::Dispatched<&pair_block_fast_body, simd::kAvx512> pair_block_fast{};
+
+#if ACES_FAST_X86_SIMD
+#define ACES_FAST_AVX2_FN __attribute__((target("avx2")))
+
+// hsum8 of the eight lanes lo = (v0..v3), hi = (v4..v7):
+// ((v0 + v1) + (v2 + v3)) + ((v4 + v5) + (v6 + v7)), each sum as hsum8 forms it.
+ACES_FAST_AVX2_FN inline double hsum8_avx2(__m256d lo, __m256d hi) {
+  const __m256d h = _mm256_hadd_pd(lo, hi);  // (v0+v1, v4+v5, v2+v3, v6+v7)
+  const __m128d a = _mm256_castpd256_pd128(h), b = _mm256_extractf128_pd(h, 1);
+  const __m128d s = _mm_add_pd(a, b);  // ((v0+v1)+(v2+v3), (v4+v5)+(v6+v7))
+  return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
+}
+
+// pair_block_fast_body at AVX2, the same operations in the same order, one
+// outer row at a time (the acc update (acc + c0 d0) + c1 d1 of the generic
+// two-row sweep is that sequence too). The generic body's eight-lane vectors are
+// two registers each here, and its two-row sweep needs more than AVX2's sixteen:
+// GCC spilled them to the stack, which made this kernel 4x its division bound.
+ACES_FAST_AVX2_FN void pair_block_fast_avx2(const double* __restrict oa,
+                                            const double* __restrict oc,
+                                            double* __restrict od, int64_t no,
+                                            const double* __restrict x,
+                                            const double* __restrict ci,
+                                            double* __restrict acc, int64_t ni8,
+                                            double* sum_sig, double* sum_dsig) {
+  const __m256d one = _mm256_set1_pd(1.0);
+  double tot1 = 0.0, tot2 = 0.0;
+  for (int64_t o = 0; o < no; ++o) {
+    const double c0 = oc[o];
+    const __m256d a0 = _mm256_set1_pd(oa[o]), vc0 = _mm256_set1_pd(c0);
+    __m256d p1[2] = {_mm256_setzero_pd(), _mm256_setzero_pd()};
+    __m256d p2[2] = {_mm256_setzero_pd(), _mm256_setzero_pd()};
+    for (int64_t i = 0; i < ni8; i += 8) {
+      for (int h = 0; h < 2; ++h) {
+        const int64_t k = i + 4 * h;
+        const __m256d xi = _mm256_loadu_pd(x + k);
+        const __m256d cc = _mm256_loadu_pd(ci + k);
+        const __m256d t = _mm256_mul_pd(a0, xi);
+        const __m256d g = _mm256_div_pd(one, _mm256_add_pd(one, t));
+        const __m256d d = _mm256_mul_pd(_mm256_mul_pd(t, g), g);
+        p1[h] = _mm256_add_pd(p1[h], _mm256_mul_pd(cc, g));
+        p2[h] = _mm256_add_pd(p2[h], _mm256_mul_pd(cc, d));
+        _mm256_storeu_pd(acc + k, _mm256_add_pd(_mm256_loadu_pd(acc + k), _mm256_mul_pd(vc0, d)));
+      }
+    }
+    const double s1 = hsum8_avx2(p1[0], p1[1]), s2 = hsum8_avx2(p2[0], p2[1]);
+    tot1 += c0 * s1;
+    tot2 += c0 * s2;
+    od[o] = s2;
+  }
+  *sum_sig = tot1;
+  *sum_dsig = tot2;
+}
+#endif
+
+using PairBlockFastFn = void (*)(const double*, const double*, double*, int64_t, const double*,
+                                 const double*, double*, int64_t, double*, double*);
+
+// The generic body, hand-written at AVX2.
+void pair_block_fast(const double* oa, const double* oc, double* od, int64_t no, const double* x,
+                     const double* ci, double* acc, int64_t ni8, double* sum_sig,
+                     double* sum_dsig) {
+  using C = simd::Compiled<&pair_block_fast_body>;
+#if ACES_FAST_X86_SIMD
+  static const PairBlockFastFn f =
+      simd::pick<PairBlockFastFn>({C::portable, pair_block_fast_avx2, C::avx512});
+#else
+  static const PairBlockFastFn f = C::portable;
+#endif
+  f(oa, oc, od, no, x, ci, acc, ni8, sum_sig, sum_dsig);
+}
 
 // The pairs of rows (p, q0) and (p, q1) over columns [0, n8) (n8 a multiple
 // of 8) of the row-pair kernel, in one pass (shared loads). bp, bq: rows as
@@ -353,13 +423,71 @@ __attribute__((target("avx512f"))) void masked_sums_avx512(const uint8_t* __rest
 }
 #endif
 
+#if ACES_FAST_X86_SIMD
+// masked_sums_body at AVX2: a group's eight lanes are two registers, and the
+// lanes of a byte's low and high four bits select their +-0.0 / value pattern
+// from a table (the generic body's shift, and, negate per lane, which GCC
+// spilled), then the same and + add. Two groups per pass: their even and odd
+// chains fill the sixteen registers.
+alignas(32) const uint64_t kLanes4[16][4] = {
+    {0, 0, 0, 0},       {~0ULL, 0, 0, 0},       {0, ~0ULL, 0, 0},       {~0ULL, ~0ULL, 0, 0},
+    {0, 0, ~0ULL, 0},   {~0ULL, 0, ~0ULL, 0},   {0, ~0ULL, ~0ULL, 0},   {~0ULL, ~0ULL, ~0ULL, 0},
+    {0, 0, 0, ~0ULL},   {~0ULL, 0, 0, ~0ULL},   {0, ~0ULL, 0, ~0ULL},   {~0ULL, ~0ULL, 0, ~0ULL},
+    {0, 0, ~0ULL, ~0ULL}, {~0ULL, 0, ~0ULL, ~0ULL}, {0, ~0ULL, ~0ULL, ~0ULL},
+    {~0ULL, ~0ULL, ~0ULL, ~0ULL}};
+
+ACES_FAST_AVX2_FN inline __m256d lanes4(unsigned bits4) {
+  return _mm256_load_pd(reinterpret_cast<const double*>(kLanes4[bits4]));
+}
+
+// Step k of NG groups' chains acc (a lambda would not inherit the target).
+template <int NG>
+__attribute__((target("avx2"), always_inline)) inline void masked_step_avx2(
+    const uint8_t* __restrict gb, int64_t nk, const double* __restrict vals, int64_t k,
+    __m256d (*acc)[2]) {
+  const __m256d v = _mm256_broadcast_sd(vals + k);
+  for (int b = 0; b < NG; ++b) {
+    const unsigned byte = gb[b * nk + k];
+    acc[b][0] = _mm256_add_pd(acc[b][0], _mm256_and_pd(lanes4(byte & 15u), v));
+    acc[b][1] = _mm256_add_pd(acc[b][1], _mm256_and_pd(lanes4(byte >> 4), v));
+  }
+}
+
+template <int NG>
+ACES_FAST_AVX2_FN inline void masked_sums_groups_avx2(const uint8_t* __restrict gb, int64_t nk,
+                                                      const double* __restrict vals,
+                                                      double* __restrict out) {
+  __m256d ev[NG][2], od[NG][2];
+  for (int b = 0; b < NG; ++b)
+    ev[b][0] = ev[b][1] = od[b][0] = od[b][1] = _mm256_setzero_pd();
+  int64_t k = 0;
+  for (; k + 2 <= nk; k += 2) {
+    masked_step_avx2<NG>(gb, nk, vals, k, ev);
+    masked_step_avx2<NG>(gb, nk, vals, k + 1, od);
+  }
+  if (k < nk) masked_step_avx2<NG>(gb, nk, vals, k, ev);
+  for (int b = 0; b < NG; ++b) {
+    _mm256_storeu_pd(out + 8 * b, _mm256_add_pd(ev[b][0], od[b][0]));
+    _mm256_storeu_pd(out + 8 * b + 4, _mm256_add_pd(ev[b][1], od[b][1]));
+  }
+}
+
+ACES_FAST_AVX2_FN void masked_sums_avx2(const uint8_t* __restrict bytes, int64_t ng, int64_t nk,
+                                        const double* __restrict vals, double* __restrict out) {
+  int64_t g0 = 0;
+  for (; g0 + 2 <= ng; g0 += 2) masked_sums_groups_avx2<2>(bytes + g0 * nk, nk, vals, out + 8 * g0);
+  if (g0 < ng) masked_sums_groups_avx2<1>(bytes + g0 * nk, nk, vals, out + 8 * g0);
+}
+#endif
+
 using MaskedSumsFn = void (*)(const uint8_t*, int64_t, int64_t, const double*, double*);
 
-// The generic body per level, the hand-written variant at AVX-512.
+// The generic body portable, the hand-written variants at AVX2 and AVX-512.
 void masked_sums(const uint8_t* bytes, int64_t ng, int64_t nk, const double* vals, double* out) {
   using C = simd::Compiled<&masked_sums_body>;
 #if ACES_FAST_X86_SIMD
-  static const MaskedSumsFn f = simd::pick<MaskedSumsFn>({C::portable, C::avx2, masked_sums_avx512});
+  static const MaskedSumsFn f =
+      simd::pick<MaskedSumsFn>({C::portable, masked_sums_avx2, masked_sums_avx512});
 #else
   static const MaskedSumsFn f = C::portable;
 #endif
