@@ -191,6 +191,55 @@ ACES_FAST_KERNEL_BODY void pair_block_fast_body(const double* __restrict oa,
   *sum_dsig = tot2;
 }
 
+// pair_block_fast_body for the baseline target (SSE2 on x86-64; NEON on ARM,
+// where every kernel takes this variant): the same operations in the same
+// order, one outer row at a time over two-lane vectors, so that the sums and
+// constants fit in sixteen registers (the generic body's two-row sweep over
+// eight-lane vectors did not: spilled, it ran at a quarter of its division bound).
+typedef double v2d_pair __attribute__((vector_size(16)));
+
+inline void load2(v2d_pair& v, const double* p) { std::memcpy(&v, p, sizeof v); }
+
+void pair_block_fast_portable(const double* __restrict oa, const double* __restrict oc,
+                              double* __restrict od, int64_t no, const double* __restrict x,
+                              const double* __restrict ci, double* __restrict acc, int64_t ni8,
+                              double* sum_sig, double* sum_dsig) {
+  const v2d_pair one = {1.0, 1.0};
+  double tot1 = 0.0, tot2 = 0.0;
+  for (int64_t o = 0; o < no; ++o) {
+    const double c0 = oc[o];
+    const v2d_pair a0 = {oa[o], oa[o]}, vc0 = {c0, c0};
+    // p[h] holds lanes 2h and 2h + 1 of the eight (inner position mod 8)
+    v2d_pair p1[4] = {}, p2[4] = {};
+    for (int64_t i = 0; i < ni8; i += 8) {
+      for (int h = 0; h < 4; ++h) {
+        const int64_t k = i + 2 * h;
+        v2d_pair xi, cc, ai;
+        load2(xi, x + k);
+        load2(cc, ci + k);
+        load2(ai, acc + k);
+        const v2d_pair t = a0 * xi;
+        const v2d_pair g = one / (one + t);
+        const v2d_pair d = t * g * g;
+        p1[h] += cc * g;
+        p2[h] += cc * d;
+        const v2d_pair an = ai + vc0 * d;
+        std::memcpy(acc + k, &an, sizeof an);
+      }
+    }
+    // hsum8: ((v0 + v1) + (v2 + v3)) + ((v4 + v5) + (v6 + v7))
+    const double s1 = ((p1[0][0] + p1[0][1]) + (p1[1][0] + p1[1][1])) +
+                      ((p1[2][0] + p1[2][1]) + (p1[3][0] + p1[3][1]));
+    const double s2 = ((p2[0][0] + p2[0][1]) + (p2[1][0] + p2[1][1])) +
+                      ((p2[2][0] + p2[2][1]) + (p2[3][0] + p2[3][1]));
+    tot1 += c0 * s1;
+    tot2 += c0 * s2;
+    od[o] = s2;
+  }
+  *sum_sig = tot1;
+  *sum_dsig = tot2;
+}
+
 #if ACES_FAST_X86_SIMD
 #define ACES_FAST_AVX2_FN __attribute__((target("avx2")))
 
@@ -248,16 +297,16 @@ ACES_FAST_AVX2_FN void pair_block_fast_avx2(const double* __restrict oa,
 using PairBlockFastFn = void (*)(const double*, const double*, double*, int64_t, const double*,
                                  const double*, double*, int64_t, double*, double*);
 
-// The generic body, hand-written at AVX2.
+// The generic body at AVX-512; hand-written for the baseline target and AVX2.
 void pair_block_fast(const double* oa, const double* oc, double* od, int64_t no, const double* x,
                      const double* ci, double* acc, int64_t ni8, double* sum_sig,
                      double* sum_dsig) {
-  using C = simd::Compiled<&pair_block_fast_body>;
 #if ACES_FAST_X86_SIMD
+  using C = simd::Compiled<&pair_block_fast_body>;
   static const PairBlockFastFn f =
-      simd::pick<PairBlockFastFn>({C::portable, pair_block_fast_avx2, C::avx512});
+      simd::pick<PairBlockFastFn>({pair_block_fast_portable, pair_block_fast_avx2, C::avx512});
 #else
-  static const PairBlockFastFn f = C::portable;
+  static const PairBlockFastFn f = pair_block_fast_portable;
 #endif
   f(oa, oc, od, no, x, ci, acc, ni8, sum_sig, sum_dsig);
 }
@@ -334,43 +383,46 @@ constexpr simd::Dispatched<&add_scaled_row_body, simd::kAvx512> add_scaled_row{}
 // every variant (portable, AVX2, AVX-512). Used for the row scores (groups of
 // rows, steps over columns) and for B^T (c v) (groups of columns, steps over
 // rows).
-ACES_FAST_KERNEL_BODY void masked_sums_body(const uint8_t* __restrict bytes, int64_t ng,
-                                            int64_t nk, const double* __restrict vals,
-                                            double* __restrict out) {
-  const v8l lane = {0, 1, 2, 3, 4, 5, 6, 7};
-  const v8l zero = {};  // (vector op scalar) is a splat of the scalar
-  // Four groups per pass: eight independent chains in all.
-  constexpr int kG = 4;
-  for (int64_t g0 = 0; g0 < ng; g0 += kG) {
-    const int ngb = static_cast<int>(std::min<int64_t>(kG, ng - g0));
-    v8d ev[kG], od[kG];  // the partial sums over even k and over odd k
-    for (int b = 0; b < kG; ++b) {
-      splat8(ev[b], 0.0);
-      splat8(od[b], 0.0);
-    }
-    const auto add = [&](v8d* acc, int64_t k) {
-      int64_t vb;
-      __builtin_memcpy(&vb, vals + k, sizeof vb);
-      const v8l val = zero + vb;
-      for (int b = 0; b < kG; ++b) {
-        if (b >= ngb) break;
-        const v8l m = -(((zero + static_cast<int64_t>(bytes[(g0 + b) * nk + k])) >> lane) & 1);
-        acc[b] += reinterpret_cast<v8d>(val & m);
+//
+// This variant (the baseline target: SSE2, NEON) holds a group's eight lanes as
+// four two-lane vectors, each taking its +-0.0 / value pattern from a table by
+// two bits of the byte (per-lane shifts have no SSE2 form).
+alignas(16) const uint64_t kLanes2[4][2] = {{0, 0}, {~0ULL, 0}, {0, ~0ULL}, {~0ULL, ~0ULL}};
+
+typedef uint64_t v2u_mask __attribute__((vector_size(16)));
+
+void masked_sums_portable(const uint8_t* __restrict bytes, int64_t ng, int64_t nk,
+                          const double* __restrict vals, double* __restrict out) {
+  for (int64_t g = 0; g < ng; ++g) {
+    const uint8_t* gb = bytes + g * nk;
+    v2d_pair ev[4] = {}, od[4] = {};
+    const auto step = [&](v2d_pair* acc, int64_t k) {
+      uint64_t vb;
+      std::memcpy(&vb, vals + k, sizeof vb);
+      const v2u_mask v = {vb, vb};
+      const unsigned byte = gb[k];
+      for (int h = 0; h < 4; ++h) {
+        v2u_mask m;
+        std::memcpy(&m, kLanes2[(byte >> (2 * h)) & 3u], sizeof m);
+        acc[h] += reinterpret_cast<v2d_pair>(v & m);
       }
     };
     int64_t k = 0;
     for (; k + 2 <= nk; k += 2) {
-      add(ev, k);
-      add(od, k + 1);
+      step(ev, k);
+      step(od, k + 1);
     }
-    if (k < nk) add(ev, k);
-    for (int b = 0; b < ngb; ++b) store8(out + 8 * (g0 + b), ev[b] + od[b]);
+    if (k < nk) step(ev, k);
+    for (int h = 0; h < 4; ++h) {
+      const v2d_pair r = ev[h] + od[h];
+      std::memcpy(out + 8 * g + 2 * h, &r, sizeof r);
+    }
   }
 }
 
 #if ACES_FAST_X86_SIMD
-// masked_sums_body with the bytes as AVX-512 lane masks: a masked add leaves a
-// lane whose bit is clear as it is, where the generic body adds +0.0 to it --
+// masked_sums_portable with the bytes as AVX-512 lane masks: a masked add leaves a
+// lane whose bit is clear as it is, where the portable variant adds +0.0 to it --
 // the same value, as no partial sum is ever -0.0 (each starts at +0.0, and
 // +0.0 + -0.0 = +0.0). So the same bits, in two instructions per group and k
 // instead of six.
@@ -424,10 +476,9 @@ __attribute__((target("avx512f"))) void masked_sums_avx512(const uint8_t* __rest
 #endif
 
 #if ACES_FAST_X86_SIMD
-// masked_sums_body at AVX2: a group's eight lanes are two registers, and the
+// masked_sums_portable at AVX2: a group's eight lanes are two registers, and the
 // lanes of a byte's low and high four bits select their +-0.0 / value pattern
-// from a table (the generic body's shift, and, negate per lane, which GCC
-// spilled), then the same and + add. Two groups per pass: their even and odd
+// from a table, then the same and + add. Two groups per pass: their even and odd
 // chains fill the sixteen registers.
 alignas(32) const uint64_t kLanes4[16][4] = {
     {0, 0, 0, 0},       {~0ULL, 0, 0, 0},       {0, ~0ULL, 0, 0},       {~0ULL, ~0ULL, 0, 0},
@@ -482,14 +533,13 @@ ACES_FAST_AVX2_FN void masked_sums_avx2(const uint8_t* __restrict bytes, int64_t
 
 using MaskedSumsFn = void (*)(const uint8_t*, int64_t, int64_t, const double*, double*);
 
-// The generic body portable, the hand-written variants at AVX2 and AVX-512.
+// Hand-written at every level, the same bits (masked_sums_portable defines them).
 void masked_sums(const uint8_t* bytes, int64_t ng, int64_t nk, const double* vals, double* out) {
-  using C = simd::Compiled<&masked_sums_body>;
 #if ACES_FAST_X86_SIMD
   static const MaskedSumsFn f =
-      simd::pick<MaskedSumsFn>({C::portable, masked_sums_avx2, masked_sums_avx512});
+      simd::pick<MaskedSumsFn>({masked_sums_portable, masked_sums_avx2, masked_sums_avx512});
 #else
-  static const MaskedSumsFn f = C::portable;
+  static const MaskedSumsFn f = masked_sums_portable;
 #endif
   f(bytes, ng, nk, vals, out);
 }
