@@ -233,6 +233,15 @@ def test_speed_ups_below_one_keep_their_digits():
     assert goals["ACES-C 200x500 distinct"]["status"] == "not met"
 
 
+def test_header_names_the_cpp_simd_level_and_its_cap(monkeypatch):
+    monkeypatch.setenv("ACES_FAST_SIMD", "avx2")
+    line = command._cpp_build({"simd": "avx2", "openmp": True})
+    assert line == "cpp kernels at SIMD level avx2 (ACES_FAST_SIMD=avx2), openmp=True"
+    monkeypatch.delenv("ACES_FAST_SIMD")
+    assert "(ACES_FAST_SIMD=unset)" in command._cpp_build({"simd": "avx512", "openmp": False})
+    assert command._cpp_build("unavailable: not built") == "cpp unavailable: not built"
+
+
 def test_help_is_plain_text_that_explains_the_command(capsys):
     with pytest.raises(SystemExit) as info:
         command.main(["-h"])
@@ -346,6 +355,8 @@ def test_bench_from_the_checkout_writes_json_and_png(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Speed goals (measured, never asserted)" in proc.stdout
     assert "Peak working memory beyond the input" in proc.stdout
+    from aces_fast import _core
+    assert f"cpp kernels at SIMD level {_core.simd_level()} " in proc.stdout
 
     full = json.loads(out_json.read_text())
     for key in ("date", "machine", "versions", "settings", "import_time", "cells", "targets"):

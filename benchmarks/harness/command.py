@@ -292,6 +292,16 @@ def run(args: argparse.Namespace, suite_dir: Optional[Path] = None) -> int:
     return 0
 
 
+def _cpp_build(info: Any) -> str:
+    """The cpp backend's SIMD level and OpenMP, or why it is absent (``ACES_FAST_SIMD``
+    caps the level, so a run can stand in for a CPU without AVX-512 or AVX2)."""
+    if not isinstance(info, dict):
+        return f"cpp {info}"
+    return (f"cpp kernels at SIMD level {info.get('simd')} "
+            f"(ACES_FAST_SIMD={os.environ.get('ACES_FAST_SIMD', 'unset')}), "
+            f"openmp={info.get('openmp')}")
+
+
 def _header(full: Dict[str, Any]) -> str:
     m, v, s = full["machine"], full["versions"], full["settings"]
     libs = "  ".join(f"{k} {v[k]}" for k in ("python", "numpy", "scipy", "numba", "torch",
@@ -302,8 +312,8 @@ def _header(full: Dict[str, Any]) -> str:
         f"({m.get('usable_cores')} cores, load average "
         f"{' '.join(f'{x:.1f}' for x in m.get('load_average') or [])})",
         f"  {libs}",
-        f"  default backend {v.get('default_backend')}; threads pinned per cell via "
-        f"{s.get('thread_pinning')}",
+        f"  default backend {v.get('default_backend')}; {_cpp_build(v.get('cpp_backend'))}",
+        f"  threads pinned per cell via {s.get('thread_pinning')}",
         f"  timing: pytest-benchmark, {s['rounds']} repetition(s) per cell interleaved group by "
         f"group, <= {s.get('max_time_s')} s each; median over repetitions",
         "  quick mode: cells marked slow are left out (--full runs them)"
