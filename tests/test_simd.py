@@ -356,3 +356,29 @@ def test_rerank_check_on_threads_and_in_batches():
                                              rf"found value {4 + first}$"):
             _core.rerank_batch(tasks=tasks, method=_core.METHOD_CODES["aces-c"],
                                **{**kw, "dedup": None})
+
+
+@pytest.mark.parametrize("n", [2, 255, 360, 361, 362, 700])
+@pytest.mark.parametrize("with_counts", [False, True])
+def test_uniform_loo_auc_in_narrow_lanes_is_exact(n, with_counts):
+    """AVX-512 counts the uniform LOO-AUC in 16-bit lanes while the total multiplicity
+    is at most 361 (2 wins + ties <= 361^2 / 2 < 2^16) and in 32-bit lanes above:
+    both sides of the switch equal the exact reference, half-passing columns (the
+    largest pair counts) and single-row and multi-row score levels included."""
+    import aces_fast as af
+
+    rng = np.random.default_rng(n)
+    m = 130
+    B = (rng.random((n, m)) < 0.5).astype(np.uint8)
+    B[:, 0] = np.arange(n) % 2  # P = F = n / 2: the largest 2 wins + ties
+    B[: n // 3, 1:9] = 1  # many rows on few score levels
+    counts = None
+    if with_counts:
+        # total multiplicity n + 1 (from 3 up to 701): across the switch from both sides
+        counts = np.ones(n, dtype=np.int64)
+        counts[0] = 2
+    got = _core.loo_auc(B=B, weights=None, counts=counts, tie_tol=1e-9, n_threads=1,
+                        dedup=False)
+    rows = B if counts is None else np.repeat(B, counts, axis=0)
+    want = af.loo_auc(rows, backend="numpy")
+    np.testing.assert_array_equal(got, want)
