@@ -43,35 +43,24 @@ constexpr int64_t kMinParallelCells = int64_t(1) << 18;
 
 // body(i, tid) for i in [0, n): an OpenMP loop on nt > 1 threads (tid: the
 // thread's index in that team, for per-thread scratch), else a plain loop with
-// tid 0. Not `#pragma omp parallel for if (nt > 1)`: libgomp sets up a team even
-// for a false if-clause (~0.35 us per region, a tenth of a small rerank call),
-// and inside a batch's loop over tasks omp_get_thread_num() outside a region is
-// the task team's index, not a slice of this call's scratch.
+// tid 0. Threads take `chunk` consecutive indices at a time (dynamic schedule;
+// 1 for uneven work per index), or with chunk = 0 one contiguous share each.
+// Not `#pragma omp parallel for if (nt > 1)`: libgomp sets up a team even for a
+// false if-clause (~0.35 us per region, a tenth of a small rerank call), and
+// inside a batch's loop over tasks omp_get_thread_num() outside a region is the
+// task team's index, not a slice of this call's scratch.
 template <typename Body>
-inline void for_each_index(int nt, int64_t n, Body&& body) {
+inline void for_each_index(int nt, int64_t n, Body&& body, int64_t chunk = 0) {
 #ifdef _OPENMP
   if (nt > 1) {
-#pragma omp parallel for num_threads(nt) schedule(static)
+    const int64_t c = chunk > 0 ? chunk : (n + nt - 1) / nt;
+#pragma omp parallel for num_threads(nt) schedule(dynamic, c)
     for (int64_t i = 0; i < n; ++i) body(i, omp_get_thread_num());
     return;
   }
 #else
   (void)nt;
-#endif
-  for (int64_t i = 0; i < n; ++i) body(i, 0);
-}
-
-// The same with dynamic scheduling, one index at a time (uneven work per index).
-template <typename Body>
-inline void for_each_index_dynamic(int nt, int64_t n, Body&& body) {
-#ifdef _OPENMP
-  if (nt > 1) {
-#pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
-    for (int64_t i = 0; i < n; ++i) body(i, omp_get_thread_num());
-    return;
-  }
-#else
-  (void)nt;
+  (void)chunk;
 #endif
   for (int64_t i = 0; i < n; ++i) body(i, 0);
 }

@@ -380,7 +380,7 @@ void loo_auc_uniform_ex(const uint8_t* B, int64_t n, int64_t m, const int64_t* c
     }
   }
 
-  for_each_index_dynamic(nt, nblocks, [&](int64_t b, int tid) {
+  for_each_index(nt, nblocks, [&](int64_t b, int tid) {
     if (tok != nullptr && tok->poll()) return;  // cancelled: results are discarded
     const int64_t j0 = b * W;
     const int64_t bw = std::min(W, m - j0);
@@ -413,7 +413,7 @@ void loo_auc_uniform_ex(const uint8_t* B, int64_t n, int64_t m, const int64_t* c
         uniform_block<uint64_t, false>(B, m, counts, row_of, ws.lstart, ws.lval, ws.ltot, j0, bw,
                                        nullptr, pbuf, buf, out, colsum);
     }
-  });
+  }, /*chunk=*/1);
 }
 
 void loo_auc(const uint8_t* B, int64_t n, int64_t m, const double* w, const int64_t* counts,
@@ -479,7 +479,7 @@ void loo_auc(const uint8_t* B, int64_t n, int64_t m, const double* w, const int6
   for (int64_t r = 0; r < ne; ++r) ctot[r + 1] = ctot[r] + cs[r];
   interrupt::Token* const tok = n * m >= kPollCells ? interrupt::current() : nullptr;
 
-  for_each_index_dynamic(nt, nblocks, [&](int64_t b, int tid) {
+  for_each_index(nt, nblocks, [&](int64_t b, int tid) {
     if (tok != nullptr && tok->poll()) return;  // cancelled: results are discarded
     const int64_t j0 = b * W;
     const int64_t bw = std::min(W, m - j0);
@@ -492,7 +492,7 @@ void loo_auc(const uint8_t* B, int64_t n, int64_t m, const double* w, const int6
       out[j0 + jj] = weighted_column(tile, static_cast<int>(jj), ss.data(), cs.data(), ctot.data(),
                                      ne, w[j0 + jj], T, ppos, fpos, cf);
     }
-  });
+  }, /*chunk=*/1);
 }
 
 namespace {

@@ -248,139 +248,107 @@ __attribute__((target("avx2"))) int64_t step_avx2(
   return len;
 }
 
+// Lane arithmetic of uniform_block_avx512_impl: 32-bit lanes (sixteen per
+// register, four registers per 64 columns) or, for a total multiplicity tot <=
+// kMaxTot16, 16-bit lanes (thirty-two per register, two): every count (<= tot),
+// a_k (<= 2 tot) and sum is then taken modulo 2^16, and the result 2 wins + ties
+// = acc - P^2 is at most 2 P F <= tot^2 / 2 < 2^16, so it comes out exact, as in
+// 32-bit lanes -- with twice the columns per instruction.
+#define ACES_FAST_AVX512_LANES __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) static inline
+constexpr uint32_t kMaxTot16 = 361;
+
+struct Lanes32 {
+  using T = uint32_t;
+  using Mask = __mmask16;
+  static constexpr int kPer = 16;
+  ACES_FAST_AVX512_LANES __m512i set1(uint32_t x) { return _mm512_set1_epi32(static_cast<int32_t>(x)); }
+  ACES_FAST_AVX512_LANES __m512i add(__m512i a, __m512i b) { return _mm512_add_epi32(a, b); }
+  ACES_FAST_AVX512_LANES __m512i mask_add(__m512i a, Mask k, __m512i b) {
+    return _mm512_mask_add_epi32(a, k, a, b);
+  }
+  ACES_FAST_AVX512_LANES __m512i maskz_mov(Mask k, __m512i a) { return _mm512_maskz_mov_epi32(k, a); }
+  ACES_FAST_AVX512_LANES __m512i mullo(__m512i a, __m512i b) { return _mm512_mullo_epi32(a, b); }
+};
+
+struct Lanes16 {
+  using T = uint16_t;
+  using Mask = __mmask32;
+  static constexpr int kPer = 32;
+  ACES_FAST_AVX512_LANES __m512i set1(uint32_t x) {
+    return _mm512_set1_epi16(static_cast<int16_t>(static_cast<uint16_t>(x)));
+  }
+  ACES_FAST_AVX512_LANES __m512i add(__m512i a, __m512i b) { return _mm512_add_epi16(a, b); }
+  ACES_FAST_AVX512_LANES __m512i mask_add(__m512i a, Mask k, __m512i b) {
+    return _mm512_mask_add_epi16(a, k, a, b);
+  }
+  ACES_FAST_AVX512_LANES __m512i maskz_mov(Mask k, __m512i a) { return _mm512_maskz_mov_epi16(k, a); }
+  ACES_FAST_AVX512_LANES __m512i mullo(__m512i a, __m512i b) { return _mm512_mullo_epi16(a, b); }
+};
+
 // The whole block, 64 columns at a time with the sums in registers (the level
 // loop is inside): no per-level load and store of acc, P and the previous
 // level's passers. A level of one row with count 1 (most levels when rows are
 // distinct) has p in {0, 1}: p (a + p + prev) is a + 1 + prev under the row's
 // mask, no multiply. Integer sums: the same values as the step kernels.
-template <bool kCounts>
+template <typename L, bool kCounts>
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void uniform_block_avx512_impl(
     const uint8_t* B, int64_t m, const int64_t* counts, const int64_t* row_of,
     const int64_t* lstart, const uint32_t* a, const uint8_t* adjacent, int64_t nlev, uint32_t tot,
     int64_t col0, int64_t bw, double* out, int64_t* colsum) {
-  const __m512i one = _mm512_set1_epi32(1);
+  constexpr int V = 64 / L::kPer;  // registers per 64 columns
+  const __m512i one = L::set1(1);
   const __m512i zero = _mm512_setzero_si512();
   for (int64_t jb = 0; jb < bw; jb += 64) {
     const int64_t len = std::min<int64_t>(64, bw - jb);
     const __mmask64 lanes = len == 64 ? ~0ULL : (~0ULL >> (64 - len));
-    __m512i acc[4], P[4], prev[4];
-    for (int v = 0; v < 4; ++v) acc[v] = P[v] = prev[v] = zero;
+    __m512i acc[V], P[V], prev[V];
+    for (int v = 0; v < V; ++v) acc[v] = P[v] = prev[v] = zero;
     for (int64_t k = 0; k < nlev; ++k) {
       const int64_t rbeg = lstart[k], rend = lstart[k + 1];
-      const __m512i av = _mm512_set1_epi32(static_cast<int32_t>(a[k]));
+      const __m512i av = L::set1(a[k]);
       const bool adj = adjacent[k] != 0;
       const int64_t i0 = row_of[rbeg];
       if (rend - rbeg == 1 && (!kCounts || counts[i0] == 1)) {
         const __m512i bytes = _mm512_maskz_loadu_epi8(lanes, B + i0 * m + col0 + jb);
         const __mmask64 pass = _mm512_test_epi8_mask(bytes, bytes);
-        const __m512i a1 = _mm512_add_epi32(av, one);
-        for (int v = 0; v < 4; ++v) {
-          const __mmask16 kv = static_cast<__mmask16>(pass >> (16 * v));
-          const __m512i t = adj ? _mm512_add_epi32(a1, prev[v]) : a1;
-          acc[v] = _mm512_mask_add_epi32(acc[v], kv, acc[v], t);
-          P[v] = _mm512_mask_add_epi32(P[v], kv, P[v], one);
-          prev[v] = _mm512_maskz_mov_epi32(kv, one);
+        const __m512i a1 = L::add(av, one);
+        for (int v = 0; v < V; ++v) {
+          const auto kv = static_cast<typename L::Mask>(pass >> (L::kPer * v));
+          const __m512i t = adj ? L::add(a1, prev[v]) : a1;
+          acc[v] = L::mask_add(acc[v], kv, t);
+          P[v] = L::mask_add(P[v], kv, one);
+          prev[v] = L::maskz_mov(kv, one);
         }
         continue;
       }
-      __m512i p[4] = {zero, zero, zero, zero};
+      __m512i p[V];
+      for (int v = 0; v < V; ++v) p[v] = zero;
       for (int64_t r = rbeg; r < rend; ++r) {
         const int64_t i = row_of[r];
         const __m512i bytes = _mm512_maskz_loadu_epi8(lanes, B + i * m + col0 + jb);
         const __mmask64 pass = _mm512_test_epi8_mask(bytes, bytes);
-        const __m512i c = kCounts ? _mm512_set1_epi32(static_cast<int32_t>(counts[i])) : one;
-        for (int v = 0; v < 4; ++v)
-          p[v] = _mm512_mask_add_epi32(p[v], static_cast<__mmask16>(pass >> (16 * v)), p[v], c);
+        const __m512i c = kCounts ? L::set1(static_cast<uint32_t>(counts[i])) : one;
+        for (int v = 0; v < V; ++v)
+          p[v] = L::mask_add(p[v], static_cast<typename L::Mask>(pass >> (L::kPer * v)), c);
       }
-      for (int v = 0; v < 4; ++v) {
-        __m512i t = _mm512_add_epi32(av, p[v]);
-        if (adj) t = _mm512_add_epi32(t, prev[v]);
-        acc[v] = _mm512_add_epi32(acc[v], _mm512_mullo_epi32(p[v], t));
-        P[v] = _mm512_add_epi32(P[v], p[v]);
+      for (int v = 0; v < V; ++v) {
+        __m512i t = L::add(av, p[v]);
+        if (adj) t = L::add(t, prev[v]);
+        acc[v] = L::add(acc[v], L::mullo(p[v], t));
+        P[v] = L::add(P[v], p[v]);
         prev[v] = p[v];
       }
     }
-    alignas(64) uint32_t accs[64], Ps[64];
-    for (int v = 0; v < 4; ++v) {
-      _mm512_store_si512(accs + 16 * v, acc[v]);
-      _mm512_store_si512(Ps + 16 * v, P[v]);
+    alignas(64) typename L::T accs[64], Ps[64];
+    for (int v = 0; v < V; ++v) {
+      _mm512_store_si512(accs + L::kPer * v, acc[v]);
+      _mm512_store_si512(Ps + L::kPer * v, P[v]);
     }
     for (int64_t jj = 0; jj < len; ++jj) {
       const uint32_t Pj = Ps[jj];
       const int64_t F = static_cast<int64_t>(tot - Pj);
-      const uint32_t twice = accs[jj] - Pj * Pj;  // 2 wins + ties
-      out[jb + jj] = Pj == 0 || F <= 0
-                         ? std::numeric_limits<double>::quiet_NaN()
-                         : static_cast<double>(twice) /
-                               (2.0 * static_cast<double>(Pj) * static_cast<double>(F));
-      if (colsum) colsum[jb + jj] = static_cast<int64_t>(Pj);
-    }
-  }
-}
-
-// uniform_block_avx512_impl in 16-bit lanes, for a total multiplicity tot <=
-// kMaxTot16: twice the columns per instruction. Every count (<= tot), a_k (<=
-// 2 tot) and the sums are taken modulo 2^16; the result 2 wins + ties =
-// acc - P^2 is at most 2 P F <= tot^2 / 2 < 2^16, so it comes out exact, as
-// in 32-bit lanes.
-constexpr uint32_t kMaxTot16 = 361;
-
-template <bool kCounts>
-__attribute__((target("avx512f,avx512bw,avx512vl"))) void uniform_block16_avx512_impl(
-    const uint8_t* B, int64_t m, const int64_t* counts, const int64_t* row_of,
-    const int64_t* lstart, const uint32_t* a, const uint8_t* adjacent, int64_t nlev, uint32_t tot,
-    int64_t col0, int64_t bw, double* out, int64_t* colsum) {
-  const __m512i one = _mm512_set1_epi16(1);
-  const __m512i zero = _mm512_setzero_si512();
-  for (int64_t jb = 0; jb < bw; jb += 64) {
-    const int64_t len = std::min<int64_t>(64, bw - jb);
-    const __mmask64 lanes = len == 64 ? ~0ULL : (~0ULL >> (64 - len));
-    __m512i acc[2], P[2], prev[2];
-    for (int v = 0; v < 2; ++v) acc[v] = P[v] = prev[v] = zero;
-    for (int64_t k = 0; k < nlev; ++k) {
-      const int64_t rbeg = lstart[k], rend = lstart[k + 1];
-      const __m512i av = _mm512_set1_epi16(static_cast<int16_t>(a[k] & 0xFFFFu));
-      const bool adj = adjacent[k] != 0;
-      const int64_t i0 = row_of[rbeg];
-      if (rend - rbeg == 1 && (!kCounts || counts[i0] == 1)) {
-        const __m512i bytes = _mm512_maskz_loadu_epi8(lanes, B + i0 * m + col0 + jb);
-        const __mmask64 pass = _mm512_test_epi8_mask(bytes, bytes);
-        const __m512i a1 = _mm512_add_epi16(av, one);
-        for (int v = 0; v < 2; ++v) {
-          const __mmask32 kv = static_cast<__mmask32>(pass >> (32 * v));
-          const __m512i t = adj ? _mm512_add_epi16(a1, prev[v]) : a1;
-          acc[v] = _mm512_mask_add_epi16(acc[v], kv, acc[v], t);
-          P[v] = _mm512_mask_add_epi16(P[v], kv, P[v], one);
-          prev[v] = _mm512_maskz_mov_epi16(kv, one);
-        }
-        continue;
-      }
-      __m512i p[2] = {zero, zero};
-      for (int64_t r = rbeg; r < rend; ++r) {
-        const int64_t i = row_of[r];
-        const __m512i bytes = _mm512_maskz_loadu_epi8(lanes, B + i * m + col0 + jb);
-        const __mmask64 pass = _mm512_test_epi8_mask(bytes, bytes);
-        const __m512i c = kCounts ? _mm512_set1_epi16(static_cast<int16_t>(counts[i])) : one;
-        for (int v = 0; v < 2; ++v)
-          p[v] = _mm512_mask_add_epi16(p[v], static_cast<__mmask32>(pass >> (32 * v)), p[v], c);
-      }
-      for (int v = 0; v < 2; ++v) {
-        __m512i t = _mm512_add_epi16(av, p[v]);
-        if (adj) t = _mm512_add_epi16(t, prev[v]);
-        acc[v] = _mm512_add_epi16(acc[v], _mm512_mullo_epi16(p[v], t));
-        P[v] = _mm512_add_epi16(P[v], p[v]);
-        prev[v] = p[v];
-      }
-    }
-    alignas(64) uint16_t accs[64], Ps[64];
-    for (int v = 0; v < 2; ++v) {
-      _mm512_store_si512(accs + 32 * v, acc[v]);
-      _mm512_store_si512(Ps + 32 * v, P[v]);
-    }
-    for (int64_t jj = 0; jj < len; ++jj) {
-      const uint32_t Pj = Ps[jj];
-      const int64_t F = static_cast<int64_t>(tot - Pj);
-      const uint16_t twice = static_cast<uint16_t>(accs[jj] - Pj * Pj);  // 2 wins + ties
+      // 2 wins + ties, modulo 2^(lane bits): exact (see above)
+      const auto twice = static_cast<typename L::T>(accs[jj] - Pj * Pj);
       out[jb + jj] = Pj == 0 || F <= 0
                          ? std::numeric_limits<double>::quiet_NaN()
                          : static_cast<double>(twice) /
@@ -394,21 +362,19 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void uniform_block_avx512(
     const uint8_t* B, int64_t m, const int64_t* counts, const int64_t* row_of,
     const int64_t* lstart, const uint32_t* a, const uint8_t* adjacent, int64_t nlev, uint32_t tot,
     int64_t col0, int64_t bw, double* out, int64_t* colsum) {
-  if (tot <= kMaxTot16) {
-    if (counts)
-      uniform_block16_avx512_impl<true>(B, m, counts, row_of, lstart, a, adjacent, nlev, tot,
-                                        col0, bw, out, colsum);
-    else
-      uniform_block16_avx512_impl<false>(B, m, counts, row_of, lstart, a, adjacent, nlev, tot,
-                                         col0, bw, out, colsum);
-    return;
-  }
-  if (counts)
-    uniform_block_avx512_impl<true>(B, m, counts, row_of, lstart, a, adjacent, nlev, tot, col0,
-                                    bw, out, colsum);
+  const bool narrow = tot <= kMaxTot16;
+  if (narrow && counts)
+    uniform_block_avx512_impl<Lanes16, true>(B, m, counts, row_of, lstart, a, adjacent, nlev, tot,
+                                             col0, bw, out, colsum);
+  else if (narrow)
+    uniform_block_avx512_impl<Lanes16, false>(B, m, counts, row_of, lstart, a, adjacent, nlev,
+                                              tot, col0, bw, out, colsum);
+  else if (counts)
+    uniform_block_avx512_impl<Lanes32, true>(B, m, counts, row_of, lstart, a, adjacent, nlev, tot,
+                                             col0, bw, out, colsum);
   else
-    uniform_block_avx512_impl<false>(B, m, counts, row_of, lstart, a, adjacent, nlev, tot, col0,
-                                     bw, out, colsum);
+    uniform_block_avx512_impl<Lanes32, false>(B, m, counts, row_of, lstart, a, adjacent, nlev,
+                                              tot, col0, bw, out, colsum);
 }
 
 // ---- bit packing and row dot products ------------------------------------------
