@@ -76,7 +76,7 @@ void loo_auc_uniform(const uint8_t* B, int64_t n, int64_t m, const int64_t* coun
 
 // Reusable scratch of the uniform kernel (grows to the largest problem seen).
 struct UniformScratch {
-  std::vector<int64_t> rs, hist, htot, row_of, pos, lstart, lval, ltot;
+  std::vector<int64_t> rs, hist, htot, row_of, lstart, lval, ltot;
   std::vector<uint64_t> buf;
   std::vector<uint32_t> ibuf;
   std::vector<int32_t> pcur;

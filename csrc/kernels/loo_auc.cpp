@@ -310,7 +310,7 @@ void loo_auc_uniform_ex(const uint8_t* B, int64_t n, int64_t m, const int64_t* c
   ws.htot.assign(static_cast<size_t>(m) + 1, 0);
   int64_t* hist = ws.hist.data();
   int64_t* htot = ws.htot.data();
-  int64_t ne = 0, ntot = 0;
+  int64_t ne = 0, ntot = 0, vmin = m, vmax = 0;
   for (int64_t i = 0; i < n; ++i) {
     const int64_t c = counts ? counts[i] : 1;
     if (c <= 0) continue;
@@ -318,27 +318,21 @@ void loo_auc_uniform_ex(const uint8_t* B, int64_t n, int64_t m, const int64_t* c
     htot[rs[i]] += c;
     ntot += c;
     ++ne;
+    vmin = std::min(vmin, rs[i]);
+    vmax = std::max(vmax, rs[i]);
   }
   if (ne == 0) {
     std::fill(out, out + m, kNaN);
     if (colsum) std::fill(colsum, colsum + m, int64_t(0));
     return;
   }
-  for (int64_t v = 0; v <= m; ++v) hist[v + 1] += hist[v];
-  ws.row_of.resize(static_cast<size_t>(ne));
-  ws.pos.assign(ws.hist.begin(), ws.hist.end() - 1);
-  {
-    int64_t* pos = ws.pos.data();
-    int64_t* row_of = ws.row_of.data();
-    for (int64_t i = 0; i < n; ++i) {
-      if (counts && counts[i] <= 0) continue;
-      row_of[pos[rs[i]]++] = i;
-    }
-  }
+  // Only the scores that occur matter (hist is 0 below vmin): levels first, then
+  // hist serves as the scatter positions.
+  for (int64_t v = vmin; v <= vmax; ++v) hist[v + 1] += hist[v];
   ws.lstart.clear();
   ws.lval.clear();
   ws.ltot.clear();
-  for (int64_t v = 0; v <= m; ++v) {
+  for (int64_t v = vmin; v <= vmax; ++v) {
     if (hist[v + 1] > hist[v]) {
       ws.lstart.push_back(hist[v]);
       ws.lval.push_back(v);
@@ -346,6 +340,14 @@ void loo_auc_uniform_ex(const uint8_t* B, int64_t n, int64_t m, const int64_t* c
     }
   }
   ws.lstart.push_back(ne);
+  ws.row_of.resize(static_cast<size_t>(ne));
+  {
+    int64_t* row_of = ws.row_of.data();
+    for (int64_t i = 0; i < n; ++i) {
+      if (counts && counts[i] <= 0) continue;
+      row_of[hist[rs[i]]++] = i;
+    }
+  }
 
   const int64_t W = block_width(m, nt, 64, kMaxUniformBlock);
   const int64_t nblocks = (m + W - 1) / W;

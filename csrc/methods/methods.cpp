@@ -44,12 +44,26 @@ void row_sums(const uint8_t* B, int64_t n, int64_t m, int64_t* rs) {
 
 inline bool nonconstant(int64_t colsum, int64_t n) { return colsum > 0 && colsum < n; }
 
+// Majority-vote weights into w (1 for a test some rows pass and some fail, else
+// 0); returns their sum (in ascending order, as normalize would form it).
+double majority_weights(const int64_t* colsum, int64_t n, int64_t m, double* w) {
+  double sum = 0.0;
+  for (int64_t j = 0; j < m; ++j) {
+    w[j] = nonconstant(colsum[j], n) ? 1.0 : 0.0;
+    sum += w[j];
+  }
+  return sum;
+}
+
 // Unnormalized ACES-C weights into w from the uniform LOO-AUC L and the column
-// sums (base.Backend.aces_c_weights). Returns true when it fell back to majority.
+// sums (base.Backend.aces_c_weights), and their sum in ascending order into
+// *total (the add chain runs alongside the loop instead of after it). Returns
+// true when it fell back to majority.
 bool aces_c_weights(const double* L, const int64_t* colsum, int64_t n, int64_t m, bool weighted,
-                    double* w) {
+                    double* w, double* total) {
   bool any = false;
   const double dn = static_cast<double>(n);
+  double sum = 0.0;
   for (int64_t j = 0; j < m; ++j) {
     const bool informative = L[j] > 0.5;  // NaN (constant column) compares false
     double x = 0.0;
@@ -62,10 +76,12 @@ bool aces_c_weights(const double* L, const int64_t* colsum, int64_t n, int64_t m
       }
     }
     w[j] = x;
+    sum += x;
     any = any || x > 0.0;
   }
+  *total = sum;
   if (any) return false;
-  for (int64_t j = 0; j < m; ++j) w[j] = nonconstant(colsum[j], n) ? 1.0 : 0.0;
+  *total = majority_weights(colsum, n, m, w);
   return true;
 }
 
@@ -76,14 +92,19 @@ ACES_FAST_KERNEL_BODY void divide_by_body(const double* __restrict w, int64_t m,
 }
 constexpr simd::Dispatched<&divide_by_body, simd::kAvx512> divide_by{};
 
-// out = w / sum(w) (sequential sum), or zeros when the sum is not positive.
-void normalize(const double* w, int64_t m, double* out) {
-  double total = 0.0;
-  for (int64_t j = 0; j < m; ++j) total += w[j];
+// out = w / total, or zeros when total (the sequential sum of w) is not positive.
+void normalize_by(const double* w, int64_t m, double total, double* out) {
   if (total > 0.0)
     divide_by(w, m, total, out);
   else
     std::fill(out, out + m, 0.0);
+}
+
+// out = w / sum(w) (sequential sum), or zeros when the sum is not positive.
+void normalize(const double* w, int64_t m, double* out) {
+  double total = 0.0;
+  for (int64_t j = 0; j < m; ++j) total += w[j];
+  normalize_by(w, m, total, out);
 }
 
 // Indices of the k rows with the largest row sums (stable: among equal sums the
@@ -417,19 +438,20 @@ void run_method(const uint8_t* B, int64_t n, int64_t m, const MethodParams& p, M
   if (interrupt::cancelled()) return;  // the caller discards the outputs
 
   if (p.method == kMethodMajority) {
-    for (int64_t j = 0; j < m; ++j) w[j] = nonconstant(colsum[j], n) ? 1.0 : 0.0;
-    normalize(w, m, out.weights);
+    normalize_by(w, m, majority_weights(colsum, n, m, w), out.weights);
   } else if (is_c) {
-    out.fallback = aces_c_weights(L, colsum, n, m, p.method == kMethodAcesC, w);
-    normalize(w, m, out.weights);
+    double total;
+    out.fallback = aces_c_weights(L, colsum, n, m, p.method == kMethodAcesC, w, &total);
+    normalize_by(w, m, total, out.weights);
   } else {
     // ACES-O
     ws.active.resize(mm);
     ws.logits.assign(mm, 0.0);
     for (int64_t j = 0; j < m; ++j) ws.active[j] = nonconstant(colsum[j], n) ? 1 : 0;
     if (p.warm) {
-      aces_c_weights(L, colsum, n, m, true, w);
-      normalize(w, m, w);
+      double total;
+      aces_c_weights(L, colsum, n, m, true, w, &total);
+      normalize_by(w, m, total, w);
       for (int64_t j = 0; j < m; ++j)
         if (ws.active[j]) ws.logits[j] = std::log(w[j] + 1e-3);
     }
