@@ -358,15 +358,29 @@ def test_rerank_check_on_threads_and_in_batches():
                                **{**kw, "dedup": None})
 
 
-@pytest.mark.parametrize("n", [2, 255, 360, 361, 362, 700])
-@pytest.mark.parametrize("with_counts", [False, True])
-def test_uniform_loo_auc_in_narrow_lanes_is_exact(n, with_counts):
-    """AVX-512 counts the uniform LOO-AUC in 16-bit lanes while the total multiplicity
-    is at most 361 (2 wins + ties <= 361^2 / 2 < 2^16) and in 32-bit lanes above:
-    both sides of the switch equal the exact reference, half-passing columns (the
-    largest pair counts) and single-row and multi-row score levels included."""
-    import aces_fast as af
+# The uniform LOO-AUC of the inputs of test_uniform_loo_auc_in_narrow_lanes_is_exact
+# at the SIMD level of the environment: {"level", "<n>/<counts>": hex of float64}.
+_NARROW_WORKER = r"""
+import json, sys
+import numpy as np
+from aces_fast import _core
+sys.path.insert(0, sys.argv[2])
+from test_simd import narrow_lane_inputs
+out = {"level": _core.simd_level()}
+for n in json.loads(sys.argv[1]):
+    for with_counts in (False, True):
+        B, counts = narrow_lane_inputs(n, with_counts)
+        r = _core.loo_auc(B=B, weights=None, counts=counts, tie_tol=1e-9, n_threads=1, dedup=False)
+        out[f"{n}/{with_counts}"] = np.ascontiguousarray(r).tobytes().hex()
+print(json.dumps(out))
+"""
 
+NARROW_SIZES = [2, 255, 360, 361, 362, 700]
+
+
+def narrow_lane_inputs(n, with_counts):
+    """Half-passing columns (the largest pair counts) and single-row and multi-row
+    score levels; with counts, a total multiplicity of n + 1 (3 up to 701)."""
     rng = np.random.default_rng(n)
     m = 130
     B = (rng.random((n, m)) < 0.5).astype(np.uint8)
@@ -374,11 +388,32 @@ def test_uniform_loo_auc_in_narrow_lanes_is_exact(n, with_counts):
     B[: n // 3, 1:9] = 1  # many rows on few score levels
     counts = None
     if with_counts:
-        # total multiplicity n + 1 (from 3 up to 701): across the switch from both sides
         counts = np.ones(n, dtype=np.int64)
         counts[0] = 2
-    got = _core.loo_auc(B=B, weights=None, counts=counts, tie_tol=1e-9, n_threads=1,
-                        dedup=False)
-    rows = B if counts is None else np.repeat(B, counts, axis=0)
-    want = af.loo_auc(rows, backend="numpy")
-    np.testing.assert_array_equal(got, want)
+    return B, counts
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_uniform_loo_auc_in_narrow_lanes_is_exact(level):
+    """AVX-512 and AVX2 count the uniform LOO-AUC in 16-bit lanes while the total
+    multiplicity is at most 361 (2 wins + ties <= 361^2 / 2 < 2^16) and in 32-bit
+    lanes above: both sides of the switch, at every level, equal the exact
+    reference."""
+    import aces_fast as af
+
+    if level not in _supported_levels():
+        pytest.skip(f"this CPU does not run the {level} variants")
+    env = dict(os.environ, ACES_FAST_SIMD=level, OMP_NUM_THREADS="1")
+    here = os.path.dirname(os.path.abspath(__file__))
+    proc = subprocess.run([sys.executable, "-c", _NARROW_WORKER, json.dumps(NARROW_SIZES), here],
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)
+    assert got["level"] == level
+    for n in NARROW_SIZES:
+        for with_counts in (False, True):
+            B, counts = narrow_lane_inputs(n, with_counts)
+            rows = B if counts is None else np.repeat(B, counts, axis=0)
+            want = af.loo_auc(rows, backend="numpy")
+            res = np.frombuffer(bytes.fromhex(got[f"{n}/{with_counts}"]), dtype=np.float64)
+            np.testing.assert_array_equal(res, want, err_msg=f"n={n} counts={with_counts}")

@@ -367,7 +367,8 @@ void loo_auc_uniform_ex(const uint8_t* B, int64_t n, int64_t m, const int64_t* c
   interrupt::Token* const tok = n * m >= kPollCells ? interrupt::current() : nullptr;
   // The register kernel takes each level's multiplier a_k and adjacency flag
   // (as uniform_block_body forms them).
-  const UniformBlock block = exact_u32 ? uniform_block_kernel() : nullptr;
+  const UniformBlock block =
+      exact_u32 ? uniform_block_kernel(static_cast<uint32_t>(ntot)) : nullptr;
   const int64_t nlev = static_cast<int64_t>(ws.lval.size());
   if (block) {
     ws.la.resize(static_cast<size_t>(nlev));

@@ -358,6 +358,106 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void uniform_block_avx512_i
   }
 }
 
+// uniform_block_avx512_impl<Lanes16> at AVX2, for a total multiplicity tot <=
+// kMaxTot16 (the same modulo-2^16 argument): 64 columns as four registers of
+// sixteen 16-bit lanes, a row's pass flags widened from bytes to lane masks (-1
+// where the byte is nonzero), so a masked add is an and + add and a count is a
+// subtraction of the mask. Integer sums: the values of every other variant.
+// The four 16-bit lane masks (-1 where the byte is nonzero) of the len <= 64
+// bytes at src; a short block is copied to tail first, so no byte past it is read.
+__attribute__((target("avx2"), always_inline)) inline void row_masks16_avx2(const uint8_t* src,
+                                                                            int64_t len,
+                                                                            uint8_t* tail,
+                                                                            __m256i* mw) {
+  if (len < 64) {
+    std::memcpy(tail, src, static_cast<size_t>(len));
+    std::memset(tail + len, 0, static_cast<size_t>(64 - len));
+    src = tail;
+  }
+  const __m256i zero = _mm256_setzero_si256();
+  for (int h = 0; h < 2; ++h) {
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 32 * h));
+    const __m256i on = _mm256_xor_si256(_mm256_cmpeq_epi8(x, zero), _mm256_set1_epi8(-1));
+    mw[2 * h] = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(on));
+    mw[2 * h + 1] = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(on, 1));
+  }
+}
+
+template <bool kCounts>
+__attribute__((target("avx2"))) void uniform_block16_avx2_impl(
+    const uint8_t* B, int64_t m, const int64_t* counts, const int64_t* row_of,
+    const int64_t* lstart, const uint32_t* a, const uint8_t* adjacent, int64_t nlev, uint32_t tot,
+    int64_t col0, int64_t bw, double* out, int64_t* colsum) {
+  const __m256i zero = _mm256_setzero_si256();
+  const __m256i one = _mm256_set1_epi16(1);
+  alignas(32) uint8_t tail[64];
+  for (int64_t jb = 0; jb < bw; jb += 64) {
+    const int64_t len = std::min<int64_t>(64, bw - jb);
+    __m256i acc[4], P[4], prev[4];
+    for (int v = 0; v < 4; ++v) acc[v] = P[v] = prev[v] = zero;
+    for (int64_t k = 0; k < nlev; ++k) {
+      const int64_t rbeg = lstart[k], rend = lstart[k + 1];
+      const __m256i av = _mm256_set1_epi16(static_cast<int16_t>(static_cast<uint16_t>(a[k])));
+      const bool adj = adjacent[k] != 0;
+      const int64_t i0 = row_of[rbeg];
+      __m256i mw[4];
+      if (rend - rbeg == 1 && (!kCounts || counts[i0] == 1)) {
+        row_masks16_avx2(B + i0 * m + col0 + jb, len, tail, mw);
+        const __m256i a1 = _mm256_add_epi16(av, one);
+        for (int v = 0; v < 4; ++v) {
+          const __m256i t = adj ? _mm256_add_epi16(a1, prev[v]) : a1;
+          acc[v] = _mm256_add_epi16(acc[v], _mm256_and_si256(mw[v], t));
+          P[v] = _mm256_sub_epi16(P[v], mw[v]);
+          prev[v] = _mm256_sub_epi16(zero, mw[v]);
+        }
+        continue;
+      }
+      __m256i p[4] = {zero, zero, zero, zero};
+      for (int64_t r = rbeg; r < rend; ++r) {
+        const int64_t i = row_of[r];
+        row_masks16_avx2(B + i * m + col0 + jb, len, tail, mw);
+        const __m256i c = _mm256_set1_epi16(
+            static_cast<int16_t>(kCounts ? static_cast<uint16_t>(counts[i]) : uint16_t(1)));
+        for (int v = 0; v < 4; ++v) p[v] = _mm256_add_epi16(p[v], _mm256_and_si256(mw[v], c));
+      }
+      for (int v = 0; v < 4; ++v) {
+        __m256i t = _mm256_add_epi16(av, p[v]);
+        if (adj) t = _mm256_add_epi16(t, prev[v]);
+        acc[v] = _mm256_add_epi16(acc[v], _mm256_mullo_epi16(p[v], t));
+        P[v] = _mm256_add_epi16(P[v], p[v]);
+        prev[v] = p[v];
+      }
+    }
+    alignas(32) uint16_t accs[64], Ps[64];
+    for (int v = 0; v < 4; ++v) {
+      _mm256_store_si256(reinterpret_cast<__m256i*>(accs + 16 * v), acc[v]);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(Ps + 16 * v), P[v]);
+    }
+    for (int64_t jj = 0; jj < len; ++jj) {
+      const uint32_t Pj = Ps[jj];
+      const int64_t F = static_cast<int64_t>(tot - Pj);
+      const uint16_t twice = static_cast<uint16_t>(accs[jj] - Pj * Pj);  // exact, as above
+      out[jb + jj] = Pj == 0 || F <= 0
+                         ? std::numeric_limits<double>::quiet_NaN()
+                         : static_cast<double>(twice) /
+                               (2.0 * static_cast<double>(Pj) * static_cast<double>(F));
+      if (colsum) colsum[jb + jj] = static_cast<int64_t>(Pj);
+    }
+  }
+}
+
+__attribute__((target("avx2"))) void uniform_block16_avx2(
+    const uint8_t* B, int64_t m, const int64_t* counts, const int64_t* row_of,
+    const int64_t* lstart, const uint32_t* a, const uint8_t* adjacent, int64_t nlev, uint32_t tot,
+    int64_t col0, int64_t bw, double* out, int64_t* colsum) {
+  if (counts)
+    uniform_block16_avx2_impl<true>(B, m, counts, row_of, lstart, a, adjacent, nlev, tot, col0,
+                                    bw, out, colsum);
+  else
+    uniform_block16_avx2_impl<false>(B, m, counts, row_of, lstart, a, adjacent, nlev, tot, col0,
+                                     bw, out, colsum);
+}
+
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void uniform_block_avx512(
     const uint8_t* B, int64_t m, const int64_t* counts, const int64_t* row_of,
     const int64_t* lstart, const uint32_t* a, const uint8_t* adjacent, int64_t nlev, uint32_t tot,
@@ -542,11 +642,13 @@ UniformLevelStep uniform_level_step() {
 #endif
 }
 
-UniformBlock uniform_block_kernel() {
+UniformBlock uniform_block_kernel(uint32_t tot) {
 #if ACES_FAST_X86_SIMD
   static const UniformBlock f = simd::pick<UniformBlock>({nullptr, nullptr, uniform_block_avx512});
+  if (f == nullptr && tot <= kMaxTot16 && simd::level() == simd::kAvx2) return uniform_block16_avx2;
   return f;
 #else
+  (void)tot;
   return nullptr;
 #endif
 }

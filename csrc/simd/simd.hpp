@@ -40,8 +40,9 @@ using UniformBlock = void (*)(const uint8_t* B, int64_t m, const int64_t* counts
                               const uint8_t* adjacent, int64_t nlev, uint32_t tot, int64_t col0,
                               int64_t bw, double* out, int64_t* colsum);
 
-// The block kernel of this process's SIMD level, or nullptr below AVX-512.
-UniformBlock uniform_block_kernel();
+// The block kernel of this process's SIMD level for a total multiplicity tot:
+// AVX-512 always; AVX2 while tot <= 361 (16-bit lanes); else nullptr.
+UniformBlock uniform_block_kernel(uint32_t tot);
 
 // Packs a row of m bytes into ceil(m / 64) words (bit j % 64 of word j / 64 is
 // set iff row[j] != 0; unused high bits 0) and returns its number of passes.
