@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -135,6 +136,32 @@ def test_make_call_computes_the_operation():
         cells.make_call("nope", "numpy", B, w)
     with pytest.raises(ValueError, match="no batch path"):
         cells.make_call("batch-aces-c", "torch-autograd", tasks)
+
+
+def test_costly_cells_run_without_the_cost_warning(monkeypatch):
+    # The suite's largest cells are estimated to take minutes, which makes the
+    # library warn; under the test configuration (every warning an error) the
+    # cell must still run. A zero threshold makes every costed call warn.
+    from aces_fast import CostWarning, _cost
+    from benchmarks.harness import suite
+
+    monkeypatch.setattr(_cost, "WARN_SECONDS", 0.0)
+    B, w = workloads.workload("distinct", 24, 100)
+    with pytest.warns(CostWarning):
+        cells.make_call("aces-o", "numpy", B, w)()
+
+    class Benchmark:
+        extra_info: dict = {}
+        group = None
+
+        def __call__(self, fn):
+            return fn()
+
+    case = cells.Case(op="aces-o", family="distinct", size="24x100", impl="numpy", threads=1,
+                      rep=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        suite.run_case(case, Benchmark(), suite.Mode("smoke"), {})
 
 
 def test_thread_limit_pins_and_restores_cpp_threads():
