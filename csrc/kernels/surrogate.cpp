@@ -26,6 +26,7 @@
 #include "kernels/sigmoid.hpp"
 #include "simd/dispatch.hpp"
 #include "simd/lanes.hpp"
+#include "simd/simd.hpp"
 #include "simd/small_columns.hpp"
 
 #if ACES_FAST_X86_SIMD
@@ -478,17 +479,10 @@ __attribute__((target("avx512f"))) void masked_sums_avx512(const uint8_t* __rest
 #if ACES_FAST_X86_SIMD
 // masked_sums_portable at AVX2: a group's eight lanes are two registers, and the
 // lanes of a byte's low and high four bits select their +-0.0 / value pattern
-// from a table, then the same and + add. Two groups per pass: their even and odd
-// chains fill the sixteen registers.
-alignas(32) const uint64_t kLanes4[16][4] = {
-    {0, 0, 0, 0},       {~0ULL, 0, 0, 0},       {0, ~0ULL, 0, 0},       {~0ULL, ~0ULL, 0, 0},
-    {0, 0, ~0ULL, 0},   {~0ULL, 0, ~0ULL, 0},   {0, ~0ULL, ~0ULL, 0},   {~0ULL, ~0ULL, ~0ULL, 0},
-    {0, 0, 0, ~0ULL},   {~0ULL, 0, 0, ~0ULL},   {0, ~0ULL, 0, ~0ULL},   {~0ULL, ~0ULL, 0, ~0ULL},
-    {0, 0, ~0ULL, ~0ULL}, {~0ULL, 0, ~0ULL, ~0ULL}, {0, ~0ULL, ~0ULL, ~0ULL},
-    {~0ULL, ~0ULL, ~0ULL, ~0ULL}};
-
+// from kLaneMask4, then the same and + add. Two groups per pass: their even and
+// odd chains fill the sixteen registers.
 ACES_FAST_AVX2_FN inline __m256d lanes4(unsigned bits4) {
-  return _mm256_load_pd(reinterpret_cast<const double*>(kLanes4[bits4]));
+  return _mm256_load_pd(reinterpret_cast<const double*>(kLaneMask4[bits4]));
 }
 
 // Step k of NG groups' chains acc (a lambda would not inherit the target).

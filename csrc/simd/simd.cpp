@@ -21,6 +21,12 @@
 
 namespace aces_fast {
 
+alignas(32) const uint64_t kLaneMask4[16][4] = {
+    {0, 0, 0, 0},         {~0ULL, 0, 0, 0},         {0, ~0ULL, 0, 0},         {~0ULL, ~0ULL, 0, 0},
+    {0, 0, ~0ULL, 0},     {~0ULL, 0, ~0ULL, 0},     {0, ~0ULL, ~0ULL, 0},     {~0ULL, ~0ULL, ~0ULL, 0},
+    {0, 0, 0, ~0ULL},     {~0ULL, 0, 0, ~0ULL},     {0, ~0ULL, 0, ~0ULL},     {~0ULL, ~0ULL, 0, ~0ULL},
+    {0, 0, ~0ULL, ~0ULL}, {~0ULL, 0, ~0ULL, ~0ULL}, {0, ~0ULL, ~0ULL, ~0ULL}, {~0ULL, ~0ULL, ~0ULL, ~0ULL}};
+
 namespace {
 
 // ---- portable versions (the definitions the SIMD ones reproduce) ---------------
@@ -600,12 +606,6 @@ ACES_FAST_AVX512BW void rows_dot_avx512(const uint8_t* B, int64_t m, const int64
 // Eight accumulators of four lanes: column j goes to accumulator (j / 4) % 8.
 __attribute__((target("avx2"))) double row_dot_avx2(const uint8_t* row, int64_t m,
                                                      const double* w) {
-  alignas(32) static const uint64_t kLaneMask[16][4] = {
-      {0, 0, 0, 0},   {~0ULL, 0, 0, 0},   {0, ~0ULL, 0, 0},   {~0ULL, ~0ULL, 0, 0},
-      {0, 0, ~0ULL, 0}, {~0ULL, 0, ~0ULL, 0}, {0, ~0ULL, ~0ULL, 0}, {~0ULL, ~0ULL, ~0ULL, 0},
-      {0, 0, 0, ~0ULL}, {~0ULL, 0, 0, ~0ULL}, {0, ~0ULL, 0, ~0ULL}, {~0ULL, ~0ULL, 0, ~0ULL},
-      {0, 0, ~0ULL, ~0ULL}, {~0ULL, 0, ~0ULL, ~0ULL}, {0, ~0ULL, ~0ULL, ~0ULL},
-      {~0ULL, ~0ULL, ~0ULL, ~0ULL}};
   __m256d acc[8];
   for (auto& a : acc) a = _mm256_setzero_pd();
   const __m256i zero = _mm256_setzero_si256();
@@ -614,7 +614,7 @@ __attribute__((target("avx2"))) double row_dot_avx2(const uint8_t* row, int64_t 
     const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + j));
     const uint32_t bitsw = ~static_cast<uint32_t>(_mm256_movemask_epi8(_mm256_cmpeq_epi8(x, zero)));
     for (int t = 0; t < 8; ++t) {
-      const __m256d mask = _mm256_load_pd(reinterpret_cast<const double*>(kLaneMask[(bitsw >> (4 * t)) & 15]));
+      const __m256d mask = _mm256_load_pd(reinterpret_cast<const double*>(kLaneMask4[(bitsw >> (4 * t)) & 15]));
       acc[t] = _mm256_add_pd(acc[t], _mm256_and_pd(mask, _mm256_loadu_pd(w + j + 4 * t)));
     }
   }

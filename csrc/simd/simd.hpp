@@ -62,6 +62,11 @@ using RowsDot = void (*)(const uint8_t* B, int64_t m, const int64_t* rows, int64
                          const double* w, double* out);
 RowsDot rows_dot_kernel();  // never null
 
+// kLaneMask4[b][l] = all ones where bit l of the 4-bit pattern b is set, else 0:
+// the lane masks of four 64-bit lanes, for AVX2 kernels that select w or +0.0 by
+// a nibble of pass bits (row dot products, the surrogate's masked sums).
+alignas(32) extern const uint64_t kLaneMask4[16][4];
+
 // Largest byte of p[0 .. len) (0 when len == 0); portable and AVX2 variants.
 // Lets Python check that a uint8 pass matrix holds only 0 and 1 without NumPy's
 // reduction overhead.
