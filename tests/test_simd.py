@@ -233,31 +233,41 @@ def test_the_comparison_sees_one_rounding(runs):
                 assert permuted[str(t)][name] == runs[level][str(t)][name], name
 
 
-def _dot32(row: np.ndarray, w: np.ndarray) -> float:
-    """The documented association of the C++ row scores, in plain Python floats."""
-    part = [0.0] * 32
-    for j in range(row.shape[0]):
-        part[j % 32] += float(w[j]) if row[j] else 0.0
-    h = 16
-    while h >= 1:
-        for lane in range(h):
-            part[lane] += part[lane + h]
-        h //= 2
-    return part[0]
+def _dot_nibbles(row: np.ndarray, w: np.ndarray) -> float:
+    """The documented association of the C++ row scores (simd.hpp's RowsDot), in
+    plain Python floats: per group of four columns the weights of its passes in
+    ascending order from +0.0; per 64-column word those group sums in ascending
+    order; then the word sums in ascending order onto +0.0."""
+    m = row.shape[0]
+    total = 0.0
+    for q in range(0, m, 64):
+        word = None
+        for g in range(q, min(q + 64, m), 4):
+            group = 0.0
+            for j in range(g, min(g + 4, m)):
+                if row[j]:
+                    group += float(w[j])
+            word = group if word is None else word + group
+        total += word
+    return total
 
 
-@pytest.mark.parametrize("shape", [(12, 1), (20, 31), (25, 64), (30, 97), (40, 300)],
+# Row counts cover the kernels' blocks (32 rows, then 8 with a padded last one)
+# and, at 600, several 256-row chunks on two threads, each packing its own rows
+# when there is no dedup plan.
+@pytest.mark.parametrize("shape", [(12, 1), (20, 31), (25, 64), (30, 97), (41, 300), (70, 1029),
+                                   (600, 77)],
                          ids=lambda s: f"{s[0]}x{s[1]}")
 def test_aces_c_scores_follow_the_documented_association(shape):
     from aces_fast._semantics import snap_ties
     from aces_fast.backends.base import ArrayBackend
 
     B = random_matrix(np.random.default_rng(shape[1]), *shape, density=0.5, dup_rows=5)
-    for dedup in (True, False):
+    for dedup, threads in ((True, 1), (False, 1), (True, 2), (False, 2)):
         scores, weights, order, *_ = _core.rerank(
             B=B, method=_core.METHOD_CODES["aces-c"], tie_tol=1e-9, gamma=10.0, lr=0.01, steps=0,
-            top_k=None, warm=False, dedup=dedup, n_threads=1)
-        raw = np.array([_dot32(row, weights) for row in B])
+            top_k=None, warm=False, dedup=dedup, n_threads=threads)
+        raw = np.array([_dot_nibbles(row, weights) for row in B])
         expected = snap_ties(ArrayBackend, raw, 1e-9 * float(np.sum(weights)))
         np.testing.assert_array_equal(scores, expected)
         np.testing.assert_array_equal(order, np.lexsort((np.arange(B.shape[0]), -expected)))

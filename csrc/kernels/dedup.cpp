@@ -55,17 +55,20 @@ bool rows_equal(const uint8_t* a, const uint8_t* b, int64_t m) {
 }
 
 void hash_rows(const uint8_t* B, int64_t n, int64_t m, uint64_t* hash, int64_t* rowsum,
-               bool parallel, int n_threads, uint8_t* high) {
+               bool parallel, int n_threads, uint8_t* high, uint64_t* words_out) {
   const int nt = resolve_threads(parallel, n_threads);
   const PackRow pack = pack_row_kernel();
-  const int64_t nw = std::max<int64_t>((m + 63) / 64, 1);
+  const int64_t nw_scratch = std::max<int64_t>((m + 63) / 64, 1);
   const int64_t nwm = (m + 63) / 64;
   // Four rows at a time: their hash chains (a multiply per word each) are
   // independent, so they run interleaved instead of one latency after another.
   constexpr int64_t kRows = 4;
   const int64_t ngroups = (n + kRows - 1) / kRows;
-  auto group = [&](int64_t g, uint64_t* words, uint8_t* hi) {
+  auto group = [&](int64_t g, uint64_t* scratch, uint8_t* hi) {
     const int64_t i0 = g * kRows, nr = std::min(kRows, n - i0);
+    // the caller's rows when it keeps them (stride ceil(m / 64)), else scratch
+    const int64_t nw = words_out ? nwm : nw_scratch;
+    uint64_t* words = words_out ? words_out + i0 * nwm : scratch;
     for (int64_t k = 0; k < nr; ++k)
       rowsum[i0 + k] = pack(B + (i0 + k) * m, m, words + k * nw, hi);
     if (nr == kRows) {
@@ -80,7 +83,7 @@ void hash_rows(const uint8_t* B, int64_t n, int64_t m, uint64_t* hash, int64_t* 
   };
   // one thread: no OpenMP region at all (see for_each_index)
   if (nt <= 1) {
-    std::vector<uint64_t> words(static_cast<size_t>(kRows * nw));
+    std::vector<uint64_t> words(words_out ? 0 : static_cast<size_t>(kRows * nw_scratch));
     for (int64_t g = 0; g < ngroups; ++g) group(g, words.data(), high);
     return;
   }
@@ -88,7 +91,7 @@ void hash_rows(const uint8_t* B, int64_t n, int64_t m, uint64_t* hash, int64_t* 
   uint8_t any_high = 0;
 #pragma omp parallel num_threads(nt) reduction(| : any_high)
   {
-    std::vector<uint64_t> words(static_cast<size_t>(kRows * nw));
+    std::vector<uint64_t> words(words_out ? 0 : static_cast<size_t>(kRows * nw_scratch));
     uint8_t mine = 0;
 #pragma omp for schedule(static)
     for (int64_t g = 0; g < ngroups; ++g) group(g, words.data(), high ? &mine : nullptr);
@@ -99,16 +102,21 @@ void hash_rows(const uint8_t* B, int64_t n, int64_t m, uint64_t* hash, int64_t* 
 }
 
 int64_t dedup_rows(const uint8_t* B, int64_t n, int64_t m, const int64_t* counts_in,
-                   RowPlan& plan, bool parallel, int n_threads, uint8_t* high) {
+                   RowPlan& plan, bool parallel, int n_threads, uint8_t* high,
+                   bool keep_words) {
   const size_t nn = static_cast<size_t>(std::max<int64_t>(n, 0));
   plan.counts.resize(nn);
   plan.rep.resize(nn);
   plan.rowsum.resize(nn);
   plan.hash.resize(nn);
   plan.distinct = 0;
+  if (keep_words)
+    plan.words.resize(nn * static_cast<size_t>((std::max<int64_t>(m, 0) + 63) / 64));
+  else
+    plan.words.clear();
   if (n <= 0) return 0;
   hash_rows(B, n, m, plan.hash.data(), plan.rowsum.data(), parallel && n * m >= kMinParallelCells,
-            n_threads, high);
+            n_threads, high, keep_words ? plan.words.data() : nullptr);
 
   // Load factor <= 1/2: expected O(1) probes per row.
   const uint64_t cap = next_pow2(2 * static_cast<uint64_t>(n));

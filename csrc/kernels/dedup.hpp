@@ -20,14 +20,19 @@ struct RowPlan {
   std::vector<int64_t> rowsum;   // (n) number of passes of every row
   std::vector<uint64_t> hash;    // (n) 64-bit hash of every row's 0/1 pattern
   std::vector<int32_t> table;    // open-addressing slots (row index or -1)
+  // (n * ceil(m / 64)) every row's packed 0/1 pattern (simd.hpp's PackRow),
+  // row-major; filled only when dedup_rows is asked to keep it, else empty
+  std::vector<uint64_t> words;
   int64_t distinct = 0;          // number of classes (rows with count > 0 that are first)
 };
 
 // 64-bit hash of row i's 0/1 pattern and its number of passes, for every row;
-// when high is not null, *high = 1 if a byte is neither 0 nor 1 (else left).
-// O(n m); OpenMP over rows when parallel.
+// when high is not null, *high = 1 if a byte is neither 0 nor 1 (else left);
+// when words is not null, row i's packed pattern goes to words[i * ceil(m / 64) ..]
+// (the hash is formed from it anyway; keeping it spares a caller a second pass
+// over B). O(n m); OpenMP over rows when parallel.
 void hash_rows(const uint8_t* B, int64_t n, int64_t m, uint64_t* hash, int64_t* rowsum,
-               bool parallel, int n_threads, uint8_t* high = nullptr);
+               bool parallel, int n_threads, uint8_t* high = nullptr, uint64_t* words = nullptr);
 
 // True iff rows a and b (length m) have the same 0/1 pattern.
 bool rows_equal(const uint8_t* a, const uint8_t* b, int64_t m);
@@ -39,11 +44,14 @@ void release_dedup_scratch(RowPlan& plan);
 // multiplicities (a row with count 0 is absent); a class's multiplicity is the
 // sum of its rows' counts, stored at the class's first row with count > 0.
 // Fills plan.counts, plan.rep, plan.rowsum, plan.hash; returns plan.distinct.
-// high: as for hash_rows (the 0/1 check in the same pass over B).
+// high: as for hash_rows (the 0/1 check in the same pass over B). keep_words:
+// also fill plan.words (else it is left empty).
 // O(n m) hashing (parallel over rows) plus an O(n) expected-time table pass.
-// Requires n < 2^31. Memory: 32 bytes per row plus 8 per table slot (< 4 n).
+// Requires n < 2^31. Memory: 32 bytes per row plus 8 per table slot (< 4 n),
+// plus m / 8 bytes per row with keep_words.
 int64_t dedup_rows(const uint8_t* B, int64_t n, int64_t m, const int64_t* counts_in,
-                   RowPlan& plan, bool parallel, int n_threads, uint8_t* high = nullptr);
+                   RowPlan& plan, bool parallel, int n_threads, uint8_t* high = nullptr,
+                   bool keep_words = false);
 
 // dedup = 1 / 0 force it on / off; -1 (auto) applies the rule of each caller:
 // worth it when the work after it grows faster than O(n m) in the row count

@@ -154,9 +154,12 @@ bool equal_weights(const double* w, int64_t m) {
 }
 
 // s (n) = B w; with a dedup plan only the first row of each class is summed and
-// the others copy it (identical bytes give identical sums).
+// the others copy it (identical bytes give identical sums). packed (nullable):
+// every row's packed pattern (RowPlan::words), else the rows are packed here.
 void scores(const uint8_t* B, int64_t n, int64_t m, const double* w, const int64_t* rep,
-            double* s, MethodWorkspace& ws, int nt) {
+            const uint64_t* packed, double* s, MethodWorkspace& ws, int nt) {
+  const int64_t nw = (m + 63) / 64;
+  const PackRow pack = pack_row_kernel();
   if (equal_weights(w, m)) {
     ws.cols.clear();
     for (int64_t j = 0; j < m; ++j)
@@ -171,27 +174,30 @@ void scores(const uint8_t* B, int64_t n, int64_t m, const double* w, const int64
     double* S = ws.stmp.data();
     S[0] = 0.0;
     for (int64_t t = 1; t <= nc; ++t) S[t] = S[t - 1] + w0;
-    const int64_t nwords = (m + 63) / 64;
-    ws.mask.assign(static_cast<size_t>(nwords), 0);
+    ws.mask.assign(static_cast<size_t>(nw), 0);
     for (int64_t j : ws.cols) ws.mask[j >> 6] |= uint64_t(1) << (j & 63);
     const uint64_t* mask = ws.mask.data();
-    ws.words.resize(static_cast<size_t>(nwords));
-    uint64_t* words = ws.words.data();
-    const PackRow pack = pack_row_kernel();
+    ws.words.resize(static_cast<size_t>(nw));
     for (int64_t i = 0; i < n; ++i) {
       if (rep && rep[i] != i) {
         s[i] = s[rep[i]];
         continue;
       }
-      pack(B + i * m, m, words, nullptr);
+      const uint64_t* words = packed ? packed + i * nw : ws.words.data();
+      if (!packed) pack(B + i * m, m, ws.words.data(), nullptr);
       int64_t t = 0;
-      for (int64_t q = 0; q < nwords; ++q) t += bits::popcount64(words[q] & mask[q]);
+      for (int64_t q = 0; q < nw; ++q) t += bits::popcount64(words[q] & mask[q]);
       s[i] = S[t];
     }
     return;
   }
-  // General weights: the fixed 32-way association of simd.hpp's RowsDot, over
-  // the class representatives (all rows without a plan), 256 rows per chunk.
+  // General weights: simd.hpp's nibble-table association, over the class
+  // representatives (all rows without a plan), 256 rows per chunk.
+  ws.tables.resize(static_cast<size_t>(nibble_table_size(m)));
+  nibble_tables(w, m, ws.tables.data());
+  const double* T = ws.tables.data();
+  if (!packed) ws.packed.resize(static_cast<size_t>(n * nw));
+  uint64_t* own = packed ? nullptr : ws.packed.data();
   const RowsDot dot = rows_dot_kernel();
   constexpr int64_t kChunk = 256;
   const int64_t nchunks = (n + kChunk - 1) / kChunk;
@@ -200,8 +206,11 @@ void scores(const uint8_t* B, int64_t n, int64_t m, const double* w, const int64
     double out[kChunk];
     int64_t nr = 0;
     for (int64_t i = c * kChunk; i < std::min(n, (c + 1) * kChunk); ++i)
-      if (!rep || rep[i] == i) rows[nr++] = i;
-    dot(B, m, rows, nr, w, out);
+      if (!rep || rep[i] == i) {
+        if (own) pack(B + i * m, m, own + i * nw, nullptr);
+        rows[nr++] = i;
+      }
+    dot(packed ? packed : own, m, rows, nr, T, out);
     for (int64_t k = 0; k < nr; ++k) s[rows[k]] = out[k];
   });
   if (rep)
@@ -392,7 +401,7 @@ void run_method(const uint8_t* B, int64_t n, int64_t m, const MethodParams& p, M
   const bool big = n >= kReleaseRows;
   uint8_t high = 0;
   if (use_dedup) {
-    dedup_rows(B, n, m, nullptr, ws.plan, par, n_threads, &high);
+    dedup_rows(B, n, m, nullptr, ws.plan, par, n_threads, &high, /*keep_words=*/true);
     rowsum = ws.plan.rowsum.data();
     if (ws.plan.distinct < n) {
       cnt = ws.plan.counts.data();
@@ -479,8 +488,12 @@ void run_method(const uint8_t* B, int64_t n, int64_t m, const MethodParams& p, M
     normalize(ws.wfit.data(), m, out.weights);
   }
 
-  scores(B, n, m, out.weights, rep, out.scores, ws, nt);
+  scores(B, n, m, out.weights, rep, use_dedup ? ws.plan.words.data() : nullptr, out.scores, ws,
+         nt);
   if (big) {
+    release(ws.plan.words);
+    release(ws.packed);
+    release(ws.tables);
     release(ws.stmp);
     release(ws.rs);
     release(ws.ck);

@@ -93,10 +93,10 @@ struct MethodWorkspace {
   RowPlan plan;
   UniformScratch uni;
   std::vector<int64_t> colsum, cols, ck, rs, hist;
-  std::vector<double> w, L, logits, wfit, stmp;
+  std::vector<double> w, L, logits, wfit, stmp, tables;
   std::vector<uint8_t> active;
   std::vector<int32_t> acc32;
-  std::vector<uint64_t> mask, words;
+  std::vector<uint64_t> mask, words, packed;
   SortScratch sort;
 };
 

@@ -45,54 +45,44 @@ int64_t pack_row_portable(const uint8_t* row, int64_t m, uint64_t* words, uint8_
   return passes;
 }
 
-// The pairwise combination of the 32 partial sums of RowsDot.
-inline double combine32(double* part) {
-  for (int h = 16; h >= 1; h >>= 1)
-    for (int l = 0; l < h; ++l) part[l] += part[l + h];
-  return part[0];
-}
-
-// Adds the columns [j0, m) to the partial sums, one at a time.
-inline void dot_tail(const uint8_t* row, int64_t j0, int64_t m, const double* w, double* part) {
-  for (int64_t j = j0; j < m; ++j) part[j & 31] += row[j] != 0 ? w[j] : 0.0;
-}
-
-typedef double v8d_dot __attribute__((vector_size(64)));
-typedef uint64_t v8u_dot __attribute__((vector_size(64)));
-
-// The 32 partial sums as four explicit eight-lane vectors (partial l is lane
-// l % 8 of vector l / 8): per eight columns one load of their bytes, a lane mask
-// of the nonzero ones and a masked add of w (+0.0 where a byte is 0, which no
-// partial sum notices). Branch-free, so random pass patterns cost no
-// mispredictions, and the compiler maps the lanes onto whatever vectors the
-// target has (two per SSE2 / NEON register).
-double row_dot_portable(const uint8_t* row, int64_t m, const double* w) {
-  const v8u_dot byte_lane = {0xFFull,         0xFF00ull,         0xFF0000ull,
-                             0xFF000000ull,   0xFF00000000ull,   0xFF0000000000ull,
-                             0xFF000000000000ull, 0xFF00000000000000ull};
-  const v8u_dot zero = {};
-  v8u_dot acc[4] = {zero, zero, zero, zero};  // bit patterns of +0.0
-  int64_t j = 0;
-  for (; j + 32 <= m; j += 32) {
-    for (int t = 0; t < 4; ++t) {
-      uint64_t bytes;
-      std::memcpy(&bytes, row + j + 8 * t, sizeof bytes);
-      v8u_dot wv;
-      std::memcpy(&wv, w + j + 8 * t, sizeof wv);
-      const v8u_dot on = reinterpret_cast<v8u_dot>((zero + bytes) & byte_lane) != zero;
-      acc[t] = reinterpret_cast<v8u_dot>(reinterpret_cast<v8d_dot>(acc[t]) +
-                                         reinterpret_cast<v8d_dot>(wv & on));
+// The row scores of RowsDot for R rows at once (their add chains interleave):
+// wr[r] is row r's packed words. G = ceil(m / 4) groups, nw = ceil(m / 64) words.
+template <int R>
+void nibble_dot_rows(const uint64_t* const* wr, int64_t nw, int64_t G, const double* T,
+                     double* out) {
+  double acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = 0.0;
+  for (int64_t q = 0; q < nw; ++q) {
+    const double* Tq = T + 256 * q;
+    const int64_t ng = std::min<int64_t>(16, G - 16 * q);
+    uint64_t x[R];
+    double part[R];
+    for (int r = 0; r < R; ++r) {
+      x[r] = wr[r][q];
+      part[r] = Tq[x[r] & 15];
     }
+    for (int64_t t = 1; t < ng; ++t)
+      for (int r = 0; r < R; ++r) part[r] += Tq[16 * t + ((x[r] >> (4 * t)) & 15)];
+    for (int r = 0; r < R; ++r) acc[r] += part[r];
   }
-  alignas(64) double part[32];
-  std::memcpy(part, acc, sizeof part);
-  dot_tail(row, j, m, w, part);
-  return combine32(part);
+  for (int r = 0; r < R; ++r) out[r] = acc[r];
 }
 
-void rows_dot_portable(const uint8_t* B, int64_t m, const int64_t* rows, int64_t nrows,
-                       const double* w, double* out) {
-  for (int64_t k = 0; k < nrows; ++k) out[k] = row_dot_portable(B + rows[k] * m, m, w);
+// Scalar table lookups at every level below AVX-512: AVX2 has no 16-entry
+// double permute, and its gathers measured no faster than these loads.
+void rows_dot_portable(const uint64_t* words, int64_t m, const int64_t* rows, int64_t nrows,
+                       const double* T, double* out) {
+  const int64_t nw = (m + 63) / 64, G = (m + 3) / 4;
+  int64_t k = 0;
+  for (; k + 4 <= nrows; k += 4) {
+    const uint64_t* four[4] = {words + rows[k] * nw, words + rows[k + 1] * nw,
+                               words + rows[k + 2] * nw, words + rows[k + 3] * nw};
+    nibble_dot_rows<4>(four, nw, G, T, out + k);
+  }
+  for (; k < nrows; ++k) {
+    const uint64_t* one[1] = {words + rows[k] * nw};
+    nibble_dot_rows<1>(one, nw, G, T, out + k);
+  }
 }
 
 ACES_FAST_KERNEL_BODY uint8_t max_byte_body(const uint8_t* p, int64_t len) {
@@ -536,97 +526,61 @@ __attribute__((target("avx2,popcnt"))) int64_t pack_row_avx2(const uint8_t* row,
   return passes;
 }
 
-// Four accumulators of eight lanes are the 32 partial sums of a row: column j
-// goes to accumulator (j / 8) % 4, lane j % 8. R rows at once share the loads of
-// w and give the add units R independent chains (one row is latency-bound).
+// The row scores of RowsDot for 8R rows as lanes: each 64-column word of eight
+// rows is gathered into one vector (the rows' word offsets off[0 .. 8R)), and
+// each of its nibbles indexes the group's 16-entry table, two registers, through
+// one two-table permute (which reads only the low four bits of every lane, so a
+// shift per nibble is the whole index arithmetic).
 template <int R>
-ACES_FAST_AVX512BW void dot_rows_avx512(const uint8_t* const* row, int64_t m, const double* w,
-                                        double* out) {
-  __m512d acc[R][4];
-  for (int q = 0; q < R; ++q)
-    for (int a = 0; a < 4; ++a) acc[q][a] = _mm512_setzero_pd();
-  int64_t j = 0;
-  for (; j + 64 <= m; j += 64) {
-    uint64_t bitsw[R];
-    for (int q = 0; q < R; ++q) {
-      const __m512i x = _mm512_loadu_si512(row[q] + j);
-      bitsw[q] = _mm512_test_epi8_mask(x, x);
-    }
-    for (int t = 0; t < 8; ++t) {
-      const __m512d wv = _mm512_loadu_pd(w + j + 8 * t);
-      for (int q = 0; q < R; ++q) {
-        const __mmask8 k = static_cast<__mmask8>(bitsw[q] >> (8 * t));
-        acc[q][t & 3] = _mm512_mask_add_pd(acc[q][t & 3], k, acc[q][t & 3], wv);
+ACES_FAST_AVX512BW void nibble_dot_avx512(const uint64_t* words, int64_t nw, int64_t G,
+                                          const int64_t* off, const double* T, double* out) {
+  __m512i vo[R];
+  __m512d acc[R];
+  for (int r = 0; r < R; ++r) {
+    vo[r] = _mm512_loadu_si512(off + 8 * r);
+    acc[r] = _mm512_setzero_pd();
+  }
+  for (int64_t q = 0; q < nw; ++q) {
+    const double* Tq = T + 256 * q;
+    const int64_t ng = std::min<int64_t>(16, G - 16 * q);
+    __m512i x[R];
+    __m512d part[R];
+    {
+      const __m512d lo = _mm512_loadu_pd(Tq), hi = _mm512_loadu_pd(Tq + 8);
+      for (int r = 0; r < R; ++r) {
+        x[r] = _mm512_i64gather_epi64(vo[r], static_cast<const void*>(words + q), 8);
+        part[r] = _mm512_permutex2var_pd(lo, x[r], hi);
       }
     }
-  }
-  if (j < m) {
-    const int64_t rest = m - j;
-    const uint64_t lanes = ~0ULL >> (64 - rest);
-    uint64_t bitsw[R];
-    for (int q = 0; q < R; ++q) {
-      const __m512i x = _mm512_maskz_loadu_epi8(lanes, row[q] + j);
-      bitsw[q] = _mm512_test_epi8_mask(x, x);
-    }
-    for (int t = 0; 8 * t < rest; ++t) {
-      // lanes past m are off (their bytes were not loaded), so w is not read there
-      const __m512d wv = _mm512_maskz_loadu_pd(static_cast<__mmask8>(lanes >> (8 * t)),
-                                               w + j + 8 * t);
-      for (int q = 0; q < R; ++q) {
-        const __mmask8 k = static_cast<__mmask8>(bitsw[q] >> (8 * t));
-        acc[q][t & 3] = _mm512_mask_add_pd(acc[q][t & 3], k, acc[q][t & 3], wv);
+    for (int64_t t = 1; t < ng; ++t) {
+      const __m512d lo = _mm512_loadu_pd(Tq + 16 * t), hi = _mm512_loadu_pd(Tq + 16 * t + 8);
+      for (int r = 0; r < R; ++r) {
+        x[r] = _mm512_srli_epi64(x[r], 4);
+        part[r] = _mm512_add_pd(part[r], _mm512_permutex2var_pd(lo, x[r], hi));
       }
     }
+    for (int r = 0; r < R; ++r) acc[r] = _mm512_add_pd(acc[r], part[r]);
   }
-  for (int q = 0; q < R; ++q) {
-    alignas(64) double part[32];
-    for (int a = 0; a < 4; ++a) _mm512_store_pd(part + 8 * a, acc[q][a]);
-    out[q] = combine32(part);
-  }
+  for (int r = 0; r < R; ++r) _mm512_storeu_pd(out + 8 * r, acc[r]);
 }
 
-ACES_FAST_AVX512BW void rows_dot_avx512(const uint8_t* B, int64_t m, const int64_t* rows,
-                                        int64_t nrows, const double* w, double* out) {
+ACES_FAST_AVX512BW void rows_dot_avx512(const uint64_t* words, int64_t m, const int64_t* rows,
+                                        int64_t nrows, const double* T, double* out) {
+  const int64_t nw = (m + 63) / 64, G = (m + 3) / 4;
+  alignas(64) int64_t off[32];
   int64_t k = 0;
-  for (; k + 4 <= nrows; k += 4) {
-    const uint8_t* four[4] = {B + rows[k] * m, B + rows[k + 1] * m, B + rows[k + 2] * m,
-                              B + rows[k + 3] * m};
-    dot_rows_avx512<4>(four, m, w, out + k);
+  for (; k + 32 <= nrows; k += 32) {
+    for (int l = 0; l < 32; ++l) off[l] = rows[k + l] * nw;
+    nibble_dot_avx512<4>(words, nw, G, off, T, out + k);
   }
-  for (; k + 2 <= nrows; k += 2) {
-    const uint8_t* pair[2] = {B + rows[k] * m, B + rows[k + 1] * m};
-    dot_rows_avx512<2>(pair, m, w, out + k);
+  for (; k < nrows; k += 8) {
+    // a last block of fewer than eight rows repeats its last row in the spare lanes
+    const int64_t cnt = std::min<int64_t>(8, nrows - k);
+    for (int64_t l = 0; l < 8; ++l) off[l] = rows[k + std::min(l, cnt - 1)] * nw;
+    alignas(64) double tmp[8];
+    nibble_dot_avx512<1>(words, nw, G, off, T, tmp);
+    for (int64_t l = 0; l < cnt; ++l) out[k + l] = tmp[l];
   }
-  if (k < nrows) {
-    const uint8_t* one[1] = {B + rows[k] * m};
-    dot_rows_avx512<1>(one, m, w, out + k);
-  }
-}
-
-// Eight accumulators of four lanes: column j goes to accumulator (j / 4) % 8.
-__attribute__((target("avx2"))) double row_dot_avx2(const uint8_t* row, int64_t m,
-                                                     const double* w) {
-  __m256d acc[8];
-  for (auto& a : acc) a = _mm256_setzero_pd();
-  const __m256i zero = _mm256_setzero_si256();
-  int64_t j = 0;
-  for (; j + 32 <= m; j += 32) {
-    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + j));
-    const uint32_t bitsw = ~static_cast<uint32_t>(_mm256_movemask_epi8(_mm256_cmpeq_epi8(x, zero)));
-    for (int t = 0; t < 8; ++t) {
-      const __m256d mask = _mm256_load_pd(reinterpret_cast<const double*>(kLaneMask4[(bitsw >> (4 * t)) & 15]));
-      acc[t] = _mm256_add_pd(acc[t], _mm256_and_pd(mask, _mm256_loadu_pd(w + j + 4 * t)));
-    }
-  }
-  alignas(32) double part[32];
-  for (int a = 0; a < 8; ++a) _mm256_store_pd(part + 4 * a, acc[a]);
-  dot_tail(row, j, m, w, part);
-  return combine32(part);
-}
-
-void rows_dot_avx2(const uint8_t* B, int64_t m, const int64_t* rows, int64_t nrows,
-                   const double* w, double* out) {
-  for (int64_t k = 0; k < nrows; ++k) out[k] = row_dot_avx2(B + rows[k] * m, m, w);
 }
 
 #endif  // ACES_FAST_X86_SIMD
@@ -662,9 +616,24 @@ PackRow pack_row_kernel() {
 #endif
 }
 
+void nibble_tables(const double* w, int64_t m, double* T) {
+  const int64_t G = (m + 3) / 4;
+  for (int64_t g = 0; g < G; ++g) {
+    double x[4];
+    for (int h = 0; h < 4; ++h) x[h] = 4 * g + h < m ? w[4 * g + h] : 0.0;
+    double* t = T + 16 * g;
+    t[0] = 0.0;
+    t[1] = t[0] + x[0];
+    t[2] = t[0] + x[1];
+    t[3] = t[1] + x[1];
+    for (int b = 0; b < 4; ++b) t[4 + b] = t[b] + x[2];
+    for (int b = 0; b < 8; ++b) t[8 + b] = t[b] + x[3];
+  }
+}
+
 RowsDot rows_dot_kernel() {
 #if ACES_FAST_X86_SIMD
-  static const RowsDot f = simd::pick<RowsDot>({rows_dot_portable, rows_dot_avx2, rows_dot_avx512});
+  static const RowsDot f = simd::pick<RowsDot>({rows_dot_portable, rows_dot_portable, rows_dot_avx512});
   return f;
 #else
   return rows_dot_portable;

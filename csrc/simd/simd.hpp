@@ -52,19 +52,31 @@ UniformBlock uniform_block_kernel(uint32_t tot);
 using PackRow = int64_t (*)(const uint8_t* row, int64_t m, uint64_t* words, uint8_t* high);
 PackRow pack_row_kernel();  // never null
 
-// Scores of rows: out[k] = sum of w[j] over the columns j < m with
-// B[rows[k], j] != 0 (B row-major, m columns), each in a fixed association: 32
-// partial sums, partial l adding the columns j = l (mod 32) in ascending order (a
-// failing column adds +0.0), then combined pairwise (partial l += partial l + h
-// for h = 16, 8, 4, 2, 1). Every kernel variant gives the same bits. w: m finite
-// weights >= 0. Reads exactly the listed rows' m bytes and w[0 .. m).
-using RowsDot = void (*)(const uint8_t* B, int64_t m, const int64_t* rows, int64_t nrows,
-                         const double* w, double* out);
+// Scores of rows by nibble tables. Columns go in groups of four (group g holds
+// the columns 4g .. 4g + 3 < m); its table has one entry per 4-bit pattern b:
+//   T[16 g] = +0.0,  T[16 g + b] = T[16 g + (b without its highest bit h)] + w[4 g + h]
+// (the weights of the set bits added in ascending column order). A row's score
+// is, for each 64-column word q of its packed pattern, the entries of the word's
+// groups (nibble t of the word indexes group 16 q + t) added in ascending t
+// starting from the first, then those word sums added in ascending q onto +0.0.
+// The adds are the same whatever the vector width, so every kernel variant gives
+// the same bits; the error is at most (16 + ceil(m / 64)) roundings of the sum.
+// nibble_tables fills T (nibble_table_size(m) doubles) from w (m finite weights
+// >= 0), reading exactly w[0 .. m).
+inline int64_t nibble_table_size(int64_t m) { return 16 * ((m + 3) / 4); }
+void nibble_tables(const double* w, int64_t m, double* T);
+
+// out[k] = the score of row rows[k] whose packed pattern (PackRow's words: bit
+// j % 64 of word j / 64, unused high bits 0) is words[rows[k] * nw ..], nw =
+// ceil(m / 64); 0.0 when m == 0. Reads exactly those rows' nw words and
+// T[0 .. nibble_table_size(m)).
+using RowsDot = void (*)(const uint64_t* words, int64_t m, const int64_t* rows, int64_t nrows,
+                         const double* T, double* out);
 RowsDot rows_dot_kernel();  // never null
 
 // kLaneMask4[b][l] = all ones where bit l of the 4-bit pattern b is set, else 0:
 // the lane masks of four 64-bit lanes, for AVX2 kernels that select w or +0.0 by
-// a nibble of pass bits (row dot products, the surrogate's masked sums).
+// a nibble of pass bits (the surrogate's masked sums).
 alignas(32) extern const uint64_t kLaneMask4[16][4];
 
 // Largest byte of p[0 .. len) (0 when len == 0); portable and AVX2 variants.
