@@ -45,42 +45,58 @@ void row_sums(const uint8_t* B, int64_t n, int64_t m, int64_t* rs) {
 inline bool nonconstant(int64_t colsum, int64_t n) { return colsum > 0 && colsum < n; }
 
 // Majority-vote weights into w (1 for a test some rows pass and some fail, else
-// 0); returns their sum (in ascending order, as normalize would form it).
+// 0); returns their sum (an integer count, exact in any order).
 double majority_weights(const int64_t* colsum, int64_t n, int64_t m, double* w) {
-  double sum = 0.0;
+  int64_t count = 0;
   for (int64_t j = 0; j < m; ++j) {
-    w[j] = nonconstant(colsum[j], n) ? 1.0 : 0.0;
-    sum += w[j];
+    const bool on = nonconstant(colsum[j], n);
+    w[j] = on ? 1.0 : 0.0;
+    count += on;
   }
-  return sum;
+  return static_cast<double>(count);
 }
 
+// Sum of x[0 .. m) in a fixed association: 32 partial sums (partial l adds the
+// x[j] with j = l (mod 32) in ascending order), combined pairwise (partial l +=
+// partial l + h for h = 16, 8, 4, 2, 1). A sequential sum is a chain of m
+// dependent adds (m times the add latency); these run 32 at a time in vectors,
+// with the same bits at every SIMD level (adds only, in the same order).
+ACES_FAST_KERNEL_BODY double sum32_body(const double* __restrict x, int64_t m) {
+  double part[32] = {};
+  int64_t j = 0;
+  for (; j + 32 <= m; j += 32)
+    for (int l = 0; l < 32; ++l) part[l] += x[j + l];
+  for (int l = 0; j + l < m; ++l) part[l] += x[j + l];
+  for (int h = 16; h >= 1; h >>= 1)
+    for (int l = 0; l < h; ++l) part[l] += part[l + h];
+  return part[0];
+}
+constexpr simd::Dispatched<&sum32_body, simd::kAvx512> sum32{};
+
 // Unnormalized ACES-C weights into w from the uniform LOO-AUC L and the column
-// sums (base.Backend.aces_c_weights), and their sum in ascending order into
-// *total (the add chain runs alongside the loop instead of after it). Returns
-// true when it fell back to majority.
-bool aces_c_weights(const double* L, const int64_t* colsum, int64_t n, int64_t m, bool weighted,
-                    double* w, double* total) {
-  bool any = false;
+// sums (base.Backend.aces_c_weights); the element-wise loop vectorizes.
+ACES_FAST_KERNEL_BODY void aces_c_raw_body(const double* __restrict L,
+                                           const int64_t* __restrict colsum, int64_t n, int64_t m,
+                                           bool weighted, double* __restrict w) {
   const double dn = static_cast<double>(n);
-  double sum = 0.0;
   for (int64_t j = 0; j < m; ++j) {
     const bool informative = L[j] > 0.5;  // NaN (constant column) compares false
-    double x = 0.0;
-    if (informative) {
-      if (weighted) {
-        const double p = static_cast<double>(colsum[j]) / dn;
-        x = (L[j] - 0.5) * p * (1.0 - p);  // same association as the NumPy glue
-      } else {
-        x = 1.0;
-      }
-    }
-    w[j] = x;
-    sum += x;
-    any = any || x > 0.0;
+    const double p = static_cast<double>(colsum[j]) / dn;
+    const double x = weighted ? (L[j] - 0.5) * p * (1.0 - p) : 1.0;  // NumPy glue's association
+    w[j] = informative ? x : 0.0;
   }
-  *total = sum;
-  if (any) return false;
+}
+constexpr simd::Dispatched<&aces_c_raw_body, simd::kAvx512> aces_c_raw{};
+
+// ACES-C weights (unnormalized) into w and their sum32 into *total; returns
+// true when it fell back to majority (no informative test).
+bool aces_c_weights(const double* L, const int64_t* colsum, int64_t n, int64_t m, bool weighted,
+                    double* w, double* total) {
+  aces_c_raw(L, colsum, n, m, weighted, w);
+  // Every weight is >= 0 (an informative column is non-constant, so 0 < p < 1),
+  // so some weight is positive iff the sum is.
+  *total = sum32(w, m);
+  if (*total > 0.0) return false;
   *total = majority_weights(colsum, n, m, w);
   return true;
 }
@@ -100,12 +116,8 @@ void normalize_by(const double* w, int64_t m, double total, double* out) {
     std::fill(out, out + m, 0.0);
 }
 
-// out = w / sum(w) (sequential sum), or zeros when the sum is not positive.
-void normalize(const double* w, int64_t m, double* out) {
-  double total = 0.0;
-  for (int64_t j = 0; j < m; ++j) total += w[j];
-  normalize_by(w, m, total, out);
-}
+// out = w / sum32(w), or zeros when the sum is not positive.
+void normalize(const double* w, int64_t m, double* out) { normalize_by(w, m, sum32(w, m), out); }
 
 // Indices of the k rows with the largest row sums (stable: among equal sums the
 // lower index wins), written ascending into rows (k); base.top_k_rows. O(n + m).
@@ -500,8 +512,7 @@ void run_method(const uint8_t* B, int64_t n, int64_t m, const MethodParams& p, M
     release(ws.plan.counts);
     release(ws.plan.rowsum);
   }
-  double wsum = 0.0;
-  for (int64_t j = 0; j < m; ++j) wsum += out.weights[j];
+  const double wsum = sum32(out.weights, m);
   snap_and_order(out.scores, n, p.tie_tol * wsum, rep, out.order, ws.sort);  // reads rep
   if (big) {
     release(ws.plan.rep);
