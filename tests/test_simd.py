@@ -273,6 +273,26 @@ def test_aces_c_scores_follow_the_documented_association(shape):
         np.testing.assert_array_equal(order, np.lexsort((np.arange(B.shape[0]), -expected)))
 
 
+def test_large_scores_follow_the_documented_association():
+    """Past the packed-word budget (kKeepPackedWords) the dedup pass does not keep
+    its packed rows and the scores pack each chunk again: the same association,
+    with and without dedup, on one and two threads (tie_tol = 0 leaves the raw
+    scores unsnapped; a sample of rows is checked against the Python model)."""
+    rng = np.random.default_rng(7)
+    B = random_matrix(rng, 2100, 1000, density=0.5, dup_rows=40)  # 2100 * 16 > 2**15 words
+    sample = rng.choice(B.shape[0], 25, replace=False)
+    runs = []
+    for dedup, threads in ((True, 1), (False, 1), (True, 2), (False, 2)):
+        scores, weights, *_ = _core.rerank(
+            B=B, method=_core.METHOD_CODES["aces-c"], tie_tol=0.0, gamma=10.0, lr=0.01, steps=0,
+            top_k=None, warm=False, dedup=dedup, n_threads=threads)
+        expected = [_dot_nibbles(B[i], weights) for i in sample]
+        np.testing.assert_array_equal(scores[sample], expected)
+        runs.append(scores)
+    for other in runs[1:]:
+        np.testing.assert_array_equal(other, runs[0])
+
+
 @pytest.mark.parametrize("shape", [(1, 1), (3, 21), (7, 64), (9, 130), (200, 500)])
 def test_max_byte_finds_any_bad_value(shape):
     """Every call checks B with the max_byte kernel; a single large byte anywhere

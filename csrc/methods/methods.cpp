@@ -204,25 +204,30 @@ void scores(const uint8_t* B, int64_t n, int64_t m, const double* w, const int64
     return;
   }
   // General weights: simd.hpp's nibble-table association, over the class
-  // representatives (all rows without a plan), 256 rows per chunk.
+  // representatives (all rows without a plan), 256 rows per chunk. Without the
+  // plan's packed rows each chunk packs its own into its thread's buffer
+  // (O(threads * 256 * m / 8) bytes, not O(n m / 8)).
   ws.tables.resize(static_cast<size_t>(nibble_table_size(m)));
   nibble_tables(w, m, ws.tables.data());
   const double* T = ws.tables.data();
-  if (!packed) ws.packed.resize(static_cast<size_t>(n * nw));
-  uint64_t* own = packed ? nullptr : ws.packed.data();
-  const RowsDot dot = rows_dot_kernel();
   constexpr int64_t kChunk = 256;
   const int64_t nchunks = (n + kChunk - 1) / kChunk;
-  for_each_index(nchunks > 1 ? nt : 1, nchunks, [&](int64_t c, int) {
+  const int ntc = nchunks > 1 ? std::max(nt, 1) : 1;
+  if (!packed) ws.packed.resize(static_cast<size_t>(ntc * kChunk * nw));
+  const RowsDot dot = rows_dot_kernel();
+  for_each_index(ntc, nchunks, [&](int64_t c, int tid) {
     int64_t rows[kChunk];
+    int64_t idx[kChunk];  // row in packed, or in this thread's buffer
     double out[kChunk];
+    uint64_t* own = packed ? nullptr : ws.packed.data() + tid * kChunk * nw;
     int64_t nr = 0;
     for (int64_t i = c * kChunk; i < std::min(n, (c + 1) * kChunk); ++i)
       if (!rep || rep[i] == i) {
-        if (own) pack(B + i * m, m, own + i * nw, nullptr);
+        if (own) pack(B + i * m, m, own + nr * nw, nullptr);
+        idx[nr] = own ? nr : i;
         rows[nr++] = i;
       }
-    dot(packed ? packed : own, m, rows, nr, T, out);
+    dot(own ? own : packed, m, idx, nr, T, out);
     for (int64_t k = 0; k < nr; ++k) s[rows[k]] = out[k];
   });
   if (rep)
@@ -410,10 +415,15 @@ void run_method(const uint8_t* B, int64_t n, int64_t m, const MethodParams& p, M
   const int64_t* cnt = nullptr;     // class multiplicities (dedup found repeats)
   const int64_t* rep = nullptr;     // class representative of every row
   const int64_t* rowsum = nullptr;  // passes per row
+  const uint64_t* packed = nullptr; // every row's packed pattern (small inputs)
   const bool big = n >= kReleaseRows;
   uint8_t high = 0;
   if (use_dedup) {
-    dedup_rows(B, n, m, nullptr, ws.plan, par, n_threads, &high, /*keep_words=*/true);
+    // the packed rows feed the scores too, while they are small next to the
+    // O(n + m) the rest of the call needs (else the scores pack their own)
+    const bool keep = n * ((m + 63) / 64) <= kKeepPackedWords;
+    dedup_rows(B, n, m, nullptr, ws.plan, par, n_threads, &high, keep);
+    packed = keep ? ws.plan.words.data() : nullptr;
     rowsum = ws.plan.rowsum.data();
     if (ws.plan.distinct < n) {
       cnt = ws.plan.counts.data();
@@ -500,8 +510,7 @@ void run_method(const uint8_t* B, int64_t n, int64_t m, const MethodParams& p, M
     normalize(ws.wfit.data(), m, out.weights);
   }
 
-  scores(B, n, m, out.weights, rep, use_dedup ? ws.plan.words.data() : nullptr, out.scores, ws,
-         nt);
+  scores(B, n, m, out.weights, rep, packed, out.scores, ws, nt);
   if (big) {
     release(ws.plan.words);
     release(ws.packed);

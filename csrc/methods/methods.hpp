@@ -87,6 +87,10 @@ struct SortScratch {
 // allocation is then negligible next to the work, and peak memory stays a small
 // multiple of the input instead of the sum of all phases.
 constexpr int64_t kReleaseRows = int64_t(1) << 16;
+// Packed words (8 bytes per 64 tests and row) the dedup pass keeps for the row
+// scores at most: 256 KiB, e.g. 2000 x 1000. Beyond that the scores pack each
+// chunk of rows again (~5% more time) rather than hold m / 8 bytes per row.
+constexpr int64_t kKeepPackedWords = int64_t(1) << 15;
 
 // Scratch reused across tasks; grows to the largest task seen (below kReleaseRows).
 struct MethodWorkspace {
