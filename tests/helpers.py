@@ -158,3 +158,23 @@ def assert_sigint_interrupts(child: str, case: str, wait: float, timeout: float,
     assert float(lines[1].split()[2]) < 0.25, out  # no worker thread still running
     assert lines[2] == "same results True", out
     assert took < max_took, (took, out)
+
+
+# Sizes on both sides of the uniform LOO-AUC kernels' switch from 16-bit to wider
+# lanes (a total multiplicity of at most 361: 2 wins + ties <= 361^2 / 2 < 2^16).
+NARROW_SIZES = [2, 255, 360, 361, 362, 700]
+
+
+def narrow_lane_inputs(n, with_counts):
+    """Half-passing columns (the largest pair counts) and single-row and multi-row
+    score levels; with counts, a total multiplicity of n + 1 (3 up to 701)."""
+    rng = np.random.default_rng(n)
+    m = 130
+    B = (rng.random((n, m)) < 0.5).astype(np.uint8)
+    B[:, 0] = np.arange(n) % 2  # P = F = n / 2: the largest 2 wins + ties
+    B[: n // 3, 1:9] = 1  # many rows on few score levels
+    counts = None
+    if with_counts:
+        counts = np.ones(n, dtype=np.int64)
+        counts[0] = 2
+    return B, counts

@@ -24,7 +24,7 @@ from aces_fast._registry import method_params  # noqa: E402
 from aces_fast.backends import get_backend  # noqa: E402
 from aces_fast.backends import numba as numba_backend  # noqa: E402
 from aces_fast.backends import numpy as numpy_ref  # noqa: E402
-from helpers import EXAMPLE, random_matrix  # noqa: E402
+from helpers import EXAMPLE, NARROW_SIZES, narrow_lane_inputs, random_matrix  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXACT = dict(rtol=0, atol=1e-12)
@@ -100,6 +100,23 @@ def test_weighted_ties_follow_tolerance(nb):
     np.testing.assert_allclose(tight, numpy_ref.loo_auc(B, w, 1e-12), **EXACT)
     np.testing.assert_allclose(loose, numpy_ref.loo_auc(B, w, 1e-9), **EXACT)
     assert tight[0] == 0.0 and loose[0] == 0.5
+
+
+def test_uniform_loo_auc_in_narrow_lanes_is_exact(nb):
+    """The uniform kernel counts in uint16 lanes while the total multiplicity is at
+    most 361 (2 wins + ties < 2^16, sums modulo 2^16), in uint32 above: both sides
+    of the switch, with multiplicities as counts and as repeated rows (which the
+    kernel merges), equal the exact reference bit for bit."""
+    for n in NARROW_SIZES:
+        for with_counts in (False, True):
+            B, counts = narrow_lane_inputs(n, with_counts)
+            want = numpy_ref.loo_auc(B, None, 0.0, counts)
+            np.testing.assert_array_equal(nb.loo_auc(B, None, 0.0, counts), want,
+                                          err_msg=f"n={n} counts={with_counts}")
+            rows = B if counts is None else np.repeat(B, counts, axis=0)
+            L, colsum, _ = nb.loo_auc_uniform(rows)
+            np.testing.assert_array_equal(L, want, err_msg=f"n={n} repeated={with_counts}")
+            np.testing.assert_array_equal(colsum, rows.sum(axis=0))
 
 
 def test_counts_act_as_repeated_rows(nb):

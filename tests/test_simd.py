@@ -25,7 +25,7 @@ import sys
 import numpy as np
 import pytest
 
-from helpers import random_matrix
+from helpers import NARROW_SIZES, narrow_lane_inputs, random_matrix
 
 _core = pytest.importorskip("aces_fast._core", reason="the C++ extension is not built")
 
@@ -395,7 +395,7 @@ import json, sys
 import numpy as np
 from aces_fast import _core
 sys.path.insert(0, sys.argv[2])
-from test_simd import narrow_lane_inputs
+from helpers import narrow_lane_inputs
 out = {"level": _core.simd_level()}
 for n in json.loads(sys.argv[1]):
     for with_counts in (False, True):
@@ -404,24 +404,6 @@ for n in json.loads(sys.argv[1]):
         out[f"{n}/{with_counts}"] = np.ascontiguousarray(r).tobytes().hex()
 print(json.dumps(out))
 """
-
-NARROW_SIZES = [2, 255, 360, 361, 362, 700]
-
-
-def narrow_lane_inputs(n, with_counts):
-    """Half-passing columns (the largest pair counts) and single-row and multi-row
-    score levels; with counts, a total multiplicity of n + 1 (3 up to 701)."""
-    rng = np.random.default_rng(n)
-    m = 130
-    B = (rng.random((n, m)) < 0.5).astype(np.uint8)
-    B[:, 0] = np.arange(n) % 2  # P = F = n / 2: the largest 2 wins + ties
-    B[: n // 3, 1:9] = 1  # many rows on few score levels
-    counts = None
-    if with_counts:
-        counts = np.ones(n, dtype=np.int64)
-        counts[0] = 2
-    return B, counts
-
 
 @pytest.mark.parametrize("level", LEVELS)
 def test_uniform_loo_auc_in_narrow_lanes_is_exact(level):

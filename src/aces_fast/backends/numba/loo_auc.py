@@ -47,7 +47,8 @@ def _uniform_block(B, cnt, row_of, lstart, lval, ltot, j0, j1, pcur, pprev, acc,
     Scratch (length >= j1 - j0): ``pcur``/``pprev`` int32, ``acc``/``ptot``
     int64 or uint32 (uint32 only when the total multiplicity is below 2^16:
     sums run modulo 2^32 and the true 2 wins + ties <= ntot^2 / 2 comes out
-    exactly; int64 wraps modulo 2^64 likewise). ``colsum`` (m,) int64 gets P
+    exactly; int64 wraps modulo 2^64 likewise); or all four uint16 while the
+    total multiplicity is at most 361 (2 wins + ties < 2^16, sums modulo 2^16). ``colsum`` (m,) int64 gets P
     per column when it is non-empty. O(n (j1 - j0)), integer counts.
     """
     bw = j1 - j0
@@ -88,6 +89,8 @@ def _uniform_block(B, cnt, row_of, lstart, lval, ltot, j0, j1, pcur, pprev, acc,
         twice = np.int64(acc[jj]) - P * P
         if acc.itemsize == 4:
             twice &= 0xFFFFFFFF
+        elif acc.itemsize == 2:
+            twice &= 0xFFFF
         out[j0 + jj] = _auc_value2(twice, P, total - P)
     if colsum.shape[0] > 0:
         for jj in range(bw):
@@ -250,7 +253,14 @@ def _loo_blocks(B, uniform, cnt, row_of, lstart, lval, ltot, perm, ss, cs, w, to
             bw = j1 - j0
             pc = np.empty(bw, dtype=np.int32)
             pp = np.empty(bw, dtype=np.int32)
-            if ntot < (1 << 16):  # 2 wins + ties < 2^31: uint32 lanes, twice the SIMD width
+            if ntot <= 361:
+                # 2 wins + ties <= ntot^2 / 2 < 2^16: uint16 lanes throughout, the
+                # counts too (a level's passers <= ntot), four times the int64 width
+                _uniform_block(B, cnt, row_of, lstart, lval, ltot, j0, j1,
+                               np.empty(bw, dtype=np.uint16), np.empty(bw, dtype=np.uint16),
+                               np.empty(bw, dtype=np.uint16), np.empty(bw, dtype=np.uint16),
+                               out, colsum)
+            elif ntot < (1 << 16):  # 2 wins + ties < 2^31: uint32 lanes, twice the SIMD width
                 _uniform_block(B, cnt, row_of, lstart, lval, ltot, j0, j1, pc, pp,
                                np.empty(bw, dtype=np.uint32), np.empty(bw, dtype=np.uint32),
                                out, colsum)
