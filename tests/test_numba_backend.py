@@ -119,6 +119,23 @@ def test_uniform_loo_auc_in_narrow_lanes_is_exact(nb):
             np.testing.assert_array_equal(colsum, rows.sum(axis=0))
 
 
+@pytest.mark.parametrize("method", ["majority", "aces-c", "aces-o"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_batch_names_the_lowest_bad_task(method, threads, warm):
+    """Each task checks its own values on the batch's threads, largest task first;
+    with two bad tasks the error still names the lower one, and no result comes
+    back."""
+    rng = np.random.default_rng(3)
+    tasks = [random_matrix(rng, 20 + 10 * t, 30, density=0.5) for t in range(8)]
+    tasks[6][4, 7] = 2  # larger, so it runs (and fails) first
+    tasks[2][0, 0] = 5
+    with pytest.raises(ValueError, match=r"^task 2: .*only 0 and 1.*found value 5"):
+        af.rerank_batch(tasks, method, backend="numba", n_threads=threads)
+    tasks[2][0, 0] = 1
+    with pytest.raises(ValueError, match=r"^task 6: .*found value 2"):
+        af.rerank_batch(tasks, method, backend="numba", n_threads=threads)
+
+
 def test_counts_act_as_repeated_rows(nb):
     rng = np.random.default_rng(5)
     B = random_matrix(rng, 25, 15, density=0.4)
