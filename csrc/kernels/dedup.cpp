@@ -58,32 +58,31 @@ void hash_rows(const uint8_t* B, int64_t n, int64_t m, uint64_t* hash, int64_t* 
                bool parallel, int n_threads, uint8_t* high, uint64_t* words_out) {
   const int nt = resolve_threads(parallel, n_threads);
   const PackRow pack = pack_row_kernel();
-  const int64_t nw_scratch = std::max<int64_t>((m + 63) / 64, 1);
   const int64_t nwm = (m + 63) / 64;
   // Four rows at a time: their hash chains (a multiply per word each) are
   // independent, so they run interleaved instead of one latency after another.
   constexpr int64_t kRows = 4;
+  const size_t scratch = words_out ? 0 : static_cast<size_t>(kRows * std::max<int64_t>(nwm, 1));
   const int64_t ngroups = (n + kRows - 1) / kRows;
-  auto group = [&](int64_t g, uint64_t* scratch, uint8_t* hi) {
+  auto group = [&](int64_t g, uint64_t* own, uint8_t* hi) {
     const int64_t i0 = g * kRows, nr = std::min(kRows, n - i0);
-    // the caller's rows when it keeps them (stride ceil(m / 64)), else scratch
-    const int64_t nw = words_out ? nwm : nw_scratch;
-    uint64_t* words = words_out ? words_out + i0 * nwm : scratch;
+    // the caller's rows when it keeps them, else scratch; stride ceil(m / 64)
+    uint64_t* words = words_out ? words_out + i0 * nwm : own;
     for (int64_t k = 0; k < nr; ++k)
-      rowsum[i0 + k] = pack(B + (i0 + k) * m, m, words + k * nw, hi);
+      rowsum[i0 + k] = pack(B + (i0 + k) * m, m, words + k * nwm, hi);
     if (nr == kRows) {
       uint64_t h[kRows];
       for (int64_t k = 0; k < kRows; ++k) h[k] = hash_start(m);
       for (int64_t q = 0; q < nwm; ++q)
-        for (int64_t k = 0; k < kRows; ++k) h[k] = hash_step(h[k], words[k * nw + q]);
+        for (int64_t k = 0; k < kRows; ++k) h[k] = hash_step(h[k], words[k * nwm + q]);
       for (int64_t k = 0; k < kRows; ++k) hash[i0 + k] = bits::mix64(h[k]);
     } else {
-      for (int64_t k = 0; k < nr; ++k) hash[i0 + k] = words_hash(words + k * nw, nwm, m);
+      for (int64_t k = 0; k < nr; ++k) hash[i0 + k] = words_hash(words + k * nwm, nwm, m);
     }
   };
   // one thread: no OpenMP region at all (see for_each_index)
   if (nt <= 1) {
-    std::vector<uint64_t> words(words_out ? 0 : static_cast<size_t>(kRows * nw_scratch));
+    std::vector<uint64_t> words(scratch);
     for (int64_t g = 0; g < ngroups; ++g) group(g, words.data(), high);
     return;
   }
@@ -91,7 +90,7 @@ void hash_rows(const uint8_t* B, int64_t n, int64_t m, uint64_t* hash, int64_t* 
   uint8_t any_high = 0;
 #pragma omp parallel num_threads(nt) reduction(| : any_high)
   {
-    std::vector<uint64_t> words(words_out ? 0 : static_cast<size_t>(kRows * nw_scratch));
+    std::vector<uint64_t> words(scratch);
     uint8_t mine = 0;
 #pragma omp for schedule(static)
     for (int64_t g = 0; g < ngroups; ++g) group(g, words.data(), high ? &mine : nullptr);

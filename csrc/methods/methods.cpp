@@ -108,7 +108,7 @@ ACES_FAST_KERNEL_BODY void divide_by_body(const double* __restrict w, int64_t m,
 }
 constexpr simd::Dispatched<&divide_by_body, simd::kAvx512> divide_by{};
 
-// out = w / total, or zeros when total (the sequential sum of w) is not positive.
+// out = w / total, or zeros when total (the caller's sum of w) is not positive.
 void normalize_by(const double* w, int64_t m, double total, double* out) {
   if (total > 0.0)
     divide_by(w, m, total, out);

@@ -18,8 +18,8 @@
 //   simd.cpp      uniform LOO-AUC level step (AVX2 intrinsics; none portable)
 //                 and whole column block (AVX-512 intrinsics; AVX2 too while at
 //                 most 361 rows count, in 16-bit lanes; none below), row
-//                 packing, row dot products (portable, AVX2, AVX-512), max_byte
-//                 (portable, AVX2)
+//                 packing (portable, AVX2, AVX-512), row scores (portable,
+//                 AVX-512), max_byte (portable, AVX2)
 //   loo_auc.cpp   uniform_block, row_scores (its groups of eight rows)
 //                 (portable, AVX2)
 //   surrogate.cpp pair_block_fast, pair_sweep2, add_scaled_row, masked_sums

@@ -354,11 +354,6 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void uniform_block_avx512_i
   }
 }
 
-// uniform_block_avx512_impl<Lanes16> at AVX2, for a total multiplicity tot <=
-// kMaxTot16 (the same modulo-2^16 argument): 64 columns as four registers of
-// sixteen 16-bit lanes, a row's pass flags widened from bytes to lane masks (-1
-// where the byte is nonzero), so a masked add is an and + add and a count is a
-// subtraction of the mask. Integer sums: the values of every other variant.
 // The four 16-bit lane masks (-1 where the byte is nonzero) of the len <= 64
 // bytes at src; a short block is copied to tail first, so no byte past it is read.
 __attribute__((target("avx2"), always_inline)) inline void row_masks16_avx2(const uint8_t* src,
@@ -379,6 +374,11 @@ __attribute__((target("avx2"), always_inline)) inline void row_masks16_avx2(cons
   }
 }
 
+// uniform_block_avx512_impl<Lanes16> at AVX2, for a total multiplicity tot <=
+// kMaxTot16 (the same modulo-2^16 argument): 64 columns as four registers of
+// sixteen 16-bit lanes, a row's pass flags widened from bytes to lane masks (-1
+// where the byte is nonzero), so a masked add is an and + add and a count is a
+// subtraction of the mask. Integer sums: the values of every other variant.
 template <bool kCounts>
 __attribute__((target("avx2"))) void uniform_block16_avx2_impl(
     const uint8_t* B, int64_t m, const int64_t* counts, const int64_t* row_of,

@@ -502,8 +502,8 @@ class NumbaBackend(ArrayBackend):
         Small batches (under :attr:`parallel_min_work`) run in the calling
         thread. Results equal :meth:`rerank` task by task bit for bit, whatever
         the thread count. Every task's values are checked, each by its own task
-        (an error names the lowest bad task). Returns ``None`` for the other methods (CodeT,
-        B4), which the caller runs task by task. Cost: the sum of the per-task
+        (an error names the lowest bad task). Returns ``None`` for the other
+        methods (CodeT, B4), which the caller runs task by task. Cost: the sum of the per-task
         costs, divided across threads.
         """
         spec = _registry.get(method)

@@ -18,6 +18,11 @@ from numba import prange
 from ._jit import _jit, _serial_and_parallel
 from .dedup import row_sums_and_reps
 
+#: The uniform kernel counts in uint16 lanes while the total multiplicity is at
+#: most this: then 2 wins + ties <= 361^2 / 2 < 2^16, exact modulo 2^16 (the
+#: bound of the C++ kernels' 16-bit lanes too).
+NARROW_MAX_TOTAL = 361
+
 @_jit()
 def _auc_value(wins, ties, P, F):
     if P <= 0 or F <= 0:
@@ -48,8 +53,9 @@ def _uniform_block(B, cnt, row_of, lstart, lval, ltot, j0, j1, pcur, pprev, acc,
     int64 or uint32 (uint32 only when the total multiplicity is below 2^16:
     sums run modulo 2^32 and the true 2 wins + ties <= ntot^2 / 2 comes out
     exactly; int64 wraps modulo 2^64 likewise); or all four uint16 while the
-    total multiplicity is at most 361 (2 wins + ties < 2^16, sums modulo 2^16). ``colsum`` (m,) int64 gets P
-    per column when it is non-empty. O(n (j1 - j0)), integer counts.
+    total multiplicity is at most :data:`NARROW_MAX_TOTAL` (sums modulo 2^16).
+    ``colsum`` (m,) int64 gets P per column when it is non-empty.
+    O(n (j1 - j0)), integer counts.
     """
     bw = j1 - j0
     for jj in range(bw):
@@ -251,21 +257,21 @@ def _loo_blocks(B, uniform, cnt, row_of, lstart, lval, ltot, perm, ss, cs, w, to
         j1 = min(j0 + width, m)
         if uniform:
             bw = j1 - j0
-            pc = np.empty(bw, dtype=np.int32)
-            pp = np.empty(bw, dtype=np.int32)
-            if ntot <= 361:
-                # 2 wins + ties <= ntot^2 / 2 < 2^16: uint16 lanes throughout, the
-                # counts too (a level's passers <= ntot), four times the int64 width
+            if ntot <= NARROW_MAX_TOTAL:
+                # uint16 lanes throughout, the counts too (a level's passers <= ntot):
+                # four times the int64 width
                 _uniform_block(B, cnt, row_of, lstart, lval, ltot, j0, j1,
                                np.empty(bw, dtype=np.uint16), np.empty(bw, dtype=np.uint16),
                                np.empty(bw, dtype=np.uint16), np.empty(bw, dtype=np.uint16),
                                out, colsum)
             elif ntot < (1 << 16):  # 2 wins + ties < 2^31: uint32 lanes, twice the SIMD width
-                _uniform_block(B, cnt, row_of, lstart, lval, ltot, j0, j1, pc, pp,
+                _uniform_block(B, cnt, row_of, lstart, lval, ltot, j0, j1,
+                               np.empty(bw, dtype=np.int32), np.empty(bw, dtype=np.int32),
                                np.empty(bw, dtype=np.uint32), np.empty(bw, dtype=np.uint32),
                                out, colsum)
             else:
-                _uniform_block(B, cnt, row_of, lstart, lval, ltot, j0, j1, pc, pp,
+                _uniform_block(B, cnt, row_of, lstart, lval, ltot, j0, j1,
+                               np.empty(bw, dtype=np.int32), np.empty(bw, dtype=np.int32),
                                np.empty(bw, dtype=np.int64), np.empty(bw, dtype=np.int64),
                                out, colsum)
         else:
