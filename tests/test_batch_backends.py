@@ -143,6 +143,39 @@ def test_numba_thread_count_does_not_change_results(numba_routes):
     assert numba.get_num_threads() == before  # restored after every call
 
 
+def test_numba_batch_chunks_cover_every_task_once_largest_first(numba_routes):
+    """A compiled batch's chunks: every task exactly once, in the given (largest
+    first) order, each chunk within the work cap unless one task exceeds it, and
+    at most an eighth of the tasks per thread."""
+    from aces_fast.backends import numba as numba_backend
+
+    rng = np.random.default_rng(9)
+    for T, threads in ((1, 1), (7, 2), (200, 2), (1000, 1), (33, 4)):
+        cost = rng.choice([10.0, 1e5, 3e6, 5e7], size=T)
+        by_cost = np.argsort(-cost, kind="stable")
+        chunks = numba_backend._chunks(by_cost, cost, threads)
+        np.testing.assert_array_equal(np.concatenate(chunks), by_cost)
+        cap = -(-T // (8 * threads))
+        for c in chunks:
+            assert c.dtype == np.int64 and 1 <= len(c) <= cap
+            assert len(c) == 1 or cost[c].sum() <= numba_backend._CHUNK_WORK
+
+
+def test_numba_compiled_batch_results_own_their_slices(numba_routes):
+    """Each task's arrays are its own slices of the batch's outputs: writing one
+    changes no other task's result."""
+    got = af.rerank_batch(MIXED, "aces-c", backend="numba", n_threads=2)
+    want = _one_by_one(MIXED, "aces-c", "numba")
+    for g in got:
+        g.scores[:] = -1.0
+        g.weights[:] = -1.0
+    for k, (g, w) in enumerate(zip(got, want)):
+        for other in got[k + 1:]:
+            assert not np.shares_memory(g.scores, other.scores)
+            assert not np.shares_memory(g.weights, other.weights)
+        np.testing.assert_array_equal(g.order, w.order)
+
+
 def test_numba_batch_from_concurrent_python_threads(numba_routes):
     rng = np.random.default_rng(5)
     tasks = [random_matrix(rng, 50, 30, 0.5, dup_rows=5) for _ in range(30)]

@@ -44,6 +44,9 @@ calls = {
     "many_tasks": lambda: af.rerank_batch([B[i % 3000:i % 3000 + 300] for i in range(20000)],
                                           "aces-o", top_k=64, steps=200, backend="numba",
                                           n_threads=2),
+    # ACES-C compiled whole: chunks of tasks per compiled call
+    "compiled_batch": lambda: af.rerank_batch([B] * 200_000, "aces-c", backend="numba",
+                                              n_threads=2),
 }
 chunk = nb_aces_o.CHUNK_PAIRS
 nb_aces_o.CHUNK_PAIRS = 1
@@ -51,6 +54,7 @@ chunked = af.aces_o(small, top_k=None, steps=5, backend="numba")
 af.rerank_batch([small, small[:20]], "aces-o", top_k=None, steps=5, backend="numba",
                 n_threads=2)
 nb_aces_o.CHUNK_PAIRS = chunk
+af.rerank_batch([small, small[:20]], "aces-c", backend="numba", n_threads=2)
 before = af.aces_o(small, top_k=None, steps=5, backend="numba")
 af.rerank_batch([small, small[:20]], "aces-o", top_k=None, steps=5, backend="numba",
                 n_threads=2)
@@ -64,7 +68,7 @@ def same_results():  # and the chunked fit gave the bits of the one-call fit
 """ + INTERRUPT_CHILD_TAIL
 
 
-@pytest.mark.parametrize("case", ["rerank", "rerank_batch", "many_tasks"])
+@pytest.mark.parametrize("case", ["rerank", "rerank_batch", "many_tasks", "compiled_batch"])
 def test_sigint_interrupts_a_long_numba_call(case):
     require_backend("numba")
     # the first line comes after the JIT warm-up (can take a minute)

@@ -7,8 +7,9 @@ the task's index), then the backend runs them all:
 * the backend's ``rerank_batch(Bs, method, params, n_threads)`` gets the whole
   list at once (``cpp``: one call into C++, OpenMP across tasks, GIL released,
   for the methods with a compiled copy; ``numba``, for those same methods: the
-  tasks on Python threads, each one compiled call (majority vote, ACES-C) or
-  serial kernels (ACES-O) with the GIL released; ``torch``: padded (T, n, m)
+  tasks on Python threads, in chunks of tasks each one compiled call (majority
+  vote, ACES-C) or task by task in serial kernels (ACES-O), with the GIL
+  released; ``torch``: padded (T, n, m)
   chunks on the input's device for those same methods). It returns one
   :class:`~aces_fast.result.RerankResult` per task, or ``None`` for a method it
   has no batch path for;

@@ -270,6 +270,30 @@ def _as_counts(counts: Any, n: int) -> np.ndarray:
     return _for_kernels(np.ascontiguousarray(c, dtype=np.int64))
 
 
+#: a chunk of a compiled batch holds tasks up to about this much work (cost units
+#: of rerank_batch: cells plus sort), so Ctrl-C and an error stop it soon
+_CHUNK_WORK = float(1 << 22)
+
+
+def _chunks(by_cost: np.ndarray, cost: np.ndarray, threads: int) -> List[np.ndarray]:
+    """``by_cost`` (task indices, largest first) cut into consecutive chunks (int64
+    arrays) of at most :data:`_CHUNK_WORK` work -- or one task, when larger -- and at
+    most an eighth of the tasks per thread, so the threads end together."""
+    cap = max(1, -(-len(by_cost) // (8 * max(threads, 1))))
+    chunks: List[np.ndarray] = []
+    start = 0
+    work = 0.0
+    for k in range(len(by_cost)):
+        c = float(cost[by_cost[k]])
+        if k > start and (work + c > _CHUNK_WORK or k - start >= cap):
+            chunks.append(by_cost[start:k])
+            start, work = k, 0.0
+        work += c
+    if start < len(by_cost):
+        chunks.append(by_cost[start:])
+    return chunks
+
+
 def _in_threads(fn, items: np.ndarray, threads: int) -> None:
     """``fn(item)`` for every item, on ``threads`` Python threads (the caller's included)
     taking the next item as they finish; the first exception is re-raised.
@@ -492,12 +516,13 @@ class NumbaBackend(ArrayBackend):
         """Rank many tasks at once (the protocol of :mod:`aces_fast.batch`).
 
         Methods whose semantics do their work in kernels (a spec's
-        ``over_tasks``: majority vote, ACES-C, ACES-O) run task by task on
-        Python threads, largest first, each task the per-task method on the
-        serial build: majority vote and ACES-C one compiled call each (the
-        whole method, GIL released), ACES-O its Adam fit in the serial kernels
-        (GIL released); a task's Python around them holds the GIL for a few
-        microseconds. ``n_threads``: threads across tasks (``None``: numba's
+        ``over_tasks``: majority vote, ACES-C, ACES-O) run on Python threads,
+        largest tasks first, on the serial build: majority vote and ACES-C
+        (compiled whole) in chunks of tasks, one compiled call per chunk (GIL
+        released; :meth:`_compiled_batch`); ACES-O task by task, each its Adam
+        fit in the serial kernels (GIL released), its Python around them holding
+        the GIL for microseconds of a fit's milliseconds. ``n_threads``: threads
+        across tasks (``None``: numba's
         thread count; values above ``NUMBA_NUM_THREADS`` are capped there).
         Small batches (under :attr:`parallel_min_work`) run in the calling
         thread. Results equal :meth:`rerank` task by task bit for bit, whatever
@@ -520,6 +545,11 @@ class NumbaBackend(ArrayBackend):
             k = n if top_k is None else np.minimum(n, top_k)
             cost += (values["steps"] + 1) * k * m * (1.0 + k / 4.0)
         parallel = len(mats) > 1 and float(cost.sum()) >= self.parallel_min_work
+        by_cost = np.argsort(-cost, kind="stable")
+        tasks_entry = _kernels.tasks_entry(spec.semantics)
+        if tasks_entry is not None:
+            return self._compiled_batch(tasks_entry, mats, spec, values, cost, by_cost,
+                                        threads if parallel else 1)
         results: List[Any] = [None] * len(mats)
         serial = _serial_backend()
 
@@ -532,10 +562,54 @@ class NumbaBackend(ArrayBackend):
         # cost about a tenth of an ACES-C batch. On a bad value the batch stops,
         # and the error names the lowest bad task, as a check up front would.
         try:
-            _in_threads(run, np.argsort(-cost, kind="stable"), threads if parallel else 1)
+            _in_threads(run, by_cost, threads if parallel else 1)
         except ValueError:
             self._check_tasks(mats)
             raise
+        return results
+
+    def _compiled_batch(self, tasks_entry: Callable[..., int], mats: List[np.ndarray],
+                        spec: Any, values: Dict[str, Any], cost: np.ndarray,
+                        by_cost: np.ndarray, threads: int) -> List[RerankResult]:
+        """:meth:`rerank_batch` of a method compiled whole (:func:`.semantics.tasks_entry`):
+        chunks of tasks, largest first, each chunk one compiled call on a Python
+        thread (GIL released), results into shared output arrays that each task's
+        result views. A task call's own Python (a few microseconds holding the
+        GIL, during which the other threads' finished tasks wait) is paid per
+        chunk instead. Same compiled semantics as :meth:`rerank`: the same bits."""
+        T = len(mats)
+        # the matrices stay referenced by mats (and unchanged) for the whole call
+        addr = np.array([B.ctypes.data for B in mats], dtype=np.int64)
+        ns = np.array([B.shape[0] for B in mats], dtype=np.int64)
+        ms = np.array([B.shape[1] for B in mats], dtype=np.int64)
+        roff = np.zeros(T, dtype=np.int64)
+        coff = np.zeros(T, dtype=np.int64)
+        np.cumsum(ns[:-1], out=roff[1:])
+        np.cumsum(ms[:-1], out=coff[1:])
+        N, M = int(ns.sum()), int(ms.sum())
+        scores, weights, loo = np.empty(N), np.empty(M), np.empty(M)
+        order = np.empty(N, dtype=np.int64)
+        status = np.zeros(T, dtype=np.int64)
+        args = spec.args(values)
+        chunks = _chunks(by_cost, cost, threads)
+        bad = threading.Event()
+
+        def run(c: int) -> None:
+            if bad.is_set():  # a bad task was found: the batch raises
+                return
+            part = chunks[c]
+            if tasks_entry(addr, ns, ms, roff, coff, part, scores, weights, order, loo,
+                           status, *args) < len(part):
+                bad.set()
+
+        _in_threads(run, np.arange(len(chunks)), threads)
+        if bad.is_set():
+            self._check_tasks(mats)  # raises, naming the lowest bad task
+        results: List[RerankResult] = []
+        for t in range(T):
+            r0, r1, c0, c1 = roff[t], roff[t] + ns[t], coff[t], coff[t] + ms[t]
+            results.append(spec.pack((scores[r0:r1], weights[c0:c1], order[r0:r1],
+                                      loo[c0:c1], int(status[t])), values, self.name))
         return results
 
     def _check_tasks(self, mats: Sequence[np.ndarray]) -> None:

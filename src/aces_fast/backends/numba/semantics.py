@@ -32,12 +32,13 @@ import types as pytypes
 from typing import Any, Callable, Dict, Optional, Tuple
 
 import numpy as np
-from numba import types
+from llvmlite import ir
+from numba import carray, types
 from numba.core import config
 from numba.core.dispatcher import Dispatcher
 from numba.core.imputils import lower_constant
-from numba.extending import (NativeValue, models, overload, overload_method, register_model,
-                             typeof_impl, unbox)
+from numba.extending import (NativeValue, intrinsic, models, overload, overload_method,
+                             register_model, typeof_impl, unbox)
 
 from ... import _semantics
 from ._jit import _copy, _jit, _renamed
@@ -304,7 +305,41 @@ def _entry(B, scores, weights, order, loo, *args):  # pragma: no cover - runs co
     return _store(SEMANTICS(NX, B, *args), scores, weights, order, loo)  # noqa: F821
 
 
+def _tasks_entry(addr, ns, ms, roff, coff, tasks, scores, weights, order, loo, status,
+                 *args):  # pragma: no cover - runs compiled
+    # Task t is the C-contiguous uint8 (ns[t], ms[t]) matrix at address addr[t]; its
+    # outputs are the slices at roff[t] (per candidate) and coff[t] (per test) of
+    # the shared arrays. A chunk of tasks is one crossing: the Python of a task
+    # call (a few microseconds, holding the GIL) would otherwise be paid per task.
+    for k in range(tasks.shape[0]):
+        t = tasks[k]
+        n = ns[t]
+        m = ms[t]
+        r0 = roff[t]
+        c0 = coff[t]
+        B = carray(_as_pointer(addr[t]), (n, m))  # noqa: F821 - a global of the clone
+        top = max_byte(B)  # noqa: F821
+        if top > 1:  # nothing computed: the caller names the lowest bad task
+            status[t] = -top
+            return k
+        status[t] = _store(SEMANTICS(NX, B, *args), scores[r0:r0 + n],  # noqa: F821
+                           weights[c0:c0 + m], order[r0:r0 + n], loo[c0:c0 + m])
+    return tasks.shape[0]
+
+
+@intrinsic
+def _as_pointer(typingctx, addr):
+    """Jitted code only: the int64 address ``addr`` as a ``uint8*`` (for ``carray``)."""
+    sig = types.CPointer(types.uint8)(types.int64)
+
+    def codegen(context, builder, signature, args):
+        return builder.inttoptr(args[0], ir.IntType(8).as_pointer())
+
+    return sig, codegen
+
+
 _entries: Dict[Any, Any] = {}
+_tasks_entries: Dict[Any, Any] = {}
 
 
 def entry(fn: Callable[..., Any]) -> Optional[Callable[..., int]]:
@@ -327,7 +362,34 @@ def entry(fn: Callable[..., Any]) -> Optional[Callable[..., int]]:
     return dispatcher
 
 
+def tasks_entry(fn: Callable[..., Any]) -> Optional[Callable[..., int]]:
+    """The compiled call running semantics function ``fn`` over chunks of a batch's
+    tasks, or ``None`` when :func:`entry` has none.
+
+    ``tasks_entry(fn)(addr, ns, ms, roff, coff, tasks, scores, weights, order,
+    loo_auc, status, *args)`` runs, for each task index ``t`` of ``tasks``
+    (int64, in order), what :func:`entry` does for task t's matrix -- the
+    C-contiguous uint8 (``ns[t]``, ``ms[t]``) array whose data starts at address
+    ``addr[t]`` (int64; the caller keeps it alive and unchanged) -- writing its
+    fields into ``scores[roff[t]:roff[t] + ns[t]]``, ``order`` likewise,
+    ``weights``/``loo_auc`` at ``coff[t]``, and ``status[t]`` = its ``fallback``
+    or ``-v`` (then nothing computed, and it returns at once). Returns the number
+    of tasks it completed. The same compiled semantics as :func:`entry`, so the
+    same bits; serial; releases the GIL; compiled on first use.
+    """
+    if entry(fn) is None:
+        return None
+    dispatcher = _tasks_entries.get(fn)
+    if dispatcher is None:
+        namespace = {"SEMANTICS": compiled_namespace()[fn.__name__], "NX": NX,
+                     "_store": _store, "max_byte": max_byte, "carray": carray,
+                     "_as_pointer": _as_pointer}
+        dispatcher = _tasks_entries[fn] = _jit_over(_tasks_entry, namespace,
+                                                    f"{fn.__name__}_tasks_entry")
+    return dispatcher
+
+
 def dispatchers() -> Tuple[Any, ...]:
     """The jitted functions made here so far (the semantics' twins, the entries)."""
     made = [v for k, v in _namespace.items() if isinstance(v, Dispatcher)]
-    return tuple(made) + tuple(_entries.values())
+    return tuple(made) + tuple(_entries.values()) + tuple(_tasks_entries.values())
