@@ -522,13 +522,13 @@ class NumbaBackend(ArrayBackend):
         released; :meth:`_compiled_batch`); ACES-O task by task, each its Adam
         fit in the serial kernels (GIL released), its Python around them holding
         the GIL for microseconds of a fit's milliseconds. ``n_threads``: threads
-        across tasks (``None``: numba's
-        thread count; values above ``NUMBA_NUM_THREADS`` are capped there).
-        Small batches (under :attr:`parallel_min_work`) run in the calling
-        thread. Results equal :meth:`rerank` task by task bit for bit, whatever
-        the thread count. Every task's values are checked, each by its own task
-        (an error names the lowest bad task). Returns ``None`` for the other
-        methods (CodeT, B4), which the caller runs task by task. Cost: the sum of the per-task
+        across tasks (``None``: numba's thread count; values above
+        ``NUMBA_NUM_THREADS`` are capped there). Small batches (under
+        :attr:`parallel_min_work`) run in the calling thread. Results equal
+        :meth:`rerank` task by task bit for bit, whatever the thread count.
+        Every task's values are checked, each by its own task (an error names
+        the lowest bad task). Returns ``None`` for the other methods (CodeT,
+        B4), which the caller runs task by task. Cost: the sum of the per-task
         costs, divided across threads.
         """
         spec = _registry.get(method)
@@ -537,8 +537,8 @@ class NumbaBackend(ArrayBackend):
             self._check_tasks(mats)  # the caller's task loop then names no task
             return None
         threads = _num_threads() if n_threads is None else min(int(n_threads), _max_threads())
-        shapes = np.array([B.shape for B in mats], dtype=np.float64).reshape(len(mats), 2)
-        n, m = shapes[:, 0], shapes[:, 1]
+        shapes = np.array([B.shape for B in mats], dtype=np.int64).reshape(len(mats), 2)
+        n, m = shapes[:, 0].astype(np.float64), shapes[:, 1].astype(np.float64)
         cost = n * m + n * np.log2(n + 1.0)
         if "steps" in values:  # an Adam fit on (at most) top_k rows per task
             top_k = values.get("top_k")
@@ -548,8 +548,8 @@ class NumbaBackend(ArrayBackend):
         by_cost = np.argsort(-cost, kind="stable")
         tasks_entry = _kernels.tasks_entry(spec.semantics)
         if tasks_entry is not None:
-            return self._compiled_batch(tasks_entry, mats, spec, values, cost, by_cost,
-                                        threads if parallel else 1)
+            return self._compiled_batch(tasks_entry, mats, shapes, spec, values, cost,
+                                        by_cost, threads if parallel else 1)
         results: List[Any] = [None] * len(mats)
         serial = _serial_backend()
 
@@ -569,19 +569,21 @@ class NumbaBackend(ArrayBackend):
         return results
 
     def _compiled_batch(self, tasks_entry: Callable[..., int], mats: List[np.ndarray],
-                        spec: Any, values: Dict[str, Any], cost: np.ndarray,
-                        by_cost: np.ndarray, threads: int) -> List[RerankResult]:
+                        shapes: np.ndarray, spec: Any, values: Dict[str, Any],
+                        cost: np.ndarray, by_cost: np.ndarray,
+                        threads: int) -> List[RerankResult]:
         """:meth:`rerank_batch` of a method compiled whole (:func:`.semantics.tasks_entry`):
         chunks of tasks, largest first, each chunk one compiled call on a Python
         thread (GIL released), results into shared output arrays that each task's
         result views. A task call's own Python (a few microseconds holding the
         GIL, during which the other threads' finished tasks wait) is paid per
-        chunk instead. Same compiled semantics as :meth:`rerank`: the same bits."""
+        chunk instead. Same compiled semantics as :meth:`rerank`: the same bits.
+        ``shapes``: int64 (T, 2), the tasks' (n, m)."""
         T = len(mats)
         # the matrices stay referenced by mats (and unchanged) for the whole call
         addr = np.array([B.ctypes.data for B in mats], dtype=np.int64)
-        ns = np.array([B.shape[0] for B in mats], dtype=np.int64)
-        ms = np.array([B.shape[1] for B in mats], dtype=np.int64)
+        ns = np.ascontiguousarray(shapes[:, 0])
+        ms = np.ascontiguousarray(shapes[:, 1])
         roff = np.zeros(T, dtype=np.int64)
         coff = np.zeros(T, dtype=np.int64)
         np.cumsum(ns[:-1], out=roff[1:])
