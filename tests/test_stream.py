@@ -77,7 +77,10 @@ def test_bundled_equals_rerank_batch_bit_for_bit(tmp_path, bundled, method, para
     ref = af.rerank_batch([p.B for p in ds], method, **params)
     table = pq.read_table(out)
     assert_results_equal(table, ds.problems, ref)
-    assert sorted(os.listdir(out)) == [f"part-{i:06d}.parquet" for i in range(3)]
+    names = sorted(os.listdir(out))
+    assert names[0] == "_aces_fast" and len(names) == 4
+    assert [n[:12] for n in names[1:]] == [f"part-{i:06d}-" for i in range(3)]
+    assert len({n[12:] for n in names[1:]}) == 1  # one run, one name suffix
     meta = json.loads(table.schema.metadata[b"aces_fast"])
     assert meta["format"] == "rerank-results" and meta["method"] == method
     assert meta["params"] == json.loads(json.dumps(method_params(method, params)))
@@ -193,19 +196,19 @@ def test_pass_at_ks_on_the_bundled_rankings(bundled):
 def test_arrow_memory_stays_at_one_batch(tmp_path, monkeypatch):
     """Arrow memory held while streaming a 6 MB file stays near one row group (a
     reader with pre-buffering holds every column chunk it reads: all 6 MB here)."""
-    import aces_fast.stream as stream
+    from aces_fast._commit import ResultsDir
 
     path = tmp_path / "in.parquet"
     write_synthetic(path, 40000, 30, 40, row_group_size=1000)
     assert path.stat().st_size > 5e6
     held = []
-    write = stream._Parts.write
+    write = ResultsDir.commit
 
-    def spy(self, table, backend):
+    def spy(self, *args):
         held.append(pa.total_allocated_bytes())
-        write(self, table, backend)
+        write(self, *args)
 
-    monkeypatch.setattr(stream._Parts, "write", spy)
+    monkeypatch.setattr(ResultsDir, "commit", spy)
     base = pa.total_allocated_bytes()
     rerank_dataset(path, tmp_path / "o", "majority", batch_size=500)
     assert len(held) == 80
@@ -295,15 +298,33 @@ def test_skip_invalid_writes_the_errors_file(tmp_path):
 # -- resume ---------------------------------------------------------------------
 
 
-def test_resume_finishes_a_partial_output(tmp_path, bundled):
+def _stop_after(monkeypatch, commits):
+    """Make a run stop (as on Ctrl-C) after ``commits`` commits."""
+    from aces_fast._commit import ResultsDir
+
+    real = ResultsDir.commit
+    count = [0]
+
+    def commit(self, *args, **kwargs):
+        if count[0] == commits:
+            raise KeyboardInterrupt
+        count[0] += 1
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(ResultsDir, "commit", commit)
+    return lambda: monkeypatch.setattr(ResultsDir, "commit", real)
+
+
+def test_resume_finishes_a_partial_output(tmp_path, bundled, monkeypatch):
     path, ds = bundled
     full = tmp_path / "full"
     rerank_dataset(path, full, "aces-o", batch_size=30, **FAST_O)
     part = tmp_path / "part"
-    rerank_dataset(path, part, "aces-o", batch_size=30, **FAST_O)
-    for name in sorted(os.listdir(part))[2:]:  # as if the run had stopped after two batches
-        os.remove(part / name)
-    (part / ".part-000002.parquet.tmp").write_bytes(b"half a file")  # killed mid-write
+    undo = _stop_after(monkeypatch, 2)
+    with pytest.raises(KeyboardInterrupt):
+        rerank_dataset(path, part, "aces-o", batch_size=30, **FAST_O)
+    undo()
+    assert pq.read_table(part).num_rows == 60
     with pytest.raises(ValueError, match="already holds results .* pass --resume"):
         rerank_dataset(path, part, "aces-o", **FAST_O)
     with pytest.raises(ValueError, match="written with params .* --resume needs the same"):
@@ -312,10 +333,10 @@ def test_resume_finishes_a_partial_output(tmp_path, bundled):
         rerank_dataset(path, part, "aces-c", resume=True)
     s = rerank_dataset(path, part, "aces-o", batch_size=50, resume=True, **FAST_O)
     assert (s.resumed, s.written) == (60, 104)
-    assert not (part / ".part-000002.parquet.tmp").exists()
-    a = pq.read_table(full).sort_by("task_id").replace_schema_metadata(None)
-    b = pq.read_table(part).sort_by("task_id").replace_schema_metadata(None)
-    assert a.equals(b)
+    assert not list((part / "_aces_fast" / "staging").iterdir())
+    a = pq.read_table(full).replace_schema_metadata(None)
+    b = pq.read_table(part).replace_schema_metadata(None)
+    assert a.equals(b)  # the same rows in the same order: parts are named in commit order
 
 
 # -- interruptions --------------------------------------------------------------

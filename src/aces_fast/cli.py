@@ -572,7 +572,7 @@ def _cmd_rerank_dataset(args: argparse.Namespace) -> int:
             args.input, args.output, args.method, engine=args.engine,
             batch_size=args.batch_size, backend=args.backend, n_threads=args.threads,
             skip_invalid=args.skip_invalid, errors_path=errors_path, resume=args.resume,
-            progress=False if args.quiet else None, address=args.address,
+            restart=args.restart, progress=False if args.quiet else None, address=args.address,
             **params)
     except InvalidRowError as exc:
         raise ValueError(f"{exc} (--skip-invalid writes bad rows to {errors_path} and goes "
@@ -654,8 +654,14 @@ def _add_dataset_commands(sub: Any) -> None:
     rd.add_argument("--errors", metavar="FILE",
                     help="errors file (JSON lines task_id, row, reason; default "
                          "OUT.errors.jsonl next to OUT.parquet)")
-    rd.add_argument("--resume", action="store_true",
-                    help="continue a run into OUT: skip task_ids already there")
+    again = rd.add_mutually_exclusive_group()
+    again.add_argument("--resume", action="store_true",
+                       help="continue the run recorded in OUT: verify its committed parts and "
+                            "rank only the rest (refused if the input, method or parameters "
+                            "changed)")
+    again.add_argument("--restart", action="store_true",
+                       help="discard the results recorded in OUT and start over (foreign files "
+                            "are moved aside to OUT/_aces_fast/unknown/)")
     rd.add_argument("--json", action="store_true", help="print the run summary as JSON")
     rd.add_argument("-q", "--quiet", action="store_true", help="no progress, no summary")
     _add_hyperparameters(rd)

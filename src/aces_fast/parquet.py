@@ -459,7 +459,10 @@ def save_parquet(dataset: Union[Dataset, Sequence[Problem]], path: PathLike, *,
     sch = schema(labels=any(p.labels is not None for p in problems),
                  test_count=any("test_count" in p.extras for p in problems))
     dropped = sorted({k for p in problems for k in p.extras if k != "test_count"})
-    with pq.ParquetWriter(str(path), sch, compression=compression) as writer:
+    # Page checksums: a reader (and rerank-dataset) then detects a flipped byte
+    # instead of decoding a changed matrix.
+    with pq.ParquetWriter(str(path), sch, compression=compression,
+                          write_page_checksum=True) as writer:
         for start in range(0, len(problems), row_group_size):
             chunk = problems[start: start + row_group_size]
             writer.write_table(_problems_table(chunk, sch), row_group_size=row_group_size)
@@ -500,8 +503,9 @@ def _open(path: Any) -> "pq.ParquetFile":
     """A reader for streaming: ``pre_buffer=False``, because with pre-buffering the
     reader keeps every column chunk it has read until it is closed, so memory
     grows with the file (about 390 MiB after 600 000 rows of 100 x 50) instead of
-    staying at one batch."""
+    staying at one batch. Pages that carry a CRC (``save_parquet`` writes them)
+    are verified as they are read: a damaged page raises ``OSError``."""
     try:
-        return pq.ParquetFile(str(path), pre_buffer=False)
+        return pq.ParquetFile(str(path), pre_buffer=False, page_checksum_verification=True)
     except (OSError, pa.ArrowException) as exc:
         raise ValueError(f"{path}: cannot read as Parquet: {exc}") from None

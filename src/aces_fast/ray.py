@@ -40,8 +40,7 @@ import pyarrow as pa
 from ._registry import DEFAULT_METHOD, method_params
 from ._validation import check_int
 from .parquet import InvalidRowError, RowError, check_schema, input_files
-from .stream import (DEFAULT_BATCH_SIZE, _drop_reported, drop_task_ids, rerank_table,
-                     results_schema)
+from .stream import DEFAULT_BATCH_SIZE, rerank_table, results_schema
 
 __all__ = ["init", "read_pass_matrices", "rerank_dataset"]
 
@@ -94,20 +93,22 @@ def _shared(ref_box: Optional[List[Any]]) -> Any:
 def _read_group(path: str, group: int, first_row: int, *, batch_size: int,
                 columns: Sequence[str], has_labels: bool, skip: Optional[List[Any]]):
     """Read task: the rows of one row group in batches, with a ``row`` column, minus
-    the skipped task ids / rows, in the canonical column types."""
+    the rows to skip (done by an earlier run, or duplicates the driver reports),
+    in the canonical column types."""
     from .parquet import _open
 
-    done, reported = _shared(skip) or (set(), set())
+    skip_set = _shared(skip)
     pf = _open(path)
     present = [c for c in columns if c in pf.schema_arrow.names]
     row = first_row
     for batch in pf.iter_batches(batch_size=batch_size, row_groups=[group], columns=present):
         rows = np.arange(row, row + batch.num_rows, dtype=np.int64)
         row += batch.num_rows
-        table, keep = drop_task_ids(pa.Table.from_batches([batch]), done)
-        if keep is not None:
-            rows = rows[keep]
-        table, rows = _drop_reported(table, rows, reported)
+        table = pa.Table.from_batches([batch])
+        if skip_set is not None:
+            keep = ~skip_set.contains(rows)
+            if not keep.all():
+                table, rows = table.filter(pa.array(keep)), rows[keep]
         if table.num_rows == 0:
             continue
         cols = {c: table.column(c).cast(_CANONICAL[c]) for c in present}
@@ -160,9 +161,7 @@ class _PassMatrixSource(ray.data.Datasource):
 
 
 def read_pass_matrices(path: PathLike, *, batch_size: int = DEFAULT_BATCH_SIZE,
-                       skip_task_ids: Optional[Set[str]] = None,
-                       skip_rows: Optional[Set[Tuple[int, Optional[str]]]] = None
-                       ) -> "ray.data.Dataset":
+                       skip_rows: Optional[Any] = None) -> "ray.data.Dataset":
     """A Ray Dataset of the rows of a Parquet pass-matrix file (or directory).
 
     Parameters
@@ -171,10 +170,9 @@ def read_pass_matrices(path: PathLike, *, batch_size: int = DEFAULT_BATCH_SIZE,
         Readable from every worker (a shared file system).
     batch_size : int
         Rows per block yielded by a read task.
-    skip_task_ids : set of str, optional
-        Rows with these task ids are left out (a resumed run).
-    skip_rows : set of (row, task_id), optional
-        Rows left out by position (rows already in an errors file).
+    skip_rows : aces_fast._commit.Intervals, optional
+        Input row numbers to leave out (rows a resumed run has done); row
+        groups wholly inside are not read at all.
 
     Returns
     -------
@@ -193,10 +191,10 @@ def read_pass_matrices(path: PathLike, *, batch_size: int = DEFAULT_BATCH_SIZE,
         has_labels = check_schema(pf.schema_arrow, str(f))[0] or has_labels
         for g in range(pf.num_row_groups):
             meta = pf.metadata.row_group(g)
-            units.append((str(f.resolve()), g, row, meta.num_rows, meta.total_byte_size))
+            if skip_rows is None or not skip_rows.covers(row, row + meta.num_rows):
+                units.append((str(f.resolve()), g, row, meta.num_rows, meta.total_byte_size))
             row += meta.num_rows
-    skip = [ray.put((set(skip_task_ids or ()), set(skip_rows or ())))] \
-        if (skip_task_ids or skip_rows) else None
+    skip = [ray.put(skip_rows)] if skip_rows is not None and len(skip_rows.starts) else None
     read_args = dict(batch_size=batch_size, columns=REQUIRED_COLUMNS + OPTIONAL_COLUMNS,
                      has_labels=has_labels, skip=skip)
     return ray.data.read_datasource(_PassMatrixSource(units, read_args, skip is None))
@@ -214,8 +212,15 @@ def _rerank_block(table: pa.Table, *, method: str, params: Dict[str, Any],
                                   n_threads=n_threads, skip_invalid=skip_invalid)
     if not skip_invalid:
         return out
-    # Bad rows travel in the same table: task_id, row and error set, the rest null.
-    good = out.append_column("row", pa.nulls(out.num_rows, pa.int64())) \
+    # Bad rows travel in the same table: task_id, row and error set, the rest null;
+    # ranked rows keep their row number (the driver commits the rows it covered).
+    if "row" in table.column_names:
+        bad_rows = {e.row for e in errors}
+        ranked = [r for r in table.column("row").to_pylist() if r not in bad_rows]
+        row_col = pa.array(ranked, pa.int64())
+    else:
+        row_col = pa.nulls(out.num_rows, pa.int64())
+    good = out.append_column("row", row_col) \
               .append_column("error", pa.nulls(out.num_rows, pa.string()))
     if not errors:
         return good
@@ -249,7 +254,8 @@ def rerank_dataset(ds: "ray.data.Dataset", method: str = DEFAULT_METHOD, *,
     skip_invalid : bool
         ``False``: a bad row fails the run with a ``ValueError`` naming it (Ray
         wraps it in its task error). ``True``: the output gains the columns
-        ``row`` (int64) and ``error`` (string), null on ranked rows; a bad row
+        ``row`` (int64) and ``error`` (string), the input row number on ranked rows too when ``ds`` has a ``row``
+        column, null on ranked rows otherwise; a bad row
         has only ``task_id``, ``row`` and ``error`` set.
 
     Returns
@@ -294,27 +300,35 @@ def _task_error(exc: BaseException) -> Optional[str]:
     return None
 
 
-def _run(path_in: PathLike, inputs: Sequence[Tuple[Path, Any]], has_labels: bool, method: str,
-         params: Dict[str, Any], emit: Callable[[Any, Sequence[RowError], str], None],
-         bar: Any, done: Set[str], reported: Set[Any], *, batch_size: int,
-         backend: Optional[str], n_threads: Optional[int], skip_invalid: bool,
-         address: Optional[str], timings: Dict[str, float]) -> int:
-    """Run on the cluster, write through ``emit`` here; returns the rows skipped as done."""
+def _run(path_in: PathLike, files: Sequence[Any], has_labels: bool, method: str,
+         params: Dict[str, Any], commit: Callable[..., None], bar: Any, done: Any,
+         duplicates: Dict[int, str], *, batch_size: int, backend: Optional[str],
+         n_threads: Optional[int], skip_invalid: bool, address: Optional[str],
+         timings: Dict[str, float]) -> None:
+    """Run on the cluster and commit each block here, through ``commit(table, rows,
+    errors, backend)`` (see :mod:`aces_fast.stream`). ``done``: the input rows an
+    earlier run committed (an ``Intervals``); ``duplicates``: ``{row: reason}``,
+    committed here as errors before anything runs (``skip_invalid`` only)."""
+    from ._commit import Intervals
     from .backends import resolve_backend
 
-    total = sum(pf.metadata.num_rows for _, pf in inputs)
     tick = time.perf_counter()
     owner = init(address)
     timings["startup"] = time.perf_counter() - tick
     try:
         used = resolve_backend(backend).name
-        ds = read_pass_matrices(path_in, batch_size=batch_size, skip_task_ids=done,
-                                skip_rows=reported)
+        todo_dups = sorted(r for r in duplicates if not done.contains(np.array([r]))[0])
+        if todo_dups:
+            ids = _task_ids_at(files, todo_dups)
+            commit(None, np.zeros(0, np.int64),
+                   [RowError(r, ids[r], duplicates[r]) for r in todo_dups], used)
+            bar.update(len(todo_dups))
+        skip = Intervals([(a, b) for a, b in zip(done.starts.tolist(), done.ends.tolist())]
+                         + [(r, r + 1) for r in duplicates])
+        ds = read_pass_matrices(path_in, batch_size=batch_size, skip_rows=skip)
         out = rerank_dataset(ds, method, batch_size=batch_size, backend=backend,
                              n_threads=n_threads or 1, skip_invalid=True, **params)
         target = results_schema(has_labels).remove_metadata()
-        seen_rows = 0
-        bar.update(min(total, len(done) + len(reported)))
         try:
             block: Any
             for block in out.iter_batches(batch_format="pyarrow", batch_size=None):
@@ -327,9 +341,9 @@ def _run(path_in: PathLike, inputs: Sequence[Tuple[Path, Any]], has_labels: bool
                 errors.sort(key=lambda e: (e.row is None, e.row))
                 if errors and not skip_invalid:
                     raise InvalidRowError(errors[0].message(), errors[0])
-                good = block.filter(pa.array(~bad)).select(target.names).cast(target)
-                emit(good, errors, used)
-                seen_rows += block.num_rows
+                kept = block.filter(pa.array(~bad))
+                rows = kept.column("row").to_numpy().astype(np.int64)
+                commit(kept.select(target.names).cast(target), rows, errors, used)
                 bar.update(block.num_rows)
         except InvalidRowError:
             raise
@@ -340,7 +354,17 @@ def _run(path_in: PathLike, inputs: Sequence[Tuple[Path, Any]], has_labels: bool
             if msg is None:
                 raise
             raise ValueError(msg) from None
-        return total - seen_rows
     finally:
         if owner:
             ray.shutdown()
+
+
+def _task_ids_at(files: Sequence[Any], rows: Sequence[int]) -> Dict[int, Optional[str]]:
+    """The task ids of some input rows (reads the ``task_id`` column of their files)."""
+    out: Dict[int, Optional[str]] = {}
+    for f in files:
+        mine = [r for r in rows if f.first_row <= r < f.first_row + f.num_rows]
+        if mine:
+            col = f.pf.read(columns=["task_id"]).column(0)
+            out.update((r, col[r - f.first_row].as_py()) for r in mine)
+    return out

@@ -6,11 +6,13 @@ with ``pyarrow.parquet.ParquetFile.iter_batches``, unpacked
 :func:`aces_fast.rerank_batch` and written at once.
 
 **Output**: a directory (conventionally named ``OUT.parquet``) of part files
-``part-000000.parquet``, ``part-000001.parquet``, ... -- one per input batch,
-each written to a hidden temporary name and renamed when complete. Any Parquet
-reader takes the directory as one table (``pyarrow.parquet.read_table(OUT)``,
+``part-000000-<run>.parquet``, ... -- one per input batch, committed under the
+protocol of :mod:`aces_fast._commit` (one writer at a time, an atomic manifest
+of parts with their checksums in ``_aces_fast/``). Any Parquet reader takes
+the directory as one table (``pyarrow.parquet.read_table(OUT)``,
 ``pandas.read_parquet(OUT)``, ``ray.data.read_parquet(OUT)``; names starting
-with ``.`` or ``_`` are ignored). One row per problem:
+with ``.`` or ``_`` are ignored) and sees committed parts only. One row per
+problem:
 
 =============  ===============  ==============================================
 column         type             meaning
@@ -29,25 +31,26 @@ column         type             meaning
 The schema metadata (``aces_fast`` key) records the method, its parameters and
 the backend. Rows come out in input order (minus skipped rows).
 
-**Interruptions**: a Ctrl-C or a kill loses at most the batch in flight; every
-part already renamed is complete. ``resume=True`` reads the task ids already in
-the output (and the rows already in the errors file) and skips them.
+**Interruptions**: a Ctrl-C or a kill loses at most the batches in flight;
+``resume=True`` verifies the committed parts and skips the input rows they and
+the errors file account for (a range check per row group).
 
-**Bad rows** (see :func:`aces_fast.parquet.decode_batch`) stop the run with a
-``ValueError`` naming the row number and task id, unless ``skip_invalid=True``:
-then each goes to the errors file (JSON lines ``{"task_id", "row", "reason"}``,
-by default ``OUT.errors.jsonl`` next to the output) and the run goes on.
+**Bad rows** (see :func:`aces_fast.parquet.decode_batch`; also duplicate task
+ids and the rows of a row group that fails its page checksums) stop the run
+with a ``ValueError`` naming the row number and task id, unless
+``skip_invalid=True``: then each goes to the errors file (JSON lines
+``{"task_id", "row", "reason"}``, by default ``OUT.errors.jsonl`` next to the
+output), committed with the batch, and the run goes on.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -60,7 +63,6 @@ __all__ = ["DEFAULT_BATCH_SIZE", "PASS_KS", "RunSummary", "default_errors_path",
 DEFAULT_BATCH_SIZE = 2048
 PASS_KS = (1, 2, 5)
 RESULTS_VERSION = 1
-_PART = "part-{:06d}.parquet"
 
 PathLike = Union[str, Path]
 
@@ -228,21 +230,6 @@ def rerank_table(table: Any, method: str, params: Dict[str, Any], *, rows: Any =
     return out, dec.errors, results[0].backend if results else ""
 
 
-def drop_task_ids(table: Any, task_ids: Optional[Set[str]]) -> Tuple[Any, Optional[np.ndarray]]:
-    """``table`` without the rows whose task id is in ``task_ids``, and the kept
-    rows' positions (``None`` when nothing was dropped)."""
-    if not task_ids:
-        return table, None
-    pa, _ = _arrow()
-    import pyarrow.compute as pc
-
-    done = pc.is_in(table.column("task_id"), value_set=pa.array(list(task_ids), pa.string()))
-    keep = np.flatnonzero(~np.asarray(done.to_numpy(zero_copy_only=False), dtype=bool))
-    if keep.size == table.num_rows:
-        return table, None
-    return table.take(pa.array(keep)), keep
-
-
 # ---------------------------------------------------------------------------
 # output directory, errors file, progress
 
@@ -252,106 +239,6 @@ def default_errors_path(path_out: PathLike) -> Path:
     p = Path(path_out)
     stem = p.name[: -len(".parquet")] if p.name.endswith(".parquet") else p.name
     return p.with_name(stem + ".errors.jsonl")
-
-
-class _Parts:
-    """The output directory: complete part files only (write to a hidden temporary
-    name, then rename), resumable."""
-
-    def __init__(self, path: PathLike, resume: bool, meta: Dict[str, Any]):
-        _, pq = _arrow()
-        self.dir = Path(path)
-        self.meta = meta
-        if self.dir.exists() and not self.dir.is_dir():
-            raise ValueError(f"{self.dir}: exists and is not a directory; rerank-dataset writes "
-                             "a directory of part files there")
-        self.dir.mkdir(parents=True, exist_ok=True)
-        for stale in self.dir.glob(".part-*.tmp"):  # a batch in flight when a run was killed
-            stale.unlink()
-        parts = sorted(self.dir.glob("part-*.parquet"))
-        self.done: Set[str] = set()
-        if parts and not resume:
-            raise ValueError(f"{self.dir}: already holds results ({len(parts)} part files); "
-                             "pass --resume (resume=True) to continue that run, or remove it")
-        for part in parts:
-            try:
-                pf = pq.ParquetFile(str(part))
-            except Exception as exc:  # noqa: BLE001 - any unreadable part is fatal here
-                raise ValueError(f"{part}: cannot read as Parquet ({exc}); was it written by "
-                                 "another program?") from None
-            self._check_meta(pf.schema_arrow, part)
-            self.done.update(pf.read(columns=["task_id"]).column("task_id").to_pylist())
-        self.next = 1 + max((int(p.name[5:11]) for p in parts), default=-1)
-        self.written = 0
-
-    def _check_meta(self, sch: Any, part: Path) -> None:
-        try:
-            old = json.loads((sch.metadata or {})[b"aces_fast"])
-        except (KeyError, ValueError):
-            raise ValueError(f"{part}: not written by aces-fast rerank-dataset (no 'aces_fast' "
-                             "metadata); cannot resume into this directory") from None
-        for key in ("method", "params"):
-            if old.get(key) != self.meta[key]:
-                raise ValueError(f"{self.dir}: was written with {key} {old.get(key)!r}, this run "
-                                 f"has {self.meta[key]!r}; --resume needs the same method and "
-                                 "parameters (or write to a new directory)")
-
-    def write(self, table: Any, backend: str) -> None:
-        """Write one complete part (skipped when ``table`` is empty, unless the
-        directory would otherwise stay without any part)."""
-        _, pq = _arrow()
-        if table.num_rows == 0 and (self.next > 0 or self.written):
-            return
-        meta = dict(self.meta, backend=backend)
-        table = table.replace_schema_metadata({b"aces_fast": json.dumps(meta).encode()})
-        final = self.dir / _PART.format(self.next)
-        tmp = self.dir / f".{final.name}.tmp"
-        try:
-            # Dictionary encoding triples the write time of these columns (mostly
-            # distinct floats and short permutations) and makes the file larger.
-            pq.write_table(table, str(tmp), use_dictionary=False)
-            os.replace(tmp, final)
-        finally:
-            if tmp.exists():
-                tmp.unlink()
-        self.next += 1
-        self.written += table.num_rows
-
-
-class _Errors:
-    """The errors file: JSON lines written (and flushed) per batch."""
-
-    def __init__(self, path: Path, resume: bool):
-        self.path = path
-        self.seen: Set[Any] = set()
-        self.count = 0
-        self._fh: Any = None
-        if resume and path.exists():
-            with open(path, encoding="utf-8") as fh:
-                for line in fh:
-                    try:
-                        obj = json.loads(line)
-                    except ValueError:
-                        continue  # a line cut by a kill; its row is reported again
-                    self.seen.add((obj.get("row"), obj.get("task_id")))
-        elif path.exists():
-            path.unlink()  # belongs to an earlier run of this output
-
-    def write(self, errors: Sequence[Any]) -> None:
-        new = [e for e in errors if (e.row, e.task_id) not in self.seen]
-        self.count += len(errors)
-        if not new:
-            return
-        if self._fh is None:
-            self._fh = open(self.path, "a", encoding="utf-8")
-        for e in new:
-            self._fh.write(json.dumps(e.to_dict()) + "\n")
-            self.seen.add((e.row, e.task_id))
-        self._fh.flush()
-
-    def close(self) -> None:
-        if self._fh is not None:
-            self._fh.close()
 
 
 class _Progress:
@@ -424,46 +311,60 @@ class RunSummary:
         return self.written / self.seconds if self.seconds > 0 else float("nan")
 
 
-def _open_inputs(path_in: PathLike) -> Tuple[List[Tuple[Path, Any]], bool, bool]:
-    from .parquet import _open, check_schema, input_files
 
-    opened = []
-    has_labels = has_tc = False
-    for f in input_files(path_in):
-        pf = _open(f)
-        lab, tc = check_schema(pf.schema_arrow, str(f))
-        has_labels, has_tc = has_labels or lab, has_tc or tc
-        opened.append((f, pf))
-    return opened, has_labels, has_tc
+def _encode_part(table: Any, meta: Dict[str, Any]) -> Any:
+    """One part file's bytes (a ``pyarrow.Buffer``): results with their metadata,
+    page checksums on. Dictionary encoding is off: it triples the write time of
+    these columns (mostly distinct floats and short permutations) and makes the
+    file larger."""
+    pa, pq = _arrow()
+    table = table.replace_schema_metadata({b"aces_fast": json.dumps(meta).encode()})
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, use_dictionary=False, write_page_checksum=True)
+    return sink.getvalue()
 
 
-def _local_batches(inputs: List[Tuple[Path, Any]], batch_size: int, done: Set[str],
-                   timings: Dict[str, float]) -> Iterator[Tuple[Any, Any, int]]:
-    """``(table, row numbers, rows consumed)`` per input batch, done task ids removed."""
-    from .parquet import OPTIONAL_COLUMNS, REQUIRED_COLUMNS
+class _Committer:
+    """Turns ranked batches into commits of the results directory."""
 
-    row = 0
-    for _, pf in inputs:
-        cols = [c for c in REQUIRED_COLUMNS + OPTIONAL_COLUMNS if c in pf.schema_arrow.names]
-        it = pf.iter_batches(batch_size=batch_size, columns=cols)
-        while True:
-            tick = time.perf_counter()
-            batch = next(it, None)
-            timings["read"] = timings.get("read", 0.0) + time.perf_counter() - tick
-            if batch is None:
-                break
-            first, size = row, batch.num_rows
-            row += size
-            table, keep = drop_task_ids(batch, done)
-            rows = first if keep is None else first + keep
-            yield table, rows, size
+    def __init__(self, out: Any, meta: Dict[str, Any], timings: Dict[str, float]):
+        self.out, self.meta, self.timings = out, meta, timings
+
+    def __call__(self, table: Any, rows: np.ndarray, errors: Sequence[Any],
+                 backend: str, *, empty: bool = False) -> None:
+        """Commit ``table`` (results of the input rows ``rows``) and ``errors``;
+        nothing when both are empty, unless ``empty`` (an empty part)."""
+        tick = time.perf_counter()
+        rows = np.asarray(rows, dtype=np.int64)
+        data = None
+        ids: Tuple[Optional[str], Optional[str]] = (None, None)
+        if table is not None and (table.num_rows or empty):
+            data = _encode_part(table, dict(self.meta, backend=backend))
+            col = table.column("task_id")
+            ids = (col[0].as_py(), col[-1].as_py()) if len(col) else (None, None)
+        lines = [json.dumps(e.to_dict()) for e in errors]
+        err_rows = np.array([e.row for e in errors if e.row is not None], dtype=np.int64)
+        if data is not None or lines:
+            self.out.commit(data, 0 if table is None else table.num_rows, ids, rows, lines,
+                            err_rows)
+        self.timings["write"] = self.timings.get("write", 0.0) + time.perf_counter() - tick
+
+
+def _header(files: Sequence[Any], method: str, params: Dict[str, Any], backend: str,
+            has_labels: bool) -> Dict[str, Any]:
+    from . import __version__
+    from ._commit import file_identity
+
+    return json.loads(json.dumps({
+        "method": method, "params": params, "backend": backend, "aces_fast": __version__,
+        "has_labels": has_labels, "input": file_identity([f.path for f in files])}))
 
 
 def rerank_dataset(path_in: PathLike, path_out: PathLike, method: str = DEFAULT_METHOD, *,
                    engine: str = "local", batch_size: int = DEFAULT_BATCH_SIZE,
                    backend: Optional[str] = None, n_threads: Optional[int] = None,
                    skip_invalid: bool = False, errors_path: Optional[PathLike] = None,
-                   resume: bool = False, progress: Optional[bool] = None,
+                   resume: bool = False, restart: bool = False, progress: Optional[bool] = None,
                    address: Optional[str] = None, **params: Any) -> RunSummary:
     """Rerank every problem of a Parquet pass-matrix dataset into a results directory.
 
@@ -473,14 +374,15 @@ def rerank_dataset(path_in: PathLike, path_out: PathLike, method: str = DEFAULT_
         A Parquet file of the pass-matrix layout (:mod:`aces_fast.parquet`), or a
         directory of such files (read in name order).
     path_out : str or Path
-        The output directory of part files (see the module docstring).
+        The output directory of part files, under the commit protocol of
+        ``docs/parquet.md`` (one writer at a time, a manifest of committed parts).
     method : str
         A name of :data:`aces_fast.METHODS`; ``**params`` are its parameters
         (e.g. ``lr=0.05`` for ACES-O), as for :func:`aces_fast.rerank_batch`.
     engine : {"local", "ray"}
         ``"local"``: this process. ``"ray"``: Ray Data tasks on the cluster at
-        ``address`` (or the one already initialized, or a new local one); the
-        input must be readable from the workers; results are written here.
+        ``address`` (or a new local one); the input must be readable from the
+        workers; results are committed here.
     batch_size : int >= 1
         Problems per batch: bounds memory (about ``batch_size`` unpacked
         matrices and their results) and is the unit lost on an interruption.
@@ -488,16 +390,24 @@ def rerank_dataset(path_in: PathLike, path_out: PathLike, method: str = DEFAULT_
         As for :func:`aces_fast.rerank_batch` (``n_threads`` per Ray task with
         ``engine="ray"``, default 1 there).
     skip_invalid : bool
-        Send bad rows to the errors file and go on, instead of raising.
+        Send bad rows (malformed, duplicate task ids, rows of a damaged row
+        group) to the errors file and go on, instead of raising.
     errors_path : str or Path, optional
         Default: :func:`default_errors_path` of ``path_out``. Created only when
         a bad row occurs.
     resume : bool
-        Continue an earlier run into ``path_out`` (same method and parameters):
-        skip the task ids already written and the rows already reported.
-        Without it an output directory holding results is an error.
+        Continue the run recorded in ``path_out``: its committed parts are
+        verified and kept, the rows they (and the errors file) account for are
+        skipped. Refused when the input, method, parameters, backend or
+        aces_fast version differ.
+    restart : bool
+        Discard the results recorded in ``path_out`` (foreign files are moved
+        aside into ``_aces_fast/unknown/``) and start over.
     progress : bool, optional
         Progress on stderr; default: when stderr is a terminal.
+    address : str, optional
+        ``engine="ray"`` only: a Ray cluster to connect to (``"auto"``: the one
+        ``RAY_ADDRESS`` or a running local cluster names).
 
     Returns
     -------
@@ -507,19 +417,31 @@ def rerank_dataset(path_in: PathLike, path_out: PathLike, method: str = DEFAULT_
     ------
     ValueError
         Unknown method or parameter, unreadable input, a schema that is not the
-        layout, a bad row (unless ``skip_invalid``), an output directory holding
-        results of another run or (without ``resume``) any results.
+        layout, a bad row, a duplicate task id or a damaged row group (unless
+        ``skip_invalid``), an output directory holding results without
+        ``resume``/``restart``, or one that cannot be resumed (changed input,
+        method, parameters; see the message).
+    OSError
+        The output directory is locked by another run (``OutputBusyError``,
+        naming its pid), or the disk is full (the message says so and how to go
+        on).
     ImportError
         pyarrow (or, for ``engine="ray"``, ray) is not installed.
 
     Notes
     -----
-    Time and memory: O(dataset) time, O(batch_size) memory (plus the set of
-    done task ids when resuming). Results equal :func:`aces_fast.rerank_batch`
-    on the same matrices bit for bit, whatever the engine and batch size.
+    Time: O(dataset) for a new run; a resumed run reads only the row groups
+    that hold rows still to do, plus one pass over the input (its checksum,
+    the task ids) and over the committed parts (their checksums). Memory:
+    O(batch_size) plus the input's task ids during the duplicate check.
+    Results equal :func:`aces_fast.rerank_batch` on the same matrices bit for
+    bit, whatever the engine and batch size.
     """
     _arrow()
-    from .parquet import InvalidRowError
+    from ._commit import ResultsDir
+    from ._input import duplicate_rows, open_inputs, read_batches
+    from .backends import check_backend_choice, resolve_backend
+    from .parquet import InvalidRowError, RowError
 
     p = method_params(method, params)  # ValueError for an unknown method, listing the names
     method = method_spec(method).name  # the canonical spelling (names are case-insensitive)
@@ -530,70 +452,73 @@ def rerank_dataset(path_in: PathLike, path_out: PathLike, method: str = DEFAULT_
         raise ValueError(f"engine must be 'local' or 'ray'; got {engine!r}")
     if address is not None and engine != "ray":
         raise ValueError("address applies only to engine='ray'")
-    from .backends import check_backend_choice
-
+    if resume and restart:
+        raise ValueError("resume and restart exclude each other: continue the run, or start "
+                         "it over")
     check_backend_choice(backend)  # a typo fails now, not after the output exists
     start = time.perf_counter()
-    inputs, has_labels, _ = _open_inputs(path_in)
-    total = sum(pf.metadata.num_rows for _, pf in inputs)
-    from . import __version__
-
-    meta = json.loads(json.dumps({"format": "rerank-results", "version": RESULTS_VERSION,
-                                  "method": method, "params": p, "aces_fast": __version__}))
-    parts = _Parts(path_out, resume, meta)
-    errors = _Errors(Path(errors_path) if errors_path is not None
-                     else default_errors_path(path_out), resume)
-    show = sys.stderr.isatty() if progress is None else bool(progress)
-    bar = _Progress(total, show)
-    timings: Dict[str, float] = {}
-    resumed = 0
-
-    def emit(table: Any, errs: Sequence[Any], backend_used: str) -> None:
-        if errs:
-            errors.write(errs)
-        tick = time.perf_counter()
-        parts.write(table, backend_used)
-        timings["write"] = timings.get("write", 0.0) + time.perf_counter() - tick
-
+    files, has_labels = open_inputs(path_in)
+    total = sum(f.num_rows for f in files)
+    dups = duplicate_rows(files)
+    if dups and not skip_invalid:
+        row = min(dups)
+        err = RowError(row, _task_id_at(files, row), dups[row])
+        raise InvalidRowError(f"{path_in}: {err.message()}", err)
+    errors_file = Path(errors_path) if errors_path is not None else default_errors_path(path_out)
+    used = resolve_backend(backend).name
+    out = ResultsDir(Path(path_out), errors_file)  # the lock: a second run stops here
+    complete = False
+    bar: Optional[_Progress] = None
     try:
+        out.begin(_header(files, method, p, used, has_labels), resume=resume, restart=restart)
+        out.report()
+        meta = {"format": "rerank-results", "version": RESULTS_VERSION, "method": method,
+                "params": out.header["params"], "aces_fast": out.header["aces_fast"]}
+        timings: Dict[str, float] = {}
+        commit = _Committer(out, meta, timings)
+        done = out.done
+        resumed = done.count(0, total)
+        bar = _Progress(total, sys.stderr.isatty() if progress is None else bool(progress))
+        bar.update(resumed)
         if engine == "local":
-            for table, rows, size in _local_batches(inputs, batch_size, parts.done, timings):
-                table, rows = _drop_reported(table, rows, errors.seen)
-                resumed += size - table.num_rows
-                if table.num_rows:
-                    out, errs, used = rerank_table(
-                        table, method, p, rows=rows, has_labels=has_labels, backend=backend,
-                        n_threads=n_threads, skip_invalid=skip_invalid, timings=timings)
-                    emit(out, errs, used)
-                bar.update(size)
+            for batch in read_batches(files, batch_size, done, dups, skip_invalid, timings):
+                res, errs, ran = None, list(batch.errors), used
+                rows = batch.rows
+                if batch.table is not None and batch.table.num_rows:
+                    res, bad, ran = rerank_table(
+                        batch.table, method, p, rows=batch.rows, has_labels=has_labels,
+                        backend=backend, n_threads=n_threads, skip_invalid=skip_invalid,
+                        timings=timings)
+                    if bad:
+                        bad_rows = np.array([e.row for e in bad], dtype=np.int64)
+                        rows = rows[~np.isin(rows, bad_rows)]
+                        errs = sorted(errs + bad, key=lambda e: e.row)
+                commit(res, rows, errs, ran or used)
+                bar.update(batch.seen)
         else:
             from . import ray as ray_engine
 
-            resumed = ray_engine._run(path_in, inputs, has_labels, method, p, emit, bar, parts.done,
-                                      errors.seen, batch_size=batch_size, backend=backend,
-                                      n_threads=n_threads, skip_invalid=skip_invalid,
-                                      address=address, timings=timings)
-        if parts.next == 0:  # nothing to rank: still leave a readable (empty) table
-            parts.write(results_schema(has_labels).empty_table(), "")
+            ray_engine._run(path_in, files, has_labels, method, p, commit, bar, done, dups,
+                            batch_size=batch_size, backend=backend, n_threads=n_threads,
+                            skip_invalid=skip_invalid, address=address, timings=timings)
+        if not out.has_part:  # nothing ranked: still leave a readable (empty) table
+            commit(results_schema(has_labels).empty_table(), np.zeros(0, np.int64), [], used,
+                   empty=True)
+        complete = True
     except InvalidRowError as exc:
         raise InvalidRowError(f"{path_in}: {exc}", exc.error) from None
     finally:
-        bar.close()
-        errors.close()
-    return RunSummary(Path(path_out), errors.path if errors.count or errors.path.exists()
-                      else None, total, parts.written, resumed, errors.count,
+        if bar is not None:
+            bar.close()
+        out.close(complete)
+    invalid_file = out.errors_path if out.errors_path.exists() else None
+    return RunSummary(Path(path_out), invalid_file, total, out.written, resumed, out.invalid,
                       time.perf_counter() - start, engine, timings)
 
 
-def _drop_reported(table: Any, rows: Any, seen: Set[Any]) -> Tuple[Any, Any]:
-    """Leave out rows already in the errors file (a resumed run)."""
-    if not seen:
-        return table, rows
-    pa, _ = _arrow()
-    nums = (np.arange(rows, rows + table.num_rows) if isinstance(rows, (int, np.integer))
-            else np.asarray(rows))
-    tids = table.column("task_id").to_pylist()
-    keep = [i for i in range(table.num_rows) if (int(nums[i]), tids[i]) not in seen]
-    if len(keep) == table.num_rows:
-        return table, rows
-    return table.take(pa.array(keep, pa.int64())), nums[keep]
+def _task_id_at(files: Sequence[Any], row: int) -> Optional[str]:
+    for f in files:
+        if f.first_row <= row < f.first_row + f.num_rows:
+            col = f.pf.read(columns=["task_id"]).column(0)
+            return col[row - f.first_row].as_py()
+    return None

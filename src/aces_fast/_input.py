@@ -1,0 +1,233 @@
+"""The input of a dataset run, read the way the commit protocol needs it.
+
+* :func:`open_inputs` -- the files of a dataset, schema-checked, opened with
+  Parquet page-checksum verification (pages written with CRCs -- ``convert``
+  and :func:`aces_fast.parquet.save_parquet` write them -- are checked as they
+  are read; a flipped byte is an error, never a changed result).
+* :func:`duplicate_rows` -- every row whose task id already occurred earlier
+  in the input: a duplicate would make two results with one key.
+* :func:`read_batches` -- batches of at most ``batch_size`` rows still to do,
+  with their input row numbers; rows already committed (an :class:`Intervals`)
+  are left out with a range check, whole row groups without reading them; a
+  row group that fails to decode becomes one error per remaining row (with
+  ``skip_invalid``) or an error naming the file, row group, rows and task ids.
+
+Row numbers count from 0 over all files in name order; with the input's
+identity checked on resume they name the same rows in every run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+import numpy as np
+
+from ._commit import Intervals
+
+__all__ = ["Batch", "InputFile", "duplicate_rows", "open_inputs", "read_batches"]
+
+
+@dataclass
+class InputFile:
+    """One Parquet file of the input and the row number of its first row."""
+
+    path: Path
+    pf: Any  # pyarrow.parquet.ParquetFile
+    first_row: int
+
+    @property
+    def num_rows(self) -> int:
+        return int(self.pf.metadata.num_rows)
+
+
+@dataclass
+class Batch:
+    """Rows to rank (``table``, input row numbers ``rows``) and rows that failed
+    before ranking (``errors``: duplicates, damaged row groups); ``seen`` input
+    rows in all, for progress."""
+
+    table: Any
+    rows: np.ndarray
+    errors: List[Any] = field(default_factory=list)
+    seen: int = 0
+
+
+def open_inputs(path_in: Any) -> Tuple[List[InputFile], bool]:
+    """The input files (name order) and whether any has a ``labels`` column."""
+    from .parquet import _open, check_schema, input_files
+
+    files: List[InputFile] = []
+    has_labels = False
+    row = 0
+    for f in input_files(path_in):
+        pf = _open(f)
+        has_labels = check_schema(pf.schema_arrow, str(f))[0] or has_labels
+        files.append(InputFile(f, pf, row))
+        row += int(pf.metadata.num_rows)
+    return files, has_labels
+
+
+def _task_ids_of_group(pf: Any, g: int) -> Optional[Any]:
+    """The ``task_id`` column of one row group, or ``None`` when it cannot be read."""
+    import pyarrow as pa
+
+    try:
+        return pf.read_row_group(g, columns=["task_id"]).column(0)
+    except (OSError, pa.ArrowException):
+        return None
+
+
+def duplicate_rows(files: List[InputFile]) -> Dict[int, str]:
+    """``{row: reason}`` for every row whose task id occurred at an earlier row.
+
+    Reads only the ``task_id`` column (a row group whose column cannot be read
+    is left to :func:`read_batches`, which reports it). O(rows) time; memory
+    for the ids, freed on return.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    chunks = []
+    for f in files:
+        for g in range(f.pf.metadata.num_row_groups):
+            col = _task_ids_of_group(f.pf, g)
+            n_g = f.pf.metadata.row_group(g).num_rows
+            if col is None:
+                col = pa.chunked_array([pa.nulls(n_g, pa.string())])
+            chunks.extend(c.cast(pa.string()) for c in col.chunks)
+    if not chunks:
+        return {}
+    ids = pa.chunked_array(chunks, pa.string())
+    counts = pc.value_counts(ids.drop_null())
+    repeated = counts.field("values").filter(pc.greater(counts.field("counts"), 1))
+    if len(repeated) == 0:
+        return {}
+    rows = np.flatnonzero(pc.is_in(ids, value_set=repeated).to_numpy(zero_copy_only=False))
+    first: Dict[str, int] = {}
+    out: Dict[int, str] = {}
+    for r, tid in zip(rows.tolist(), ids.take(pa.array(rows)).to_pylist()):
+        if tid in first:
+            out[r] = f"duplicate task_id: it already names row {first[tid]}"
+        else:
+            first[tid] = r
+    return out
+
+
+def _damaged(f: InputFile, g: int, lo: int, hi: int, start: int, exc: BaseException
+             ) -> Tuple[str, List[Optional[str]]]:
+    """The message for a row group that failed to decode at row ``start`` (its rows
+    are ``[lo, hi)``), and the task ids of rows ``start..hi-1`` where readable."""
+    col = _task_ids_of_group(f.pf, g)
+    ids: List[Optional[str]] = [None] * (hi - start)
+    span = ""
+    if col is not None:
+        ids = col.slice(start - lo).to_pylist()
+        span = f", task_ids {ids[0]!r} to {ids[-1]!r}" if ids else ""
+    else:
+        stats = _task_id_stats(f.pf, g)
+        span = f", task_ids between {stats[0]!r} and {stats[1]!r}" if stats else ""
+    first_line = " ".join(str(exc).split())
+    return (f"{f.path}: row group {g} (rows {start} to {hi - 1}{span}) is damaged: "
+            f"{first_line}"), ids
+
+
+def _task_id_stats(pf: Any, g: int) -> Optional[Tuple[Any, Any]]:
+    try:
+        names = pf.schema_arrow.names
+        st = pf.metadata.row_group(g).column(names.index("task_id")).statistics
+        if st is not None and st.has_min_max:
+            return st.min, st.max
+    except (ValueError, IndexError, AttributeError):
+        pass
+    return None
+
+
+def read_batches(files: List[InputFile], batch_size: int, done: Intervals,
+                 duplicates: Dict[int, str], skip_invalid: bool,
+                 timings: Dict[str, float]) -> Iterator[Batch]:
+    """Batches of the rows still to do (see the module docstring).
+
+    A batch never spans two files (their schemas may differ) and holds at most
+    ``batch_size`` rows to rank; errors ride with the next batch yielded.
+    Raises ``ValueError`` for a damaged row group unless ``skip_invalid``.
+    """
+    import time
+
+    import pyarrow as pa
+
+    from .parquet import OPTIONAL_COLUMNS, REQUIRED_COLUMNS, RowError
+
+    dup_rows = np.array(sorted(duplicates), dtype=np.int64)
+    for f in files:
+        cols = [c for c in REQUIRED_COLUMNS + OPTIONAL_COLUMNS if c in f.pf.schema_arrow.names]
+        pending: List[Any] = []
+        pending_rows: List[np.ndarray] = []
+        errors: List[Any] = []
+        size = seen = 0
+
+        def cut(limit: int) -> Batch:
+            nonlocal pending, pending_rows, errors, size, seen
+            table = pa.Table.from_batches(pending) if pending else None
+            rows = np.concatenate(pending_rows) if pending_rows else np.zeros(0, np.int64)
+            take = min(limit, size)
+            head = table.slice(0, take) if table is not None else None
+            out = Batch(head, rows[:take], errors, seen)
+            rest = table.slice(take) if table is not None and take < size else None
+            pending = rest.to_batches() if rest is not None else []
+            pending_rows = [rows[take:]] if take < size else []
+            errors, size, seen = [], size - take, 0
+            return out
+
+        lo = f.first_row
+        for g in range(f.pf.metadata.num_row_groups):
+            n_g = int(f.pf.metadata.row_group(g).num_rows)
+            hi = lo + n_g
+            if done.covers(lo, hi):
+                lo = hi
+                continue
+            r = lo
+            it = f.pf.iter_batches(batch_size=batch_size, row_groups=[g], columns=cols)
+            while True:
+                tick = time.perf_counter()
+                try:
+                    batch = next(it, None)
+                except (OSError, pa.ArrowException) as exc:
+                    message, ids = _damaged(f, g, lo, hi, r, exc)
+                    if not skip_invalid:
+                        raise ValueError(message + " (--skip-invalid reports its rows in the "
+                                         "errors file and goes on)") from None
+                    todo = np.arange(r, hi, dtype=np.int64)
+                    keep = ~done.contains(todo)
+                    errors.extend(RowError(int(row), ids[int(row) - r], message)
+                                  for row in todo[keep])
+                    seen += int(keep.sum())
+                    break
+                finally:
+                    timings["read"] = timings.get("read", 0.0) + time.perf_counter() - tick
+                if batch is None:
+                    break
+                rows = np.arange(r, r + batch.num_rows, dtype=np.int64)
+                r += batch.num_rows
+                keep = ~done.contains(rows) if len(done.starts) else np.ones(rows.size, bool)
+                seen += int(keep.sum())
+                if dup_rows.size:
+                    dup = keep & np.isin(rows, dup_rows)
+                    if dup.any():
+                        tids = batch.column("task_id").to_pylist()
+                        errors.extend(RowError(int(rows[i]), tids[i], duplicates[int(rows[i])])
+                                      for i in np.flatnonzero(dup).tolist())
+                        keep &= ~dup
+                if not keep.all():
+                    batch = batch.filter(pa.array(keep))
+                    rows = rows[keep]
+                if batch.num_rows:
+                    pending.append(batch)
+                    pending_rows.append(rows)
+                    size += batch.num_rows
+                while size >= batch_size:
+                    yield cut(batch_size)
+            lo = hi
+        if size or errors or seen:
+            yield cut(size)
