@@ -49,7 +49,8 @@ def write_synthetic(path: Any, problems: int, n: int = 100, m: int = 50, *, seed
     sch = schema(labels=labels, test_count=False)
     rng = np.random.default_rng(seed)
     nb = (m + 7) // 8
-    with pq.ParquetWriter(str(path), sch, compression=compression) as writer:
+    with pq.ParquetWriter(str(path), sch, compression=compression,
+                          write_page_checksum=True) as writer:
         for start in range(0, problems, row_group_size):
             count = min(row_group_size, problems - start)
             packed, ys = [], []

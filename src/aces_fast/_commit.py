@@ -367,7 +367,7 @@ class ResultsDir:
         for sub in ("log", "staging"):
             (self.meta / sub).mkdir(exist_ok=True)
         old_header, commits = self._read_log()
-        visible = [p for p in sorted(self.dir.iterdir()) if not p.name.startswith((".", "_"))]
+        visible = self._visible()
         if old_header is None and not visible:
             self._start_fresh()
             return
@@ -388,11 +388,16 @@ class ResultsDir:
                              "pass --restart (restart=True) to move them aside and start over")
         self._check_same_run(old_header)
         self.commits = self._verify(commits)
-        self._move_aside(set(visible) - {self.dir / c.part for c in self.commits if c.part},
+        ours = {self.dir / c.part for c in self.commits if c.part}
+        self._move_aside([p for p in self._visible() if p not in ours],
                          "not a committed part of this run")
         self._resume_errors_file()
         self._compact()
         self._clear_staging()
+
+    def _visible(self) -> List[Path]:
+        """What a Parquet reader of the directory would look at."""
+        return [p for p in sorted(self.dir.iterdir()) if not p.name.startswith((".", "_"))]
 
     def _start_fresh(self) -> None:
         self.commits = []

@@ -1,0 +1,566 @@
+"""Fault injection on dataset runs (``rerank-dataset``, local engine): whatever the
+operator or the disk does, the final output holds every input task id exactly
+once with the values of a clean run, the errors file is valid JSON Lines, and
+the exit status and message are the documented ones (docs/parquet.md).
+
+The long variants (chains of kills) are marked ``slow``."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pa = pytest.importorskip("pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
+
+from aces_fast._commit import OutputBusyError, ResultsDir  # noqa: E402
+from aces_fast.cli import main  # noqa: E402
+from aces_fast.datasets import Problem  # noqa: E402
+from aces_fast.parquet import InvalidRowError, pack_rows, save_parquet, schema  # noqa: E402
+from aces_fast.stream import default_errors_path, rerank_dataset  # noqa: E402
+from benchmarks.harness.stream_scale import write_synthetic  # noqa: E402
+
+_RUN = """
+import sys
+from aces_fast.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def _problems(count, n=8, m=12, seed=0, prefix="t"):
+    rng = np.random.default_rng(seed)
+    return [Problem(f"{prefix}{i}", (rng.random((n, m)) < 0.5).astype(np.uint8),
+                    (rng.random(n) < 0.4).astype(np.uint8)) for i in range(count)]
+
+
+def _dataset(tmp_path, count=600, row_group_size=100, name="in.parquet", **kw):
+    path = tmp_path / name
+    save_parquet(_problems(count, **kw), path, row_group_size=row_group_size)
+    return path
+
+
+def _plain(table):
+    return table.replace_schema_metadata(None).sort_by("task_id")
+
+
+def _clean(path, tmp_path, method="aces-c", **kw):
+    out = tmp_path / f"clean-{method}"
+    if not out.exists():
+        rerank_dataset(path, out, method, **kw)
+    return _plain(pq.read_table(out))
+
+
+def _input_ids(path):
+    return pq.read_table(path, columns=["task_id"]).column(0).to_pylist()
+
+
+def assert_exactly_once(out, clean, ids=None):
+    """Every task id once, values equal to the clean run's bit for bit."""
+    got = pq.read_table(out)
+    tids = got.column("task_id").to_pylist()
+    assert len(tids) == len(set(tids)), "duplicated task ids"
+    if ids is not None:
+        assert sorted(tids) == sorted(ids)
+    assert _plain(got).equals(clean)
+
+
+def assert_valid_errors_file(path, rows):
+    """Valid JSON Lines, one line per bad row, each row once."""
+    lines = path.read_bytes().decode().split("\n")
+    assert lines[-1] == "", "the last line is cut"
+    recs = [json.loads(x) for x in lines[:-1]]
+    assert sorted(r["row"] for r in recs) == sorted(rows)
+    return recs
+
+
+def _start(args):
+    return subprocess.Popen([sys.executable, "-c", _RUN, *map(str, args)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for(cond, proc, timeout=120):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        if proc is not None and proc.poll() is not None:
+            pytest.fail(f"the run ended first: {proc.communicate()}")
+        time.sleep(0.01)
+    pytest.fail("timed out")
+
+
+def _parts(out):
+    return sorted(out.glob("part-*.parquet"))
+
+
+def _snapshot(root):
+    return sorted((str(p.relative_to(root)), p.stat().st_size, p.stat().st_mtime_ns)
+                  for p in Path(root).rglob("*"))
+
+
+# -- one writer at a time ------------------------------------------------------------
+
+
+def test_a_second_writer_fails_at_once_and_touches_nothing(tmp_path):
+    path = _dataset(tmp_path)
+    out = tmp_path / "o.parquet"
+    rerank_dataset(path, out, "aces-c", batch_size=100)
+    errs = default_errors_path(out)
+    errs.write_text('{"task_id": "x", "row": 1, "reason": "kept"}\n')
+    holder = ResultsDir(out, errs)  # this process holds the lock, as a running run would
+    try:
+        before = _snapshot(tmp_path)
+        tick = time.monotonic()
+        for kw in ({}, {"resume": True}, {"restart": True}):
+            with pytest.raises(OutputBusyError, match=rf"another run \(pid {os.getpid()}\) is "
+                                                      "writing there"):
+                rerank_dataset(path, out, "aces-c", **kw)
+        assert time.monotonic() - tick < 5
+        assert _snapshot(tmp_path) == before
+    finally:
+        holder.close(complete=False)
+    assert main(["rerank-dataset", str(path), "-o", str(out), "--resume", "-q"]) == 0
+
+
+def test_two_concurrent_runs_one_output(tmp_path):
+    """Two processes started together into one directory: one writes, the other
+    stops with one line; the result is complete and exact."""
+    path = tmp_path / "in.parquet"
+    write_synthetic(path, 1500, 30, 40, seed=2, row_group_size=250)
+    out = tmp_path / "o.parquet"
+    args = ["rerank-dataset", path, "-o", out, "--method", "aces-o", "--aces-o-steps", "20",
+            "--batch-size", "100", "--threads", "1", "-q"]
+    procs = [_start(args), _start(args)]
+    results = [p.communicate(timeout=300) for p in procs]
+    codes = sorted(p.returncode for p in procs)
+    assert codes == [0, 1], results
+    loser = results[[p.returncode for p in procs].index(1)][1].strip()
+    assert len(loser.splitlines()) == 1 and loser.startswith("aces-fast: error: ")
+    assert "another run (pid" in loser or "already holds results" in loser
+    clean = _clean(path, tmp_path, "aces-o", steps=20, n_threads=1)
+    assert_exactly_once(out, clean, _input_ids(path))
+
+
+# -- what the directory holds ------------------------------------------------------
+
+
+def _stop_after(monkeypatch, commits):
+    """Make the next run stop (as on Ctrl-C) after ``commits`` commits."""
+    real = ResultsDir.commit
+    count = [0]
+
+    def commit(self, *args, **kwargs):
+        if count[0] == commits:
+            raise KeyboardInterrupt
+        count[0] += 1
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(ResultsDir, "commit", commit)
+    return lambda: monkeypatch.setattr(ResultsDir, "commit", real)
+
+
+def _partial(path, out, monkeypatch, commits=2, **kw):
+    undo = _stop_after(monkeypatch, commits)
+    with pytest.raises(KeyboardInterrupt):
+        rerank_dataset(path, out, "aces-c", batch_size=100, **kw)
+    undo()
+
+
+def test_foreign_and_copied_files_are_moved_aside_not_read(tmp_path, monkeypatch):
+    path = _dataset(tmp_path)
+    clean = _clean(path, tmp_path)
+    out = tmp_path / "o.parquet"
+    _partial(path, out, monkeypatch)
+    shutil.copy(_parts(out)[0], out / "part-copy.parquet")  # a copied part
+    save_parquet(_problems(5, prefix="x"), out / "data.parquet")  # a foreign table
+    (out / "part-old.parquet").write_bytes(b"not parquet at all")
+    with pytest.warns(UserWarning) as caught:
+        s = rerank_dataset(path, out, "aces-c", batch_size=100, resume=True)
+    said = " ".join(str(w.message) for w in caught)
+    for name in ("part-copy.parquet", "data.parquet", "part-old.parquet"):
+        assert f"{name}: not a committed part of this run; moved to" in said
+        assert (out / "_aces_fast" / "unknown" / name).exists()
+    assert (s.resumed, s.written) == (200, 400)
+    assert_exactly_once(out, clean, _input_ids(path))
+
+
+def test_a_fresh_run_refuses_a_directory_of_other_files(tmp_path):
+    path = _dataset(tmp_path)
+    out = tmp_path / "o.parquet"
+    out.mkdir()
+    (out / "part-old.parquet").write_bytes(b"x")
+    with pytest.raises(ValueError, match="already holds results .*1 files not written by"):
+        rerank_dataset(path, out)
+    with pytest.raises(ValueError, match="no commit record of aces-fast .*part-old.parquet"):
+        rerank_dataset(path, out, resume=True)
+    with pytest.warns(UserWarning, match="part-old.parquet: not a part of this output; moved"):
+        rerank_dataset(path, out, restart=True)
+    assert_exactly_once(out, _clean(path, tmp_path), _input_ids(path))
+
+
+@pytest.mark.parametrize("where", ["middle", "footer"])
+def test_a_damaged_part_is_redone(tmp_path, monkeypatch, where):
+    path = _dataset(tmp_path)
+    clean = _clean(path, tmp_path)
+    out = tmp_path / "o.parquet"
+    _partial(path, out, monkeypatch, commits=3)
+    victim = _parts(out)[1]
+    data = bytearray(victim.read_bytes())
+    pos = len(data) // 2 if where == "middle" else len(data) - 20
+    data[pos] ^= 0x5A
+    victim.write_bytes(bytes(data))
+    if where == "middle":  # the footer is intact: a reader alone would not notice
+        assert pq.ParquetFile(victim).metadata.num_rows == 100
+    with pytest.warns(UserWarning, match=f"{victim.name}: damaged .* its rows are ranked again"):
+        s = rerank_dataset(path, out, "aces-c", batch_size=100, resume=True)
+    assert (s.resumed, s.written) == (200, 400)
+    assert_exactly_once(out, clean, _input_ids(path))
+
+
+def test_a_committed_part_left_in_staging_is_rolled_forward(tmp_path, monkeypatch):
+    """A kill between the commit record and the rename: the next run finishes it."""
+    path = _dataset(tmp_path)
+    out = tmp_path / "o.parquet"
+    _partial(path, out, monkeypatch, commits=2)
+    last = _parts(out)[-1]
+    os.replace(last, out / "_aces_fast" / "staging" / last.name)
+    s = rerank_dataset(path, out, "aces-c", batch_size=100, resume=True)
+    assert (s.resumed, s.written) == (200, 400)
+    assert last.exists()
+    assert_exactly_once(out, _clean(path, tmp_path), _input_ids(path))
+
+
+def test_a_changed_input_refuses_to_resume(tmp_path, monkeypatch):
+    path = _dataset(tmp_path)
+    out = tmp_path / "o.parquet"
+    _partial(path, out, monkeypatch)
+    save_parquet(_problems(600, seed=1), path, row_group_size=100)  # same ids, other matrices
+    with pytest.raises(ValueError, match="the input changed since this run began .*--restart"):
+        rerank_dataset(path, out, "aces-c", batch_size=100, resume=True)
+    assert main(["rerank-dataset", str(path), "-o", str(out), "--resume", "-q"]) == 1
+    s = rerank_dataset(path, out, "aces-c", batch_size=100, restart=True)
+    assert (s.resumed, s.written) == (0, 600)
+    assert_exactly_once(out, _clean(path, tmp_path / "new"), _input_ids(path))
+
+
+def test_resume_refuses_other_settings(tmp_path, monkeypatch):
+    path = _dataset(tmp_path)
+    out = tmp_path / "o.parquet"
+    _partial(path, out, monkeypatch)
+    with pytest.raises(ValueError, match="written with backend 'cpp', this run has 'numpy'"):
+        rerank_dataset(path, out, "aces-c", backend="numpy", resume=True)
+    with pytest.raises(ValueError, match="bad rows are in .*resume with --errors"):
+        rerank_dataset(path, out, "aces-c", resume=True, errors_path=tmp_path / "e.jsonl")
+    with pytest.raises(ValueError, match="resume and restart exclude each other"):
+        rerank_dataset(path, out, "aces-c", resume=True, restart=True)
+    with pytest.raises(SystemExit) as info:  # a usage error
+        main(["rerank-dataset", str(path), "-o", str(out), "--resume", "--restart"])
+    assert info.value.code == 2
+
+
+def test_resume_reads_only_what_is_left(tmp_path, monkeypatch):
+    """Skipping finished rows is a range check: whole row groups are not read."""
+    path = _dataset(tmp_path, count=1000, row_group_size=100)
+    out = tmp_path / "o.parquet"
+    _partial(path, out, monkeypatch, commits=7)  # rows 0..699 done
+    calls = []
+    real = pq.ParquetFile.iter_batches
+
+    def spy(self, *args, **kwargs):
+        calls.append(kwargs.get("row_groups"))
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(pq.ParquetFile, "iter_batches", spy)
+    s = rerank_dataset(path, out, "aces-c", batch_size=100, resume=True)
+    assert (s.resumed, s.written) == (700, 300)
+    assert calls == [[7], [8], [9]]
+    calls.clear()
+    s = rerank_dataset(path, out, "aces-c", batch_size=100, resume=True)
+    assert (s.resumed, s.written, calls) == (1000, 0, [])
+
+
+# -- the input -------------------------------------------------------------------
+
+
+def test_duplicate_task_ids_in_the_input(tmp_path):
+    probs = _problems(30)
+    probs[12] = Problem("t3", probs[12].B, probs[12].labels)
+    probs[20] = Problem("t3", probs[20].B, probs[20].labels)
+    probs[25] = Problem("t7", probs[25].B, probs[25].labels)
+    path = tmp_path / "dup.parquet"
+    save_parquet(probs, path, row_group_size=8)
+    out = tmp_path / "o.parquet"
+    with pytest.raises(InvalidRowError, match=r"row 12 \(task_id 't3'\): duplicate task_id: it "
+                                              "already names row 3"):
+        rerank_dataset(path, out, batch_size=5)
+    assert not out.exists()  # refused before anything was written
+    s = rerank_dataset(path, out, batch_size=5, skip_invalid=True)
+    assert (s.written, s.invalid) == (27, 3)
+    recs = assert_valid_errors_file(s.errors_path, [12, 20, 25])
+    assert [r["task_id"] for r in recs] == ["t3", "t3", "t7"]
+    tids = pq.read_table(out).column("task_id").to_pylist()
+    assert sorted(tids) == sorted({p.task_id for p in probs})
+
+
+def _flip_in_value(path, needle: bytes):
+    """Flip one bit inside the bytes ``needle`` where they occur in the file."""
+    data = bytearray(path.read_bytes())
+    pos = data.find(needle)
+    assert pos > 0 and data.find(needle, pos + 1) < 0
+    data[pos + len(needle) // 2] ^= 0x10
+    path.write_bytes(bytes(data))
+
+
+def test_flipped_bytes_that_still_decode_are_detected(tmp_path):
+    """Uncompressed pages: a flipped bit still decodes (to another matrix); the
+    page checksum that save_parquet writes catches it."""
+    probs = _problems(400, n=10, m=64)
+    path = tmp_path / "in.parquet"
+    save_parquet(probs, path, row_group_size=100, compression="none")
+    clean = _clean(path, tmp_path)
+    _flip_in_value(path, pack_rows(probs[250].B))
+    unchecked = pq.ParquetFile(path, page_checksum_verification=False).read_row_group(2)
+    assert unchecked.column("task_id")[50].as_py() == "t250"  # decodes, silently changed
+    assert unchecked.column("B")[50].as_py() != pack_rows(probs[250].B)
+    out = tmp_path / "o.parquet"
+    with pytest.raises(ValueError, match=r"in.parquet: row group 2 \(rows 200 to 299, task_ids "
+                                         r"'t200' to 't299'\) is damaged: .*--skip-invalid"):
+        rerank_dataset(path, out, batch_size=64)
+    s = rerank_dataset(path, out, batch_size=64, skip_invalid=True, restart=True)
+    assert (s.written, s.invalid) == (300, 100)
+    recs = assert_valid_errors_file(s.errors_path, range(200, 300))
+    assert recs[0]["task_id"] == "t200" and "row group 2" in recs[0]["reason"]
+    assert _plain(pq.read_table(out)).equals(
+        clean.filter(pa.array([not 200 <= int(t[1:]) < 300
+                               for t in clean.column("task_id").to_pylist()])))
+
+
+def test_flipped_bytes_that_do_not_decode_name_the_row_group(tmp_path, capsys):
+    """A file written without page checksums (another tool): a damaged page header
+    breaks decoding; the error names the file, row group, rows and ids."""
+    probs = _problems(400, n=10, m=64)
+    path = tmp_path / "in.parquet"
+    table = pa.Table.from_pylist([{"task_id": p.task_id, "n": p.n, "m": p.m,
+                                   "B": pack_rows(p.B)} for p in probs])
+    pq.write_table(table, path, row_group_size=100, compression="zstd")
+    md = pq.ParquetFile(path).metadata
+    col = md.row_group(1).column(3)  # B of row group 1
+    data = bytearray(path.read_bytes())
+    start = col.data_page_offset  # the page header: the page cannot be decoded
+    data[start: start + 12] = b"\xff" * 12
+    path.write_bytes(bytes(data))
+    out = tmp_path / "o.parquet"
+    assert main(["rerank-dataset", str(path), "-o", str(out), "--batch-size", "64"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert f"aces-fast: error: {path}: row group 1 (rows 100 to 199, task_ids 't100' to " \
+           "'t199') is damaged: " in err
+    s = rerank_dataset(path, out, batch_size=64, skip_invalid=True, resume=True)
+    assert s.invalid == 100 and s.resumed == 64  # the batch committed before the failure
+    assert_valid_errors_file(s.errors_path, range(100, 200))
+    tids = pq.read_table(out).column("task_id").to_pylist()
+    assert sorted(tids) == sorted(f"t{i}" for i in range(400) if not 100 <= i < 200)
+
+
+# -- the disk ------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _small_disk(root: Path, size_kb: int):
+    """A tmpfs of ``size_kb`` at ``root`` when this process may mount (root), else
+    ``None`` (the caller injects ENOSPC instead)."""
+    root.mkdir()
+    if os.geteuid() != 0 or shutil.which("mount") is None or subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size_kb}k", "tmpfs", str(root)],
+            capture_output=True).returncode != 0:
+        yield None
+        return
+    try:
+        yield lambda kb: subprocess.run(["mount", "-o", f"remount,size={kb}k", str(root)],
+                                        check=True)
+    finally:
+        subprocess.run(["umount", "-l", str(root)], check=False)
+
+
+def _bad_rows_dataset(tmp_path, count=600, every=7):
+    probs = _problems(count, n=30, m=40)
+    sch = schema(test_count=False)
+    sch = pa.schema([f.with_nullable(True) for f in sch], metadata=sch.metadata)
+    rows = []
+    for i, p in enumerate(probs):
+        rows.append({"task_id": p.task_id, "n": -1 if i % every == 3 else p.n, "m": p.m,
+                     "B": pack_rows(p.B), "labels": p.labels.tolist()})
+    path = tmp_path / "bad.parquet"
+    pq.write_table(pa.Table.from_pylist(rows, schema=sch), path, row_group_size=100,
+                   write_page_checksum=True)
+    return path, [i for i in range(count) if i % every == 3]
+
+
+def test_a_full_disk_names_the_path_and_resumes(tmp_path, monkeypatch, capsys):
+    path, bad = _bad_rows_dataset(tmp_path)
+    clean_dir = tmp_path / "clean"
+    rerank_dataset(path, clean_dir, "aces-c", skip_invalid=True)
+    clean = _plain(pq.read_table(clean_dir))
+    with _small_disk(tmp_path / "disk", 256) as grow:
+        out = tmp_path / "disk" / "o.parquet"
+        errs = tmp_path / "disk" / "o.errors.jsonl"
+        args = ["rerank-dataset", str(path), "-o", str(out), "--batch-size", "50",
+                "--skip-invalid", "-q"]
+        if grow is None:  # not root: the disk fills after the third commit
+            real = ResultsDir.commit
+            count = [0]
+
+            def full(self, *a, **k):
+                count[0] += 1
+                if count[0] > 3:
+                    raise OSError(errno.ENOSPC, "No space left on device")
+                return real(self, *a, **k)
+
+            monkeypatch.setattr(ResultsDir, "commit", full)
+        assert main(args) == 1
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1
+        assert err.startswith("aces-fast: error: ") and "no space left on the device" in err
+        assert "--resume" in err and str(tmp_path / "disk") in err
+        if grow is None:
+            monkeypatch.undo()
+        else:
+            grow(20000)
+        assert main(args + ["--resume"]) == 0
+        assert_exactly_once(out, clean, [f"t{i}" for i in range(600) if i not in bad])
+        assert_valid_errors_file(errs, bad)
+
+
+_KILL_IN_ERRORS = """
+import os, sys
+from aces_fast._commit import ResultsDir
+real = ResultsDir._append_errors
+count = [0]
+def append(self, lines):
+    count[0] += 1
+    if count[0] == int(sys.argv[1]):
+        data = "".join(l + "\\n" for l in lines).encode()
+        self._errors_fh.write(data[: len(data) // 2 + 5]) if self._errors_fh else open(
+            self.errors_path, "ab").write(data[: len(data) // 2 + 5])
+        if self._errors_fh: self._errors_fh.flush()
+        os._exit(137)  # as kill -9 in the middle of the write
+    return real(self, lines)
+ResultsDir._append_errors = append
+from aces_fast.cli import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def test_a_kill_while_writing_the_errors_file(tmp_path):
+    path, bad = _bad_rows_dataset(tmp_path)
+    out = tmp_path / "o.parquet"
+    args = ["rerank-dataset", str(path), "-o", str(out), "--batch-size", "50", "--skip-invalid",
+            "-q"]
+    proc = subprocess.run([sys.executable, "-c", _KILL_IN_ERRORS, "4", *args],
+                          capture_output=True, text=True)
+    assert proc.returncode == 137, proc.stderr
+    errs = default_errors_path(out)
+    assert not errs.read_bytes().endswith(b"\n")  # the kill cut a line
+    assert main(args + ["--resume"]) == 0
+    recs = assert_valid_errors_file(errs, bad)
+    assert all(r["reason"] == "n is -1; need n >= 1 candidates" for r in recs)
+    clean_dir = tmp_path / "clean"
+    rerank_dataset(path, clean_dir, "aces-c", skip_invalid=True)
+    assert_exactly_once(out, _plain(pq.read_table(clean_dir)))
+
+
+def test_an_edited_errors_file_refuses_to_resume(tmp_path, monkeypatch):
+    path, _ = _bad_rows_dataset(tmp_path)
+    out = tmp_path / "o.parquet"
+    undo = _stop_after(monkeypatch, 3)
+    with pytest.raises(KeyboardInterrupt):
+        rerank_dataset(path, out, batch_size=50, skip_invalid=True)
+    undo()
+    errs = default_errors_path(out)
+    errs.write_text(errs.read_text()[:-30])
+    with pytest.raises(ValueError, match="errors file does not hold what this run committed"):
+        rerank_dataset(path, out, batch_size=50, skip_invalid=True, resume=True)
+
+
+# -- signals -----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def slow_input(tmp_path_factory):
+    """2000 problems that take seconds with ACES-O on one thread."""
+    path = tmp_path_factory.mktemp("slow") / "in.parquet"
+    write_synthetic(path, 2000, 30, 40, seed=4, row_group_size=250)
+    return path
+
+
+@pytest.fixture(scope="module")
+def slow_clean(slow_input, tmp_path_factory):
+    out = tmp_path_factory.mktemp("slowclean") / "o"
+    rerank_dataset(slow_input, out, "aces-o", n_threads=1)
+    return _plain(pq.read_table(out))
+
+
+def _slow_args(path, out):
+    return ["rerank-dataset", path, "-o", out, "--method", "aces-o", "--batch-size", "250",
+            "--threads", "1", "-q"]
+
+
+def test_ctrl_c_during_the_first_batch(tmp_path, slow_input, slow_clean):
+    rng = random.Random(7)
+    for trial in range(3):
+        out = tmp_path / f"o{trial}"
+        proc = _start(_slow_args(slow_input, out))
+        _wait_for(lambda: (out / "_aces_fast" / "lock").exists(), proc)
+        time.sleep(rng.uniform(0.0, 0.3))
+        assert not _parts(out)
+        tick = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+        assert time.monotonic() - tick < 1.0
+        assert proc.returncode == 130
+        assert err.strip().splitlines()[-1].startswith(
+            f"aces-fast: interrupted; the results in {out} are complete up to the last")
+        assert not (out / "_aces_fast" / "lock").read_text()  # released
+    proc = _start(_slow_args(slow_input, out) + ["--resume"])
+    assert proc.communicate(timeout=300)[0] == "" and proc.returncode == 0
+    assert_exactly_once(out, slow_clean)
+
+
+def _kill_chain(tmp_path, slow_input, slow_clean, kills, seed):
+    rng = random.Random(seed)
+    out = tmp_path / "o.parquet"
+    for k in range(kills):
+        proc = _start(_slow_args(slow_input, out) + (["--resume"] if k else []))
+        _wait_for(lambda: (out / "_aces_fast" / "lock").exists(), proc)
+        time.sleep(rng.uniform(0.2, 1.5))
+        proc.kill()
+        proc.communicate(timeout=30)
+        if proc.returncode == 0:
+            break
+    proc = _start(_slow_args(slow_input, out) + ["--resume"])
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err
+    assert_exactly_once(out, slow_clean)
+    assert not list((out / "_aces_fast" / "staging").iterdir())
+
+
+def test_sigkill_then_resume(tmp_path, slow_input, slow_clean):
+    _kill_chain(tmp_path, slow_input, slow_clean, kills=2, seed=1)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(4))
+def test_sigkill_chains(tmp_path, slow_input, slow_clean, seed):
+    _kill_chain(tmp_path, slow_input, slow_clean, kills=5, seed=seed)
