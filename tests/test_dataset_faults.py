@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import importlib.util
 import json
 import os
 import random
@@ -268,6 +269,19 @@ def test_resume_refuses_other_settings(tmp_path, monkeypatch):
     with pytest.raises(SystemExit) as info:  # a usage error
         main(["rerank-dataset", str(path), "-o", str(out), "--resume", "--restart"])
     assert info.value.code == 2
+
+
+def test_an_unreadable_manifest_refuses_to_resume(tmp_path, monkeypatch):
+    path = _dataset(tmp_path)
+    out = tmp_path / "o.parquet"
+    _partial(path, out, monkeypatch)
+    manifest = out / "_aces_fast" / "manifest.json"
+    manifest.write_text(manifest.read_text()[:40])
+    with pytest.raises(ValueError, match="manifest.json: unreadable commit record .*--restart"):
+        rerank_dataset(path, out, "aces-c", batch_size=100, resume=True)
+    with pytest.warns(UserWarning, match="not a part of this output"):  # parts it cannot vouch for
+        rerank_dataset(path, out, "aces-c", batch_size=100, restart=True)
+    assert_exactly_once(out, _clean(path, tmp_path), _input_ids(path))
 
 
 def test_resume_reads_only_what_is_left(tmp_path, monkeypatch):
@@ -564,3 +578,43 @@ def test_sigkill_then_resume(tmp_path, slow_input, slow_clean):
 @pytest.mark.parametrize("seed", range(4))
 def test_sigkill_chains(tmp_path, slow_input, slow_clean, seed):
     _kill_chain(tmp_path, slow_input, slow_clean, kills=5, seed=seed)
+
+
+def test_ctrl_c_while_the_command_line_starts():
+    """Before main() runs (the package's imports), a Ctrl-C is one line and exit 130."""
+    code = ("import os, signal, sys\n"
+            "sys.argv[0] = '/usr/bin/aces-fast'\n"
+            "import aces_fast.cli\n"
+            "os.kill(os.getpid(), signal.SIGINT)\n"
+            "import time; time.sleep(5)\n"
+            "print('not interrupted')\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (130, "", "aces-fast: interrupted\n")
+    # once main() runs, a Ctrl-C is Python's KeyboardInterrupt again (handled per command)
+    code = ("import signal, sys\n"
+            "sys.argv[0] = 'aces-fast'\n"
+            "from aces_fast.cli import main\n"
+            "assert signal.getsignal(signal.SIGINT) is not signal.default_int_handler\n"
+            "main(['config', '--json'])\n"
+            "assert signal.getsignal(signal.SIGINT) is signal.default_int_handler\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_dataset_commands_spare_the_lazy_pandas_import():
+    """pyarrow's first conversion imports pandas inside a Cython function that
+    swallows a Ctrl-C; the dataset commands make that look-up find no pandas."""
+    code = ("import sys\n"
+            "from aces_fast.cli import _arrow_without_pandas\n"
+            "_arrow_without_pandas()\n"
+            "import pyarrow as pa\n"
+            "pa.array([1, 2]); pa.scalar(3)\n"
+            "assert 'pandas' not in sys.modules\n"
+            "print(type(pa.table({'a': [1]}).to_pandas()).__name__)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    if importlib.util.find_spec("pandas") is not None:
+        assert proc.stdout.strip() == "DataFrame"  # an explicit to_pandas() still works

@@ -18,6 +18,17 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+import sys as _sys
+
+if _sys.argv[:1] and (_sys.argv[0] == "-m"
+                      or _sys.argv[0].replace("\\", "/").rsplit("/", 1)[-1].startswith("aces-fast")):
+    # Started as the command line: a Ctrl-C during the imports below (a few
+    # hundred ms) exits as one during a command does, without a traceback.
+    # aces_fast.cli.main puts Python's own handler back.
+    from ._startup import exit_on_interrupt as _exit_on_interrupt
+
+    _exit_on_interrupt()
+
 from ._cost import CostWarning
 from .backends import BackendUnavailableError, available_backends, backend_status
 from .batch import rerank_batch

@@ -366,13 +366,17 @@ class ResultsDir:
     def _open(self, resume: bool, restart: bool) -> None:
         for sub in ("log", "staging"):
             (self.meta / sub).mkdir(exist_ok=True)
+        if restart:  # whatever the record says, even when it cannot be read
+            try:
+                commits = self._read_log()[1]
+            except ValueError:
+                commits = []
+            self._discard(commits, self._visible())
+            self._start_fresh()
+            return
         old_header, commits = self._read_log()
         visible = self._visible()
         if old_header is None and not visible:
-            self._start_fresh()
-            return
-        if restart:
-            self._discard(commits, visible)
             self._start_fresh()
             return
         if not resume:
@@ -607,8 +611,9 @@ class ResultsDir:
             raise
         self.commits.append(c)
         if staged is not None:
+            # No fsync of the directory here: should a power cut lose this rename,
+            # the committed part is still in staging/ and the next run moves it.
             os.replace(staged, self.dir / name)  # type: ignore[operator]
-            _fsync_dir(self.dir)
         self.written += rows
         self.invalid += len(error_lines)
 

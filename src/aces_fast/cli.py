@@ -538,6 +538,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         from .parquet import save_parquet
     except ImportError as exc:
         raise ValueError(str(exc)) from None
+    _arrow_without_pandas()
     if not args.output.lower().endswith(".parquet"):
         raise ValueError(f"OUT {args.output}: convert writes Parquet; name the file "
                          "*.parquet (the loaders tell the format by that suffix)")
@@ -553,12 +554,41 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     return 0
 
 
+def _arrow_without_pandas() -> None:
+    """Spare pyarrow's lazy pandas import in the dataset commands.
+
+    The first time pyarrow converts a Python object it imports pandas (about
+    1 s here) inside a Cython function that cannot raise: a Ctrl-C in that
+    second was printed as "Exception ignored" and the run went on, or it left
+    a half-imported module behind. These commands never hand pyarrow a pandas
+    object, so its one look-up is made to find no pandas; an explicit
+    ``to_pandas()`` still imports it on demand.
+    """
+    if "pandas" in sys.modules:
+        return
+    import pyarrow as pa
+
+    class NoPandas:
+        @staticmethod
+        def find_spec(name: str, *args: Any) -> None:
+            if name == "pandas":
+                raise ImportError("pandas is not used by this command")
+
+    sys.meta_path.insert(0, NoPandas)  # type: ignore[arg-type]
+    try:
+        pa.array([0])  # the look-up: an ImportError, remembered by pyarrow
+    finally:
+        sys.meta_path.remove(NoPandas)  # type: ignore[arg-type]
+
+
 def _cmd_rerank_dataset(args: argparse.Namespace) -> int:
     try:
         from .parquet import InvalidRowError
         from .stream import default_errors_path, rerank_dataset
     except ImportError as exc:
         raise ValueError(str(exc)) from None
+    if args.engine == "local":  # Ray uses pandas with pyarrow: leave it be
+        _arrow_without_pandas()
     params = _method_values(args)
     _check_backend(args.backend)
     if args.address is not None and args.engine != "ray":
@@ -853,6 +883,9 @@ _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of ``aces-fast``; returns the exit status."""
+    from ._startup import restore_interrupt
+
+    restore_interrupt()  # from here on a Ctrl-C is a KeyboardInterrupt, handled below
     argv = list(sys.argv[1:] if argv is None else argv)
     with warnings.catch_warnings():
         warnings.showwarning = _show_warning
