@@ -352,6 +352,10 @@ def test_flipped_bytes_that_still_decode_are_detected(tmp_path):
     with pytest.raises(ValueError, match=r"in.parquet: row group 2 \(rows 200 to 299, task_ids "
                                          r"'t200' to 't299'\) is damaged: .*--skip-invalid"):
         rerank_dataset(path, out, batch_size=64)
+    from aces_fast.datasets import load_dataset
+
+    with pytest.raises(ValueError, match=r"in.parquet: row group 2 \(rows 200 to 299"):
+        load_dataset(str(path))
     s = rerank_dataset(path, out, batch_size=64, skip_invalid=True, restart=True)
     assert (s.written, s.invalid) == (300, 100)
     recs = assert_valid_errors_file(s.errors_path, range(200, 300))

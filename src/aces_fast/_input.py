@@ -26,7 +26,8 @@ import numpy as np
 
 from ._commit import Intervals
 
-__all__ = ["Batch", "InputFile", "duplicate_rows", "open_inputs", "read_batches"]
+__all__ = ["Batch", "InputFile", "damaged_row_group", "duplicate_rows", "open_inputs",
+           "read_batches"]
 
 
 @dataclass
@@ -115,7 +116,7 @@ def duplicate_rows(files: List[InputFile]) -> Dict[int, str]:
     return out
 
 
-def _damaged(f: InputFile, g: int, lo: int, hi: int, start: int, exc: BaseException
+def damaged_row_group(f: InputFile, g: int, lo: int, hi: int, start: int, exc: BaseException
              ) -> Tuple[str, List[Optional[str]]]:
     """The message for a row group that failed to decode at row ``start`` (its rows
     are ``[lo, hi)``), and the task ids of rows ``start..hi-1`` where readable."""
@@ -194,7 +195,7 @@ def read_batches(files: List[InputFile], batch_size: int, done: Intervals,
                 try:
                     batch = next(it, None)
                 except (OSError, pa.ArrowException) as exc:
-                    message, ids = _damaged(f, g, lo, hi, r, exc)
+                    message, ids = damaged_row_group(f, g, lo, hi, r, exc)
                     if not skip_invalid:
                         raise ValueError(message + " (--skip-invalid reports its rows in the "
                                          "errors file and goes on)") from None

@@ -476,13 +476,15 @@ def load_parquet(path: PathLike, name: Optional[str] = None) -> Dataset:
     malformed row (see :func:`decode_batch`), a missing column or wrong column
     type, a duplicate task id, or a newer layout version. O(total size).
     """
+    from ._input import InputFile, damaged_row_group
+
     files = input_files(path)
     problems: List[Problem] = []
     row = 0
     for f in files:
         pf = _open(f)
         check_schema(pf.schema_arrow, str(f))
-        for batch in pf.iter_batches(batch_size=DEFAULT_ROW_GROUP_SIZE):
+        for batch in _verified_batches(InputFile(f, pf, row), damaged_row_group):
             dec = decode_batch(batch, row, test_count=True)
             if dec.errors:
                 raise InvalidRowError(f"{f}: {dec.errors[0].message()}", dec.errors[0])
@@ -497,6 +499,27 @@ def load_parquet(path: PathLike, name: Optional[str] = None) -> Dataset:
         p = Path(path)
         name = p.name[: -len(".parquet")] if p.name.endswith(".parquet") else p.name
     return Dataset(name, problems, source=str(path))
+
+
+def _verified_batches(f: Any, damaged: Any) -> Any:
+    """The record batches of one file, row group by row group, so that a page that
+    fails its checksum or does not decode is a ``ValueError`` naming the file,
+    the row group, its rows and task ids."""
+    lo = f.first_row
+    for g in range(f.pf.num_row_groups):
+        hi = lo + f.pf.metadata.row_group(g).num_rows
+        r = lo
+        it = f.pf.iter_batches(batch_size=DEFAULT_ROW_GROUP_SIZE, row_groups=[g])
+        while True:
+            try:
+                batch = next(it, None)
+            except (OSError, pa.ArrowException) as exc:
+                raise ValueError(damaged(f, g, lo, hi, r, exc)[0]) from None
+            if batch is None:
+                break
+            r += batch.num_rows
+            yield batch
+        lo = hi
 
 
 def _open(path: Any) -> "pq.ParquetFile":
