@@ -12,6 +12,12 @@
 * ``aces_fast.stream.rerank_dataset(..., engine="ray")`` (and ``aces-fast
   rerank-dataset --engine ray``) combines both and writes the results on the
   driver, resumably, as the local engine does.
+* :func:`init` starts a private local cluster (never joining ``RAY_ADDRESS`` or
+  another cluster on the machine) or connects to ``address``; :func:`shutdown`
+  stops it, and a guard process removes a local cluster's processes and files
+  should the driver die without doing so. Ray's own failures (no cluster at the
+  address, a token authentication mismatch, lost workers) raise
+  :class:`RayEngineError` with one line naming the likely cause.
 
 Every worker needs aces_fast (with its extension) and pyarrow installed, and
 must be able to read the input path. Needs ``pip install 'aces_fast[ray]'``.
@@ -169,7 +175,7 @@ def _quiet_stderr() -> Iterator[None]:
 
 
 # The local cluster init() starts: its temporary root, and the guard that removes
-# the cluster's processes and files once this process is gone (see _guard).
+# the cluster's processes and files once this process is gone (see _GUARD).
 _OWNED: Dict[str, Any] = {}
 
 # Run by the guard (python -c) in its own session, so that Ctrl-C at the terminal
@@ -244,8 +250,10 @@ def _start_local(num_cpus: Optional[int], quiet: Dict[str, Any]) -> None:
     try:
         ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, _temp_dir=root,
                  **quiet)
-    except Exception as exc:  # noqa: BLE001 - whatever Ray raised, it is Ray's failure
+    except BaseException as exc:  # a Ctrl-C mid-start too: leave no half-started cluster
         shutdown()
+        if not isinstance(exc, Exception):
+            raise
         raise RayEngineError(f"Ray: could not start a local cluster: {_first_line(exc)}") \
             from None
 
