@@ -271,6 +271,24 @@ def test_resume_refuses_other_settings(tmp_path, monkeypatch):
     assert info.value.code == 2
 
 
+def test_a_run_that_committed_nothing_leaves_nothing(tmp_path, monkeypatch):
+    path = _dataset(tmp_path)
+    bad = tmp_path / "bad.parquet"
+    table = pq.read_table(path)
+    n = table.column("n").to_pylist()
+    n[0] = 0
+    pq.write_table(table.set_column(1, "n", pa.array(n, pa.int32())), bad)
+    out = tmp_path / "o.parquet"
+    with pytest.raises(InvalidRowError, match="row 0"):
+        rerank_dataset(bad, out)
+    assert not out.exists()  # no empty output folder behind a failed run
+    out.mkdir()  # the operator made it: it stays, and a run that commits nothing ...
+    _partial(path, out, monkeypatch, commits=0)
+    assert out.exists() and not _parts(out)
+    s = rerank_dataset(path, out, "aces-c", batch_size=100)  # ... needs no --resume
+    assert s.written == 600
+
+
 def test_an_unreadable_manifest_refuses_to_resume(tmp_path, monkeypatch):
     path = _dataset(tmp_path)
     out = tmp_path / "o.parquet"

@@ -33,7 +33,7 @@ def cluster():
     started = afray.init(num_cpus=2)
     yield
     if started:
-        ray.shutdown()
+        afray.shutdown()
 
 
 @pytest.fixture(scope="module")

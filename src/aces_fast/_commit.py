@@ -346,9 +346,14 @@ class ResultsDir:
         if self.dir.exists() and not self.dir.is_dir():
             raise ValueError(f"{self.dir}: exists and is not a directory; rerank-dataset writes "
                              "a directory of part files there")
+        self.created = not self.dir.exists()
         self.dir.mkdir(parents=True, exist_ok=True)
         self.meta.mkdir(exist_ok=True)
-        self._lock = DirLock(self.meta / "lock", str(self.dir))
+        try:
+            self._lock = DirLock(self.meta / "lock", str(self.dir))
+        except BaseException:
+            self._remove_if_unused()
+            raise
 
     def begin(self, header: Dict[str, Any], *, resume: bool, restart: bool) -> None:
         """Start or continue the run described by ``header`` (see the class
@@ -376,7 +381,7 @@ class ResultsDir:
             return
         old_header, commits = self._read_log()
         visible = self._visible()
-        if old_header is None and not visible:
+        if not commits and not visible:  # new, or a run that committed nothing
             self._start_fresh()
             return
         if not resume:
@@ -661,6 +666,14 @@ class ResultsDir:
             if self._lock is not None:
                 self._lock.release()
                 self._lock = None
+            if not complete and not self.commits:
+                self._remove_if_unused()
+
+    def _remove_if_unused(self) -> None:
+        """A directory this run created and committed nothing to goes again, so a
+        run that fails at once leaves no empty output behind."""
+        if self.created and not self._visible():
+            shutil.rmtree(self.dir, ignore_errors=True)
 
     def report(self) -> None:
         """Warn about what opening the directory moved aside or found missing."""

@@ -40,7 +40,7 @@ import traceback
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Sequence
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Type
 
 from .backends import BackendUnavailableError
 
@@ -593,6 +593,14 @@ def _cmd_rerank_dataset(args: argparse.Namespace) -> int:
     _check_backend(args.backend)
     if args.address is not None and args.engine != "ray":
         raise ValueError("--address needs --engine ray")
+    # the Ray engine's own failures; "except ()" catches nothing (the local engine)
+    ray_failure: Tuple[Type[BaseException], ...] = ()
+    if args.engine == "ray":
+        try:
+            from .ray import RayEngineError
+        except ImportError as exc:
+            raise ValueError(str(exc)) from None
+        ray_failure = (RayEngineError,)
     _check_output(args.output, "-o", directory=True)
     if args.errors is not None:
         _check_output(args.errors, "--errors")
@@ -608,6 +616,8 @@ def _cmd_rerank_dataset(args: argparse.Namespace) -> int:
         raise ValueError(f"{exc} (--skip-invalid writes bad rows to {errors_path} and goes "
                          "on)") from None
     except ImportError as exc:
+        raise ValueError(str(exc)) from None
+    except ray_failure as exc:  # one line starting "Ray:", like any other error here
         raise ValueError(str(exc)) from None
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted; the results in {args.output} are complete up to the last "
@@ -673,7 +683,10 @@ def _add_dataset_commands(sub: Any) -> None:
     rd.add_argument("--engine", default="local", choices=["local", "ray"],
                     help="local: this process; ray: Ray Data tasks (default local)")
     rd.add_argument("--address", metavar="ADDR",
-                    help="Ray cluster address (default: a new local cluster)")
+                    help="with --engine ray: HOST:PORT of a running cluster's head (ray start "
+                         "--head), or 'auto' (RAY_ADDRESS, else the cluster ray start last "
+                         "started here); default: a new private local cluster, ignoring "
+                         "RAY_ADDRESS, stopped on exit")
     rd.add_argument("--batch-size", type=_positive_int, default=DEFAULT_BATCH_SIZE, metavar="N",
                     help=f"problems per batch (default {DEFAULT_BATCH_SIZE})")
     rd.add_argument("--threads", type=_positive_int, metavar="N",

@@ -12,6 +12,12 @@
 * ``aces_fast.stream.rerank_dataset(..., engine="ray")`` (and ``aces-fast
   rerank-dataset --engine ray``) combines both and writes the results on the
   driver, resumably, as the local engine does.
+* :func:`init` starts a private local cluster (never joining ``RAY_ADDRESS`` or
+  another cluster on the machine) or connects to ``address``; :func:`shutdown`
+  stops it, and a guard process removes a local cluster's processes and files
+  should the driver die without doing so. Ray's own failures (no cluster at the
+  address, a token authentication mismatch, lost workers) raise
+  :class:`RayEngineError` with one line naming the likely cause.
 
 Every worker needs aces_fast (with its extension) and pyarrow installed, and
 must be able to read the input path. Needs ``pip install 'aces_fast[ray]'``.
@@ -19,12 +25,18 @@ must be able to read the input path. Needs ``pip install 'aces_fast[ray]'``.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
+import os
 import re
+import socket
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -42,7 +54,7 @@ from ._validation import check_int
 from .parquet import InvalidRowError, RowError, check_schema, input_files
 from .stream import DEFAULT_BATCH_SIZE, rerank_table, results_schema
 
-__all__ = ["init", "read_pass_matrices", "rerank_dataset"]
+__all__ = ["RayEngineError", "init", "read_pass_matrices", "rerank_dataset", "shutdown"]
 
 PathLike = Union[str, Path]
 
@@ -51,21 +63,275 @@ PathLike = Union[str, Path]
 _CANONICAL = {"task_id": pa.string(), "n": pa.int64(), "m": pa.int64(), "B": pa.binary(),
               "labels": pa.list_(pa.int64()), "test_count": pa.list_(pa.int64())}
 
+# A worker's exception as Ray's text shows it ("ValueError: ..."), and colour codes.
+_EXC_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?([A-Za-z_]\w*(?:Error|Exception)): (.+)$")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+class RayEngineError(RuntimeError):
+    """Ray itself failed: the cluster could not be started or reached, or a worker,
+    node or object was lost for good. The message is one line starting with
+    ``Ray``, naming the likely cause where one is known (a wrong address, token
+    authentication)."""
+
+
+def _first_line(exc: BaseException) -> str:
+    text = _ANSI.sub("", str(exc)).strip()
+    line = next((x.strip() for x in text.splitlines() if x.strip()), type(exc).__name__)
+    return line if len(line) <= 300 else line[:297] + "..."
+
+
+def _chain(exc: BaseException) -> str:
+    """The text of an exception and of everything it was raised from (Ray nests
+    the real cause, e.g. an AuthenticationError, two levels down)."""
+    parts, seen = [], set()
+    cur: Optional[BaseException] = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        parts.append(f"{type(cur).__name__}: {cur}")
+        cur = cur.__cause__ or cur.__context__
+    return "\n".join(parts)
+
+
+def _auth_hint(address: str) -> str:
+    mode = os.environ.get("RAY_AUTH_MODE", "").lower()
+    if mode == "token":
+        why = ("refused this process's token (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or "
+               "~/.ray/auth_token): use the head's token here and on every node")
+    else:
+        why = ("uses token authentication and this process sent no token "
+               f"(RAY_AUTH_MODE is {mode or 'unset'} here): set RAY_AUTH_MODE=token here and "
+               "on every node, each with the head's token (~/.ray/auth_token or RAY_AUTH_TOKEN)")
+    return f"Ray: the cluster at {address} {why}; see 'Ray on several machines' in docs/parquet.md"
+
+
+def _connect_error(exc: BaseException, address: str) -> RayEngineError:
+    """One line for a failed ``ray.init(address=...)``, naming the likely cause."""
+    text = _chain(exc)
+    if re.search(r"InvalidAuthToken|AuthenticationError|Unauthenticated", text):
+        return RayEngineError(_auth_hint(address))
+    if "Could not find any running Ray instance" in text:
+        return RayEngineError("Ray: --address auto found no running cluster (neither RAY_ADDRESS "
+                              "nor a cluster started with 'ray start' on this machine)")
+    return RayEngineError(f"Ray: cannot connect to the cluster at {address}: {_first_line(exc)}")
+
+
+def _split_address(address: str) -> Optional[Tuple[str, int]]:
+    """``(host, port)`` of a ``HOST:PORT`` address; ``None`` for anything else
+    (``ray://`` client addresses, names Ray resolves itself)."""
+    match = re.fullmatch(r"\[?([^\[\]/]+?)\]?:(\d{1,5})", address.strip())
+    return (match.group(1), int(match.group(2))) if match else None
+
+
+def _preflight(address: str) -> None:
+    """Fail within seconds, in one line, where ``ray.init`` would retry for minutes.
+
+    ``ray.init`` retries a closed port 20 times with a 40 s timeout each (over ten
+    minutes, silently), and a token mismatch 20 times a second apart with a
+    warning per try. One TCP connect, then one GCS call, tell both apart at once.
+    """
+    hp = _split_address(address)
+    if hp is None:
+        return
+    host, port = hp
+    try:
+        socket.create_connection((host, port), timeout=5).close()
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise RayEngineError(
+            f"Ray: nothing answers at {address} ({reason}): start the head there with "
+            f"'ray start --head --port {port}', or check the address and that the port is "
+            "reachable from here") from None
+    try:
+        from ray._raylet import GcsClient  # type: ignore[attr-defined]  # private: a probe only
+    except ImportError:
+        return
+    try:
+        with _quiet_stderr():  # Ray's C++ client logs each refused try there itself
+            GcsClient(address=f"{host}:{port}")
+    except ray.exceptions.RayError as exc:
+        raise _connect_error(exc, address) from None
+    except Exception:  # noqa: BLE001 - the probe's API changed: ray.init still decides
+        return
+
+
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """File descriptor 2 to /dev/null for a moment (C++ code writes there directly)."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):  # no usable stderr: nothing to quieten
+        yield
+        return
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+# The local cluster init() starts: its temporary root, and the guard that removes
+# the cluster's processes and files once this process is gone (see _GUARD).
+_OWNED: Dict[str, Any] = {}
+
+# Run by the guard (python -c) in its own session, so that Ctrl-C at the terminal
+# does not reach it. It waits for EOF on stdin, which comes when the driver closes
+# the pipe or dies in any way (SIGKILL included), then kills every process that
+# names the cluster's private temporary root in its command line or holds a file
+# open under it, until two scans in a row find none, and removes the root.
+# Ray's own fate sharing stops the GCS and the raylet with the driver, but the
+# raylet's agents (dashboard agent, runtime-env agent) outlive it and ignore
+# SIGTERM; a worker forked just before the raylet died may hold no file there yet,
+# hence the repeated scans.
+_GUARD = r"""
+import os, shutil, signal, sys, time
+root, driver = sys.argv[1], int(sys.argv[2])
+sys.path.insert(0, sys.argv[3])  # Ray's vendored psutil
+try:
+    while sys.stdin.buffer.read(65536):
+        pass
+except BaseException:
+    pass
+import psutil
+me = os.getpid()
+def ours():
+    found = []
+    for p in psutil.process_iter(["cmdline"]):
+        if p.pid in (me, driver):  # the driver holds Ray Data's log open until it exits
+            continue
+        try:
+            if (any(root in a for a in p.info["cmdline"] or ())
+                    or any(f.path.startswith(root) for f in p.open_files())):
+                found.append(p)
+        except psutil.Error:
+            continue
+    return found
+quiet, deadline = 0, time.monotonic() + 60
+while quiet < 2 and time.monotonic() < deadline:
+    found = ours()
+    for p in found:
+        try:
+            p.send_signal(signal.SIGKILL)
+        except psutil.Error:
+            pass
+    psutil.wait_procs(found, timeout=5)
+    quiet = 0 if found else quiet + 1
+    time.sleep(0.2)
+shutil.rmtree(root, ignore_errors=True)
+"""
+
+
+def _temp_base() -> str:
+    """Where Ray puts its temporary root by default (``RAY_TMPDIR``, then ``TMPDIR`` on
+    Linux, then /tmp), so that an operator's setting still applies."""
+    if os.environ.get("RAY_TMPDIR"):
+        return os.environ["RAY_TMPDIR"]
+    if sys.platform.startswith("linux") and os.environ.get("TMPDIR"):
+        return os.environ["TMPDIR"]
+    return "/tmp" if sys.platform.startswith(("linux", "darwin")) else tempfile.gettempdir()
+
+
+def _start_local(num_cpus: Optional[int], quiet: Dict[str, Any]) -> None:
+    """Start a private local cluster: ``address="local"`` so that neither RAY_ADDRESS
+    nor a cluster already running here is joined, under a temporary root of its
+    own so that its processes can be found and removed (by :func:`shutdown`, or by
+    the guard when this process dies without calling it)."""
+    root = tempfile.mkdtemp(prefix="aces-fast-ray-", dir=_temp_base())
+    vendored = os.path.join(os.path.dirname(ray.__file__), "thirdparty_files")
+    guard = subprocess.Popen([sys.executable, "-c", _GUARD, root, str(os.getpid()), vendored],
+                             stdin=subprocess.PIPE,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True)
+    _OWNED.update(root=root, guard=guard)
+    try:
+        ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, _temp_dir=root,
+                 **quiet)
+    except BaseException as exc:  # a Ctrl-C mid-start too: leave no half-started cluster
+        shutdown()
+        if not isinstance(exc, Exception):
+            raise
+        raise RayEngineError(f"Ray: could not start a local cluster: {_first_line(exc)}") \
+            from None
+
+
+def shutdown() -> None:
+    """Stop what :func:`init` started or connected to.
+
+    ``ray.shutdown()``; for a local cluster :func:`init` started, also wait until
+    every process of that cluster is gone and its temporary files are removed.
+    Safe to call when nothing is running.
+    """
+    try:
+        ray.shutdown()
+    except Exception:  # noqa: BLE001 - the guard below still removes what is left
+        pass
+    guard = _OWNED.pop("guard", None)
+    _OWNED.pop("root", None)
+    if guard is not None:
+        guard.stdin.close()  # EOF: the guard removes what ray.shutdown() left behind
+        try:
+            guard.wait(timeout=90)
+        except subprocess.TimeoutExpired:
+            pass
+
 
 def init(address: Optional[str] = None, num_cpus: Optional[int] = None) -> bool:
-    """Connect to the Ray cluster at ``address``, or start a local one (``num_cpus``
-    workers; default all cores). Does nothing when Ray is already initialized.
+    """Start a private local Ray cluster, or connect to the one at ``address``.
 
-    Returns True when this call started or connected (the caller then owns the
-    connection and should ``ray.shutdown()`` it).
+    Parameters
+    ----------
+    address : str, optional
+        ``None`` (default) or ``"local"``: start a new local cluster of
+        ``num_cpus`` CPUs (default: all cores), whatever else runs on this
+        machine and whatever ``RAY_ADDRESS`` says. Its processes and temporary
+        files are removed by :func:`shutdown` and, should this process die
+        without calling it (even by SIGKILL), by a small guard process.
+        ``"HOST:PORT"``: the head of a running cluster (``ray start --head``).
+        ``"auto"``: ``RAY_ADDRESS``, else the cluster ``ray start`` last started
+        on this machine. ``"ray://..."``: a Ray Client server.
+    num_cpus : int, optional
+        CPUs of a new local cluster (not allowed with an address).
+
+    Returns
+    -------
+    bool
+        True when this call started or connected (the caller owns the
+        connection and should call :func:`shutdown`); False when Ray was
+        already initialized in this process (nothing is done then).
+
+    Raises
+    ------
+    RayEngineError
+        The cluster could not be started or reached, as one line naming the
+        likely cause (nothing listening at the address, token authentication
+        on the cluster but not here, or a wrong token).
+    ValueError
+        ``num_cpus`` together with an address.
     """
     if ray.is_initialized():
         return False
+    if num_cpus is not None:
+        num_cpus = check_int(num_cpus, "num_cpus", minimum=1)
     quiet: Dict[str, Any] = dict(logging_level=logging.ERROR, log_to_driver=False)
-    if address:
-        ray.init(address=address, **quiet)
+    if address in (None, "local"):
+        _start_local(num_cpus, quiet)
     else:
-        ray.init(num_cpus=num_cpus, include_dashboard=False, **quiet)
+        if not isinstance(address, str) or not address.strip():
+            raise ValueError(f"address must be 'HOST:PORT', 'auto' or 'ray://...'; "
+                             f"got {address!r}")
+        if num_cpus is not None:
+            raise ValueError("num_cpus applies only to a new local cluster (address=None)")
+        target = address
+        if address == "auto" and os.environ.get("RAY_ADDRESS"):
+            target = os.environ["RAY_ADDRESS"]
+        _preflight(target)
+        try:
+            ray.init(address=address, **quiet)
+        except Exception as exc:  # noqa: BLE001 - whatever Ray raised, it is Ray's failure
+            raise _connect_error(exc, target) from None
     ctx = ray.data.DataContext.get_current()
     ctx.enable_progress_bars = False
     logging.getLogger("ray.data").setLevel(logging.ERROR)
@@ -277,27 +543,45 @@ def rerank_dataset(ds: "ray.data.Dataset", method: str = DEFAULT_METHOD, *,
 # the driver side of aces_fast.stream.rerank_dataset(engine="ray")
 
 
-_EXC_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?([A-Za-z_]\w*(?:Error|Exception)): (.+)$")
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def _task_error(exc: BaseException) -> Optional[str]:
-    """One line for the exception a Ray task raised, or ``None``.
+_INPUT_ERRORS = ("ValueError", "TypeError", "InvalidRowError", "BackendUnavailableError")
+
+
+def _task_exception(exc: BaseException) -> Optional[Tuple[str, str]]:
+    """``(type name, message)`` of the exception a Ray task raised, or ``None``.
 
     Ray keeps the worker's exception only as text (its traceback inside the
     RayTaskError's message); the first ``Type: message`` line that is not Ray's
-    own wrapper is the original. ValueError-like errors give their message
-    alone, others ``"a Ray task failed: Type: message"``.
+    own wrapper is the original.
     """
     for line in _ANSI.sub("", str(exc)).splitlines():
         match = _EXC_LINE.match(line.strip())
         if match and not line.strip().startswith("ray."):
             kind, message = match.groups()
-            if kind in ("ValueError", "TypeError", "InvalidRowError",
-                        "BackendUnavailableError"):
-                return message
-            return f"a Ray task failed: {kind}: {message}"
+            return kind, message
     return None
+
+
+def _task_error(exc: BaseException) -> Optional[str]:
+    """One line for the exception a Ray task raised, or ``None``: ValueError-like
+    errors give their message alone, others ``"a Ray task failed: Type: message"``."""
+    found = _task_exception(exc)
+    if found is None:
+        return None
+    kind, message = found
+    return message if kind in _INPUT_ERRORS else f"a Ray task failed: {kind}: {message}"
+
+
+def _run_error(exc: BaseException) -> Exception:
+    """What a failure met while Ray runs the job is raised as: the ValueError of a
+    bad row or argument that a task raised, else a :class:`RayEngineError`."""
+    found = _task_exception(exc) if isinstance(exc, ray.exceptions.RayError) else None
+    if found is not None and found[0] in _INPUT_ERRORS:
+        return ValueError(found[1])
+    if found is not None:
+        return RayEngineError(f"Ray: a task failed: {found[0]}: {found[1]}")
+    return RayEngineError(f"Ray: the run failed: {type(exc).__name__}: {_first_line(exc)}")
 
 
 def _run(path_in: PathLike, files: Sequence[Any], has_labels: bool, method: str,
@@ -308,7 +592,11 @@ def _run(path_in: PathLike, files: Sequence[Any], has_labels: bool, method: str,
     """Run on the cluster and commit each block here, through ``commit(table, rows,
     errors, backend)`` (see :mod:`aces_fast.stream`). ``done``: the input rows an
     earlier run committed (an ``Intervals``); ``duplicates``: ``{row: reason}``,
-    committed here as errors before anything runs (``skip_invalid`` only)."""
+    committed here as errors before anything runs (``skip_invalid`` only).
+
+    A local cluster started here is stopped on every way out (an error, Ctrl-C)
+    and, should this process be killed, removed by :func:`init`'s guard.
+    """
     from ._commit import Intervals
     from .backends import resolve_backend
 
@@ -329,34 +617,34 @@ def _run(path_in: PathLike, files: Sequence[Any], has_labels: bool, method: str,
         out = rerank_dataset(ds, method, batch_size=batch_size, backend=backend,
                              n_threads=n_threads or 1, skip_invalid=True, **params)
         target = results_schema(has_labels).remove_metadata()
-        try:
-            block: Any
-            for block in out.iter_batches(batch_format="pyarrow", batch_size=None):
-                if isinstance(block, pa.RecordBatch):
-                    block = pa.Table.from_batches([block])
-                bad = block.column("error").is_valid().to_numpy(zero_copy_only=False).astype(bool)
-                errors = [RowError(r, t, e) for r, t, e in zip(
-                    *(block.column(c).filter(pa.array(bad)).to_pylist()
-                      for c in ("row", "task_id", "error")))]
-                errors.sort(key=lambda e: (e.row is None, e.row))
-                if errors and not skip_invalid:
-                    raise InvalidRowError(errors[0].message(), errors[0])
-                kept = block.filter(pa.array(~bad))
-                rows = kept.column("row").to_numpy().astype(np.int64)
-                commit(kept.select(target.names).cast(target), rows, errors, used)
-                bar.update(block.num_rows)
-        except InvalidRowError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - a task's error arrives wrapped by Ray
-            if not isinstance(exc, ray.exceptions.RayError):
-                raise
-            msg = _task_error(exc)
-            if msg is None:
-                raise
-            raise ValueError(msg) from None
+        blocks = iter(out.iter_batches(batch_format="pyarrow", batch_size=None))
+        while True:
+            # Only what Ray raises here is Ray's (or a task's); commit's own errors
+            # (e.g. a full disk) pass through as they are.
+            try:
+                block: Any = next(blocks)
+            except StopIteration:
+                break
+            except Exception as exc:  # noqa: BLE001 - a task's error arrives wrapped by Ray
+                raise _run_error(exc) from None
+            if isinstance(block, pa.RecordBatch):
+                block = pa.Table.from_batches([block])
+            bad = block.column("error").is_valid().to_numpy(zero_copy_only=False).astype(bool)
+            errors = [RowError(r, t, e) for r, t, e in zip(
+                *(block.column(c).filter(pa.array(bad)).to_pylist()
+                  for c in ("row", "task_id", "error")))]
+            errors.sort(key=lambda e: (e.row is None, e.row))
+            if errors and not skip_invalid:
+                raise InvalidRowError(errors[0].message(), errors[0])
+            kept = block.filter(pa.array(~bad))
+            rows = kept.column("row").to_numpy().astype(np.int64)
+            commit(kept.select(target.names).cast(target), rows, errors, used)
+            bar.update(block.num_rows)
+    except ray.exceptions.RayError as exc:  # e.g. ray.put of the rows to skip failing
+        raise _run_error(exc) from None
     finally:
         if owner:
-            ray.shutdown()
+            shutdown()
 
 
 def _task_ids_at(files: Sequence[Any], rows: Sequence[int]) -> Dict[int, Optional[str]]:

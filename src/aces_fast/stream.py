@@ -427,6 +427,9 @@ def rerank_dataset(path_in: PathLike, path_out: PathLike, method: str = DEFAULT_
         on).
     ImportError
         pyarrow (or, for ``engine="ray"``, ray) is not installed.
+    aces_fast.ray.RayEngineError
+        ``engine="ray"``: the cluster cannot be reached or Ray failed (one line
+        starting ``Ray:``, naming the likely cause).
 
     Notes
     -----
