@@ -350,6 +350,55 @@ class _Committer:
         self.timings["write"] = self.timings.get("write", 0.0) + time.perf_counter() - tick
 
 
+class _Writer:
+    """Commits on a thread of its own, in order: encoding a part, its checksum and
+    the fsyncs of a commit (milliseconds each, GIL released) overlap the ranking
+    of the next batch. At most ``depth`` ranked batches wait, so memory stays
+    at a few batches. A commit's error (a full disk) is raised in the caller at
+    its next call or at :meth:`close`; after an error nothing more is committed.
+    """
+
+    def __init__(self, commit: Any, depth: int = 1):
+        import queue
+        import threading
+
+        self._commit = commit
+        self._queue: Any = queue.Queue(maxsize=depth)
+        self._error: Optional[BaseException] = None
+        self._stop = False
+        self._thread = threading.Thread(target=self._loop, name="aces-fast-commit", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            if self._error is not None or self._stop:
+                continue
+            try:
+                self._commit(*item[0], **item[1])
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+                self._error = exc
+
+    def _raise(self) -> None:
+        if self._error is not None:
+            raise self._error
+
+    def __call__(self, *args: Any, **kwargs: Any) -> None:
+        self._raise()
+        self._queue.put((args, kwargs))
+
+    def close(self, abort: bool = False) -> None:
+        """Wait for the commits queued (``abort``: only the one in progress)."""
+        if self._thread.is_alive():
+            self._stop = abort
+            self._queue.put(None)
+            self._thread.join()
+        if not abort:
+            self._raise()
+
+
 def _header(files: Sequence[Any], method: str, params: Dict[str, Any], backend: str,
             has_labels: bool) -> Dict[str, Any]:
     from . import __version__
@@ -472,13 +521,15 @@ def rerank_dataset(path_in: PathLike, path_out: PathLike, method: str = DEFAULT_
     out = ResultsDir(Path(path_out), errors_file)  # the lock: a second run stops here
     complete = False
     bar: Optional[_Progress] = None
+    writer: Optional[_Writer] = None
     try:
         out.begin(_header(files, method, p, used, has_labels), resume=resume, restart=restart)
         out.report()
         meta = {"format": "rerank-results", "version": RESULTS_VERSION, "method": method,
                 "params": out.header["params"], "aces_fast": out.header["aces_fast"]}
         timings: Dict[str, float] = {}
-        commit = _Committer(out, meta, timings)
+        writer = _Writer(_Committer(out, meta, timings))
+        commit = writer
         done = out.done
         resumed = done.count(0, total)
         bar = _Progress(total, sys.stderr.isatty() if progress is None else bool(progress))
@@ -504,13 +555,16 @@ def rerank_dataset(path_in: PathLike, path_out: PathLike, method: str = DEFAULT_
             ray_engine._run(path_in, files, has_labels, method, p, commit, bar, done, dups,
                             batch_size=batch_size, backend=backend, n_threads=n_threads,
                             skip_invalid=skip_invalid, address=address, timings=timings)
+        writer.close()
         if not out.has_part:  # nothing ranked: still leave a readable (empty) table
-            commit(results_schema(has_labels).empty_table(), np.zeros(0, np.int64), [], used,
-                   empty=True)
+            _Committer(out, meta, timings)(results_schema(has_labels).empty_table(),
+                                           np.zeros(0, np.int64), [], used, empty=True)
         complete = True
     except InvalidRowError as exc:
         raise InvalidRowError(f"{path_in}: {exc}", exc.error) from None
     finally:
+        if writer is not None:
+            writer.close(abort=not complete)
         if bar is not None:
             bar.close()
         out.close(complete)
