@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from hypothesis.extra import numpy as hnp
 
+import aces_fast
 from aces_fast import _core
 import core_calls as kc
 from helpers import EXAMPLE
@@ -170,6 +171,8 @@ small_B = hnp.arrays(
 
 def test_module_info():
     assert isinstance(_core.__version__, str) and _core.__version__
+    # the full version, pre-release suffix included (CMakeLists.txt)
+    assert _core.__version__ == aces_fast.__version__
     assert isinstance(_core.has_openmp(), bool)
     assert _core.max_threads() >= 1
     if not _core.has_openmp():
