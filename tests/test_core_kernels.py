@@ -179,6 +179,26 @@ def test_module_info():
         assert _core.max_threads() == 1
 
 
+@pytest.mark.skipif(_core.has_openmp(), reason="runs in a build without OpenMP "
+                    "(tools/check_portability.sh builds; the macOS wheels)")
+def test_no_openmp_build_runs_single_threaded():
+    """Without OpenMP (ACES_FAST_USE_OPENMP=OFF, or none found) the extension
+    works on one thread: thread requests are accepted and change nothing."""
+    assert _core.max_threads() == 1
+    info = aces_fast.config()["backends"]["cpp"]
+    assert info["openmp"] is False and info["max_threads"] == 1
+    rng = np.random.default_rng(7)
+    tasks = [(rng.random((40, 60)) < 0.5).astype(np.uint8) for _ in range(6)] + [EXAMPLE]
+    for method in ("aces-c", "aces-o"):
+        one = [aces_fast.rerank(B, method, backend="cpp") for B in tasks]
+        many = aces_fast.rerank_batch(tasks, method, backend="cpp", n_threads=4)
+        for a, b, B in zip(one, many, tasks):
+            np.testing.assert_array_equal(a.scores, b.scores)
+            np.testing.assert_array_equal(a.order, b.order)
+            ref = aces_fast.rerank(B, method, backend="numpy")
+            np.testing.assert_array_equal(a.order, ref.order)
+
+
 # --------------------------------------------------------------------------------------
 # loo_auc
 # --------------------------------------------------------------------------------------

@@ -101,3 +101,27 @@ def test_sdist_leaves_out_what_users_do_not_need(tmp_path):
                 or (f.startswith("tools/") and f != "tools/make_golden.py")
                 or f.endswith((".so", ".pyd"))]
     assert not unwanted
+
+
+def test_compiler_extensions_stay_in_the_portability_headers():
+    """MSVC compiles csrc/ too (the Windows wheels): GCC/Clang builtins live in
+    csrc/portable.hpp (with their MSVC forms), the vector extension in
+    csrc/simd/vec.hpp, target attributes in csrc/simd/ (x86 variants, which MSVC
+    builds leave out); OpenMP stays within 2.0, MSVC's /openmp."""
+    allowed = {
+        "__builtin_": {"csrc/portable.hpp"},
+        "vector_size": {"csrc/simd/vec.hpp"},
+        "__attribute__": None,  # anywhere under csrc/simd/
+    }
+    bad = []
+    for path in sorted(ROOT.glob("csrc/**/*.[ch]pp")):
+        rel = path.relative_to(ROOT).as_posix()
+        code = "\n".join(line.split("//", 1)[0] for line in path.read_text().splitlines())
+        for token, files in allowed.items():
+            ok = rel.startswith("csrc/simd/") if files is None else rel in files
+            if token in code and not ok:
+                bad.append(f"{rel}: {token}")
+        for construct in ("omp atomic", "omp simd", "omp task", "collapse(", "omp critical("):
+            if re.search(r"#\s*pragma\s+" + re.escape(construct), code):
+                bad.append(f"{rel}: #pragma {construct}")
+    assert not bad
