@@ -16,8 +16,8 @@
 // compiled to the registers of each SIMD level (simd/dispatch.hpp). Elsewhere
 // (MSVC) and with -DACES_FAST_NO_VECTOR_EXTENSIONS, Vec below: a struct of N
 // lanes whose operators loop over them, the same IEEE operations in the same
-// order, so the same bits (tests/test_simd.py runs a build with it, see
-// CONTRIBUTING.md). Integer lanes wrap modulo 2^64 in both forms.
+// order, so the same bits (tools/check_portability.sh builds it with GCC and
+// runs tests/test_simd.py and the cpp golden digests against it). Integer lanes wrap modulo 2^64 in both forms.
 #pragma once
 
 #include <cstdint>
