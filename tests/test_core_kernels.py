@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from hypothesis.extra import numpy as hnp
 
+import aces_fast
 from aces_fast import _core
 import core_calls as kc
 from helpers import EXAMPLE
@@ -170,10 +171,32 @@ small_B = hnp.arrays(
 
 def test_module_info():
     assert isinstance(_core.__version__, str) and _core.__version__
+    # the full version, pre-release suffix included (CMakeLists.txt)
+    assert _core.__version__ == aces_fast.__version__
     assert isinstance(_core.has_openmp(), bool)
     assert _core.max_threads() >= 1
     if not _core.has_openmp():
         assert _core.max_threads() == 1
+
+
+@pytest.mark.skipif(_core.has_openmp(), reason="runs in a build without OpenMP "
+                    "(tools/check_portability.sh builds; the macOS wheels)")
+def test_no_openmp_build_runs_single_threaded():
+    """Without OpenMP (ACES_FAST_USE_OPENMP=OFF, or none found) the extension
+    works on one thread: thread requests are accepted and change nothing."""
+    assert _core.max_threads() == 1
+    info = aces_fast.config()["backends"]["cpp"]
+    assert info["openmp"] is False and info["max_threads"] == 1
+    rng = np.random.default_rng(7)
+    tasks = [(rng.random((40, 60)) < 0.5).astype(np.uint8) for _ in range(6)] + [EXAMPLE]
+    for method in ("aces-c", "aces-o"):
+        one = [aces_fast.rerank(B, method, backend="cpp") for B in tasks]
+        many = aces_fast.rerank_batch(tasks, method, backend="cpp", n_threads=4)
+        for a, b, B in zip(one, many, tasks):
+            np.testing.assert_array_equal(a.scores, b.scores)
+            np.testing.assert_array_equal(a.order, b.order)
+            ref = aces_fast.rerank(B, method, backend="numpy")
+            np.testing.assert_array_equal(a.order, ref.order)
 
 
 # --------------------------------------------------------------------------------------

@@ -7,9 +7,13 @@ cd "$(dirname "$0")/.."
 pyexe=${PYTHON:-python3}
 pybind_dir=$("$pyexe" -m pybind11 --cmakedir)
 # the version is defined once, in src/aces_fast/__init__.py
+# (as scikit-build-core passes it: the numeric release for project(), the full
+# string, pre-release suffix included, for aces_fast._core.__version__)
 version=$(sed -n 's/^__version__ = "\(.*\)"$/\1/p' src/aces_fast/__init__.py)
+release=$(printf '%s\n' "$version" | sed 's/^\([0-9][0-9.]*[0-9]\).*/\1/')
 cmake -S . -B build/dev -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DSKBUILD_PROJECT_NAME=aces_fast -DSKBUILD_PROJECT_VERSION="$version" \
+  -DSKBUILD_PROJECT_NAME=aces_fast -DSKBUILD_PROJECT_VERSION="$release" \
+  -DSKBUILD_PROJECT_VERSION_FULL="$version" \
   -Dpybind11_DIR="$pybind_dir" -DPython_EXECUTABLE="$(command -v "$pyexe")" "$@" >/dev/null
 cmake --build build/dev
 # copy then rename: overwriting a loaded .so in place crashes running processes

@@ -13,6 +13,7 @@
 #include "kernels/interrupt.hpp"
 #include "kernels/kernels.hpp"
 #include "kernels/sigmoid.hpp"
+#include "portable.hpp"
 
 namespace aces_fast {
 
@@ -44,16 +45,7 @@ inline void grid_cell(double tfu, int64_t bit, double shift, int32_t amax, int32
 
 // Index of the lowest set bit of x != 0.
 inline int64_t lowest_bit(uint64_t x) {
-#if defined(__GNUC__) || defined(__clang__)
-  return __builtin_ctzll(x);
-#else
-  int64_t k = 0;
-  while (!(x & 1)) {
-    x >>= 1;
-    ++k;
-  }
-  return k;
-#endif
+  return portable::ctz64(x);
 }
 
 }  // namespace

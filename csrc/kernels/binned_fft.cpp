@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "kernels/binned.hpp"
+#include "portable.hpp"
 
 namespace aces_fast {
 
@@ -57,7 +58,7 @@ void Fft::forward(double* re, double* im) const {
       double* __restrict i0 = im + i;
       double* __restrict r1 = re + i + h;
       double* __restrict i1 = im + i + h;
-#pragma omp simd
+      ACES_FAST_OMP_SIMD
       for (int64_t j = 0; j < h; ++j) {
         const double xr = r1[j] * wr[j] - i1[j] * wi[j];
         const double xi = r1[j] * wi[j] + i1[j] * wr[j];

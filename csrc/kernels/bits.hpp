@@ -3,6 +3,8 @@
 
 #include <cstdint>
 
+#include "portable.hpp"
+
 #if defined(__SSE2__) || defined(_M_X64)
 #include <emmintrin.h>
 #define ACES_FAST_SSE2 1
@@ -11,17 +13,7 @@
 namespace aces_fast {
 namespace bits {
 
-inline int popcount64(uint64_t x) {
-#if (defined(__GNUC__) || defined(__clang__)) && defined(__POPCNT__)
-  return __builtin_popcountll(x);
-#else
-  // without the popcnt instruction the builtin is a libgcc call; SWAR is faster
-  x = x - ((x >> 1) & 0x5555555555555555ULL);
-  x = (x & 0x3333333333333333ULL) + ((x >> 2) & 0x3333333333333333ULL);
-  x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0FULL;
-  return static_cast<int>((x * 0x0101010101010101ULL) >> 56);
-#endif
-}
+inline int popcount64(uint64_t x) { return portable::popcount64(x); }
 
 // Pass bits of len <= 64 bytes: bit k set iff p[k] != 0. Reads exactly len bytes.
 inline uint64_t pass_bits(const uint8_t* p, int64_t len) {

@@ -18,6 +18,7 @@
 #include "kernels/kernels.hpp"
 #include "simd/dispatch.hpp"
 #include "simd/simd.hpp"
+#include "simd/vec.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -499,8 +500,8 @@ void loo_auc(const uint8_t* B, int64_t n, int64_t m, const double* w, const int6
 }
 
 namespace {
-typedef double v4d_rs __attribute__((vector_size(32)));
-typedef uint64_t v4u_rs __attribute__((vector_size(32)));
+typedef vec::v4d v4d_rs;
+typedef vec::v4u v4u_rs;
 
 // Rows k0 .. k0 + 7 of row_scores (those < nrows), one SIMD lane each: the
 // rows' pass bits are packed first (words[q * 8 + l] = bits 64q.. of row l; nw
@@ -535,8 +536,8 @@ ACES_FAST_KERNEL_BODY void row_scores_group_body(const uint8_t* B, int64_t m, co
     const uint64_t sh = static_cast<uint64_t>(j & 63);
     const v4u_rs m0 = -((x0 >> sh) & one);
     const v4u_rs m1 = -((x1 >> sh) & one);
-    acc0 += reinterpret_cast<v4d_rs>(wv & m0);
-    acc1 += reinterpret_cast<v4d_rs>(wv & m1);
+    acc0 += ACES_FAST_VCAST(v4d_rs, wv & m0);
+    acc1 += ACES_FAST_VCAST(v4d_rs, wv & m1);
   }
   for (int l = 0; l < 4; ++l) {
     if (k0 + l < nrows) s[k0 + l] = acc0[l];

@@ -2,6 +2,7 @@
 #include "methods/batch.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <exception>
@@ -63,6 +64,9 @@ bool run_batch(BatchTask* tasks, size_t count, const MethodParams& p, int n_thre
   std::mutex mu;
   std::condition_variable cv;
   int finished = 0;
+  // set by any thread (std::atomic, not `omp atomic write`: that is OpenMP 3.1,
+  // MSVC's /openmp is 2.0)
+  std::atomic<bool> any_oom{false};
 #pragma omp parallel num_threads(team)
   {
     const interrupt::Scope scope(tok);
@@ -71,10 +75,8 @@ bool run_batch(BatchTask* tasks, size_t count, const MethodParams& p, int n_thre
 #pragma omp for schedule(dynamic, 1) nowait
       for (int64_t q = 0; q < static_cast<int64_t>(count); ++q) {
         if (tok != nullptr && tok->poll()) continue;  // cancelled: skip the rest
-        if (run_one(tasks[order[static_cast<size_t>(q)]], p, ws, false, 1)) {
-#pragma omp atomic write
-          oom = true;
-        }
+        if (run_one(tasks[order[static_cast<size_t>(q)]], p, ws, false, 1))
+          any_oom.store(true, std::memory_order_relaxed);
       }
     }
     const int size = omp_get_num_threads();
@@ -93,6 +95,7 @@ bool run_batch(BatchTask* tasks, size_t count, const MethodParams& p, int n_thre
       }
     }
   }
+  oom = any_oom.load();
 #endif
   return oom;
 }

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "kernels/bits.hpp"
+#include "portable.hpp"
 #include "simd/dispatch.hpp"
 #include "kernels/interrupt.hpp"
 #include "simd/simd.hpp"
@@ -314,7 +315,7 @@ void radix_sort(uint64_t* key, int32_t* idx, int64_t d, uint64_t* key2, int32_t*
   uint64_t differ = 0;
   for (int64_t r = 1; r < d; ++r) differ |= key[r] ^ key[0];
   if (differ == 0) return;
-  const int top = 63 - __builtin_clzll(differ);
+  const int top = 63 - portable::clz64(differ);
   const int lo = std::max(0, top - 15);
   radix_pass(key, idx, d, lo, key2, idx2);
   radix_pass(key2, idx2, d, lo + 8, key, idx);

@@ -24,8 +24,9 @@
 //                 (portable, AVX2)
 //   surrogate.cpp pair_block_fast, pair_sweep2, add_scaled_row, masked_sums
 //                 (portable, AVX2, AVX-512; pair_block_fast's AVX2 variant and
-//                 masked_sums' AVX2 and AVX-512 ones are hand-written: GCC spilled
-//                 the generic eight-lane bodies out of AVX2's sixteen registers)
+//                 masked_sums' AVX2 and AVX-512 ones are hand-written, in
+//                 simd/surrogate_simd.cpp: GCC spilled the generic eight-lane
+//                 bodies out of AVX2's sixteen registers)
 //   small_columns.cpp  the per-column surrogate kernel with the rows in
 //                 registers (AVX-512 intrinsics; none below: the generic
 //                 per-column code of surrogate.cpp runs, same bits)

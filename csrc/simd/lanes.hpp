@@ -1,4 +1,4 @@
-// Eight explicit double lanes (GCC vector extension) and the element-wise
+// Eight explicit double lanes (simd/vec.hpp) and the element-wise
 // kernels built on them: exp over an array and lane-wise sums.
 //
 // Every function here is inlined into the kernel bodies of simd/dispatch.hpp,
@@ -9,26 +9,28 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 #include "simd/dispatch.hpp"
+#include "simd/vec.hpp"
 
 namespace aces_fast {
 namespace lanes {
 
-typedef double v8d __attribute__((vector_size(64)));
-typedef int64_t v8l __attribute__((vector_size(64)));
+using vec::v8d;
+using vec::v8l;
 
 // Helpers pass vectors by reference: by value would change the ABI between
 // the variants (-Wpsabi); everything inlines anyway.
-ACES_FAST_KERNEL_BODY void load8(v8d& v, const double* p) { __builtin_memcpy(&v, p, sizeof v); }
-ACES_FAST_KERNEL_BODY void store8(double* p, const v8d& v) { __builtin_memcpy(p, &v, sizeof v); }
+ACES_FAST_KERNEL_BODY void load8(v8d& v, const double* p) { std::memcpy(&v, p, sizeof v); }
+ACES_FAST_KERNEL_BODY void store8(double* p, const v8d& v) { std::memcpy(p, &v, sizeof v); }
 // v = (x, ..., x): a vector-scalar operation is a broadcast (an element loop is
 // not turned into one by GCC); in integers, so that -0.0 stays -0.0.
 ACES_FAST_KERNEL_BODY void splat8(v8d& v, double x) {
   int64_t b;
-  __builtin_memcpy(&b, &x, sizeof b);
+  std::memcpy(&b, &x, sizeof b);
   const v8l zero = {};
-  v = reinterpret_cast<v8d>(zero + b);
+  v = ACES_FAST_VCAST(v8d, zero + b);
 }
 ACES_FAST_KERNEL_BODY double hsum8(const v8d& v) {
   return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
@@ -48,9 +50,9 @@ ACES_FAST_KERNEL_BODY void exp8(v8d& y, const v8d& x0) {
   splat8(log2e, 1.4426950408889634);
   splat8(ln2hi, 6.93147180369123816490e-01);  // 32 significant bits
   splat8(ln2lo, 1.90821492927058770002e-10);
-  const v8d x = x0 < lo ? lo : x0;  // a NaN compares false and stays
+  const v8d x = ACES_FAST_VSELECT(x0 < lo, lo, x0);  // a NaN compares false and stays
   const v8d kd0 = x * log2e + shifter;
-  const v8l ki = reinterpret_cast<v8l>(kd0) - reinterpret_cast<v8l>(shifter);
+  const v8l ki = ACES_FAST_VCAST(v8l, kd0) - ACES_FAST_VCAST(v8l, shifter);
   const v8d kd = kd0 - shifter;
   const v8d r = (x - kd * ln2hi) - kd * ln2lo;
   // 1/13!, ..., 1/2!, 1, 1
@@ -70,8 +72,8 @@ ACES_FAST_KERNEL_BODY void exp8(v8d& y, const v8d& x0) {
   const v8l k1 = ki >> 1;
   const v8l k2 = ki - k1;
   const v8l bias = {1023, 1023, 1023, 1023, 1023, 1023, 1023, 1023};
-  const v8d s1 = reinterpret_cast<v8d>((k1 + bias) << 52);
-  const v8d s2 = reinterpret_cast<v8d>((k2 + bias) << 52);
+  const v8d s1 = ACES_FAST_VCAST(v8d, (k1 + bias) << 52);
+  const v8d s2 = ACES_FAST_VCAST(v8d, (k2 + bias) << 52);
   y = (p * s1) * s2;
 }
 
@@ -139,7 +141,7 @@ ACES_FAST_KERNEL_BODY double max_body(const double* __restrict x, int64_t n) {
   for (; i + 8 <= n; i += 8) {
     v8d xi;
     load8(xi, x + i);
-    acc = xi > acc ? xi : acc;
+    acc = ACES_FAST_VSELECT(xi > acc, xi, acc);
   }
   double mx = acc[0];
   for (int k = 1; k < 8; ++k) mx = acc[k] > mx ? acc[k] : mx;

@@ -14,6 +14,8 @@
 //   add skips them: adding c sigma = 0 would not change the sum either).
 #include "simd/small_columns.hpp"
 
+#include "portable.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -38,7 +40,7 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 void small_lists(uint32_t pb, int ne, uint8_t* out) {
   std::fill(out, out + kSmallList, uint8_t(0));
-  const int P = __builtin_popcount(pb);
+  const int P = portable::popcount32(pb);
   const bool pout = P <= ne - P;
   int no = 0, ni = 0;
   for (int r = 0; r < ne; ++r) {
@@ -174,7 +176,7 @@ ACES_FAST_AVX512_FN void small_columns_impl(const SmallColumns& a, int64_t q0, i
     for (int k = 0; k < nq; ++k) {
       const int64_t q = b0 + k;
       SmallColumnScratch& o = sc[k];
-      const int P = __builtin_popcount(a.bits[q]);
+      const int P = portable::popcount32(a.bits[q]);
       o.active = P > 0 && P < ne;
       if (!o.active) continue;
       o.pout = P <= ne - P;

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import List, Optional, Tuple
 
+import math
+
 import numpy as np
 
 from .base import ArrayBackend, Backend
@@ -26,6 +28,11 @@ def _counts_or_ones(counts: Optional[np.ndarray], n: int) -> np.ndarray:
 # differences near symmetric tests (an unstable equilibrium) into O(1) ones. NumPy's own reductions
 # (np.add.reduce: pairwise along a contiguous axis, row after row along axis 0)
 # depend only on the shapes, so the reference gives the same bits every run.
+# The same holds for its scores (NumpyBackend.row_scores) and transcendental
+# functions: np.exp and np.log take CPU-specific code paths (NumPy's AVX-512
+# float64 exp and log round differently from the C library's), so the reference
+# uses _exp below (IEEE multiplies and adds only) and the C library's log, and
+# its results are the same on every CPU and under any BLAS (tests/test_golden.py).
 
 def _row_sums(B: np.ndarray, w: np.ndarray) -> np.ndarray:
     """``B @ w`` (float64 (n,)) in a fixed order: each row's products reduced by
@@ -37,6 +44,39 @@ def _column_sums(B: np.ndarray, x: np.ndarray) -> np.ndarray:
     """``B.T @ x`` (float64 (m,)) in a fixed order: the rows added one after the
     other. O(n m), an (n, m) float64 temporary."""
     return np.add.reduce(B * x[:, None], axis=0)
+
+
+_LN2_HI = 6.93147180369123816490e-01  # 32 significant bits: k * _LN2_HI is exact
+_LN2_LO = 1.90821492927058770002e-10
+_SHIFTER = 6755399441055744.0  # 1.5 * 2^52: adding it rounds to an integer
+# 1/13!, ..., 1/2!, 1, 1
+_EXP_COEFFS = (1.6059043836821613e-10, 2.08767569878681e-09, 2.505210838544172e-08,
+               2.755731922398589e-07, 2.7557319223985893e-06, 2.48015873015873e-05,
+               0.0001984126984126984, 0.001388888888888889, 0.008333333333333333,
+               0.041666666666666664, 0.16666666666666666, 0.5, 1.0, 1.0)
+
+
+def _exp(x: np.ndarray) -> np.ndarray:
+    """``exp(x)`` element-wise for ``x <= 709`` (float64; NaN stays NaN, below
+    about -745 +0.0), with IEEE multiplies and adds only, so the same bits on
+    every CPU: x = k ln2 + r with k = round(x / ln2), exp(r) by its degree-13
+    Taylor polynomial (truncation < 5e-18 relative) in Horner form, times 2^k
+    formed in the exponent bits as 2^(k//2) 2^(k - k//2) (subnormal results
+    round instead of wrapping). About 1 ulp; the algorithm of the C++ kernels'
+    exp8 (csrc/simd/lanes.hpp). O(len(x)) with ~35 array passes."""
+    x = np.maximum(np.asarray(x, dtype=np.float64), -746.0)  # NaN propagates
+    kd0 = x * 1.4426950408889634 + _SHIFTER
+    with np.errstate(over="ignore", invalid="ignore"):  # NaN lanes: garbage k, NaN p
+        ki = kd0.view(np.int64) - np.float64(_SHIFTER).view(np.int64)
+        kd = kd0 - _SHIFTER
+        r = (x - kd * _LN2_HI) - kd * _LN2_LO
+        p = np.full_like(r, _EXP_COEFFS[0])
+        for c in _EXP_COEFFS[1:]:
+            p = p * r + c
+        k1 = ki >> 1
+        s1 = ((k1 + 1023) << 52).view(np.float64)
+        s2 = ((ki - k1 + 1023) << 52).view(np.float64)
+        return (p * s1) * s2
 
 
 def _dot(a: np.ndarray, b: np.ndarray) -> float:
@@ -86,8 +126,8 @@ def _sigmoid(z: np.ndarray) -> np.ndarray:
     # two-branch form never overflows
     out = np.empty_like(z)
     pos = z >= 0
-    out[pos] = 1.0 / (1.0 + np.exp(-z[pos]))
-    ez = np.exp(z[~pos])
+    out[pos] = 1.0 / (1.0 + _exp(-z[pos]))
+    ez = _exp(z[~pos])
     out[~pos] = ez / (1.0 + ez)
     return out
 
@@ -134,7 +174,7 @@ def softmax_masked(logits: np.ndarray, active: np.ndarray) -> np.ndarray:
     w = np.zeros_like(logits)
     if active.any():
         z = logits[active] - logits[active].max()
-        e = np.exp(z)
+        e = _exp(z)
         w[active] = e / e.sum()
     return w
 
@@ -233,6 +273,24 @@ class NumpyBackend(ArrayBackend):
 
     def loo_auc(self, B, weights, tie_tol, counts=None):
         return loo_auc(B, weights, tie_tol, counts)
+
+    def row_scores(self, B: np.ndarray, w: np.ndarray, plan=None) -> np.ndarray:
+        """``B @ w`` without BLAS (a BLAS matrix-vector product's order depends on
+        the CPU kernel it picks): each row's products summed pairwise, in blocks
+        of rows that keep the float64 temporary at about 32 MiB. O(n m)."""
+        n, m = B.shape
+        rows = max(1, (1 << 22) // max(m, 1))
+        out = np.empty(n)
+        for start in range(0, n, rows):
+            out[start:start + rows] = _row_sums(B[start:start + rows], w)
+        return out
+
+    @staticmethod
+    def log(x):
+        """The C library's log element by element (np.log has a CPU-specific path)."""
+        x = np.asarray(x, dtype=np.float64)
+        return np.array([math.log(v) if v > 0 else (-math.inf if v == 0 else math.nan)
+                         for v in x.ravel().tolist()], dtype=np.float64).reshape(x.shape)
 
     def surrogate(self, B, weights, gamma, counts=None):
         return surrogate(B, weights, gamma, counts)
