@@ -12,6 +12,9 @@ is right with probability 0.7 (a correct candidate passes it with probability
 the local streaming engine (``local1``, ``local2``: threads) and the Ray engine
 (``ray1``, ``ray2``: a new local cluster of that many CPUs, start-up timed
 apart); each streaming run is a fresh subprocess whose peak RSS is reported.
+``--engines resume``: the cost of ``--resume`` on a run stopped when
+``--resume-done`` of its batches were committed (it checks the input's and
+every part's checksum, then ranks only the rest).
 """
 
 from __future__ import annotations
@@ -99,6 +102,22 @@ if cpus:  # start the local cluster first: its start-up is reported apart
     tick = time.perf_counter()
     aces_fast.ray.init(num_cpus=cpus)
     startup = time.perf_counter() - tick
+stop = kw.pop("stop_after", None)
+if stop is not None:  # stop (as on Ctrl-C) after that many commits: a partial output
+    from aces_fast._commit import ResultsDir
+    real, count = ResultsDir.commit, [0]
+    def commit(self, *a, **k):
+        if count[0] == stop:
+            raise KeyboardInterrupt
+        count[0] += 1
+        return real(self, *a, **k)
+    ResultsDir.commit = commit
+    try:
+        rerank_dataset(**kw)
+    except KeyboardInterrupt:
+        pass
+    print(json.dumps({"stopped_after": count[0]}))
+    sys.exit(0)
 s = rerank_dataset(**kw)
 if cpus:
     s.timings["startup"] = startup
@@ -148,7 +167,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--batch-size", type=int, default=None)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--no-labels", action="store_true")
-    ap.add_argument("--engines", default="memory,local1,local2,ray1,ray2")
+    ap.add_argument("--engines", default="memory,local1,local2,ray1,ray2",
+                    help="any of memory, local1, local2, ray1, ray2, resume (a run stopped at "
+                         "--resume-done, then the --resume alone timed)")
+    ap.add_argument("--resume-done", type=float, default=0.99,
+                    help="fraction of the batches done before the timed --resume")
     ap.add_argument("--dir", default="/tmp/aces_fast_stream_bench")
     ap.add_argument("--json", help="write all measurements to this file")
     args = ap.parse_args(argv)
@@ -179,6 +202,20 @@ def main(argv: Optional[List[str]] = None) -> int:
                 continue
             kw: Dict[str, Any] = dict(path_in=src, path_out=out, method=args.method,
                                       batch_size=batch, progress=False)
+            if engine == "resume":  # a run stopped at --resume-done, then --resume timed
+                commits = -(-args.problems // batch)
+                run_stream_child(path_in=src, path_out=out, method=args.method,
+                                 batch_size=batch, progress=False,
+                                 stop_after=int(commits * args.resume_done))
+                res = run_stream_child(path_in=src, path_out=out, method=args.method,
+                                       batch_size=batch, progress=False, resume=True)
+                res["load"] = os.getloadavg()[0]
+                rows.setdefault(engine, []).append(dict(res, tasks_per_s=res["written"] /
+                                                        res["seconds"]))
+                print(f"[{rep}] resume at {args.resume_done:.0%} done: {res['seconds']:.2f} s "
+                      f"({res['written']:,} ranked), peak RSS {res['peak_rss'] / 2**20:.0f} MiB, "
+                      f"load {res['load']:.1f}", flush=True)
+                continue
             if engine.startswith("local"):
                 kw["n_threads"] = int(engine[5:])
             else:  # "rayK": a new local cluster of K CPUs, one single-threaded task each
