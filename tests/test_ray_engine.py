@@ -68,6 +68,45 @@ def test_ray_engine_equals_local_engine(cluster, small, tmp_path):
     assert_results_equal(table.take(idx), problems, af.rerank_batch([p.B for p in problems]))
 
 
+def test_ray_engine_damaged_row_group_and_duplicates(cluster, tmp_path):
+    """A row group failing its page checksum and a duplicate task id: reported as
+    the local engine reports them (an error naming the row group, or bad rows
+    with --skip-invalid), and the rest ranked equally."""
+    from aces_fast.datasets import Problem
+    from aces_fast.parquet import pack_rows
+
+    rng = np.random.default_rng(5)
+    probs = [Problem(f"t{i}", (rng.random((10, 64)) < 0.5).astype(np.uint8)) for i in range(60)]
+    probs[45] = Problem("t3", probs[45].B)
+    path = tmp_path / "in.parquet"
+    save_parquet(probs, path, row_group_size=20, compression="none")
+    data = bytearray(path.read_bytes())
+    needle = pack_rows(probs[27].B)
+    data[data.find(needle) + len(needle) // 2] ^= 0x10  # row group 1 fails its CRC
+    path.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match=r"row 45 \(task_id 't3'\): duplicate task_id"):
+        rerank_dataset(path, tmp_path / "r0", engine="ray", batch_size=8)
+    fixed = [p for i, p in enumerate(probs) if i != 45]  # without the duplicate
+    path2 = tmp_path / "in2.parquet"
+    save_parquet(fixed, path2, row_group_size=20, compression="none")
+    data = bytearray(path2.read_bytes())
+    data[data.find(needle) + len(needle) // 2] ^= 0x10
+    path2.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match=r"in2.parquet: row group 1 \(rows 20 to 39"):
+        rerank_dataset(path2, tmp_path / "r1", engine="ray", batch_size=8)
+    outs = {}
+    for engine in ("local", "ray"):
+        s = rerank_dataset(path, tmp_path / engine, engine=engine, batch_size=8,
+                           skip_invalid=True, errors_path=tmp_path / f"{engine}.jsonl")
+        assert (s.written, s.invalid) == (39, 21)
+        errs = sorted((json.loads(x)["row"], json.loads(x)["task_id"], json.loads(x)["reason"])
+                      for x in (tmp_path / f"{engine}.jsonl").read_text().splitlines())
+        outs[engine] = (_plain(pq.read_table(tmp_path / engine)), errs)
+    assert outs["ray"][0].equals(outs["local"][0])
+    assert outs["ray"][1] == outs["local"][1]
+    assert [e[0] for e in outs["ray"][1]] == list(range(20, 40)) + [45]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("method,params", [("aces-o", FAST_O), ("codet", {}), ("b4", {})])
 def test_ray_engine_other_methods(cluster, small, tmp_path, method, params):

@@ -361,27 +361,53 @@ def _read_group(path: str, group: int, first_row: int, *, batch_size: int,
     """Read task: the rows of one row group in batches, with a ``row`` column, minus
     the rows to skip (done by an earlier run, or duplicates the driver reports),
     in the canonical column types."""
+    from ._input import InputFile, damaged_row_group
     from .parquet import _open
 
     skip_set = _shared(skip)
     pf = _open(path)
     present = [c for c in columns if c in pf.schema_arrow.names]
-    row = first_row
-    for batch in pf.iter_batches(batch_size=batch_size, row_groups=[group], columns=present):
-        rows = np.arange(row, row + batch.num_rows, dtype=np.int64)
-        row += batch.num_rows
-        table = pa.Table.from_batches([batch])
+
+    def block(table: Any, rows: np.ndarray, damaged: Optional[str]) -> Any:
         if skip_set is not None:
             keep = ~skip_set.contains(rows)
             if not keep.all():
                 table, rows = table.filter(pa.array(keep)), rows[keep]
         if table.num_rows == 0:
-            continue
+            return None
         cols = {c: table.column(c).cast(_CANONICAL[c]) for c in present}
         if has_labels and "labels" not in cols:
             cols["labels"] = pa.nulls(table.num_rows, _CANONICAL["labels"])
         cols["row"] = pa.array(rows, pa.int64())
-        yield pa.table(cols)
+        cols["damaged"] = pa.array([damaged] * table.num_rows, pa.string())
+        return pa.table(cols)
+
+    row = first_row
+    end = first_row + pf.metadata.row_group(group).num_rows
+    it = pf.iter_batches(batch_size=batch_size, row_groups=[group], columns=present)
+    while True:
+        try:
+            batch = next(it, None)
+        except (OSError, pa.ArrowException) as exc:
+            # The rest of the row group cannot be read: its rows travel as rows
+            # with only task_id, row and why, for the driver to report.
+            why, ids = damaged_row_group(InputFile(Path(path), pf, 0), group, first_row, end,
+                                         row, exc)
+            rest = pa.table({c: pa.nulls(end - row, pf.schema_arrow.field(c).type)
+                             for c in present})
+            rest = rest.set_column(present.index("task_id"), "task_id",
+                                   pa.array(ids, pf.schema_arrow.field("task_id").type))
+            out = block(rest, np.arange(row, end, dtype=np.int64), why)
+            if out is not None:
+                yield out
+            return
+        if batch is None:
+            return
+        rows = np.arange(row, row + batch.num_rows, dtype=np.int64)
+        row += batch.num_rows
+        out = block(pa.Table.from_batches([batch]), rows, None)
+        if out is not None:
+            yield out
 
 
 def _read_groups(units: Sequence[Tuple[str, int, int]], **kwargs: Any):
@@ -444,7 +470,11 @@ def read_pass_matrices(path: PathLike, *, batch_size: int = DEFAULT_BATCH_SIZE,
     -------
     ray.data.Dataset
         The layout's columns (integers widened to int64, lists of int64) plus
-        ``row`` (int64, the input row number). One read task per row group.
+        ``row`` (int64, the input row number) and ``damaged`` (string: null, or
+        why the row's row group could not be read -- a page failing its
+        checksum or not decoding; such rows carry only ``task_id`` and ``row``,
+        and :func:`rerank_dataset` reports them as bad rows). One read task per
+        row group.
     """
     from .parquet import OPTIONAL_COLUMNS, REQUIRED_COLUMNS, _open
 
@@ -473,11 +503,23 @@ def read_pass_matrices(path: PathLike, *, batch_size: int = DEFAULT_BATCH_SIZE,
 def _rerank_block(table: pa.Table, *, method: str, params: Dict[str, Any],
                   backend: Optional[str], n_threads: Optional[int],
                   skip_invalid: bool) -> pa.Table:
+    damaged: List[RowError] = []
+    if "damaged" in table.column_names:  # rows of a row group that could not be read
+        hit = table.column("damaged").is_valid().to_numpy(zero_copy_only=False).astype(bool)
+        if hit.any():
+            lost = table.filter(pa.array(hit))
+            damaged = [RowError(r, t, why) for r, t, why in zip(
+                *(lost.column(c).to_pylist() for c in ("row", "task_id", "damaged")))]
+            if not skip_invalid:
+                raise ValueError(damaged[0].reason)
+            table = table.filter(pa.array(~hit))
+        table = table.drop_columns(["damaged"])
     out, errors, _ = rerank_table(table, method, params, rows=None,
                                   has_labels="labels" in table.column_names, backend=backend,
                                   n_threads=n_threads, skip_invalid=skip_invalid)
     if not skip_invalid:
         return out
+    errors = damaged + errors
     # Bad rows travel in the same table: task_id, row and error set, the rest null;
     # ranked rows keep their row number (the driver commits the rows it covered).
     if "row" in table.column_names:
@@ -520,9 +562,10 @@ def rerank_dataset(ds: "ray.data.Dataset", method: str = DEFAULT_METHOD, *,
     skip_invalid : bool
         ``False``: a bad row fails the run with a ``ValueError`` naming it (Ray
         wraps it in its task error). ``True``: the output gains the columns
-        ``row`` (int64) and ``error`` (string), the input row number on ranked rows too when ``ds`` has a ``row``
-        column, null on ranked rows otherwise; a bad row
-        has only ``task_id``, ``row`` and ``error`` set.
+        ``row`` (int64: the input row number, on ranked rows too when ``ds``
+        has a ``row`` column) and ``error`` (string, null on ranked rows); a
+        bad row has only ``task_id``, ``row`` and ``error`` set. Rows marked
+        ``damaged`` by :func:`read_pass_matrices` are bad rows.
 
     Returns
     -------
