@@ -488,9 +488,8 @@ def append(self, lines):
     count[0] += 1
     if count[0] == int(sys.argv[1]):
         data = "".join(l + "\\n" for l in lines).encode()
-        self._errors_fh.write(data[: len(data) // 2 + 5]) if self._errors_fh else open(
-            self.errors_path, "ab").write(data[: len(data) // 2 + 5])
-        if self._errors_fh: self._errors_fh.flush()
+        with open(self.errors_path, "ab") as fh:
+            fh.write(data[: len(data) // 2 + 5])
         os._exit(137)  # as kill -9 in the middle of the write
     return real(self, lines)
 ResultsDir._append_errors = append
@@ -515,6 +514,34 @@ def test_a_kill_while_writing_the_errors_file(tmp_path):
     clean_dir = tmp_path / "clean"
     rerank_dataset(path, clean_dir, "aces-c", skip_invalid=True)
     assert_exactly_once(out, _plain(pq.read_table(clean_dir)))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="finds the errors file by /proc")
+def test_a_full_disk_while_writing_the_errors_file(tmp_path, monkeypatch):
+    """The disk fills in the middle of an errors-file append: the run stops with the
+    message, and the file is cut back to its committed, valid lines at once."""
+    path, bad = _bad_rows_dataset(tmp_path)
+    out = tmp_path / "o.parquet"
+    real_write = os.write
+    calls = [0]
+
+    def write(fd, data):
+        if os.path.basename(os.readlink(f"/proc/self/fd/{fd}")) == "o.errors.jsonl":
+            calls[0] += 1
+            if calls[0] == 3:  # half a line lands, then the disk is full
+                real_write(fd, bytes(data)[: len(data) // 2 + 5])
+                raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", write)
+    with pytest.raises(OSError, match="o.errors.jsonl: no space left on the device .*--resume"):
+        rerank_dataset(path, out, batch_size=50, skip_invalid=True)
+    monkeypatch.undo()
+    errs = default_errors_path(out)
+    assert_valid_errors_file(errs, bad[:14])  # two committed batches of 7 bad rows
+    s = rerank_dataset(path, out, batch_size=50, skip_invalid=True, resume=True)
+    assert s.resumed == 100
+    assert_valid_errors_file(errs, bad)
 
 
 def test_an_edited_errors_file_refuses_to_resume(tmp_path, monkeypatch):

@@ -69,7 +69,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-__all__ = ["DirLock", "Intervals", "OutputBusyError", "ResultsDir", "file_identity",
+__all__ = ["DirLock", "DiskFullError", "Intervals", "OutputBusyError", "ResultsDir", "file_identity",
            "META_DIR", "write_fully"]
 
 META_DIR = "_aces_fast"
@@ -152,11 +152,17 @@ def file_identity(paths: Sequence[Path]) -> List[Dict[str, Any]]:
              "sha256": d} for p, d in zip(paths, digests)]
 
 
+class DiskFullError(OSError):
+    """The disk (or quota) filled up while committing; the message names the path."""
+
+
 def disk_full_hint(exc: OSError, path: Any) -> OSError:
     """An ``ENOSPC``/``EDQUOT`` error as one sentence naming ``path`` and the way on."""
-    out = OSError(f"{path}: no space left on the device ({os.strerror(exc.errno or 0)}); "
-                  "the committed results are intact: free some space and rerun with --resume "
-                  "(resume=True)")
+    if isinstance(exc, DiskFullError):
+        return exc
+    out = DiskFullError(f"{path}: no space left on the device ({os.strerror(exc.errno or 0)}); "
+                        "the committed results are intact: free some space and rerun with "
+                        "--resume (resume=True)")
     out.errno = exc.errno
     return out
 
@@ -623,14 +629,18 @@ class ResultsDir:
         self.invalid += len(error_lines)
 
     def _append_errors(self, lines: Sequence[str]) -> None:
+        # Unbuffered: after a failed write nothing is left in a buffer to be
+        # flushed later, so _cut_errors leaves exactly the committed bytes.
         if self._errors_fh is None:
             self.errors_path.parent.mkdir(parents=True, exist_ok=True)
-            self._errors_fh = open(self.errors_path, "ab")
+            self._errors_fh = os.open(str(self.errors_path),
+                                      os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         data = "".join(line + "\n" for line in lines).encode()
         try:
-            self._errors_fh.write(data)
-            self._errors_fh.flush()
-            os.fsync(self._errors_fh.fileno())
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self._errors_fh, view):]
+            os.fsync(self._errors_fh)
         except OSError as exc:
             if _is_disk_full(exc):
                 raise disk_full_hint(exc, self.errors_path) from None
@@ -639,14 +649,18 @@ class ResultsDir:
         self._errors_end += len(data)
 
     def _cut_errors(self) -> None:
-        """After a failed commit: the errors file back to its committed length."""
+        """After a failed commit: the errors file back to its committed length
+        (a full disk may have cut a line, or the commit record failed after the
+        lines were written)."""
         committed = self.commits[-1].errors_end if self.commits else 0
-        if self._errors_end != committed and self.errors_path.exists():
-            try:
+        try:
+            if self.errors_path.exists() and self.errors_path.stat().st_size > committed:
                 with open(self.errors_path, "r+b") as fh:
                     fh.truncate(committed)
-            except OSError:
-                pass  # the next run cuts it
+                    os.fsync(fh.fileno())
+        except OSError:
+            pass  # the next run cuts it
+        if self._errors_end != committed:
             self._errors_end = committed
             self._errors_hash = hashlib.sha256()
             if committed:
@@ -657,7 +671,7 @@ class ResultsDir:
     def close(self, complete: bool) -> None:
         """Release the lock; after a complete run, fold the log into the manifest."""
         if self._errors_fh is not None:
-            self._errors_fh.close()
+            os.close(self._errors_fh)
             self._errors_fh = None
         try:
             if complete:
