@@ -178,3 +178,21 @@ def narrow_lane_inputs(n, with_counts):
         counts = np.ones(n, dtype=np.int64)
         counts[0] = 2
     return B, counts
+
+
+def stop_after(monkeypatch, commits):
+    """Make the next dataset run stop, as on Ctrl-C, after ``commits`` commits of
+    its output directory; returns a function that undoes it."""
+    from aces_fast._commit import ResultsDir
+
+    real = ResultsDir.commit
+    count = [0]
+
+    def commit(self, *args, **kwargs):
+        if count[0] == commits:
+            raise KeyboardInterrupt
+        count[0] += 1
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(ResultsDir, "commit", commit)
+    return lambda: monkeypatch.setattr(ResultsDir, "commit", real)

@@ -32,6 +32,7 @@ from aces_fast.datasets import Problem  # noqa: E402
 from aces_fast.parquet import InvalidRowError, pack_rows, save_parquet, schema  # noqa: E402
 from aces_fast.stream import default_errors_path, rerank_dataset  # noqa: E402
 from benchmarks.harness.stream_scale import write_synthetic  # noqa: E402
+from helpers import stop_after  # noqa: E402
 
 _RUN = """
 import sys
@@ -157,23 +158,8 @@ def test_two_concurrent_runs_one_output(tmp_path):
 # -- what the directory holds ------------------------------------------------------
 
 
-def _stop_after(monkeypatch, commits):
-    """Make the next run stop (as on Ctrl-C) after ``commits`` commits."""
-    real = ResultsDir.commit
-    count = [0]
-
-    def commit(self, *args, **kwargs):
-        if count[0] == commits:
-            raise KeyboardInterrupt
-        count[0] += 1
-        return real(self, *args, **kwargs)
-
-    monkeypatch.setattr(ResultsDir, "commit", commit)
-    return lambda: monkeypatch.setattr(ResultsDir, "commit", real)
-
-
 def _partial(path, out, monkeypatch, commits=2, **kw):
-    undo = _stop_after(monkeypatch, commits)
+    undo = stop_after(monkeypatch, commits)
     with pytest.raises(KeyboardInterrupt):
         rerank_dataset(path, out, "aces-c", batch_size=100, **kw)
     undo()
@@ -547,7 +533,7 @@ def test_a_full_disk_while_writing_the_errors_file(tmp_path, monkeypatch):
 def test_an_edited_errors_file_refuses_to_resume(tmp_path, monkeypatch):
     path, _ = _bad_rows_dataset(tmp_path)
     out = tmp_path / "o.parquet"
-    undo = _stop_after(monkeypatch, 3)
+    undo = stop_after(monkeypatch, 3)
     with pytest.raises(KeyboardInterrupt):
         rerank_dataset(path, out, batch_size=50, skip_invalid=True)
     undo()

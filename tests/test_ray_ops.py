@@ -36,7 +36,7 @@ import aces_fast.ray as afray  # noqa: E402
 from aces_fast.stream import rerank_dataset  # noqa: E402
 
 from benchmarks.harness.stream_scale import write_synthetic  # noqa: E402
-from test_stream import _with_bad_rows  # noqa: E402
+from test_stream import _wait_for_parts, _with_bad_rows  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="finds a cluster's processes through /proc")
@@ -142,18 +142,6 @@ def _start_cli(args, env) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", _RUN, *map(str, args)], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
-
-
-def _wait_for_parts(out: Path, proc: subprocess.Popen, count: int = 1,
-                    timeout: float = 180) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if out.is_dir() and len(list(out.glob("part-*.parquet"))) >= count:
-            return
-        if proc.poll() is not None:
-            pytest.fail(f"run ended before it could be interrupted: {proc.communicate()}")
-        time.sleep(0.05)
-    pytest.fail("no part file appeared")
 
 
 def _plain(path):

@@ -24,6 +24,7 @@ from aces_fast.datasets import Problem, load_dataset  # noqa: E402
 from aces_fast.parquet import InvalidRowError, pack_rows, save_parquet, schema  # noqa: E402
 from aces_fast.stream import (PASS_KS, default_errors_path, pass_at_ks,  # noqa: E402
                               rerank_dataset)
+from helpers import stop_after  # noqa: E402
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
@@ -298,29 +299,12 @@ def test_skip_invalid_writes_the_errors_file(tmp_path):
 # -- resume ---------------------------------------------------------------------
 
 
-def _stop_after(monkeypatch, commits):
-    """Make a run stop (as on Ctrl-C) after ``commits`` commits."""
-    from aces_fast._commit import ResultsDir
-
-    real = ResultsDir.commit
-    count = [0]
-
-    def commit(self, *args, **kwargs):
-        if count[0] == commits:
-            raise KeyboardInterrupt
-        count[0] += 1
-        return real(self, *args, **kwargs)
-
-    monkeypatch.setattr(ResultsDir, "commit", commit)
-    return lambda: monkeypatch.setattr(ResultsDir, "commit", real)
-
-
 def test_resume_finishes_a_partial_output(tmp_path, bundled, monkeypatch):
     path, ds = bundled
     full = tmp_path / "full"
     rerank_dataset(path, full, "aces-o", batch_size=30, **FAST_O)
     part = tmp_path / "part"
-    undo = _stop_after(monkeypatch, 2)
+    undo = stop_after(monkeypatch, 2)
     with pytest.raises(KeyboardInterrupt):
         rerank_dataset(path, part, "aces-o", batch_size=30, **FAST_O)
     undo()
