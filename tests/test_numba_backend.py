@@ -672,12 +672,12 @@ def test_missing_numba_is_reported():
         try:
             af.loo_auc(np.eye(3), backend='numba')
         except BackendUnavailableError as exc:
-            assert 'pip install aces_fast[numba]' in str(exc), exc
+            assert "pip install 'aces_fast[numba]'" in str(exc), exc
         else:
             raise SystemExit('loo_auc ran on numba without numba')
     """)
     assert proc.returncode == 0, proc.stderr
-    assert "numba is not installed (pip install aces_fast[numba])" in proc.stdout
+    assert "numba is not installed (pip install 'aces_fast[numba]')" in proc.stdout
 
 
 def test_workqueue_layer_concurrent_calls():

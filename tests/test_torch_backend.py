@@ -111,7 +111,7 @@ def test_missing_torch_reason():
     env = _child_env()
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "torch is not installed (pip install aces_fast[torch])"
+    assert proc.stdout.strip() == "torch is not installed (pip install 'aces_fast[torch]')"
 
 
 def test_dtype_option_from_environment(monkeypatch):

@@ -66,3 +66,7 @@ __all__ = [
     "surrogate_loo_auc",
     "warmup",
 ]
+
+# Names a star import or dir() would show but that are not the API: the
+# ``from __future__`` import binds ``annotations`` here.
+del annotations, _sys

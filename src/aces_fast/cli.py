@@ -34,6 +34,7 @@ import importlib
 import json
 import math
 import os
+import re
 import sys
 import time
 import traceback
@@ -374,9 +375,12 @@ def _check_backend(choice: Optional[str]) -> None:
 
 
 def _check_labelled(datasets: Sequence[Any], names: Sequence[str]) -> None:
-    """Pass@k needs labels: refuse, before running anything, a dataset without any."""
+    """Pass@k needs labels: refuse, before running anything, a dataset without any
+    (or without problems: a table of dashes would look like a result)."""
     for ds, name in zip(datasets, names):
-        if len(ds) and not any(p.labels is not None for p in ds):
+        if not len(ds):
+            raise ValueError(f"{name}: holds no problems; there is nothing to evaluate")
+        if not any(p.labels is not None for p in ds):
             raise ValueError(
                 f"{name}: none of its {len(ds)} problems has labels, and Pass@k needs them "
                 "(which candidates are really correct); to rank candidates without labels "
@@ -834,7 +838,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Rank the candidates of a pass matrix (rows candidates, columns tests, "
                     "0/1) and show scores and test weights. FILE: .npy (2-D array), .npz "
                     "(single array, key 'B', or the dataset layout), .csv (0/1, comma-separated, "
-                    "no header), .jsonl (dataset layout), or a bundled dataset name "
+                    "no header), .jsonl or .parquet (dataset layouts), or a bundled dataset "
+                    "name "
                     f"({', '.join(BUNDLED)}); from a dataset, the first problem or --task.")
     rr.add_argument("file", metavar="FILE",
                     help="the matrix file, a bundled dataset name, or '-' for standard input")
@@ -940,9 +945,15 @@ def _main(argv: List[str]) -> int:
         return 1
 
 
+#: "--resume (resume=True)": the library names both spellings; the command line
+#: shows its own only.
+_PY_SPELLING = re.compile(r" \((?:resume|restart|skip_invalid)=True\)")
+
+
 def _error(message: str) -> None:
     """One line on stderr, whatever line breaks the message holds."""
-    print(f"{PROG}: error: " + " ".join(message.splitlines()), file=sys.stderr)
+    print(f"{PROG}: error: " + _PY_SPELLING.sub("", " ".join(message.splitlines())),
+          file=sys.stderr)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -220,7 +220,12 @@ class Dataset:
             if key not in self._index:
                 raise KeyError(f"no problem with task_id {key!r} in dataset {self.name!r}")
             return self.problems[self._index[key]]
-        return self.problems[key]
+        try:
+            return self.problems[key]
+        except IndexError:
+            raise IndexError(f"problem {key} is out of range: dataset {self.name!r} holds "
+                             f"{len(self.problems)} problems (0 to {len(self.problems) - 1}, "
+                             "or negative from the end)") from None
 
     @property
     def task_ids(self) -> List[str]:
@@ -885,13 +890,16 @@ def load_pass_matrix(path: Any, task: Optional[str] = None, *, max_cells: Option
     * ``.csv``: comma-separated 0/1, one candidate per line (no header row; a
       file separated by semicolons, tabs or spaces is refused, saying so);
     * ``.jsonl`` / ``.jsonl.gz``: the dataset layout;
+    * ``.parquet`` (a file or a directory): the Parquet layout of
+      :mod:`aces_fast.parquet` (needs pyarrow);
     * a bundled dataset name (a key of :data:`BUNDLED`, as for :func:`load_dataset`).
 
     ``path`` ``"-"`` reads standard input, the format told by its first bytes
     (npy, npz, gzip, a ``{`` for JSON lines, else CSV). Other paths must name
     regular files (FIFOs, devices and directories are refused before opening).
 
-    For the dataset layouts and bundled names the first problem is taken, or the
+    For the dataset layouts (JSON lines, npz, Parquet) and bundled names the first
+    problem is taken, or the
     one whose ``task_id`` is ``task``. ``task`` with a single-matrix file is an error.
     ``max_cells`` and ``max_bytes`` bound the matrix and the file's data (see
     "Limits" in the module docstring); sizes declared by npy headers, zip
@@ -903,6 +911,10 @@ def load_pass_matrix(path: Any, task: Optional[str] = None, *, max_cells: Option
     """
     if isinstance(path, str) and path in BUNDLED:  # a name, as for load_dataset
         return _pick(load_dataset(path, max_cells=max_cells, max_bytes=max_bytes), path, task)
+    if not _is_stdin(path) and os.fspath(path).lower().endswith(".parquet"):
+        # the dataset layout, as load_dataset reads it (a file or a directory)
+        return _pick(load_dataset(path, max_cells=max_cells, max_bytes=max_bytes),
+                     _label(path), task)
     limits = resolve_limits(max_cells, max_bytes)
     label = _label(path)
     stdin = _is_stdin(path)
@@ -917,7 +929,7 @@ def load_pass_matrix(path: Any, task: Optional[str] = None, *, max_cells: Option
             stem = Path(path).stem
             if kind is None:
                 raise ValueError(f"{label}: unknown format; expected .npy, .npz, .csv, "
-                                 ".jsonl or .jsonl.gz")
+                                 ".jsonl, .jsonl.gz or .parquet")
             if kind == "npz" and sniff_format(head) == "npy":
                 kind = "npy"  # a .npy payload under an .npz name
         if kind == "jsonl":

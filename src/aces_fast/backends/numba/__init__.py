@@ -63,7 +63,7 @@ from ...result import RerankResult
 from ..._validation import as_pass_matrix, check_zero_one
 from ..base import ArrayBackend, Backend, BackendUnavailableError
 
-_UNAVAILABLE = "numba is not installed (pip install aces_fast[numba])"
+_UNAVAILABLE = "numba is not installed (pip install 'aces_fast[numba]')"
 #: the kernel modules, in dependency order
 _KERNEL_MODULES = ("_jit", "scores", "dedup", "loo_auc", "surrogate", "aces_o", "semantics")
 

@@ -382,7 +382,7 @@ def load() -> Backend:
     """The torch backend, working dtype from ``ACES_FAST_TORCH_DTYPE`` (default float64)."""
     if torch is None:
         if isinstance(_IMPORT_ERROR, ImportError):
-            reason = "torch is not installed (pip install aces_fast[torch])"
+            reason = "torch is not installed (pip install 'aces_fast[torch]')"
         else:
             reason = f"torch failed to import: {_IMPORT_ERROR!r}"
         raise BackendUnavailableError("torch", reason)

@@ -1,0 +1,64 @@
+"""What a new user met first (issue "ready for its first release", first use):
+each surprise fixed here has a test that failed before the fix."""
+
+from __future__ import annotations
+
+import pytest
+
+import aces_fast as af
+from aces_fast.cli import main
+from aces_fast.datasets import load_dataset
+
+
+def test_evaluate_refuses_an_empty_dataset(tmp_path, capsys):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    assert main(["evaluate", str(empty)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == f"aces-fast: error: {empty}: holds no problems; there is nothing to evaluate"
+
+
+def test_rerank_reads_parquet_as_evaluate_does(tmp_path, capsys):
+    pytest.importorskip("pyarrow")
+    from aces_fast.parquet import save_parquet
+
+    ds = load_dataset("humaneval-gpt35")
+    path = tmp_path / "gpt.parquet"
+    save_parquet(ds, path)
+    tid = ds.task_ids[7]
+    assert main(["rerank", str(path), "--task", tid, "--json"]) == 0
+    out = capsys.readouterr().out
+    want = af.rerank(ds[tid].B, "aces-c")
+    import json
+
+    got = json.loads(out)
+    assert got["task_id"] == tid and got["order"] == want.order.tolist()
+
+
+def test_a_dataset_index_out_of_range_names_the_size():
+    ds = load_dataset("humaneval-gpt35")
+    with pytest.raises(IndexError, match=r"problem 999 is out of range: dataset "
+                                         r"'humaneval-gpt35' holds 164 problems \(0 to 163"):
+        ds[999]
+    assert ds[-1].task_id == ds.task_ids[-1]
+
+
+def test_no_stray_public_names():
+    assert "annotations" not in dir(af)
+    public = {n for n in dir(af) if not n.startswith("_")}
+    modules = {n for n in public if type(getattr(af, n)).__name__ == "module"}
+    assert public - modules == set(af.__all__) - {"__version__"}
+
+
+def test_command_line_messages_name_flags_not_keywords(tmp_path, capsys):
+    pytest.importorskip("pyarrow")
+    from aces_fast.parquet import save_parquet
+
+    path = tmp_path / "in.parquet"
+    save_parquet(load_dataset("humaneval-gpt35").problems[:10], path)
+    out = tmp_path / "o.parquet"
+    assert main(["rerank-dataset", str(path), "-o", str(out), "-q"]) == 0
+    assert main(["rerank-dataset", str(path), "-o", str(out), "-q"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "pass --resume to continue that run, --restart to discard it" in err
+    assert "=True" not in err
