@@ -281,15 +281,16 @@ def test_help_is_plain_text_that_explains_the_command(capsys):
 
 
 @pytest.mark.parametrize("argv, expected", [
-    (["--json", "{tmp}/nodir/b.json"], "--json {tmp}/nodir/b.json: the folder {tmp}/nodir "
-                                       "does not exist"),
+    (["--json", "{tmp}/file/b.json"], "--json {tmp}/file/b.json: {tmp}/file is not a "
+                                      "directory"),
     (["--json", "{tmp}"], "--json {tmp}: is a directory"),
     (["--plot", "{tmp}/b.txt"], "--plot {tmp}/b.txt: '.txt' is not an image format"),
-    (["--plot", "{tmp}/nodir/b.png"], "the folder {tmp}/nodir does not exist"),
+    (["--plot", "{tmp}/file/b.png"], "{tmp}/file is not a directory"),
 ])
 def test_output_files_are_checked_before_the_runs(tmp_path, monkeypatch, argv, expected):
     if "--plot" in argv:
         pytest.importorskip("matplotlib")
+    (tmp_path / "file").write_text("")  # a file where a folder would have to be made
     monkeypatch.setattr(command, "_suite_run",
                         lambda *a, **k: pytest.fail("the benchmarks ran before the check"))
     argv = [a.format(tmp=tmp_path) for a in argv]

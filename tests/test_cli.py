@@ -476,7 +476,7 @@ def _no_work(monkeypatch):
 
 
 @pytest.mark.parametrize("plot, expected", [
-    ("nodir/out.png", "the folder {tmp}/nodir does not exist"),
+    ("file/out.png", "{tmp}/file is not a directory"),
     ("out.txt", "'.txt' is not an image format; matplotlib writes"),
     ("chart", "has no file extension"),
     (".", "is a directory"),
@@ -488,6 +488,7 @@ def test_evaluate_checks_the_plot_path_before_any_work(tmp_path, capsys, monkeyp
     path = str(tmp_path / plot) if plot != "." else str(tmp_path / "d.png")
     if plot == ".":
         (tmp_path / "d.png").mkdir()
+    (tmp_path / "file").write_text("")
     assert cli.main(["evaluate", "humaneval-gpt35", "--plot", path, "-q"]) == 1
     line = _one_error_line(capsys.readouterr().err)
     assert line.startswith(f"aces-fast: error: --plot {path}: ")
@@ -501,15 +502,15 @@ def test_convert_and_rerank_dataset_check_outputs_before_any_work(tmp_path, caps
 
     _no_work(monkeypatch)
     monkeypatch.setattr(stream, "rerank_dataset", lambda *a, **k: pytest.fail("ran"))
-    assert cli.main(["convert", "humaneval-gpt35", str(tmp_path / "nodir" / "x.parquet")]) == 1
-    assert "the folder" in _one_error_line(capsys.readouterr().err)
+    (tmp_path / "file").write_text("")
+    assert cli.main(["convert", "humaneval-gpt35", str(tmp_path / "file" / "x.parquet")]) == 1
+    assert "file is not a directory" in _one_error_line(capsys.readouterr().err)
     assert cli.main(["convert", "humaneval-gpt35", str(tmp_path / "x.txt")]) == 1
     assert "name the file *.parquet" in _one_error_line(capsys.readouterr().err)
-    (tmp_path / "file").write_text("")
     for argv, expected in (
             (["-o", str(tmp_path / "file")], "exists and is not a directory"),
             (["-o", str(tmp_path / "file" / "out")], "is not a directory"),
-            (["-o", str(tmp_path / "o"), "--errors", str(tmp_path / "nodir" / "e.jsonl")],
+            (["-o", str(tmp_path / "o"), "--errors", str(tmp_path / "file" / "e.jsonl")],
              "--errors "),
     ):
         assert cli.main(["rerank-dataset", str(tmp_path / "in.parquet"), *argv]) == 1
@@ -715,8 +716,9 @@ def test_newcomer_path_through_a_process(tmp_path, args, env, rc, out, err):
 
 
 def test_bench_checks_its_output_before_running_in_a_checkout(tmp_path):
-    proc = _cli_in(ROOT, "bench", "--json", str(tmp_path / "nodir" / "b.json"))
+    (tmp_path / "file").write_text("")
+    proc = _cli_in(ROOT, "bench", "--json", str(tmp_path / "file" / "b.json"))
     assert proc.returncode == 1 and proc.stdout == ""
     assert proc.stderr.splitlines() == [
-        f"aces-fast: error: --json {tmp_path / 'nodir' / 'b.json'}: the folder "
-        f"{tmp_path / 'nodir'} does not exist (create it first)"]
+        f"aces-fast: error: --json {tmp_path / 'file' / 'b.json'}: {tmp_path / 'file'} is "
+        "not a directory"]

@@ -3,6 +3,8 @@ each surprise fixed here has a test that failed before the fix."""
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 
 import aces_fast as af
@@ -62,3 +64,21 @@ def test_command_line_messages_name_flags_not_keywords(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert "pass --resume to continue that run, --restart to discard it" in err
     assert "=True" not in err
+
+
+def test_every_output_option_creates_missing_folders(tmp_path, capsys):
+    """One policy: outputs go into folders made as needed, never a refusal."""
+    pytest.importorskip("pyarrow")
+    pq_out = tmp_path / "a" / "b" / "gpt.parquet"
+    assert main(["convert", "humaneval-gpt35", str(pq_out), "-q"]) == 0
+    assert pq_out.is_file()
+    res = tmp_path / "c" / "d" / "o.parquet"
+    errs = tmp_path / "e" / "f" / "errors.jsonl"
+    assert main(["rerank-dataset", str(pq_out), "-o", str(res), "--errors", str(errs),
+                 "-q"]) == 0
+    assert res.is_dir()
+    if importlib.util.find_spec("matplotlib") is not None:
+        plot = tmp_path / "g" / "h" / "p.png"
+        assert main(["evaluate", "humaneval-gpt35", "--methods", "majority", "--plot",
+                     str(plot), "-q"]) == 0
+        assert plot.is_file()

@@ -74,26 +74,11 @@ def _positive(cast: Callable[[str], Any], what: str):
 
 def check_output(path: str, flag: str, plot: bool = False) -> None:
     """ValueError now, before the runs, for an output file that could not be written
-    at the end: a missing or read-only folder, a directory, or (``plot``) an
-    extension matplotlib does not write."""
-    p = Path(path)
-    if plot:
-        from matplotlib.backend_bases import FigureCanvasBase
+    at the end; the same rules as the other commands' outputs (missing folders
+    are created when the file is written)."""
+    from aces_fast.cli import _check_output
 
-        formats = FigureCanvasBase.get_supported_filetypes()
-        ext = p.suffix.lower().lstrip(".")
-        if ext not in formats:
-            what = "has no file extension" if not ext else f"'.{ext}' is not an image format"
-            raise ValueError(f"{flag} {path}: {what}; matplotlib writes "
-                             f"{', '.join('.' + f for f in sorted(formats))} (e.g. .png)")
-    if p.is_dir():
-        raise ValueError(f"{flag} {path}: is a directory; expected a file name")
-    if not p.parent.is_dir():
-        why = "is not a directory" if p.parent.exists() else "does not exist"
-        raise ValueError(f"{flag} {path}: the folder {p.parent} {why} (create it first)")
-    target = p if p.exists() else p.parent
-    if not os.access(target, os.W_OK | (os.X_OK if target.is_dir() else 0)):
-        raise ValueError(f"{flag} {path}: {target} is not writable")
+    _check_output(path, flag, plot=plot)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -279,10 +264,12 @@ def run(args: argparse.Namespace, suite_dir: Optional[Path] = None) -> int:
     print("\nSpeed goals (measured, never asserted):")
     print(targets.format_targets(goals))
     if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         with open(args.json, "w") as fh:
             json.dump(full, fh, indent=1)
         print(f"\nwrote {args.json}")
     if args.plot:
+        Path(args.plot).parent.mkdir(parents=True, exist_ok=True)
         report.plot(full, args.plot)
         print(f"wrote {args.plot}")
     if args.keep:

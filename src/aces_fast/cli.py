@@ -114,11 +114,13 @@ def _plot_formats() -> Dict[str, str]:
 
 def _check_output(path: str, flag: str, *, plot: bool = False, directory: bool = False) -> None:
     """Refuse now, before any long run, an output that would fail once the work is
-    done: a missing or read-only folder, a directory where a file goes (or the
-    reverse), or (``plot``) a file extension matplotlib cannot write.
+    done: a folder that cannot be made or written, a directory where a file goes
+    (or the reverse), or (``plot``) a file extension matplotlib cannot write.
 
-    ``directory``: the output is a directory created with its parents, so only
-    the nearest existing ancestor must be a writable directory.
+    Missing folders are fine: every output option creates them (with their
+    parents, :func:`_make_parents`) when it writes, so a run that fails before
+    leaves none behind. Only the nearest existing ancestor must be a writable
+    directory. ``directory``: the output itself is a directory.
     """
     p = Path(path)
     if plot:
@@ -128,21 +130,15 @@ def _check_output(path: str, flag: str, *, plot: bool = False, directory: bool =
             what = "has no file extension" if not ext else f"'.{ext}' is not an image format"
             raise ValueError(f"{flag} {path}: {what}; matplotlib writes "
                              f"{', '.join('.' + f for f in sorted(formats))} (e.g. .png)")
-    if directory:
-        if p.exists() and not p.is_dir():
-            raise ValueError(f"{flag} {path}: exists and is not a directory")
-        folder = p
-        while not folder.exists() and folder != folder.parent:
-            folder = folder.parent
-        if not folder.is_dir():
-            raise ValueError(f"{flag} {path}: {folder} is not a directory")
-    else:
-        if p.is_dir():
-            raise ValueError(f"{flag} {path}: is a directory; expected a file name")
-        folder = p.parent
-        if not folder.is_dir():
-            why = "is not a directory" if folder.exists() else "does not exist"
-            raise ValueError(f"{flag} {path}: the folder {folder} {why} (create it first)")
+    if directory and p.exists() and not p.is_dir():
+        raise ValueError(f"{flag} {path}: exists and is not a directory")
+    if not directory and p.is_dir():
+        raise ValueError(f"{flag} {path}: is a directory; expected a file name")
+    folder = p if directory else p.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise ValueError(f"{flag} {path}: {folder} is not a directory")
     target = p if p.exists() else folder
     if not os.access(target, os.W_OK | (os.X_OK if target.is_dir() else 0)):
         raise ValueError(f"{flag} {path}: {target} is not writable")
@@ -353,7 +349,13 @@ def _plot(evaluations: list, path: str) -> None:
             ax.grid(axis="y", alpha=0.3)
             if r == 0 and c == 0:
                 ax.legend(loc="upper left")
+    _make_parents(path)
     fig.savefig(path, dpi=120)
+
+
+def _make_parents(path: Any) -> None:
+    """Create the folders an output file goes in (the policy of :func:`_check_output`)."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
 
 
 def _check_backend(choice: Optional[str]) -> None:
@@ -548,6 +550,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
                          "*.parquet (the loaders tell the format by that suffix)")
     _check_output(args.output, "OUT")
     ds = load_dataset(args.input)
+    _make_parents(args.output)
     dropped = save_parquet(ds, args.output, row_group_size=args.row_group_size,
                            compression=args.compression)
     if not args.quiet:
