@@ -324,7 +324,9 @@ def test_bad_options_exit_with_usage_error(argv, capsys):
     with pytest.raises(SystemExit) as info:
         command.main(argv)
     assert info.value.code == 2
-    assert "aces-fast bench: error:" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1  # one line, no usage block
+    assert err.startswith("aces-fast: error: bench: ") and "(see 'aces-fast bench -h')" in err
 
 
 # ---------------------------------------------------------------------------

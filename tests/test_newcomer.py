@@ -82,3 +82,20 @@ def test_every_output_option_creates_missing_folders(tmp_path, capsys):
         assert main(["evaluate", "humaneval-gpt35", "--methods", "majority", "--plot",
                      str(plot), "-q"]) == 0
         assert plot.is_file()
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["rerank", "humaneval-gpt35", "--method", "acesc"],
+     "aces-fast: error: rerank: argument --method: invalid choice: 'acesc'; did you mean "
+     "'aces-c'"),
+    (["rerun", "x"], "aces-fast: error: argument COMMAND: invalid choice: 'rerun'; did you mean "
+                     "'rerank'?"),
+    (["rerank", "humaneval-gpt35", "--top", "0"],
+     "aces-fast: error: rerank: argument --top: expected a positive integer, got '0'"),
+])
+def test_usage_errors_are_one_line_with_a_suggestion(argv, expected, capsys):
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and err.startswith(expected), err

@@ -142,8 +142,10 @@ Details: benchmarks/README.md."""
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=PROG, description=DESCRIPTION,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    from aces_fast.cli import Parser
+
+    parser = Parser(prog=PROG, description=DESCRIPTION,
+                    formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(parser)
     return parser
 
