@@ -45,6 +45,7 @@ output), committed with the batch, and the run goes on.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
@@ -350,12 +351,60 @@ class _Committer:
         self.timings["write"] = self.timings.get("write", 0.0) + time.perf_counter() - tick
 
 
+def _prefetch(items: Any, depth: int = 2) -> Any:
+    """Iterate ``items`` on a thread of its own, up to ``depth`` items ahead: the
+    next batch is read (pyarrow, GIL released) while this one is ranked. Items
+    and the producer's exception arrive in order; closing the generator (an
+    error or Ctrl-C in the consumer) stops the producer at its next item."""
+    import queue
+    import threading
+
+    q: Any = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    end = object()
+
+    def produce() -> None:
+        try:
+            for item in items:
+                while not stop.is_set():
+                    try:
+                        q.put((item, None), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            q.put((end, None))
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the consumer
+            q.put((end, exc))
+
+    thread = threading.Thread(target=produce, name="aces-fast-read", daemon=True)
+    thread.start()
+    try:
+        while True:
+            item, exc = q.get()
+            if item is end:
+                if exc is not None:
+                    raise exc
+                return
+            yield item
+    finally:
+        stop.set()
+        while thread.is_alive():  # let a producer blocked on a full queue see the flag
+            try:
+                q.get(timeout=0.1)
+            except queue.Empty:
+                pass
+        thread.join()
+
+
 class _Writer:
     """Commits on a thread of its own, in order: encoding a part, its checksum and
     the fsyncs of a commit (milliseconds each, GIL released) overlap the ranking
     of the next batch. At most ``depth`` ranked batches wait, so memory stays
     at a few batches. A commit's error (a full disk) is raised in the caller at
     its next call or at :meth:`close`; after an error nothing more is committed.
+    A run that stops (an error, Ctrl-C) still commits what it has ranked.
     """
 
     def __init__(self, commit: Any, depth: int = 1):
@@ -365,7 +414,6 @@ class _Writer:
         self._commit = commit
         self._queue: Any = queue.Queue(maxsize=depth)
         self._error: Optional[BaseException] = None
-        self._stop = False
         self._thread = threading.Thread(target=self._loop, name="aces-fast-commit", daemon=True)
         self._thread.start()
 
@@ -374,7 +422,7 @@ class _Writer:
             item = self._queue.get()
             if item is None:
                 return
-            if self._error is not None or self._stop:
+            if self._error is not None:
                 continue
             try:
                 self._commit(*item[0], **item[1])
@@ -389,13 +437,14 @@ class _Writer:
         self._raise()
         self._queue.put((args, kwargs))
 
-    def close(self, abort: bool = False) -> None:
-        """Wait for the commits queued (``abort``: only the one in progress)."""
+    def close(self, quiet: bool = False) -> None:
+        """Wait for the queued commits (a batch already ranked is worth keeping, and
+        one commit takes milliseconds); raise a commit's error unless ``quiet``
+        (another error is on its way out)."""
         if self._thread.is_alive():
-            self._stop = abort
             self._queue.put(None)
             self._thread.join()
-        if not abort:
+        if not quiet:
             self._raise()
 
 
@@ -535,20 +584,23 @@ def rerank_dataset(path_in: PathLike, path_out: PathLike, method: str = DEFAULT_
         bar = _Progress(total, sys.stderr.isatty() if progress is None else bool(progress))
         bar.update(resumed)
         if engine == "local":
-            for batch in read_batches(files, batch_size, done, dups, skip_invalid, timings):
-                res, errs, ran = None, list(batch.errors), used
-                rows = batch.rows
-                if batch.table is not None and batch.table.num_rows:
-                    res, bad, ran = rerank_table(
-                        batch.table, method, p, rows=batch.rows, has_labels=has_labels,
-                        backend=backend, n_threads=n_threads, skip_invalid=skip_invalid,
-                        timings=timings)
-                    if bad:
-                        bad_rows = np.array([e.row for e in bad], dtype=np.int64)
-                        rows = rows[~np.isin(rows, bad_rows)]
-                        errs = sorted(errs + bad, key=lambda e: e.row)
-                commit(res, rows, errs, ran or used)
-                bar.update(batch.seen)
+            batches = _prefetch(read_batches(files, batch_size, done, dups, skip_invalid,
+                                             timings))
+            with contextlib.closing(batches):  # stops the reading thread on any way out
+                for batch in batches:
+                    res, errs, ran = None, list(batch.errors), used
+                    rows = batch.rows
+                    if batch.table is not None and batch.table.num_rows:
+                        res, bad, ran = rerank_table(
+                            batch.table, method, p, rows=batch.rows, has_labels=has_labels,
+                            backend=backend, n_threads=n_threads, skip_invalid=skip_invalid,
+                            timings=timings)
+                        if bad:
+                            bad_rows = np.array([e.row for e in bad], dtype=np.int64)
+                            rows = rows[~np.isin(rows, bad_rows)]
+                            errs = sorted(errs + bad, key=lambda e: e.row)
+                    commit(res, rows, errs, ran or used)
+                    bar.update(batch.seen)
         else:
             from . import ray as ray_engine
 
@@ -564,7 +616,7 @@ def rerank_dataset(path_in: PathLike, path_out: PathLike, method: str = DEFAULT_
         raise InvalidRowError(f"{path_in}: {exc}", exc.error) from None
     finally:
         if writer is not None:
-            writer.close(abort=not complete)
+            writer.close(quiet=not complete)
         if bar is not None:
             bar.close()
         out.close(complete)
