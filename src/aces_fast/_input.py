@@ -90,7 +90,7 @@ def duplicate_rows(files: List[InputFile]) -> Dict[int, str]:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    chunks = []
+    chunks: List[Any] = []
     for f in files:
         for g in range(f.pf.metadata.num_row_groups):
             col = _task_ids_of_group(f.pf, g)
