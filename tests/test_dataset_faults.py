@@ -590,6 +590,28 @@ def test_ctrl_c_during_the_first_batch(tmp_path, slow_input, slow_clean):
     assert_exactly_once(out, slow_clean)
 
 
+@pytest.mark.slow
+def test_ctrl_c_at_random_moments(tmp_path, slow_input):
+    """Twenty Ctrl-Cs from the interpreter's start to mid-run: each stops the
+    command within a second, exit 130, one line, never ignored."""
+    rng = random.Random(11)
+    for trial in range(20):
+        out = tmp_path / f"o{trial}"
+        proc = _start(_slow_args(slow_input, out))
+        time.sleep(rng.uniform(0.05, 1.5))
+        if proc.poll() is not None:  # finished first: nothing to interrupt
+            assert proc.returncode == 0
+            continue
+        tick = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+        assert time.monotonic() - tick < 1.0, trial
+        assert proc.returncode in (130, -signal.SIGINT), (trial, err)
+        if proc.returncode == 130:  # -SIGINT: the interpreter's own start-up, before us
+            lines = err.strip().splitlines()
+            assert len(lines) == 1 and lines[0].startswith("aces-fast: interrupted"), err
+
+
 def _kill_chain(tmp_path, slow_input, slow_clean, kills, seed):
     rng = random.Random(seed)
     out = tmp_path / "o.parquet"
