@@ -38,6 +38,8 @@ constexpr double kEps = 1e-8;
 // Snapping tolerance relative to max |value|: far above the ~1e-15 relative
 // rounding noise of any backend's sums, far below differences that matter.
 constexpr double kSnapRtol = 1e-10;
+// These values are the contract's, defined in src/aces_fast/_constants.py;
+// tests/test_constants.py checks that they agree.
 
 // The element-wise loops, compiled once per SIMD level (simd/dispatch.hpp):
 // every element goes through the same operations in every variant.

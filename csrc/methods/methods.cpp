@@ -15,6 +15,11 @@ namespace aces_fast {
 
 namespace {
 
+// ACES-O's warm start: logits log(w_C + kWarmEps) from the ACES-C weights (the
+// contract's value, defined in src/aces_fast/_constants.py; tests/test_constants.py
+// checks that they agree).
+constexpr double kWarmEps = 1e-3;
+
 // Count-weighted column sums: colsum[j] = sum_i c_i [B_ij != 0]. int32 lanes
 // (the total multiplicity is < 2^31) so the byte-to-count loop vectorizes.
 // Portable and AVX2 variants (column_sums below).
@@ -485,7 +490,7 @@ void run_method(const uint8_t* B, int64_t n, int64_t m, const MethodParams& p, M
       aces_c_weights(L, colsum, n, m, true, w, &total);
       normalize_by(w, m, total, w);
       for (int64_t j = 0; j < m; ++j)
-        if (ws.active[j]) ws.logits[j] = std::log(w[j] + 1e-3);
+        if (ws.active[j]) ws.logits[j] = std::log(w[j] + kWarmEps);
     }
     const int64_t k = top_k_count(n, p.top_k);
     if (k < n && !rowsum) {

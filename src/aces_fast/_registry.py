@@ -141,7 +141,7 @@ class Param:
                      self.metavar)
 
 
-DEFAULT_TIE_TOL = 1e-9
+from ._constants import DEFAULT_TIE_TOL  # noqa: E402
 
 # Upper bounds. Each keeps a documented meaning and every backend's arithmetic
 # finite and in agreement; beyond them a call would be meaningless (or run for

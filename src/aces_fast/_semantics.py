@@ -28,8 +28,7 @@ from typing import Any, NamedTuple, Optional, Tuple
 
 #: ACES-C counts a test as informative when its uniform LOO-AUC exceeds this
 HALF = 0.5
-#: ACES-O's warm start: logits log(w_C + WARM_EPS)
-WARM_EPS = 1e-3
+from ._constants import WARM_EPS  # noqa: E402 - ACES-O's warm start: log(w_C + WARM_EPS)
 
 
 class Outputs(NamedTuple):

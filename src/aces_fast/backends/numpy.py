@@ -179,10 +179,7 @@ def softmax_masked(logits: np.ndarray, active: np.ndarray) -> np.ndarray:
     return w
 
 
-#: Relative tolerance of ACES-O's symmetry snapping (docs/contract.rst §7.5) in
-#: float64: far above the ~1e-15 relative rounding noise of any backend's sums,
-#: far below gradient differences that change the optimum.
-SNAP_RTOL = 1e-10
+from .._constants import ADAM_BETA1, ADAM_BETA2, ADAM_EPS, SNAP_RTOL  # noqa: E402
 
 
 def logit_snap_tol(logits: np.ndarray, rtol: float = SNAP_RTOL) -> float:
@@ -244,7 +241,7 @@ def aces_o_fit(B: np.ndarray, logits0: np.ndarray, active: np.ndarray, gamma: fl
     cols = np.flatnonzero(active)
     classes = snap_classes(logits, [cols], logit_snap_tol(logits[cols]))
     tol = gradient_snap_tol(gamma)
-    beta1, beta2, eps = 0.9, 0.999, 1e-8
+    beta1, beta2, eps = ADAM_BETA1, ADAM_BETA2, ADAM_EPS
     m1 = np.zeros_like(logits)
     m2 = np.zeros_like(logits)
     for t in range(1, steps + 2):

@@ -9,8 +9,8 @@ from ._jit import _exp_inplace, _jit
 from .dedup import distinct_rows
 from .surrogate import _surrogate_eval, _surrogate_layout
 
-#: symmetry snapping tolerance relative to the value scale (numpy.SNAP_RTOL)
-_SNAP_RTOL = 1e-10
+from ..._constants import ADAM_BETA1, ADAM_BETA2, ADAM_EPS
+from ..._constants import SNAP_RTOL as _SNAP_RTOL  # a compile-time constant in the kernels
 
 
 #: classes up to this size are sorted in place by insertion (no allocation);
@@ -146,9 +146,9 @@ def _aces_o_steps(BT, X, PF, c, gamma, lr, steps, t0, t1, logits, m1, m2, w, L, 
     the bits of one call."""
     ma = logits.shape[0]
     snap_tol = _SNAP_RTOL * (0.5 + 0.75 * abs(gamma))
-    beta1 = 0.9
-    beta2 = 0.999
-    eps = 1e-8
+    beta1 = ADAM_BETA1
+    beta2 = ADAM_BETA2
+    eps = ADAM_EPS
     for t in range(t0, t1):
         _softmax(logits, w)
         objective[t - 1] = _surrogate_eval(BT, X, PF, w, gamma, c, L, grad, parallel)

@@ -18,10 +18,7 @@ from numba import prange
 from ._jit import _jit, _serial_and_parallel
 from .dedup import row_sums_and_reps
 
-#: The uniform kernel counts in uint16 lanes while the total multiplicity is at
-#: most this: then 2 wins + ties <= 361^2 / 2 < 2^16, exact modulo 2^16 (the
-#: bound of the C++ kernels' 16-bit lanes too).
-NARROW_MAX_TOTAL = 361
+from ..._constants import NARROW_MAX_TOTAL  # noqa: E402 - uint16 lanes up to this total
 
 @_jit()
 def _auc_value(wins, ties, P, F):

@@ -8,6 +8,8 @@ from typing import Optional, Sequence, Tuple
 
 import torch
 
+from ..._constants import ADAM_BETA1, ADAM_BETA2, ADAM_EPS, SNAP_RTOL_FLOAT32
+from ..._constants import SNAP_RTOL as _SNAP_RTOL64
 from .chunks import DEFAULT_CHUNK_ELEMENTS
 from .dedup import distinct_rows_padded
 from ..shapes import shape_chunks
@@ -28,7 +30,7 @@ def adam_ascent_step(logits: torch.Tensor, dl: torch.Tensor, m1: torch.Tensor,
     entries keep their logits. Any shape (per task ``(m,)`` or batched ``(T, m)``),
     elementwise; returns ``(logits, m1, m2)``.
     """
-    beta1, beta2, eps = 0.9, 0.999, 1e-8
+    beta1, beta2, eps = ADAM_BETA1, ADAM_BETA2, ADAM_EPS
     loss_grad = torch.where(active, -dl, torch.zeros_like(dl))
     m1 = beta1 * m1 + (1 - beta1) * loss_grad
     m2 = beta2 * m2 + (1 - beta2) * loss_grad * loss_grad
@@ -41,7 +43,7 @@ def adam_ascent_step(logits: torch.Tensor, dl: torch.Tensor, m1: torch.Tensor,
 #: Relative tolerance of the symmetry snapping (docs/contract.rst §7.5) per working
 #: dtype: float64 as every other backend; float32's sums carry ~1e-7 relative
 #: noise, so its snapping is coarser (float32 mode agrees to 1e-4 anyway).
-SNAP_RTOL = {torch.float64: 1e-10, torch.float32: 1e-5}
+SNAP_RTOL = {torch.float64: _SNAP_RTOL64, torch.float32: SNAP_RTOL_FLOAT32}
 
 
 class SymmetryClasses:
