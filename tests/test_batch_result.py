@@ -241,3 +241,17 @@ def test_pickle_round_trip():
     for a, b in zip(back, res):
         assert_same_result(a, b)
 
+
+
+def test_torch_batch_of_tensors_and_arrays():
+    """torch gives tensors for tensor inputs and arrays for array inputs: a mixed
+    batch keeps each item's own type, its columns are NumPy."""
+    torch = pytest.importorskip("torch")
+    require_backend("torch")
+    tasks = [torch.as_tensor(TASKS[0]), TASKS[1], TASKS[2], torch.as_tensor(TASKS[6])]
+    res = af.rerank_batch(tasks, "aces-c", backend="torch")
+    assert isinstance(res.scores, np.ndarray) and isinstance(res.weights, np.ndarray)
+    assert isinstance(res[0].scores, torch.Tensor) and isinstance(res[1].scores, np.ndarray)
+    for B, item in zip(tasks, res):
+        assert_same_result(item, af.rerank(B, "aces-c", backend="torch"))
+    _columns_match_items(res)

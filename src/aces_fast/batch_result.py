@@ -10,7 +10,7 @@ for, from slices (views) of the flat arrays.
 
 Offsets are NumPy ``int64`` arrays on the host; the values arrays are NumPy
 arrays or, from the torch backend, tensors (device-agnostic: only slicing is
-used on them).
+used on them; a torch batch mixing tensor and array inputs has NumPy columns).
 """
 
 from __future__ import annotations
@@ -32,10 +32,13 @@ def _concat(arrays: List[Any], dtype: Any) -> Any:
     """One values array of ``arrays`` (NumPy, or torch on their device)."""
     if not arrays:
         return np.zeros(0, dtype)
-    if is_torch_tensor(arrays[0]):
+    tensors = sum(is_torch_tensor(a) for a in arrays)
+    if tensors == len(arrays):
         import torch
 
         return torch.cat([a.reshape(-1) for a in arrays])
+    if tensors:  # torch gives arrays for array inputs: a mixed batch's columns are NumPy
+        arrays = [_host(a) for a in arrays]
     return np.concatenate(arrays)
 
 
@@ -62,7 +65,7 @@ class BatchResult(Sequence):
     ``result[t]`` equals ``aces_fast.rerank(tasks[t], ...)`` bit for bit: same
     arrays (dtypes, values), flags, method, backend and info. Items are created
     on first access and kept; their arrays are views of the flat columns (do not
-    write into them).
+    write into them; an item keeps the whole batch's columns alive).
 
     Attributes
     ----------
