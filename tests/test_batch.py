@@ -193,6 +193,34 @@ def test_core_flat_batch_layout():
     assert c[5].size == sum(m) and c[7] is None and c[9] is None
 
 
+def test_core_prepared_prefix():
+    """The leading tasks a cpp batch passes on unconverted: exactly what
+    as_pass_matrix returns unchanged, nothing else."""
+    _cpp()
+    from aces_fast._compiled import core
+
+    u8 = np.ascontiguousarray(EXAMPLE, dtype=np.uint8)
+
+    class Sub(np.ndarray):
+        pass
+
+    others = [u8.astype(bool), u8.astype(np.int8), u8.astype(np.float64), np.asfortranarray(u8),
+              u8[:, ::2], u8[None], u8[:0], u8.view(Sub), u8.tolist(), u8.reshape(-1)]
+    for other in others:
+        assert core.prepared_prefix(tasks=[u8, u8, other, u8]) == 2
+    assert core.prepared_prefix(tasks=[]) == 0
+    assert core.prepared_prefix(tasks=(u8, np.zeros((1, 0), np.uint8))) == 2
+    with pytest.raises(TypeError, match="tasks must be a list"):
+        core.prepared_prefix(tasks=u8)
+    # the tasks after the prefix are converted, and errors count from the batch's start
+    with pytest.raises(ValueError, match=r"^task 2: .*empty candidate axis"):
+        rerank_batch([u8, u8, np.zeros((0, 3), np.uint8)], backend="cpp")
+    with pytest.raises(ValueError, match=r"^task 3: .*only 0 and 1"):
+        rerank_batch([u8, u8, u8.astype(bool), np.full((2, 2), 3.0)], backend="cpp")
+    mixed = [u8, u8.astype(bool), u8, np.asfortranarray(u8), u8.astype(np.float64)]
+    for B, res in zip(mixed, rerank_batch(mixed, "aces-c", backend="cpp")):
+        assert_same_result(res, af.rerank(B, "aces-c", backend="cpp"))
+
 def test_method_param_defaults_match_public_functions():
     """METHOD_PARAMS repeats the defaults of the public functions; keep them in sync."""
     sig = {name: inspect.signature(fn).parameters

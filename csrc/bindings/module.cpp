@@ -431,6 +431,31 @@ py::object py_rerank_batch_flat(const FastArgs& args) {
                         rows, rows_off);
 }
 
+// The number of leading tasks that are already what the package's pass-matrix
+// conversion would return unchanged (exactly numpy.ndarray, 2-D, uint8,
+// C-contiguous, n >= 1; aces_fast._validation.as_pass_matrix's fast path), so a
+// batch converts in Python only from the first other one: the per-task Python
+// check cost about as much as ranking a small task.
+py::object py_prepared_prefix(const FastArgs& args) {
+  static const Keywords sig("prepared_prefix", {"tasks"});
+  py::handle v[1];
+  sig.parse(args, v);
+  const py::sequence seq = get_task_sequence(sig.fn(), v[0]);
+  static PyObject* const ndarray =
+      py::object(py::module_::import("numpy").attr("ndarray")).release().ptr();
+  const size_t T = static_cast<size_t>(py::len(seq));
+  size_t k = 0;
+  for (; k < T; ++k) {
+    const py::object item = seq[k];
+    if (Py_TYPE(item.ptr()) != reinterpret_cast<PyTypeObject*>(ndarray)) break;
+    const auto a = py::reinterpret_borrow<py::array>(item);
+    if (a.ndim() != 2 || a.shape(0) == 0 || !(a.flags() & py::array::c_style) ||
+        a.itemsize() != 1 || a.dtype().kind() != 'u')
+      break;
+  }
+  return py::int_(k);
+}
+
 // Docstrings of the functions bound as vectorcall functions: "name(signature)\n--\n\n"
 // first, which CPython turns into __text_signature__ (so inspect.signature shows
 // the keyword-only parameters), then the text.
@@ -499,6 +524,13 @@ const char* const kRerankBatchFlatDoc =
     "objective, rows and their offsets None except for ACES-O. Values identical to\n"
     "rerank() task by task; the parameters and the schedule are rerank_batch()'s.";
 
+const char* const kPreparedPrefixDoc =
+    "prepared_prefix($module, /, *, tasks)\n--\n\n"
+    "-> int\n\n"
+    "The number of leading tasks (a list or tuple) that are exactly numpy.ndarray,\n"
+    "2-D, uint8, C-contiguous with at least one row: those a batch passes on as they\n"
+    "are (their values are checked by the call that ranks them).";
+
 #undef ACES_FAST_METHOD_DOC
 
 PyMethodDef kFunctions[] = {
@@ -511,6 +543,8 @@ PyMethodDef kFunctions[] = {
      kRerankBatchDoc},
     {"rerank_batch_flat", fastcall_entry<&py_rerank_batch_flat>(), METH_FASTCALL | METH_KEYWORDS,
      kRerankBatchFlatDoc},
+    {"prepared_prefix", fastcall_entry<&py_prepared_prefix>(), METH_FASTCALL | METH_KEYWORDS,
+     kPreparedPrefixDoc},
     {nullptr, nullptr, 0, nullptr}};
 
 }  // namespace

@@ -94,6 +94,7 @@ def rerank_batch(
     dedup: Optional[bool],
     n_threads: int,
 ) -> List[_RerankTuple]: ...
+def prepared_prefix(*, tasks: Sequence[object]) -> int: ...
 def rerank_batch_flat(
     *,
     tasks: Sequence[_Pass],

@@ -23,7 +23,7 @@ bitwise, except torch's batched ACES-O, whose batched matrix products sum in
 another order (weights equal to ~1e-12, orders equal).
 
 Backend protocol (for backend authors): ``Bs`` is a list of matrices already
-through :meth:`Backend.prepare`; ``method`` a registered name
+through :meth:`Backend.prepare` (:meth:`Backend.prepare_batch`); ``method`` a registered name
 (:mod:`aces_fast._registry`); ``params`` the method's complete, validated
 parameters (defaults and fixed values filled in, see
 :func:`aces_fast._registry.method_params`); ``n_threads`` ``None`` (backend
@@ -121,14 +121,7 @@ def rerank_batch(tasks: Iterable[Any], method: str = DEFAULT_METHOD, *,
     be = resolve_backend(backend, items[0] if items else None)
     if not items:
         return BatchResult.from_results([], spec, values, be.name)
-    Bs = []
-    for t, B in enumerate(items):
-        try:
-            Bs.append(be.prepare(B))
-        except TypeError as exc:
-            raise TypeError(f"task {t}: {exc}") from None
-        except ValueError as exc:
-            raise ValueError(f"task {t}: {exc}") from None
+    Bs = be.prepare_batch(items)
     if spec.cost is not None:
         warn_if_costly(spec.cost, spec.name, be, Bs, values)
     results = be.rerank_batch(Bs, spec.name, values, n_threads)

@@ -106,6 +106,19 @@ class Backend:
         """Validate the user's pass matrix into this backend's working form."""
         return as_pass_matrix(B)
 
+    def prepare_batch(self, items: List[Any], start: int = 0) -> List[Any]:
+        """:meth:`prepare` of every task of a batch; the message of an error starts
+        with ``"task <index>:"`` (``start`` + the position in ``items``)."""
+        Bs = []
+        for t, B in enumerate(items, start):
+            try:
+                Bs.append(self.prepare(B))
+            except TypeError as exc:
+                raise TypeError(f"task {t}: {exc}") from None
+            except ValueError as exc:
+                raise ValueError(f"task {t}: {exc}") from None
+        return Bs
+
     def prepare_weights(self, w: Any, m: int) -> Any:
         """Validate user weights for an ``m``-test matrix into float64 (m,)."""
         return as_weights(w, m)
