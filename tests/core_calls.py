@@ -47,6 +47,13 @@ def rerank_batch(tasks, method, tie_tol=TIE_TOL, gamma=GAMMA, lr=LR, steps=STEPS
                               n_threads=n_threads)
 
 
+def rerank_batch_flat(tasks, method, tie_tol=TIE_TOL, gamma=GAMMA, lr=LR, steps=STEPS,
+                      top_k=TOP_K, warm=False, dedup=None, n_threads=0):
+    return _core.rerank_batch_flat(tasks=tasks, method=method, tie_tol=tie_tol, gamma=gamma, lr=lr,
+                                   steps=steps, top_k=top_k, warm=warm, dedup=dedup,
+                                   n_threads=n_threads)
+
+
 def surrogate_loo_auc_binned(B, weights, gamma, bins=BINS, counts=None, n_threads=0,
                              path="auto"):
     return _core.surrogate_loo_auc_binned(B=B, weights=weights, gamma=gamma, bins=bins,

@@ -148,6 +148,79 @@ def test_core_batch_errors_name_the_task():
         core.rerank_batch([EXAMPLE], 7)
 
 
+def test_core_flat_batch_errors_name_the_task():
+    core = _cpp()
+
+    bad = EXAMPLE.copy()
+    bad[2, 1] = 7
+    with pytest.raises(ValueError, match="task 1: B must be 2-D"):
+        core.rerank_batch_flat([EXAMPLE, np.zeros(3, np.uint8)], 1)
+    with pytest.raises(TypeError, match="task 0: B must have dtype uint8 or bool"):
+        core.rerank_batch_flat([EXAMPLE.astype(np.int64)], 1)
+    with pytest.raises(TypeError, match="task 1: B must be C-contiguous"):
+        core.rerank_batch_flat([EXAMPLE, np.asfortranarray(EXAMPLE)], 1)
+    with pytest.raises(ValueError, match="task 2: B has no rows"):
+        core.rerank_batch_flat([EXAMPLE, EXAMPLE, np.zeros((0, 3), np.uint8)], 1)
+    with pytest.raises(ValueError, match="^task 1: B must contain only 0 and 1; found value 7"):
+        core.rerank_batch_flat([EXAMPLE, bad, bad], 3, steps=2)
+    with pytest.raises(TypeError, match="tasks must be a list"):
+        core.rerank_batch_flat(EXAMPLE, 1)
+    with pytest.raises(ValueError, match="method code"):
+        core.rerank_batch_flat([EXAMPLE], 7)
+    # the public function reports the same task, through its own checks
+    with pytest.raises(ValueError, match="^task 1: B must contain only 0 and 1"):
+        af.rerank_batch([EXAMPLE, bad], "aces-c", backend="cpp")
+
+
+def test_core_flat_batch_layout():
+    """The flat call's offsets and column lengths, on a method of each kind."""
+    core = _cpp()
+
+    tasks = TASKS[:8]
+    n = [B.shape[0] for B in tasks]
+    m = [B.shape[1] for B in tasks]
+    P = [np.ascontiguousarray(B, dtype=np.uint8) for B in tasks]
+    out = core.rerank_batch_flat(P, 3, steps=4, top_k=2)
+    n_off, m_off, scores, weights, order, loo, fallback, objective, o_off, rows, r_off = out
+    assert n_off.tolist() == np.concatenate([[0], np.cumsum(n)]).tolist()
+    assert m_off.tolist() == np.concatenate([[0], np.cumsum(m)]).tolist()
+    assert (scores.size, order.size, weights.size) == (sum(n), sum(n), sum(m))
+    assert scores.dtype == np.float64 and order.dtype == np.int64 and fallback.dtype == bool
+    assert loo is None and o_off.tolist() == list(range(0, 5 * len(tasks) + 1, 5))
+    assert r_off.tolist() == np.concatenate([[0], np.cumsum([min(2, k) for k in n])]).tolist()
+    assert objective.size == 5 * len(tasks) and rows.size == r_off[-1]
+    c = core.rerank_batch_flat(P, 1)
+    assert c[5].size == sum(m) and c[7] is None and c[9] is None
+
+
+def test_core_prepared_prefix():
+    """The leading tasks a cpp batch passes on unconverted: exactly what
+    as_pass_matrix returns unchanged, nothing else."""
+    _cpp()
+    from aces_fast._compiled import core
+
+    u8 = np.ascontiguousarray(EXAMPLE, dtype=np.uint8)
+
+    class Sub(np.ndarray):
+        pass
+
+    others = [u8.astype(bool), u8.astype(np.int8), u8.astype(np.float64), np.asfortranarray(u8),
+              u8[:, ::2], u8[None], u8[:0], u8.view(Sub), u8.tolist(), u8.reshape(-1)]
+    for other in others:
+        assert core.prepared_prefix(tasks=[u8, u8, other, u8]) == 2
+    assert core.prepared_prefix(tasks=[]) == 0
+    assert core.prepared_prefix(tasks=(u8, np.zeros((1, 0), np.uint8))) == 2
+    with pytest.raises(TypeError, match="tasks must be a list"):
+        core.prepared_prefix(tasks=u8)
+    # the tasks after the prefix are converted, and errors count from the batch's start
+    with pytest.raises(ValueError, match=r"^task 2: .*empty candidate axis"):
+        rerank_batch([u8, u8, np.zeros((0, 3), np.uint8)], backend="cpp")
+    with pytest.raises(ValueError, match=r"^task 3: .*only 0 and 1"):
+        rerank_batch([u8, u8, u8.astype(bool), np.full((2, 2), 3.0)], backend="cpp")
+    mixed = [u8, u8.astype(bool), u8, np.asfortranarray(u8), u8.astype(np.float64)]
+    for B, res in zip(mixed, rerank_batch(mixed, "aces-c", backend="cpp")):
+        assert_same_result(res, af.rerank(B, "aces-c", backend="cpp"))
+
 def test_method_param_defaults_match_public_functions():
     """METHOD_PARAMS repeats the defaults of the public functions; keep them in sync."""
     sig = {name: inspect.signature(fn).parameters

@@ -273,28 +273,20 @@ py::object py_rerank(const FastArgs& args) {
   return task_result(a, t);
 }
 
-py::object py_rerank_batch(const FastArgs& args) {
-  static const Keywords sig("rerank_batch", {"tasks", "method", "tie_tol", "gamma", "lr", "steps",
-                                             "top_k", "warm", "dedup", "n_threads"});
-  py::handle v[10];
-  sig.parse(args, v);
-  const char* fn = sig.fn();
-  const aces_fast::MethodParams p = get_params(fn, v);
-  const int nt = get_threads(fn, v[9]);
-  const py::handle tasks = v[0];
+// The tasks argument of the batch functions: a list or tuple (not a str or array).
+py::sequence get_task_sequence(const char* fn, py::handle tasks) {
   if (!py::isinstance<py::sequence>(tasks) || py::isinstance<py::str>(tasks) ||
       py::isinstance<py::array>(tasks))
     throw py::type_error(std::string(fn) + ": tasks must be a list or tuple of 2-D arrays, got " +
                          type_name(tasks));
-  const auto seq = py::reinterpret_borrow<py::sequence>(tasks);
-  const size_t T = static_cast<size_t>(py::len(seq));
-  std::vector<TaskArrays> arrays(T);
-  std::vector<aces_fast::BatchTask> jobs(T);
-  for (size_t k = 0; k < T; ++k) {
-    // the index goes into every message ("rerank_batch: task 3: B must be 2-D ...")
-    const std::string where = std::string(fn) + ": task " + std::to_string(k);
-    prepare_task(where.c_str(), seq[k], p, arrays[k], jobs[k]);
-  }
+  return py::reinterpret_borrow<py::sequence>(tasks);
+}
+
+// Runs prepared jobs with the GIL released, then raises the batch's first error
+// (a bad byte, Ctrl-C, out of memory, a task's failure), naming the task.
+void run_jobs(const char* fn, std::vector<aces_fast::BatchTask>& jobs,
+              const std::vector<Matrix>& matrices, const aces_fast::MethodParams& p, int nt) {
+  const size_t T = jobs.size();
   SignalWatch watch;
   bool oom = false;
   size_t bad_task = T;
@@ -306,7 +298,7 @@ py::object py_rerank_batch(const FastArgs& args) {
     oom = aces_fast::run_batch(jobs.data(), T, p, nt);
     for (size_t k = 0; k < T && bad == 0; ++k)
       if (jobs[k].out.not_binary) {
-        bad = bad_byte(arrays[k].M);
+        bad = bad_byte(matrices[k]);
         bad_task = k;
       }
   }
@@ -317,9 +309,151 @@ py::object py_rerank_batch(const FastArgs& args) {
     if (!jobs[k].error.empty())
       throw std::runtime_error(std::string(fn) + ": task " + std::to_string(k) + ": " +
                                jobs[k].error);
+}
+
+py::object py_rerank_batch(const FastArgs& args) {
+  static const Keywords sig("rerank_batch", {"tasks", "method", "tie_tol", "gamma", "lr", "steps",
+                                             "top_k", "warm", "dedup", "n_threads"});
+  py::handle v[10];
+  sig.parse(args, v);
+  const char* fn = sig.fn();
+  const aces_fast::MethodParams p = get_params(fn, v);
+  const int nt = get_threads(fn, v[9]);
+  const py::sequence seq = get_task_sequence(fn, v[0]);
+  const size_t T = static_cast<size_t>(py::len(seq));
+  std::vector<TaskArrays> arrays(T);
+  std::vector<Matrix> matrices(T);
+  std::vector<aces_fast::BatchTask> jobs(T);
+  for (size_t k = 0; k < T; ++k) {
+    // the index goes into every message ("rerank_batch: task 3: B must be 2-D ...")
+    const std::string where = std::string(fn) + ": task " + std::to_string(k);
+    prepare_task(where.c_str(), seq[k], p, arrays[k], jobs[k]);
+    matrices[k] = arrays[k].M;
+  }
+  run_jobs(fn, jobs, matrices, p, nt);
   py::list result(T);
   for (size_t k = 0; k < T; ++k) result[k] = task_result(arrays[k], jobs[k]);
   return result;
+}
+
+// Offsets (T + 1,) int64 of per-task lengths len(k): offsets[k] = sum of len(j<k).
+template <typename Len>
+py::array_t<int64_t> make_offsets(size_t T, Len len) {
+  py::array_t<int64_t> off(static_cast<py::ssize_t>(T + 1));
+  int64_t* po = off.mutable_data();
+  po[0] = 0;
+  for (size_t k = 0; k < T; ++k) po[k + 1] = po[k] + len(k);
+  return off;
+}
+
+// rerank_batch with the outputs of every task in slices of a few flat arrays
+// (Arrow's list layout: values + offsets) instead of one tuple of arrays per
+// task: the cost of a small task is then its computation, not the allocation
+// of 3 to 6 Python objects.
+py::object py_rerank_batch_flat(const FastArgs& args) {
+  static const Keywords sig("rerank_batch_flat",
+                            {"tasks", "method", "tie_tol", "gamma", "lr", "steps", "top_k", "warm",
+                             "dedup", "n_threads"});
+  py::handle v[10];
+  sig.parse(args, v);
+  const char* fn = sig.fn();
+  const aces_fast::MethodParams p = get_params(fn, v);
+  const int nt = get_threads(fn, v[9]);
+  const py::sequence seq = get_task_sequence(fn, v[0]);
+  const size_t T = static_cast<size_t>(py::len(seq));
+  std::vector<Matrix> matrices(T);
+  for (size_t k = 0; k < T; ++k) {
+    // the index goes into every message ("rerank_batch_flat: task 3: B must be 2-D ...")
+    const std::string where = std::string(fn) + ": task " + std::to_string(k);
+    matrices[k] = get_matrix(where.c_str(), seq[k]);
+    check_rows_int32(where.c_str(), matrices[k].n);
+  }
+  const bool is_c = p.method == aces_fast::kMethodAcesC || p.method == aces_fast::kMethodAcesCFilter;
+  const bool is_o = p.method == aces_fast::kMethodAcesO;
+  const int64_t n_obj = p.steps + 1;  // get_steps bounds it
+  py::array_t<int64_t> n_off = make_offsets(T, [&](size_t k) { return matrices[k].n; });
+  py::array_t<int64_t> m_off = make_offsets(T, [&](size_t k) { return matrices[k].m; });
+  const int64_t* pn = n_off.data();
+  const int64_t* pm = m_off.data();
+  const py::ssize_t N = static_cast<py::ssize_t>(pn[T]), M = static_cast<py::ssize_t>(pm[T]);
+  py::array_t<double> scores(N), weights(M);
+  py::array_t<int64_t> order(N);
+  py::array_t<bool> fallback(static_cast<py::ssize_t>(T));
+  py::object loo = py::none(), objective = py::none(), obj_off = py::none(), rows = py::none(),
+             rows_off = py::none();
+  double* ploo = nullptr;
+  double* pobj = nullptr;
+  int64_t* prows = nullptr;
+  const int64_t* pr = nullptr;
+  if (is_c) {
+    py::array_t<double> a(M);
+    ploo = a.mutable_data();
+    loo = a;
+  }
+  if (is_o) {
+    if (static_cast<int64_t>(T) > std::numeric_limits<int64_t>::max() / n_obj)
+      throw std::bad_alloc();
+    py::array_t<int64_t> oo = make_offsets(T, [&](size_t) { return n_obj; });
+    py::array_t<double> a(static_cast<py::ssize_t>(oo.data()[T]));
+    pobj = a.mutable_data();
+    objective = a;
+    obj_off = oo;
+    py::array_t<int64_t> ro = make_offsets(
+        T, [&](size_t k) { return aces_fast::top_k_count(matrices[k].n, p.top_k); });
+    pr = ro.data();
+    py::array_t<int64_t> r(static_cast<py::ssize_t>(pr[T]));
+    prows = r.mutable_data();
+    rows = r;
+    rows_off = ro;
+  }
+  double* ps = scores.mutable_data();
+  double* pw = weights.mutable_data();
+  int64_t* pord = order.mutable_data();
+  std::vector<aces_fast::BatchTask> jobs(T);
+  for (size_t k = 0; k < T; ++k) {
+    aces_fast::BatchTask& t = jobs[k];
+    t.B = matrices[k].data;
+    t.n = matrices[k].n;
+    t.m = matrices[k].m;
+    t.out.scores = ps + pn[k];
+    t.out.order = pord + pn[k];
+    t.out.weights = pw + pm[k];
+    if (is_c) t.out.loo = ploo + pm[k];
+    if (is_o) {
+      t.out.objective = pobj + static_cast<int64_t>(k) * n_obj;
+      t.out.rows = prows + pr[k];
+    }
+  }
+  run_jobs(fn, jobs, matrices, p, nt);
+  bool* pf = fallback.mutable_data();
+  for (size_t k = 0; k < T; ++k) pf[k] = jobs[k].out.fallback;
+  return py::make_tuple(n_off, m_off, scores, weights, order, loo, fallback, objective, obj_off,
+                        rows, rows_off);
+}
+
+// The number of leading tasks that are already what the package's pass-matrix
+// conversion would return unchanged (exactly numpy.ndarray, 2-D, uint8,
+// C-contiguous, n >= 1; aces_fast._validation.as_pass_matrix's fast path), so a
+// batch converts in Python only from the first other one: the per-task Python
+// check cost about as much as ranking a small task.
+py::object py_prepared_prefix(const FastArgs& args) {
+  static const Keywords sig("prepared_prefix", {"tasks"});
+  py::handle v[1];
+  sig.parse(args, v);
+  const py::sequence seq = get_task_sequence(sig.fn(), v[0]);
+  static PyObject* const ndarray =
+      py::object(py::module_::import("numpy").attr("ndarray")).release().ptr();
+  const size_t T = static_cast<size_t>(py::len(seq));
+  size_t k = 0;
+  for (; k < T; ++k) {
+    const py::object item = seq[k];
+    if (Py_TYPE(item.ptr()) != reinterpret_cast<PyTypeObject*>(ndarray)) break;
+    const auto a = py::reinterpret_borrow<py::array>(item);
+    if (a.ndim() != 2 || a.shape(0) == 0 || !(a.flags() & py::array::c_style) ||
+        a.itemsize() != 1 || a.dtype().kind() != 'u')
+      break;
+  }
+  return py::int_(k);
 }
 
 // Docstrings of the functions bound as vectorcall functions: "name(signature)\n--\n\n"
@@ -377,6 +511,26 @@ const char* const kRerankBatchDoc =
     "tasks (each task single-threaded; a lone task uses the threads itself), GIL\n"
     "released. Results are identical to rerank() one by one.\n" ACES_FAST_METHOD_DOC;
 
+const char* const kRerankBatchFlatDoc =
+    "rerank_batch_flat($module, /, *, tasks, method, tie_tol, gamma, lr, steps, top_k, warm, "
+    "dedup, n_threads)\n--\n\n"
+    "-> (n_offsets, m_offsets, scores, weights, order, loo_auc, fallback, objective,\n"
+    "    objective_offsets, rows, rows_offsets)\n\n"
+    "rerank_batch() with every task's outputs in slices of flat arrays (Arrow's list\n"
+    "layout): task k's scores and order are scores[n_offsets[k]:n_offsets[k+1]] and\n"
+    "order[...], its weights and loo_auc weights[m_offsets[k]:m_offsets[k+1]], its\n"
+    "objective and rows the slices of objective_offsets / rows_offsets; fallback is a\n"
+    "bool array (T,). Offsets are int64 (T+1,); loo_auc is None except for ACES-C,\n"
+    "objective, rows and their offsets None except for ACES-O. Values identical to\n"
+    "rerank() task by task; the parameters and the schedule are rerank_batch()'s.";
+
+const char* const kPreparedPrefixDoc =
+    "prepared_prefix($module, /, *, tasks)\n--\n\n"
+    "-> int\n\n"
+    "The number of leading tasks (a list or tuple) that are exactly numpy.ndarray,\n"
+    "2-D, uint8, C-contiguous with at least one row: those a batch passes on as they\n"
+    "are (their values are checked by the call that ranks them).";
+
 #undef ACES_FAST_METHOD_DOC
 
 PyMethodDef kFunctions[] = {
@@ -387,6 +541,10 @@ PyMethodDef kFunctions[] = {
     {"rerank", fastcall_entry<&py_rerank>(), METH_FASTCALL | METH_KEYWORDS, kRerankDoc},
     {"rerank_batch", fastcall_entry<&py_rerank_batch>(), METH_FASTCALL | METH_KEYWORDS,
      kRerankBatchDoc},
+    {"rerank_batch_flat", fastcall_entry<&py_rerank_batch_flat>(), METH_FASTCALL | METH_KEYWORDS,
+     kRerankBatchFlatDoc},
+    {"prepared_prefix", fastcall_entry<&py_prepared_prefix>(), METH_FASTCALL | METH_KEYWORDS,
+     kPreparedPrefixDoc},
     {nullptr, nullptr, 0, nullptr}};
 
 }  // namespace

@@ -32,6 +32,7 @@ if _sys.argv[:1] and (_sys.argv[0] == "-m"
 from ._cost import CostWarning
 from .backends import BackendUnavailableError, available_backends, backend_status
 from .batch import rerank_batch
+from .batch_result import BatchResult
 from .config import config, show_config, warmup
 from .methods import (METHODS, aces_c, aces_o, b4, codet, combine, loo_auc, majority_vote,
                       mbr_exec, rerank, surrogate_loo_auc)
@@ -41,6 +42,7 @@ from .result import RerankResult, SurrogateResult
 __all__ = [
     "__version__",
     "BackendUnavailableError",
+    "BatchResult",
     "CostWarning",
     "Diagnostics",
     "METHODS",

@@ -10,7 +10,7 @@ numeric preconditions and sizes that would overflow (``steps``, ``bins``,
 ``B`` is always a 2-D C-contiguous ``uint8`` or ``bool`` array (used in place, no
 copy) holding only 0 and 1: every call checks the values inside the same call,
 after releasing the GIL (``ValueError: B must contain only 0 and 1; found value
-v``, ``v`` the largest byte; ``rerank_batch`` names the first bad task,
+v``, ``v`` the largest byte; ``rerank_batch`` and ``rerank_batch_flat`` name the first bad task,
 ``"task k: ..."``). ``n_threads=0`` means the OpenMP default (at most 4096). Every function
 releases the GIL for the kernel.
 """
@@ -29,6 +29,11 @@ _F64 = npt.NDArray[np.float64]
 _I64 = npt.NDArray[np.int64]
 _Pass = npt.NDArray[np.uint8] | npt.NDArray[np.bool_]
 _RerankTuple = Tuple[_F64, _F64, _I64, Optional[_F64], bool, Optional[_F64], Optional[_I64]]
+#: (n_offsets, m_offsets, scores, weights, order, loo_auc, fallback (T,) bool,
+#: objective, objective_offsets, rows, rows_offsets): every task's outputs in
+#: slices of flat arrays; offsets are int64 (T + 1,)
+_FlatTuple = Tuple[_I64, _I64, _F64, _F64, _I64, Optional[_F64], npt.NDArray[np.bool_],
+                   Optional[_F64], Optional[_I64], Optional[_I64], Optional[_I64]]
 
 def has_openmp() -> bool: ...
 def simd_level() -> str: ...
@@ -89,6 +94,20 @@ def rerank_batch(
     dedup: Optional[bool],
     n_threads: int,
 ) -> List[_RerankTuple]: ...
+def prepared_prefix(*, tasks: Sequence[object]) -> int: ...
+def rerank_batch_flat(
+    *,
+    tasks: Sequence[_Pass],
+    method: int,
+    tie_tol: float,
+    gamma: float,
+    lr: float,
+    steps: int,
+    top_k: Optional[int],
+    warm: bool,
+    dedup: Optional[bool],
+    n_threads: int,
+) -> _FlatTuple: ...
 def surrogate_loo_auc_binned(
     *,
     B: _Pass,

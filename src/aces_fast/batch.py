@@ -10,9 +10,11 @@ the task's index), then the backend runs them all:
   tasks on Python threads, in chunks of tasks each one compiled call (majority
   vote, ACES-C) or task by task in serial kernels (ACES-O), with the GIL
   released; ``torch``: padded (T, n, m)
-  chunks on the input's device for those same methods). It returns one
-  :class:`~aces_fast.result.RerankResult` per task, or ``None`` for a method it
-  has no batch path for;
+  chunks on the input's device for those same methods). It returns a
+  :class:`~aces_fast.batch_result.BatchResult` (``cpp``: its flat columns
+  written by C++, no Python object per task) or a list of one
+  :class:`~aces_fast.result.RerankResult` per task (made into a
+  ``BatchResult`` here), or ``None`` for a method it has no batch path for;
 * otherwise the tasks run one by one through the backend's ``rerank``, exactly
   as :func:`aces_fast.rerank` would run them.
 
@@ -21,7 +23,7 @@ bitwise, except torch's batched ACES-O, whose batched matrix products sum in
 another order (weights equal to ~1e-12, orders equal).
 
 Backend protocol (for backend authors): ``Bs`` is a list of matrices already
-through :meth:`Backend.prepare`; ``method`` a registered name
+through :meth:`Backend.prepare` (:meth:`Backend.prepare_batch`); ``method`` a registered name
 (:mod:`aces_fast._registry`); ``params`` the method's complete, validated
 parameters (defaults and fixed values filled in, see
 :func:`aces_fast._registry.method_params`); ``n_threads`` ``None`` (backend
@@ -39,9 +41,9 @@ from ._cost import warn_if_costly
 from ._registry import DEFAULT_METHOD, METHOD_PARAMS
 from ._validation import check_int, is_torch_tensor
 from .backends import resolve_backend
-from .result import RerankResult
+from .batch_result import BatchResult
 
-__all__ = ["METHOD_PARAMS", "rerank_batch"]
+__all__ = ["METHOD_PARAMS", "BatchResult", "rerank_batch"]
 
 #: the most threads ``n_threads`` may ask for (the compiled layer's own limit)
 MAX_THREADS = 4096
@@ -61,7 +63,7 @@ def _task_list(tasks: Any) -> List[Any]:
 
 def rerank_batch(tasks: Iterable[Any], method: str = DEFAULT_METHOD, *,
                  backend: Optional[str] = None,
-                 n_threads: Optional[int] = None, **params: Any) -> List[RerankResult]:
+                 n_threads: Optional[int] = None, **params: Any) -> BatchResult:
     """Rank the candidates of many problems with one method.
 
     Parameters
@@ -83,9 +85,13 @@ def rerank_batch(tasks: Iterable[Any], method: str = DEFAULT_METHOD, *,
 
     Returns
     -------
-    list of RerankResult
-        ``result[t]`` for ``tasks[t]``, equal to ``aces_fast.rerank(tasks[t],
-        method, backend=..., **params)``.
+    BatchResult
+        A sequence of ``T`` :class:`~aces_fast.result.RerankResult`: ``result[t]``
+        for ``tasks[t]``, equal to ``aces_fast.rerank(tasks[t], method,
+        backend=..., **params)`` (built on first access). Its columns (``scores``,
+        ``order`` ... with their offsets, :meth:`BatchResult.to_arrow`) hold the
+        whole batch in flat arrays. Indexing, iteration, slicing (a list) and
+        ``==`` against a list work as on the list of results.
 
     Raises
     ------
@@ -114,18 +120,13 @@ def rerank_batch(tasks: Iterable[Any], method: str = DEFAULT_METHOD, *,
     # resolved even for an empty batch: a misspelt or unavailable backend is an error
     be = resolve_backend(backend, items[0] if items else None)
     if not items:
-        return []
-    Bs = []
-    for t, B in enumerate(items):
-        try:
-            Bs.append(be.prepare(B))
-        except TypeError as exc:
-            raise TypeError(f"task {t}: {exc}") from None
-        except ValueError as exc:
-            raise ValueError(f"task {t}: {exc}") from None
+        return BatchResult.from_results([], spec, values, be.name)
+    Bs = be.prepare_batch(items)
     if spec.cost is not None:
         warn_if_costly(spec.cost, spec.name, be, Bs, values)
     results = be.rerank_batch(Bs, spec.name, values, n_threads)
-    if results is not None:
+    if isinstance(results, BatchResult):
         return results
-    return [be.rerank(B, spec.name, values) for B in Bs]
+    if results is None:
+        results = [be.rerank(B, spec.name, values) for B in Bs]
+    return BatchResult.from_results(results, spec, values, be.name)

@@ -102,15 +102,12 @@ def _np(x: Any) -> np.ndarray:
     return np.asarray(x)
 
 
-def _lists(arrays: Sequence[np.ndarray], dtype: Any, value_type: Any) -> Any:
-    pa, _ = _arrow()
-    offsets = np.zeros(len(arrays) + 1, dtype=np.int32)
-    if arrays:
-        np.cumsum([a.shape[0] for a in arrays], out=offsets[1:])
-        values = np.concatenate(arrays).astype(dtype, copy=False)
-    else:
-        values = np.zeros(0, dtype)
-    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(values, value_type))
+def _lists(values: Any, offsets: np.ndarray, value_type: Any) -> Any:
+    """A list column of a batch's flat ``values`` and ``offsets`` (T + 1,): wrapped,
+    not copied per task (:func:`aces_fast.batch_result.list_array`)."""
+    from .batch_result import list_array
+
+    return list_array(values, offsets, value_type)
 
 
 def pass_at_ks(scores: Sequence[np.ndarray], labels: Sequence[Optional[np.ndarray]],
@@ -204,22 +201,26 @@ def rerank_table(table: Any, method: str, params: Dict[str, Any], *, rows: Any =
     t_decode = time.perf_counter()
     results = rerank_batch(dec.B, method, backend=backend, n_threads=n_threads, **params)
     t_rerank = time.perf_counter()
+    T = len(results)
     cols: Dict[str, Any] = {"task_id": pa.array(dec.task_ids, pa.string())}
-    scores = [_np(r.scores) for r in results]
+    # the batch's flat columns (BatchResult): no RerankResult is built here
+    n_off = results.n_offsets
+    scores = _np(results.scores)
     passk: Dict[int, Any] = {}
     if has_labels:
-        labels = dec.labels or [None] * len(results)
+        labels = dec.labels or [None] * T
         missing = np.array([y is None for y in labels], dtype=bool)
-        for k, values in pass_at_ks(scores, labels, PASS_KS).items():
+        views = [scores[n_off[t]:n_off[t + 1]] for t in range(T)]
+        for k, values in pass_at_ks(views, labels, PASS_KS).items():
             passk[k] = pa.array(values, pa.float64(), mask=missing)
     t_pass = time.perf_counter()
-    cols["order"] = _lists([_np(r.order) for r in results], np.int32, pa.int32())
-    cols["scores"] = _lists(scores, np.float64, pa.float64())
-    if results and results[0].weights is not None:
-        cols["weights"] = _lists([_np(r.weights) for r in results], np.float64, pa.float64())
+    cols["order"] = _lists(results.order, n_off, pa.int32())
+    cols["scores"] = _lists(scores, n_off, pa.float64())
+    if results.weights is not None and results.m_offsets is not None:
+        cols["weights"] = _lists(results.weights, results.m_offsets, pa.float64())
     else:
-        cols["weights"] = pa.nulls(len(results), pa.list_(pa.float64()))
-    cols["fallback"] = pa.array([bool(r.fallback) for r in results], pa.bool_())
+        cols["weights"] = pa.nulls(T, pa.list_(pa.float64()))
+    cols["fallback"] = pa.array(_np(results.fallback).astype(bool, copy=False), pa.bool_())
     for k in passk:
         cols[f"pass@{k}"] = passk[k]
     out = pa.Table.from_pydict(cols, schema=results_schema(has_labels).remove_metadata())
@@ -228,7 +229,7 @@ def rerank_table(table: Any, method: str, params: Dict[str, Any], *, rows: Any =
         for key, dt in (("decode", t_decode - tick), ("rerank", t_rerank - t_decode),
                         ("pass@k", t_pass - t_rerank), ("encode", t_end - t_pass)):
             timings[key] = timings.get(key, 0.0) + dt
-    return out, dec.errors, results[0].backend if results else ""
+    return out, dec.errors, results.backend if T else ""
 
 
 # ---------------------------------------------------------------------------

@@ -29,13 +29,16 @@ float64 (m,), method parameters are complete and checked (see
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from .. import _registry, consensus
 from .._validation import as_pass_matrix, as_weights
 from ..result import RerankResult, SurrogateResult
+
+if TYPE_CHECKING:
+    from ..batch_result import BatchResult
 
 try:  # the C function behind np.count_nonzero: its Python wrapper costs 4x the count
     # on the short vectors of a microsecond-scale call
@@ -103,6 +106,19 @@ class Backend:
         """Validate the user's pass matrix into this backend's working form."""
         return as_pass_matrix(B)
 
+    def prepare_batch(self, items: List[Any], start: int = 0) -> List[Any]:
+        """:meth:`prepare` of every task of a batch; the message of an error starts
+        with ``"task <index>:"`` (``start`` + the position in ``items``)."""
+        Bs = []
+        for t, B in enumerate(items, start):
+            try:
+                Bs.append(self.prepare(B))
+            except TypeError as exc:
+                raise TypeError(f"task {t}: {exc}") from None
+            except ValueError as exc:
+                raise ValueError(f"task {t}: {exc}") from None
+        return Bs
+
     def prepare_weights(self, w: Any, m: int) -> Any:
         """Validate user weights for an ``m``-test matrix into float64 (m,)."""
         return as_weights(w, m)
@@ -117,9 +133,11 @@ class Backend:
         return spec.pack(spec.run(self, B, values), values, self.name)
 
     def rerank_batch(self, Bs: Sequence[Any], method: str, values: Dict[str, Any],
-                     n_threads: Optional[int]) -> Optional[List[RerankResult]]:
-        """Rank many prepared matrices at once, or ``None`` when this backend has no
-        faster way than :meth:`rerank` per task (see :mod:`aces_fast.batch`)."""
+                     n_threads: Optional[int]
+                     ) -> Optional[Union["BatchResult", List[RerankResult]]]:
+        """Rank many prepared matrices at once -- a :class:`~aces_fast.BatchResult`, or
+        the list of per-task results -- or ``None`` when this backend has no faster
+        way than :meth:`rerank` per task (see :mod:`aces_fast.batch`)."""
         return None
 
     # -- public kernels with result packaging ----------------------------------

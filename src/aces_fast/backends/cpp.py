@@ -9,7 +9,8 @@ Methods with a compiled copy (a spec's ``core_method``: majority vote, ACES-C,
 ACES-O) run whole in C++ -- ``_core.rerank``: weights, scores, tie snapping and
 order in one call, the same semantics as :mod:`aces_fast._semantics` -- and
 :meth:`CppBackend.rerank_batch` runs many tasks in one call with OpenMP across
-tasks (``_core.rerank_batch``). The other methods, and ACES-O with ``bins``,
+tasks (``_core.rerank_batch_flat``, into the columns of a
+:class:`~aces_fast.batch_result.BatchResult`). The other methods, and ACES-O with ``bins``,
 run the Python semantics on these kernels. Identical candidate rows are merged
 inside the kernels when that pays (``dedup=None``). Every ``_core`` function is
 called with keyword arguments.
@@ -26,7 +27,7 @@ from .. import _registry
 from .._compiled import core as _maybe_core
 from .._compiled import import_error
 from .._validation import as_pass_matrix, check_zero_one
-from ..result import RerankResult
+from ..batch_result import BatchResult
 from .base import ArrayBackend, Backend, BackendUnavailableError
 
 #: the extension module; None only when it failed to import, and then load() refuses
@@ -70,6 +71,15 @@ class CppBackend(ArrayBackend):
         # before they start.
         return as_pass_matrix(B, check_values=False)
 
+    def prepare_batch(self, items: List[Any], start: int = 0) -> List[Any]:
+        # The leading tasks that prepare() would return unchanged are found in one
+        # compiled pass (a Python check per task cost about as much as ranking a
+        # 24 x 100 task); the others go through prepare() one by one.
+        k = core.prepared_prefix(tasks=items)
+        if k == len(items):
+            return items
+        return items[:k] + super().prepare_batch(items[k:], start + k)
+
     # -- kernels ---------------------------------------------------------------
 
     def loo_auc(self, B, weights, tie_tol, counts=None):
@@ -105,8 +115,9 @@ class CppBackend(ArrayBackend):
         return spec.pack(out, values, "cpp")
 
     def rerank_batch(self, Bs: Sequence[np.ndarray], method: str, values: Dict[str, Any],
-                     n_threads: Optional[int]) -> Optional[List[RerankResult]]:
-        """All tasks in one ``_core.rerank_batch`` call (OpenMP across tasks, GIL released).
+                     n_threads: Optional[int]) -> Optional[BatchResult]:
+        """All tasks in one ``_core.rerank_batch_flat`` call (OpenMP across tasks, GIL
+        released), written into the flat columns of a :class:`BatchResult`.
 
         ``Bs``: validated ``uint8`` matrices; ``values``: the method's complete,
         validated parameters. Returns ``None`` for methods without a compiled
@@ -123,10 +134,15 @@ class CppBackend(ArrayBackend):
                     raise ValueError(f"task {t}: {exc}") from None
             return None
         tie_tol, gamma, lr, steps, top_k, warm = args
-        outs = core.rerank_batch(tasks=list(Bs), method=code, tie_tol=tie_tol, gamma=gamma, lr=lr,
-                                 steps=steps, top_k=top_k, warm=warm, dedup=None,
-                                 n_threads=self.n_threads if n_threads is None else n_threads)
-        return [spec.pack(out, values, "cpp") for out in outs]
+        (n_off, m_off, scores, weights, order, loo, fallback, objective, obj_off, rows,
+         rows_off) = core.rerank_batch_flat(
+            tasks=Bs if isinstance(Bs, (list, tuple)) else list(Bs), method=code,
+            tie_tol=tie_tol, gamma=gamma, lr=lr, steps=steps, top_k=top_k, warm=warm,
+            dedup=None, n_threads=self.n_threads if n_threads is None else n_threads)
+        return BatchResult(spec, values, "cpp", n_offsets=n_off, scores=scores, order=order,
+                           m_offsets=m_off, weights=weights, loo_auc=loo, fallback=fallback,
+                           objective=objective, objective_offsets=obj_off, rows=rows,
+                           rows_offsets=rows_off)
 
     def info(self) -> dict:
         return {"version": core.__version__, "openmp": core.has_openmp(),
@@ -137,8 +153,8 @@ class CppBackend(ArrayBackend):
 def load() -> Backend:
     if core is None:
         raise BackendUnavailableError("cpp", import_error or "aces_fast._core is missing")
-    if not hasattr(core, "rerank_batch"):
+    if not hasattr(core, "rerank_batch_flat"):
         raise BackendUnavailableError(
-            "cpp", "aces_fast._core is outdated (no rerank_batch): rebuild it with "
+            "cpp", "aces_fast._core is outdated (no rerank_batch_flat): rebuild it with "
                    "tools/dev_build.sh or `pip install .`")
     return CppBackend()
