@@ -684,8 +684,8 @@ def _cli_in(cwd: Path, *args: str, env_extra=None) -> subprocess.CompletedProces
 # stdout/stderr split, one error line, no traceback.
 @pytest.mark.parametrize("args, env, rc, out, err", [
     # (without matplotlib the one error line says so instead: tested elsewhere)
-    pytest.param(["evaluate", "humaneval-gpt35", "--plot", "nodir/out.png", "-q"], None, 1, "",
-                 "aces-fast: error: --plot nodir/out.png: the folder nodir does not exist",
+    pytest.param(["evaluate", "humaneval-gpt35", "--plot", "semi.csv/out.png", "-q"], None, 1,
+                 "", "aces-fast: error: --plot semi.csv/out.png: semi.csv is not a directory",
                  marks=_NEEDS_MATPLOTLIB),
     pytest.param(["evaluate", "humaneval-gpt35", "--plot", "out.txt", "-q"], None, 1, "",
                  "aces-fast: error: --plot out.txt: '.txt' is not an image format",

@@ -56,8 +56,8 @@ COUNTS: Dict[str, int] = {}
 DIRECT = {"majority": af.majority_vote, "codet": af.codet, "b4": af.b4, "aces-c": af.aces_c,
           "aces-o": af.aces_o}
 #: everything in ``aces_fast.__all__`` that is not a function taking data
-NOT_DATA = {"__version__", "BackendUnavailableError", "CostWarning", "Diagnostics", "METHODS",
-            "RerankResult", "SurrogateResult", "available_backends", "backend_status", "config",
+NOT_DATA = {"__version__", "BackendUnavailableError", "BatchResult", "CostWarning",
+            "Diagnostics", "METHODS", "RerankResult", "SurrogateResult", "available_backends", "backend_status", "config",
             "show_config", "warmup"}
 COVERED = {"rerank", "rerank_batch", "loo_auc", "surrogate_loo_auc", "mbr_exec", "combine",
            "pass_at_k", "pass_at_k_unbiased", "diagnostics", *(f.__name__ for f in DIRECT.values())}

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Sequence, Tuple
 
 import numpy as np
 
@@ -56,7 +56,7 @@ class Mode:
 def check_output(case: Case, out: Any, B: Any) -> None:
     """The call computed something of the right shape (guards against timing a no-op)."""
     if case.kind == "batch":
-        assert isinstance(out, list) and len(out) == len(B)
+        assert isinstance(out, Sequence) and len(out) == len(B)  # a BatchResult
         n, m = B[0].shape
         assert out[0].scores.shape == (n,) and np.asarray(out[0].weights).shape == (m,)
         return
