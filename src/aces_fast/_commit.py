@@ -69,7 +69,8 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-__all__ = ["DirLock", "DiskFullError", "Intervals", "OutputBusyError", "ResultsDir", "file_identity",
+__all__ = ["DirLock", "DiskFullError", "Intervals", "OutputBusyError", "ResultsDir",
+           "file_identity",
            "META_DIR", "write_fully"]
 
 META_DIR = "_aces_fast"
@@ -129,6 +130,12 @@ def _atomic_json(path: Path, obj: Any, tmp_suffix: str) -> None:
 def sha256_file(path: Path, limit: Optional[int] = None) -> str:
     """SHA-256 of a file (of its first ``limit`` bytes); hashlib releases the GIL,
     so several files hash in parallel on threads."""
+    return _sha256_prefix(path, limit).hexdigest()
+
+
+def _sha256_prefix(path: Path, limit: Optional[int] = None) -> Any:
+    """The running hash object of a file's first ``limit`` bytes (all: ``None``),
+    to check and then go on appending to."""
     h = hashlib.sha256()
     left = limit
     with open(path, "rb") as fh:
@@ -139,7 +146,7 @@ def sha256_file(path: Path, limit: Optional[int] = None) -> str:
             h.update(chunk)
             if left is not None:
                 left -= len(chunk)
-    return h.hexdigest()
+    return h
 
 
 def file_identity(paths: Sequence[Path]) -> List[Dict[str, Any]]:
@@ -194,8 +201,7 @@ class DirLock:
             raise
         self._fd: Optional[int] = fd
         os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0) if hasattr(os, "pwrite") \
-            else os.write(fd, f"{os.getpid()}\n".encode())
+        os.write(fd, f"{os.getpid()}\n".encode())  # a new descriptor: at offset 0
 
     def release(self) -> None:
         if self._fd is not None:
@@ -550,7 +556,9 @@ class ResultsDir:
                 self.errors_path.unlink()  # only uncommitted lines
             return
         path = self.errors_path
-        if not path.exists() or path.stat().st_size < end or sha256_file(path, end) != digest:
+        prefix = _sha256_prefix(path, end) if path.exists() and path.stat().st_size >= end \
+            else None
+        if prefix is None or prefix.hexdigest() != digest:
             raise ValueError(f"{path}: the errors file does not hold what this run committed "
                              "(changed, truncated or missing); the bad rows it recorded would "
                              "be lost: restore it, or pass --restart (restart=True) to start "
@@ -559,11 +567,7 @@ class ResultsDir:
             fh.truncate(end)
             os.fsync(fh.fileno())
         self._errors_end = end
-        h = hashlib.sha256()
-        with open(path, "rb") as fh:
-            for chunk in iter(lambda: fh.read(_HASH_CHUNK), b""):
-                h.update(chunk)
-        self._errors_hash = h
+        self._errors_hash = prefix  # appends go on from the verified prefix
 
     def _clear_staging(self) -> None:
         for f in (self.meta / "staging").iterdir():
@@ -662,11 +666,8 @@ class ResultsDir:
             pass  # the next run cuts it
         if self._errors_end != committed:
             self._errors_end = committed
-            self._errors_hash = hashlib.sha256()
-            if committed:
-                with open(self.errors_path, "rb") as fh:
-                    for chunk in iter(lambda: fh.read(_HASH_CHUNK), b""):
-                        self._errors_hash.update(chunk)
+            self._errors_hash = _sha256_prefix(self.errors_path, committed) if committed \
+                else hashlib.sha256()
 
     def close(self, complete: bool) -> None:
         """Release the lock; after a complete run, fold the log into the manifest."""

@@ -20,14 +20,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from ._commit import Intervals
 
 __all__ = ["Batch", "InputFile", "damaged_row_group", "duplicate_rows", "open_inputs",
-           "read_batches"]
+           "read_batches", "task_ids_at"]
 
 
 @dataclass
@@ -68,6 +68,18 @@ def open_inputs(path_in: Any) -> Tuple[List[InputFile], bool]:
         files.append(InputFile(f, pf, row))
         row += int(pf.metadata.num_rows)
     return files, has_labels
+
+
+def task_ids_at(files: Sequence[InputFile], rows: Any) -> Dict[int, Optional[str]]:
+    """The task ids of some input rows (reads the ``task_id`` column of their
+    files; for error messages, not a hot path)."""
+    out: Dict[int, Optional[str]] = {}
+    for f in files:
+        mine = [int(r) for r in rows if f.first_row <= r < f.first_row + f.num_rows]
+        if mine:
+            col = f.pf.read(columns=["task_id"]).column(0)
+            out.update((r, col[r - f.first_row].as_py()) for r in mine)
+    return out
 
 
 def _task_ids_of_group(pf: Any, g: int) -> Optional[Any]:

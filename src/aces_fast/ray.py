@@ -641,6 +641,7 @@ def _run(path_in: PathLike, files: Sequence[Any], has_labels: bool, method: str,
     and, should this process be killed, removed by :func:`init`'s guard.
     """
     from ._commit import Intervals
+    from ._input import task_ids_at
     from .backends import resolve_backend
 
     tick = time.perf_counter()
@@ -648,9 +649,10 @@ def _run(path_in: PathLike, files: Sequence[Any], has_labels: bool, method: str,
     timings["startup"] = time.perf_counter() - tick
     try:
         used = resolve_backend(backend).name
-        todo_dups = sorted(r for r in duplicates if not done.contains(np.array([r]))[0])
+        dup_rows = np.array(sorted(duplicates), dtype=np.int64)
+        todo_dups = dup_rows[~done.contains(dup_rows)].tolist()
         if todo_dups:
-            ids = _task_ids_at(files, todo_dups)
+            ids = task_ids_at(files, todo_dups)
             commit(None, np.zeros(0, np.int64),
                    [RowError(r, ids[r], duplicates[r]) for r in todo_dups], used)
             bar.update(len(todo_dups))
@@ -689,13 +691,3 @@ def _run(path_in: PathLike, files: Sequence[Any], has_labels: bool, method: str,
         if owner:
             shutdown()
 
-
-def _task_ids_at(files: Sequence[Any], rows: Sequence[int]) -> Dict[int, Optional[str]]:
-    """The task ids of some input rows (reads the ``task_id`` column of their files)."""
-    out: Dict[int, Optional[str]] = {}
-    for f in files:
-        mine = [r for r in rows if f.first_row <= r < f.first_row + f.num_rows]
-        if mine:
-            col = f.pf.read(columns=["task_id"]).column(0)
-            out.update((r, col[r - f.first_row].as_py()) for r in mine)
-    return out

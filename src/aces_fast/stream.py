@@ -541,7 +541,7 @@ def rerank_dataset(path_in: PathLike, path_out: PathLike, method: str = DEFAULT_
     """
     _arrow()
     from ._commit import ResultsDir
-    from ._input import duplicate_rows, open_inputs, read_batches
+    from ._input import duplicate_rows, open_inputs, read_batches, task_ids_at
     from .backends import check_backend_choice, resolve_backend
     from .parquet import InvalidRowError, RowError
 
@@ -564,7 +564,7 @@ def rerank_dataset(path_in: PathLike, path_out: PathLike, method: str = DEFAULT_
     dups = duplicate_rows(files)
     if dups and not skip_invalid:
         row = min(dups)
-        err = RowError(row, _task_id_at(files, row), dups[row])
+        err = RowError(row, task_ids_at(files, [row])[row], dups[row])
         raise InvalidRowError(f"{path_in}: {err.message()}", err)
     errors_file = Path(errors_path) if errors_path is not None else default_errors_path(path_out)
     used = resolve_backend(backend).name
@@ -578,8 +578,8 @@ def rerank_dataset(path_in: PathLike, path_out: PathLike, method: str = DEFAULT_
         meta = {"format": "rerank-results", "version": RESULTS_VERSION, "method": method,
                 "params": out.header["params"], "aces_fast": out.header["aces_fast"]}
         timings: Dict[str, float] = {}
-        writer = _Writer(_Committer(out, meta, timings))
-        commit = writer
+        committer = _Committer(out, meta, timings)
+        commit = writer = _Writer(committer)  # commits on its own thread, in order
         done = out.done
         resumed = done.count(0, total)
         bar = _Progress(total, sys.stderr.isatty() if progress is None else bool(progress))
@@ -610,8 +610,8 @@ def rerank_dataset(path_in: PathLike, path_out: PathLike, method: str = DEFAULT_
                             skip_invalid=skip_invalid, address=address, timings=timings)
         writer.close()
         if not out.has_part:  # nothing ranked: still leave a readable (empty) table
-            _Committer(out, meta, timings)(results_schema(has_labels).empty_table(),
-                                           np.zeros(0, np.int64), [], used, empty=True)
+            committer(results_schema(has_labels).empty_table(), np.zeros(0, np.int64), [], used,
+                      empty=True)
         complete = True
     except InvalidRowError as exc:
         raise InvalidRowError(f"{path_in}: {exc}", exc.error) from None
@@ -625,10 +625,3 @@ def rerank_dataset(path_in: PathLike, path_out: PathLike, method: str = DEFAULT_
     return RunSummary(Path(path_out), invalid_file, total, out.written, resumed, out.invalid,
                       time.perf_counter() - start, engine, timings)
 
-
-def _task_id_at(files: Sequence[Any], row: int) -> Optional[str]:
-    for f in files:
-        if f.first_row <= row < f.first_row + f.num_rows:
-            col = f.pf.read(columns=["task_id"]).column(0)
-            return col[row - f.first_row].as_py()
-    return None
