@@ -136,6 +136,51 @@ def test_a_second_writer_fails_at_once_and_touches_nothing(tmp_path):
     assert main(["rerank-dataset", str(path), "-o", str(out), "--resume", "-q"]) == 0
 
 
+def test_the_run_that_loses_the_lock_removes_nothing(tmp_path, monkeypatch):
+    """Both runs saw no directory and both think they created it: the one that
+    loses the lock must leave it to the holder (CI once saw it removed)."""
+    out, errs = tmp_path / "new" / "o.parquet", tmp_path / "errs.jsonl"
+    holder = ResultsDir(out, errs)
+    assert holder.created
+    real_exists = Path.exists
+    monkeypatch.setattr(Path, "exists", lambda p: False if p == out else real_exists(p))
+    with pytest.raises(OutputBusyError):
+        ResultsDir(out, errs)
+    monkeypatch.undo()
+    assert (out / "_aces_fast" / "lock").is_file()
+    holder.begin({"method": "aces-c"}, resume=False, restart=False)
+    holder.close(complete=False)
+    assert not out.exists()  # the holder created it and committed nothing
+
+
+def test_a_lock_on_a_removed_directory_is_taken_again(tmp_path, monkeypatch):
+    """A run that waited behind one removing its unused directory locks an
+    unlinked file; it must notice and lock the new directory instead."""
+    import aces_fast._commit as commit
+
+    out, errs = tmp_path / "o.parquet", tmp_path / "errs.jsonl"
+    holder = ResultsDir(out, errs)
+    real, calls = commit._try_lock, []
+
+    def after_the_holder_left(fd):
+        if not calls:
+            calls.append(fd)
+            holder.close(complete=False)  # removes the directory it created
+            assert not out.exists()
+        return real(fd)
+
+    monkeypatch.setattr(commit, "_try_lock", after_the_holder_left)
+    second = ResultsDir(out, errs)
+    try:
+        assert len(calls) == 1 and second._lock is not None
+        assert commit._same_file(second._lock._fd, out / "_aces_fast" / "lock")
+        with pytest.raises(OutputBusyError):
+            monkeypatch.setattr(commit, "_try_lock", real)
+            ResultsDir(out, errs)
+    finally:
+        second.close(complete=False)
+
+
 def test_two_concurrent_runs_one_output(tmp_path):
     """Two processes started together into one directory: one writes, the other
     stops with one line; the result is complete and exact."""

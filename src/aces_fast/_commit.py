@@ -189,13 +189,18 @@ class DirLock:
 
     def __init__(self, path: Path, what: str):
         self.path = path
-        fd = os.open(str(path), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(str(path), os.O_RDWR | os.O_CREAT, 0o644)
+        except FileNotFoundError:
+            raise _StaleLock() from None
         try:
             if not _try_lock(fd):
                 holder = _read_pid(fd)
                 raise OutputBusyError(
                     f"{what}: another run (pid {holder or 'unknown'}) is writing there; wait for "
                     "it to finish or stop it, then rerun (with --resume to continue its work)")
+            if not _same_file(fd, path):  # unlinked by the holder we waited behind
+                raise _StaleLock()
         except BaseException:
             os.close(fd)
             raise
@@ -211,6 +216,21 @@ class DirLock:
                 pass
             os.close(self._fd)  # closing drops the lock
             self._fd = None
+
+
+_LOCK_TRIES = 20
+
+
+class _StaleLock(Exception):
+    """The lock file was removed between opening and locking it: try again."""
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        here, there = os.fstat(fd), os.stat(str(path))
+    except OSError:
+        return False
+    return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
 
 
 def _try_lock(fd: int) -> bool:
@@ -358,14 +378,22 @@ class ResultsDir:
         if self.dir.exists() and not self.dir.is_dir():
             raise ValueError(f"{self.dir}: exists and is not a directory; rerank-dataset writes "
                              "a directory of part files there")
-        self.created = not self.dir.exists()
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.meta.mkdir(exist_ok=True)
-        try:
-            self._lock = DirLock(self.meta / "lock", str(self.dir))
-        except BaseException:
-            self._remove_if_unused()
-            raise
+        # Only the lock holder may ever remove the directory: a run that loses
+        # the lock leaves everything alone, even a directory it saw created.
+        # The holder re-checks that its lock file is still the one at the path
+        # (another run may have removed an unused directory in between).
+        for _ in range(_LOCK_TRIES):
+            self.created = not self.dir.exists()
+            self.dir.mkdir(parents=True, exist_ok=True)
+            try:
+                self.meta.mkdir(exist_ok=True)
+                self._lock = DirLock(self.meta / "lock", str(self.dir))
+                break
+            except (_StaleLock, FileNotFoundError):
+                continue
+        else:  # pragma: no cover - needs a directory removed 20 times in a row
+            raise OutputBusyError(f"{self.dir}: another process keeps removing this "
+                                  "directory; choose another one")
 
     def begin(self, header: Dict[str, Any], *, resume: bool, restart: bool) -> None:
         """Start or continue the run described by ``header`` (see the class
@@ -677,17 +705,19 @@ class ResultsDir:
         try:
             if complete:
                 self._compact()
+            elif not self.commits:
+                self._remove_if_unused()
         finally:
             if self._lock is not None:
                 self._lock.release()
                 self._lock = None
-            if not complete and not self.commits:
-                self._remove_if_unused()
 
     def _remove_if_unused(self) -> None:
         """A directory this run created and committed nothing to goes again, so a
-        run that fails at once leaves no empty output behind."""
-        if self.created and not self._visible():
+        run that fails at once leaves no empty output behind. Called with the
+        lock held: a run waiting on it finds its lock file unlinked and retries
+        (see ``__init__``)."""
+        if self._lock is not None and self.created and not self._visible():
             shutil.rmtree(self.dir, ignore_errors=True)
 
     def report(self) -> None:
