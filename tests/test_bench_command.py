@@ -151,8 +151,10 @@ def test_costly_cells_run_without_the_cost_warning(monkeypatch):
         cells.make_call("aces-o", "numpy", B, w)()
 
     class Benchmark:
-        extra_info: dict = {}
         group = None
+
+        def __init__(self):
+            self.extra_info = {}
 
         def __call__(self, fn):
             return fn()

@@ -541,7 +541,9 @@ def test_rerank_takes_a_bundled_name_and_a_task(capsys):
                      "--backend", "numpy"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["task_id"] == "HumanEval/5" and (out["n"], out["m"]) == ds["HumanEval/5"].B.shape
-    assert [r["correct"] for r in out["ranking"]] is not None
+    labels = ds["HumanEval/5"].labels
+    assert [r["correct"] for r in out["ranking"]] == [int(labels[r["candidate"]])
+                                                      for r in out["ranking"]]
     assert cli.main(["rerank", "humaneval-gpt35", "--task", "nope"]) == 1
     assert "no problem with task_id 'nope'" in capsys.readouterr().err
 

@@ -174,8 +174,8 @@ def test_a_lock_on_a_removed_directory_is_taken_again(tmp_path, monkeypatch):
     try:
         assert len(calls) == 1 and second._lock is not None
         assert commit._same_file(second._lock._fd, out / "_aces_fast" / "lock")
+        monkeypatch.setattr(commit, "_try_lock", real)
         with pytest.raises(OutputBusyError):
-            monkeypatch.setattr(commit, "_try_lock", real)
             ResultsDir(out, errs)
     finally:
         second.close(complete=False)
@@ -218,7 +218,7 @@ def test_foreign_and_copied_files_are_moved_aside_not_read(tmp_path, monkeypatch
     shutil.copy(_parts(out)[0], out / "part-copy.parquet")  # a copied part
     save_parquet(_problems(5, prefix="x"), out / "data.parquet")  # a foreign table
     (out / "part-old.parquet").write_bytes(b"not parquet at all")
-    with pytest.warns(UserWarning) as caught:
+    with pytest.warns(UserWarning, match="not a committed part") as caught:
         s = rerank_dataset(path, out, "aces-c", batch_size=100, resume=True)
     said = " ".join(str(w.message) for w in caught)
     for name in ("part-copy.parquet", "data.parquet", "part-old.parquet"):
@@ -616,7 +616,7 @@ def test_ctrl_c_during_the_first_batch(tmp_path, slow_input, slow_clean):
     for trial in range(3):
         out = tmp_path / f"o{trial}"
         proc = _start(_slow_args(slow_input, out))
-        _wait_for(lambda: (out / "_aces_fast" / "lock").exists(), proc)
+        _wait_for(lambda out=out: (out / "_aces_fast" / "lock").exists(), proc)
         time.sleep(rng.uniform(0.0, 0.3))
         assert not _parts(out)
         tick = time.monotonic()

@@ -90,7 +90,7 @@ def test_compiled_path_is_taken(be):
     calls = []
     original = _semantics.aces_c
     try:  # the Python function is not reached by a compiled call
-        _semantics.aces_c = lambda *a: calls.append(a) or original(*a)  # type: ignore
+        _semantics.aces_c = lambda *a: calls.append(a) or original(*a)  # type: ignore[assignment]
         be.rerank(EXAMPLE, "aces-c", _registry.method_params("aces-c"))
     finally:
         _semantics.aces_c = original

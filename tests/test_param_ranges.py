@@ -65,8 +65,8 @@ def test_out_of_range_is_a_value_error_naming_the_range(backend, method, name, c
 def test_top_k_and_steps_beyond_int64():
     for kw in ({"top_k": 2**64}, {"steps": 2**62}, {"steps": 2**63 - 1}, {"top_k": -1},
                {"steps": -1}):
-        for fn in (lambda: af.aces_o(B, **kw),
-                   lambda: af.rerank_batch([B, B], "aces-o", **kw)):
+        for fn in (lambda kw=kw: af.aces_o(B, **kw),
+                   lambda kw=kw: af.rerank_batch([B, B], "aces-o", **kw)):
             with pytest.raises(ValueError, match=next(iter(kw))):
                 fn()
     # top_k = 2**63 - 1 is allowed and keeps every candidate, on every backend

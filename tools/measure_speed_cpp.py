@@ -144,8 +144,8 @@ def cells(repeats: int, only):
         w = np.random.default_rng(2).random(500)
         c = f"loo-auc weighted {fam} 200x500"
         if want(c):
-            impls = {"cpp": lambda B=B: af.loo_auc(B, w, backend="cpp"),
-                     "numpy-rank": lambda B=B: b.numpy_loo_auc(B, w)}
+            impls = {"cpp": lambda B=B, w=w: af.loo_auc(B, w, backend="cpp"),
+                     "numpy-rank": lambda B=B, w=w: b.numpy_loo_auc(B, w)}
             report(c, interleave(impls, repeats, {"cpp": 200, "numpy-rank": 3}), "numpy-rank")
     for fam, gen in (("distinct", planted_distinct), ("dup-heavy", dup_heavy)):
         c = f"batch {fam} 200x500"
@@ -154,8 +154,8 @@ def cells(repeats: int, only):
         tasks = [gen(200, 500, seed=100 + k) for k in range(200)]
         for method, reps in (("aces-c", repeats), ("aces-o", 3)):
             for nt in (1, 2):
-                impls = {f"{method} {nt}t": lambda: af.rerank_batch(tasks, method, backend="cpp",
-                                                                     n_threads=nt)}
+                impls = {f"{method} {nt}t": lambda tasks=tasks, method=method, nt=nt:
+                         af.rerank_batch(tasks, method, backend="cpp", n_threads=nt)}
                 t = interleave(impls, reps, {k: 3 if method == "aces-c" else 1 for k in impls})
                 for k, v in t.items():
                     rates = [len(tasks) / x for x in v]

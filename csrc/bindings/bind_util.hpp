@@ -20,8 +20,8 @@
 #include <initializer_list>
 #include <limits>
 #include <new>
-#include <string>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "simd/simd.hpp"
@@ -40,9 +40,7 @@ inline std::string type_name(const py::handle& h) {
   return py::str(py::type::handle_of(h).attr("__name__")).cast<std::string>();
 }
 
-inline std::string dtype_name(const py::array& a) {
-  return py::str(a.dtype()).cast<std::string>();
-}
+inline std::string dtype_name(const py::array& a) { return py::str(a.dtype()).cast<std::string>(); }
 
 // The arguments of a call as METH_FASTCALL | METH_KEYWORDS receives them:
 // args[0, nargs) positional, then one value per name of kwnames (a tuple).
@@ -261,14 +259,14 @@ inline py::array as_numeric_array(const char* fn, const char* name, py::handle o
     throw py::type_error(std::string(fn) + ": " + name + " has unsupported dtype " +
                          dtype_name(arr));
   if (arr.ndim() != 1)
-    throw py::value_error(std::string(fn) + ": " + name + " must be 1-D, got ndim=" +
-                          std::to_string(arr.ndim()));
+    throw py::value_error(std::string(fn) + ": " + name +
+                          " must be 1-D, got ndim=" + std::to_string(arr.ndim()));
   return arr;
 }
 
 // Float64 vector of length `len`; finite; >= 0 if nonneg.
-inline DoubleArray get_vector(const char* fn, const char* name, py::handle obj,
-                              int64_t len, bool nonneg) {
+inline DoubleArray get_vector(const char* fn, const char* name, py::handle obj, int64_t len,
+                              bool nonneg) {
   py::array arr = as_numeric_array(fn, name, obj, "biuf");
   if (static_cast<int64_t>(arr.shape(0)) != len)
     throw py::value_error(std::string(fn) + ": " + name + " must have length " +
@@ -316,8 +314,8 @@ inline py::object get_counts(const char* fn, py::handle obj, int64_t n) {
   int64_t total = 0;
   for (int64_t i = 0; i < n; ++i) {
     if (p[i] < 0)
-      throw py::value_error(std::string(fn) + ": counts must be >= 0 (entry " +
-                            std::to_string(i) + " is " + std::to_string(p[i]) + ")");
+      throw py::value_error(std::string(fn) + ": counts must be >= 0 (entry " + std::to_string(i) +
+                            " is " + std::to_string(p[i]) + ")");
     total += std::min<int64_t>(p[i], kMaxTotalCount);
     if (total > kMaxTotalCount)
       throw py::value_error(std::string(fn) + ": sum(counts) must be < 2**31");
@@ -332,8 +330,7 @@ inline const int64_t* counts_ptr(const py::object& c) {
 
 // Float64 copy (or view) of a numeric 1-D vector with one entry per column (m);
 // values unchecked.
-inline DoubleArray get_column_vector(const char* fn, const char* name, py::handle obj,
-                                     int64_t m) {
+inline DoubleArray get_column_vector(const char* fn, const char* name, py::handle obj, int64_t m) {
   py::array arr = as_numeric_array(fn, name, obj, "biuf");
   if (static_cast<int64_t>(arr.shape(0)) != m)
     throw py::value_error(std::string(fn) + ": " + name + " must have length m = " +
@@ -354,11 +351,10 @@ inline std::vector<uint8_t> get_active(const char* fn, py::handle active, int64_
 // An integer (a Python int or anything with __index__, not bool) as int64 in
 // [lo, hi], else ValueError naming the argument (values beyond int64 included);
 // TypeError for anything else. `why` (may be empty) explains the range.
-inline int64_t get_int(const char* fn, const char* name, py::handle obj, int64_t lo,
-                       int64_t hi, const char* why) {
+inline int64_t get_int(const char* fn, const char* name, py::handle obj, int64_t lo, int64_t hi,
+                       const char* why) {
   if (PyBool_Check(obj.ptr()) || !PyIndex_Check(obj.ptr()))
-    throw py::type_error(std::string(fn) + ": " + name + " must be an int, got " +
-                         type_name(obj));
+    throw py::type_error(std::string(fn) + ": " + name + " must be an int, got " + type_name(obj));
   const py::object idx = py::reinterpret_steal<py::object>(PyNumber_Index(obj.ptr()));
   if (!idx) throw py::error_already_set();
   int overflow = 0;
@@ -377,7 +373,8 @@ constexpr int64_t kMaxThreads = 4096;
 
 // n_threads: 0 (the OpenMP default) .. kMaxThreads.
 inline int get_threads(const char* fn, py::handle n_threads) {
-  return static_cast<int>(get_int(fn, "n_threads", n_threads, 0, kMaxThreads, " (0 = OpenMP default)"));
+  return static_cast<int>(
+      get_int(fn, "n_threads", n_threads, 0, kMaxThreads, " (0 = OpenMP default)"));
 }
 
 // ACES-O steps: the objective output holds steps + 1 float64 values, so steps + 1

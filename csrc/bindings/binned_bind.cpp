@@ -31,8 +31,8 @@ aces_fast::BinnedPath get_path(const char* fn, const std::string& path) {
   if (path == "auto") return aces_fast::BinnedPath::kAuto;
   if (path == "fft") return aces_fast::BinnedPath::kFft;
   if (path == "direct") return aces_fast::BinnedPath::kDirect;
-  throw py::value_error(std::string(fn) + ": path must be 'auto', 'fft' or 'direct', got '" +
-                        path + "'");
+  throw py::value_error(std::string(fn) + ": path must be 'auto', 'fft' or 'direct', got '" + path +
+                        "'");
 }
 
 // ---------------------------------------------------------------------------------
@@ -65,8 +65,8 @@ py::object py_surrogate_binned(const FastArgs& args) {
     py::gil_scoped_release release;
     bad = bad_byte(M);
     if (bad == 0)
-      J = aces_fast::surrogate_loo_auc_binned(M.data, M.n, M.m, pw, gamma, pc, nb, pL, pg, true,
-                                              nt, pth);
+      J = aces_fast::surrogate_loo_auc_binned(M.data, M.n, M.m, pw, gamma, pc, nb, pL, pg, true, nt,
+                                              pth);
   }
   watch.raise_if_interrupted();
   if (bad != 0) raise_not_binary("", bad);
@@ -103,8 +103,8 @@ py::object py_aces_o_fit_binned(const FastArgs& args) {
     py::gil_scoped_release release;
     bad = bad_byte(M);
     if (bad == 0)
-      aces_fast::aces_o_fit_binned(M.data, M.n, M.m, pl, act.data(), gamma, lr, st, pc, nb, pw,
-                                   po, true, nt, pth);
+      aces_fast::aces_o_fit_binned(M.data, M.n, M.m, pl, act.data(), gamma, lr, st, pc, nb, pw, po,
+                                   true, nt, pth);
   }
   watch.raise_if_interrupted();
   if (bad != 0) raise_not_binary("", bad);

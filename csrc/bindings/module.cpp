@@ -86,8 +86,8 @@ py::object py_loo_auc(const FastArgs& args) {
         plan.rep = std::vector<int64_t>();  // only counts and row sums are needed
         // the hash pass already counted every row's passes
         aces_fast::UniformScratch ws;
-        aces_fast::loo_auc_uniform_ex(M.data, M.n, M.m, kc, plan.rowsum.data(), po, nullptr,
-                                      true, nt, ws);
+        aces_fast::loo_auc_uniform_ex(M.data, M.n, M.m, kc, plan.rowsum.data(), po, nullptr, true,
+                                      nt, ws);
       } else {
         aces_fast::loo_auc(M.data, M.n, M.m, pw, kc, tie_tol, po, true, nt);
       }
@@ -168,8 +168,7 @@ py::object py_aces_o_fit(const FastArgs& args) {
     if (bad == 0) {
       aces_fast::RowPlan plan;
       const int64_t* kc = dedup_counts(M, pc, use, plan, nt);
-      aces_fast::aces_o_fit(M.data, M.n, M.m, pl, act.data(), gamma, lr, st, kc, pw, po, true,
-                            nt);
+      aces_fast::aces_o_fit(M.data, M.n, M.m, pl, act.data(), gamma, lr, st, kc, pw, po, true, nt);
     }
   }
   watch.raise_if_interrupted();
@@ -209,8 +208,8 @@ struct TaskArrays {
   py::array_t<int64_t> order, rows;
 };
 
-void prepare_task(const char* fn, py::handle B, const aces_fast::MethodParams& p,
-                  TaskArrays& a, aces_fast::BatchTask& t) {
+void prepare_task(const char* fn, py::handle B, const aces_fast::MethodParams& p, TaskArrays& a,
+                  aces_fast::BatchTask& t) {
   a.M = get_matrix(fn, B);
   const Matrix& M = a.M;
   check_rows_int32(fn, M.n);
@@ -228,7 +227,8 @@ void prepare_task(const char* fn, py::handle B, const aces_fast::MethodParams& p
     t.out.loo = a.loo.mutable_data();
   }
   if (p.method == aces_fast::kMethodAcesO) {
-    a.objective = py::array_t<double>(static_cast<py::ssize_t>(p.steps + 1));  // get_steps bounds it
+    a.objective =
+        py::array_t<double>(static_cast<py::ssize_t>(p.steps + 1));  // get_steps bounds it
     a.rows = py::array_t<int64_t>(static_cast<py::ssize_t>(aces_fast::top_k_count(M.n, p.top_k)));
     t.out.objective = a.objective.mutable_data();
     t.out.rows = a.rows.mutable_data();
@@ -238,8 +238,7 @@ void prepare_task(const char* fn, py::handle B, const aces_fast::MethodParams& p
 py::tuple task_result(const TaskArrays& a, const aces_fast::BatchTask& t) {
   py::object none = py::none();
   return py::make_tuple(a.scores, a.weights, a.order, t.out.loo ? py::object(a.loo) : none,
-                        py::bool_(t.out.fallback),
-                        t.out.objective ? py::object(a.objective) : none,
+                        py::bool_(t.out.fallback), t.out.objective ? py::object(a.objective) : none,
                         t.out.rows ? py::object(a.rows) : none);
 }
 
@@ -351,9 +350,8 @@ py::array_t<int64_t> make_offsets(size_t T, Len len) {
 // task: the cost of a small task is then its computation, not the allocation
 // of 3 to 6 Python objects.
 py::object py_rerank_batch_flat(const FastArgs& args) {
-  static const Keywords sig("rerank_batch_flat",
-                            {"tasks", "method", "tie_tol", "gamma", "lr", "steps", "top_k", "warm",
-                             "dedup", "n_threads"});
+  static const Keywords sig("rerank_batch_flat", {"tasks", "method", "tie_tol", "gamma", "lr",
+                                                  "steps", "top_k", "warm", "dedup", "n_threads"});
   py::handle v[10];
   sig.parse(args, v);
   const char* fn = sig.fn();
@@ -368,7 +366,8 @@ py::object py_rerank_batch_flat(const FastArgs& args) {
     matrices[k] = get_matrix(where.c_str(), seq[k]);
     check_rows_int32(where.c_str(), matrices[k].n);
   }
-  const bool is_c = p.method == aces_fast::kMethodAcesC || p.method == aces_fast::kMethodAcesCFilter;
+  const bool is_c =
+      p.method == aces_fast::kMethodAcesC || p.method == aces_fast::kMethodAcesCFilter;
   const bool is_o = p.method == aces_fast::kMethodAcesO;
   const int64_t n_obj = p.steps + 1;  // get_steps bounds it
   py::array_t<int64_t> n_off = make_offsets(T, [&](size_t k) { return matrices[k].n; });
@@ -398,8 +397,8 @@ py::object py_rerank_batch_flat(const FastArgs& args) {
     pobj = a.mutable_data();
     objective = a;
     obj_off = oo;
-    py::array_t<int64_t> ro = make_offsets(
-        T, [&](size_t k) { return aces_fast::top_k_count(matrices[k].n, p.top_k); });
+    py::array_t<int64_t> ro =
+        make_offsets(T, [&](size_t k) { return aces_fast::top_k_count(matrices[k].n, p.top_k); });
     pr = ro.data();
     py::array_t<int64_t> r(static_cast<py::ssize_t>(pr[T]));
     prows = r.mutable_data();
@@ -486,15 +485,15 @@ const char* const kAcesOFitDoc =
     "objective[t] = J after t updates. No active column: all zeros.\n"
     "dedup (None = True): merge identical rows first; equal to ~1e-12 (summation order).";
 
-#define ACES_FAST_METHOD_DOC                                                                  \
-  "method: a code of METHOD_CODES (aces-o with warm=True: init 'aces-c'). gamma, lr,\n"      \
-  "steps, top_k (int >= 1 or None: all rows) and warm are ACES-O's (pass them for every\n"   \
-  "method). dedup: True/False/None (auto) merges identical rows inside the kernels\n"        \
-  "(exact for LOO-AUC and ACES-C; ACES-O to ~1e-12). Returns (scores (n,), weights (m,),\n"  \
-  "order (n,) int64, loo_auc (m,) | None, fallback, objective (steps+1,) | None,\n"          \
-  "rows (k,) int64 | None): weights sum to 1 (zeros if none), scores = B w summed in\n"      \
-  "ascending column order with ties within tie_tol * sum(w) snapped to one value,\n"         \
-  "order = stable descending. loo_auc for ACES-C, objective and the optimized rows for\n"    \
+#define ACES_FAST_METHOD_DOC                                                                \
+  "method: a code of METHOD_CODES (aces-o with warm=True: init 'aces-c'). gamma, lr,\n"     \
+  "steps, top_k (int >= 1 or None: all rows) and warm are ACES-O's (pass them for every\n"  \
+  "method). dedup: True/False/None (auto) merges identical rows inside the kernels\n"       \
+  "(exact for LOO-AUC and ACES-C; ACES-O to ~1e-12). Returns (scores (n,), weights (m,),\n" \
+  "order (n,) int64, loo_auc (m,) | None, fallback, objective (steps+1,) | None,\n"         \
+  "rows (k,) int64 | None): weights sum to 1 (zeros if none), scores = B w summed in\n"     \
+  "ascending column order with ties within tie_tol * sum(w) snapped to one value,\n"        \
+  "order = stable descending. loo_auc for ACES-C, objective and the optimized rows for\n"   \
   "ACES-O."
 
 const char* const kRerankDoc =

@@ -83,9 +83,8 @@ inline std::vector<int64_t> begin_fit(int64_t m, const uint8_t* active, int64_t 
 
 // One Adam step (t >= 1) on the logits l given the softmax weights w and dJ/dw g;
 // m1, m2 are the first and second moments. O(|l|).
-inline void step(std::vector<double>& l, const std::vector<double>& w,
-                 const std::vector<double>& g, std::vector<double>& m1, std::vector<double>& m2,
-                 double lr, int64_t t) {
+inline void step(std::vector<double>& l, const std::vector<double>& w, const std::vector<double>& g,
+                 std::vector<double>& m1, std::vector<double>& m2, double lr, int64_t t) {
   const size_t ma = l.size();
   const double wg = lanes::dot(w.data(), g.data(), static_cast<int64_t>(ma));
   const double bc1 = 1.0 - std::pow(kBeta1, static_cast<double>(t));
@@ -137,7 +136,7 @@ class SymmetryClasses {
         continue;
       }
       std::sort(p, p + len, less);
-      size_t run = 0;  // first member of the current run
+      size_t run = 0;         // first member of the current run
       double prev = x[p[0]];  // unsnapped value of the previous member
       for (size_t i = 1; i <= len; ++i) {
         const double cur = i < len ? x[p[i]] : 0.0;

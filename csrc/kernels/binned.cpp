@@ -36,17 +36,14 @@ int64_t fft_size(int64_t bins) {
 // a passer, bit = 1; t >= 0): left node a = min(floor(t), amax) and the offset
 // al = t - a towards node a + 1. Shared by the deposit and the gather so both
 // use the same cells.
-inline void grid_cell(double tfu, int64_t bit, double shift, int32_t amax, int32_t* a,
-                      double* al) {
+inline void grid_cell(double tfu, int64_t bit, double shift, int32_t amax, int32_t* a, double* al) {
   const double t = std::max(0.0, tfu - static_cast<double>(bit) * shift);
   *a = std::min(static_cast<int32_t>(t), amax);
   *al = t - static_cast<double>(*a);
 }
 
 // Index of the lowest set bit of x != 0.
-inline int64_t lowest_bit(uint64_t x) {
-  return portable::ctz64(x);
-}
+inline int64_t lowest_bit(uint64_t x) { return portable::ctz64(x); }
 
 }  // namespace
 
@@ -62,8 +59,8 @@ BinnedBound binned_error_bound(double gamma, double h, double weight_sum) {
 }
 
 BinnedSurrogate::BinnedSurrogate(const uint8_t* B, int64_t n, int64_t m, const int64_t* counts,
-                                 const int64_t* cols, int64_t n_cols, int64_t bins,
-                                 bool parallel, int n_threads, BinnedPath path)
+                                 const int64_t* cols, int64_t n_cols, int64_t bins, bool parallel,
+                                 int n_threads, BinnedPath path)
     : G_(bins), N_(fft_size(bins)), path_(path), fft_(fft_size(bins)) {
   nt_ = resolve_threads(parallel, n_threads);
   mc_ = cols ? std::max<int64_t>(n_cols, 0) : m;
@@ -275,7 +272,7 @@ bool BinnedSurrogate::column(int64_t q, double wq, bool want_v, double* vb, doub
       wr[f] = KD[f] * d;
       wi[f] = KD[f] * c;
     }
-    if (want_v) {  // D and the read-back values only serve the gradient
+    if (want_v) {                     // D and the read-back values only serve the gradient
       fft_.inverse_unscaled(wr, wi);  // = (hf * sigma') + i (hp * sigma'); 1/N is in KD
       std::memcpy(A, wr, static_cast<size_t>(G) * sizeof(double));
       std::memcpy(Bq, wi, static_cast<size_t>(G) * sizeof(double));
@@ -464,8 +461,8 @@ void aces_o_fit_binned(const uint8_t* B, int64_t n, int64_t m, const double* log
   if (steps < 0) steps = 0;
   const std::vector<int64_t> act = adam::begin_fit(m, active, steps, weights_out, objective_out);
   if (act.empty()) return;
-  BinnedSurrogate ws(B, n, m, counts, act.data(), static_cast<int64_t>(act.size()), bins,
-                     parallel, n_threads, path);
+  BinnedSurrogate ws(B, n, m, counts, act.data(), static_cast<int64_t>(act.size()), bins, parallel,
+                     n_threads, path);
   adam::fit(ws, act, logits0, gamma, lr, steps, weights_out, objective_out);
 }
 

@@ -31,7 +31,8 @@
 //   both passers and failers:
 //     |L_j^bin - L_j|    <= eps_L = gamma^2 h^2 / (24 sqrt 3) + 1e-10
 //     |J^bin - J|        <= W eps_L
-//     |grad_k^bin - grad_k| <= gamma^2 h^2 / (24 sqrt 3) + 3 gamma^3 h^2 W / 32 + 1e-10 (1 + 3 gamma W)
+//     |grad_k^bin - grad_k| <= gamma^2 h^2 / (24 sqrt 3) + 3 gamma^3 h^2 W / 32 + 1e-10 (1 + 3
+//     gamma W)
 //   (gradient: (L_k - 1/2) contributes eps_L; gamma c_k D_k is gamma w_k times a mean
 //   of sigma' pairs, error <= gamma w_k gamma^2 h^2 / 32; gamma (B^T v)_k collects, per
 //   column j, c_j times at most 2 |P_j||F_j| pair errors gamma^2 h^2 / 32, i.e.
@@ -99,22 +100,22 @@ class BinnedSurrogate {
  public:
   // cols: indices of the columns to use (nullptr = all m); bins >= 2, <= kMaxBins.
   BinnedSurrogate(const uint8_t* B, int64_t n, int64_t m, const int64_t* counts,
-                  const int64_t* cols, int64_t n_cols, int64_t bins, bool parallel,
-                  int n_threads, BinnedPath path = BinnedPath::kAuto);
+                  const int64_t* cols, int64_t n_cols, int64_t bins, bool parallel, int n_threads,
+                  BinnedPath path = BinnedPath::kAuto);
 
   // Same contract as SurrogateWorkspace::evaluate (kernels.hpp), binned sums.
   double evaluate(const double* w, double gamma, double* L, double* grad);
 
-  int64_t n_rows() const { return nu_; }   // distinct rows with count > 0
-  double last_h() const { return h_; }      // grid spacing of the last evaluate
+  int64_t n_rows() const { return nu_; }               // distinct rows with count > 0
+  double last_h() const { return h_; }                 // grid spacing of the last evaluate
   int64_t fft_columns() const { return n_fft_cols_; }  // columns summed by FFT last time
 
  private:
-  struct Scratch {  // per-thread buffers, O(N)
-    std::vector<double> hist, R;             // (2G) [hf | hp], [B | A] node values
-    std::vector<double> zr, zi, wr, wi;      // (N) FFT buffers
-    std::vector<int32_t> nzp, nzf;           // (G) occupied nodes of hp, hf
-    std::vector<double> vzp, vzf;            // (G) their masses
+  struct Scratch {                       // per-thread buffers, O(N)
+    std::vector<double> hist, R;         // (2G) [hf | hp], [B | A] node values
+    std::vector<double> zr, zi, wr, wi;  // (N) FFT buffers
+    std::vector<int32_t> nzp, nzf;       // (G) occupied nodes of hp, hf
+    std::vector<double> vzp, vzf;        // (G) their masses
   };
   // Returns true when the column's sums went through the FFT.
   bool column(int64_t q, double wq, bool want_v, double* vb, double* L, Scratch& sc);
@@ -126,16 +127,16 @@ class BinnedSurrogate {
   BinnedPath path_ = BinnedPath::kAuto;
   int64_t nchunk_ = 0;
   Fft fft_;
-  std::vector<uint64_t> bits_;      // (mc * nw) column bitsets over distinct rows
-  std::vector<double> cnt_;         // (nu) multiplicity of each distinct row
-  std::vector<double> pw_, fw_;     // (mc) count-weighted |P_j|, |F_j|
-  std::vector<double> s_, tf_;      // (nu) scores, grid coordinate (s - lo) / h
-  std::vector<double> cv_;          // (nu) counts * v
-  std::vector<double> D_, c_;       // (mc)
-  std::vector<double> kS_, kD_;     // (2G - 1) sigma, sigma' at d h, d = -(G-1)..G-1
+  std::vector<uint64_t> bits_;          // (mc * nw) column bitsets over distinct rows
+  std::vector<double> cnt_;             // (nu) multiplicity of each distinct row
+  std::vector<double> pw_, fw_;         // (mc) count-weighted |P_j|, |F_j|
+  std::vector<double> s_, tf_;          // (nu) scores, grid coordinate (s - lo) / h
+  std::vector<double> cv_;              // (nu) counts * v
+  std::vector<double> D_, c_;           // (mc)
+  std::vector<double> kS_, kD_;         // (2G - 1) sigma, sigma' at d h, d = -(G-1)..G-1
   std::vector<double> KSr_, KSi_, KD_;  // (N) kernel spectra / N
-  std::vector<double> vbuf_;        // (nchunk * nu)
-  std::vector<Scratch> scratch_;    // one per thread
+  std::vector<double> vbuf_;            // (nchunk * nu)
+  std::vector<Scratch> scratch_;        // one per thread
   double h_ = 0.0, inv_h_ = 0.0;
   int64_t n_fft_cols_ = 0;
 };

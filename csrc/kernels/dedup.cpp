@@ -100,9 +100,8 @@ void hash_rows(const uint8_t* B, int64_t n, int64_t m, uint64_t* hash, int64_t* 
 #endif
 }
 
-int64_t dedup_rows(const uint8_t* B, int64_t n, int64_t m, const int64_t* counts_in,
-                   RowPlan& plan, bool parallel, int n_threads, uint8_t* high,
-                   bool keep_words) {
+int64_t dedup_rows(const uint8_t* B, int64_t n, int64_t m, const int64_t* counts_in, RowPlan& plan,
+                   bool parallel, int n_threads, uint8_t* high, bool keep_words) {
   const size_t nn = static_cast<size_t>(std::max<int64_t>(n, 0));
   plan.counts.resize(nn);
   plan.rep.resize(nn);

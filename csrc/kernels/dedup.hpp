@@ -15,15 +15,15 @@ namespace aces_fast {
 // Result of dedup_rows; the vectors are reused across calls (no reallocation
 // when a later problem is not larger).
 struct RowPlan {
-  std::vector<int64_t> counts;   // (n) total multiplicity at a class's first row, 0 elsewhere
-  std::vector<int64_t> rep;      // (n) first row of i's class; -1 for rows with input count 0
-  std::vector<int64_t> rowsum;   // (n) number of passes of every row
-  std::vector<uint64_t> hash;    // (n) 64-bit hash of every row's 0/1 pattern
-  std::vector<int32_t> table;    // open-addressing slots (row index or -1)
+  std::vector<int64_t> counts;  // (n) total multiplicity at a class's first row, 0 elsewhere
+  std::vector<int64_t> rep;     // (n) first row of i's class; -1 for rows with input count 0
+  std::vector<int64_t> rowsum;  // (n) number of passes of every row
+  std::vector<uint64_t> hash;   // (n) 64-bit hash of every row's 0/1 pattern
+  std::vector<int32_t> table;   // open-addressing slots (row index or -1)
   // (n * ceil(m / 64)) every row's packed 0/1 pattern (simd.hpp's PackRow),
   // row-major; filled only when dedup_rows is asked to keep it, else empty
   std::vector<uint64_t> words;
-  int64_t distinct = 0;          // number of classes (rows with count > 0 that are first)
+  int64_t distinct = 0;  // number of classes (rows with count > 0 that are first)
 };
 
 // 64-bit hash of row i's 0/1 pattern and its number of passes, for every row;
@@ -49,9 +49,8 @@ void release_dedup_scratch(RowPlan& plan);
 // O(n m) hashing (parallel over rows) plus an O(n) expected-time table pass.
 // Requires n < 2^31. Memory: 32 bytes per row plus 8 per table slot (< 4 n),
 // plus m / 8 bytes per row with keep_words.
-int64_t dedup_rows(const uint8_t* B, int64_t n, int64_t m, const int64_t* counts_in,
-                   RowPlan& plan, bool parallel, int n_threads, uint8_t* high = nullptr,
-                   bool keep_words = false);
+int64_t dedup_rows(const uint8_t* B, int64_t n, int64_t m, const int64_t* counts_in, RowPlan& plan,
+                   bool parallel, int n_threads, uint8_t* high = nullptr, bool keep_words = false);
 
 // dedup = 1 / 0 force it on / off; -1 (auto) applies the rule of each caller:
 // worth it when the work after it grows faster than O(n m) in the row count

@@ -71,8 +71,8 @@ inline void for_each_index(int nt, int64_t n, Body&& body, int64_t chunk = 0) {
 // P(S_p > S_f) + 1/2 P(tie). NaN when no row with count > 0 passes j or none fails.
 //
 // Uniform weights (w = 1): exact integer arithmetic.
-void loo_auc_uniform(const uint8_t* B, int64_t n, int64_t m, const int64_t* counts,
-                     double* out, bool parallel = true, int n_threads = 0);
+void loo_auc_uniform(const uint8_t* B, int64_t n, int64_t m, const int64_t* counts, double* out,
+                     bool parallel = true, int n_threads = 0);
 
 // Reusable scratch of the uniform kernel (grows to the largest problem seen).
 struct UniformScratch {
@@ -159,14 +159,14 @@ class SurrogateWorkspace {
   bool parallel_ = false;
   bool poll_ = false;  // evaluate() polls the interrupt token inside its loops
   int64_t nchunk_ = 0;
-  std::vector<double> cnt_;    // (ne) multiplicity of each kept row
-  std::vector<int32_t> idx_;   // (mc * ne) per column: passer rows, then failer rows (ascending)
-  std::vector<int64_t> npass_; // (mc) number of distinct passer rows
-  std::vector<double> pw_, fw_;  // (mc) count-weighted |P_j|, |F_j|
+  std::vector<double> cnt_;       // (ne) multiplicity of each kept row
+  std::vector<int32_t> idx_;      // (mc * ne) per column: passer rows, then failer rows (ascending)
+  std::vector<int64_t> npass_;    // (mc) number of distinct passer rows
+  std::vector<double> pw_, fw_;   // (mc) count-weighted |P_j|, |F_j|
   int64_t ngr_ = 0, ngc_ = 0;     // groups of eight kept rows / of eight columns
-  std::vector<uint8_t> rbytes_;    // (ngr * mc) pass bits of 8 rows per column (masked_sums)
-  std::vector<uint8_t> cbytes_;    // (ngc * ne) pass bits of 8 columns per row (masked_sums)
-  std::vector<double> cv_, bvc_;   // (ne) c_i v_i; (8 ngc) B^T (c v)
+  std::vector<uint8_t> rbytes_;   // (ngr * mc) pass bits of 8 rows per column (masked_sums)
+  std::vector<uint8_t> cbytes_;   // (ngc * ne) pass bits of 8 columns per row (masked_sums)
+  std::vector<double> cv_, bvc_;  // (ne) c_i v_i; (8 ngc) B^T (c v)
   std::vector<double> s_, E_, F_;  // (8 ngr, ne, ne) scores, exp(-g(s-s0)), exp(g(s-s0))
   std::vector<double> v_;          // (ne)
   std::vector<double> G_, D_, c_;  // (mc) exp(g w_j), D_j, c_j
@@ -175,17 +175,17 @@ class SurrogateWorkspace {
   // Row-pair kernel (few distinct rows), columns zero-padded to mp_ (multiple of 8):
   bool rows_ = false;
   int64_t mp_ = 0;
-  int64_t nrb_ = 0;                    // column blocks of kRowPairBlock
-  std::vector<double> xb_;             // ((ne + 1) * mp) kept rows of B as 0.0 / 1.0, a zero row
-  std::vector<double> jt_;             // (mc) L_j - 1/2 where column j has pairs, else 0
-  std::vector<double> pf_;             // (mp) |P_j| |F_j| with multiplicities; 0 = constant
+  int64_t nrb_ = 0;         // column blocks of kRowPairBlock
+  std::vector<double> xb_;  // ((ne + 1) * mp) kept rows of B as 0.0 / 1.0, a zero row
+  std::vector<double> jt_;  // (mc) L_j - 1/2 where column j has pairs, else 0
+  std::vector<double> pf_;  // (mp) |P_j| |F_j| with multiplicities; 0 = constant
   std::vector<double> Gp_, cw_, Ls_, Ds_, bv_;  // (mp) exp(g w_j), c_j, sums, B^T (c v)
-  std::vector<double> rvbuf_;          // (nrb * ne) per-block partial v
+  std::vector<double> rvbuf_;                   // (nrb * ne) per-block partial v
   // Per-column kernel in registers (2..32 kept rows):
-  std::vector<uint32_t> sbits_;        // (mc) bit r: kept row r passes; empty otherwise
-  std::vector<uint8_t> slists_;        // (mc * 80) per column: inner, outer rows, positions
-  std::vector<double> spf_;            // (mc) |P_j| |F_j| with multiplicities
-  bool sunit_ = false;                 // every kept row has count 1
+  std::vector<uint32_t> sbits_;  // (mc) bit r: kept row r passes; empty otherwise
+  std::vector<uint8_t> slists_;  // (mc * 80) per column: inner, outer rows, positions
+  std::vector<double> spf_;      // (mc) |P_j| |F_j| with multiplicities
+  bool sunit_ = false;           // every kept row has count 1
   alignas(64) double sE_[32], sF_[32], sC_[32];
 };
 

@@ -384,40 +384,43 @@ void loo_auc_uniform_ex(const uint8_t* B, int64_t n, int64_t m, const int64_t* c
     }
   }
 
-  for_each_index(nt, nblocks, [&](int64_t b, int tid) {
-    if (tok != nullptr && tok->poll()) return;  // cancelled: results are discarded
-    const int64_t j0 = b * W;
-    const int64_t bw = std::min(W, m - j0);
-    int32_t* pbuf = ws.pcur.data() + static_cast<size_t>(tid) * 2 * W;
-    if (block) {
-      block(B, m, counts, row_of, ws.lstart.data(), ws.la.data(), ws.ladj.data(), nlev,
-            static_cast<uint32_t>(ntot), j0, bw, out + j0, colsum ? colsum + j0 : nullptr);
-    } else if (exact_u32) {
-      uint32_t* ibuf = ws.ibuf.data() + static_cast<size_t>(tid) * 2 * W;
-      if (counts)
-        uniform_block<uint32_t, true>(B, m, counts, row_of, ws.lstart, ws.lval, ws.ltot, j0, bw,
-                                      step, pbuf, ibuf, out, colsum);
-      else
-        uniform_block<uint32_t, false>(B, m, counts, row_of, ws.lstart, ws.lval, ws.ltot, j0, bw,
-                                       step, pbuf, ibuf, out, colsum);
-    } else if (exact_double) {
-      double* dbuf = ws.dbuf.data() + static_cast<size_t>(tid) * 2 * W;
-      if (counts)
-        uniform_block<double, true>(B, m, counts, row_of, ws.lstart, ws.lval, ws.ltot, j0, bw,
-                                    nullptr, pbuf, dbuf, out, colsum);
-      else
-        uniform_block<double, false>(B, m, counts, row_of, ws.lstart, ws.lval, ws.ltot, j0, bw,
-                                     nullptr, pbuf, dbuf, out, colsum);
-    } else {
-      uint64_t* buf = ws.buf.data() + static_cast<size_t>(tid) * 2 * W;
-      if (counts)
-        uniform_block<uint64_t, true>(B, m, counts, row_of, ws.lstart, ws.lval, ws.ltot, j0, bw,
-                                      nullptr, pbuf, buf, out, colsum);
-      else
-        uniform_block<uint64_t, false>(B, m, counts, row_of, ws.lstart, ws.lval, ws.ltot, j0, bw,
-                                       nullptr, pbuf, buf, out, colsum);
-    }
-  }, /*chunk=*/1);
+  for_each_index(
+      nt, nblocks,
+      [&](int64_t b, int tid) {
+        if (tok != nullptr && tok->poll()) return;  // cancelled: results are discarded
+        const int64_t j0 = b * W;
+        const int64_t bw = std::min(W, m - j0);
+        int32_t* pbuf = ws.pcur.data() + static_cast<size_t>(tid) * 2 * W;
+        if (block) {
+          block(B, m, counts, row_of, ws.lstart.data(), ws.la.data(), ws.ladj.data(), nlev,
+                static_cast<uint32_t>(ntot), j0, bw, out + j0, colsum ? colsum + j0 : nullptr);
+        } else if (exact_u32) {
+          uint32_t* ibuf = ws.ibuf.data() + static_cast<size_t>(tid) * 2 * W;
+          if (counts)
+            uniform_block<uint32_t, true>(B, m, counts, row_of, ws.lstart, ws.lval, ws.ltot, j0, bw,
+                                          step, pbuf, ibuf, out, colsum);
+          else
+            uniform_block<uint32_t, false>(B, m, counts, row_of, ws.lstart, ws.lval, ws.ltot, j0,
+                                           bw, step, pbuf, ibuf, out, colsum);
+        } else if (exact_double) {
+          double* dbuf = ws.dbuf.data() + static_cast<size_t>(tid) * 2 * W;
+          if (counts)
+            uniform_block<double, true>(B, m, counts, row_of, ws.lstart, ws.lval, ws.ltot, j0, bw,
+                                        nullptr, pbuf, dbuf, out, colsum);
+          else
+            uniform_block<double, false>(B, m, counts, row_of, ws.lstart, ws.lval, ws.ltot, j0, bw,
+                                         nullptr, pbuf, dbuf, out, colsum);
+        } else {
+          uint64_t* buf = ws.buf.data() + static_cast<size_t>(tid) * 2 * W;
+          if (counts)
+            uniform_block<uint64_t, true>(B, m, counts, row_of, ws.lstart, ws.lval, ws.ltot, j0, bw,
+                                          nullptr, pbuf, buf, out, colsum);
+          else
+            uniform_block<uint64_t, false>(B, m, counts, row_of, ws.lstart, ws.lval, ws.ltot, j0,
+                                           bw, nullptr, pbuf, buf, out, colsum);
+        }
+      },
+      /*chunk=*/1);
 }
 
 void loo_auc(const uint8_t* B, int64_t n, int64_t m, const double* w, const int64_t* counts,
@@ -483,20 +486,23 @@ void loo_auc(const uint8_t* B, int64_t n, int64_t m, const double* w, const int6
   for (int64_t r = 0; r < ne; ++r) ctot[r + 1] = ctot[r] + cs[r];
   interrupt::Token* const tok = n * m >= kPollCells ? interrupt::current() : nullptr;
 
-  for_each_index(nt, nblocks, [&](int64_t b, int tid) {
-    if (tok != nullptr && tok->poll()) return;  // cancelled: results are discarded
-    const int64_t j0 = b * W;
-    const int64_t bw = std::min(W, m - j0);
-    uint64_t* tile = tiles.data() + static_cast<size_t>(tid) * per_thread;
-    int32_t* ppos = pos_all.data() + static_cast<size_t>(tid) * 2 * ne;
-    int32_t* fpos = ppos + ne;
-    int32_t* cf = cf_all.data() + static_cast<size_t>(tid) * (ne + 1);
-    build_bit_tile(B, m, perm.data(), ne, j0, bw, tile);
-    for (int64_t jj = 0; jj < bw; ++jj) {
-      out[j0 + jj] = weighted_column(tile, static_cast<int>(jj), ss.data(), cs.data(), ctot.data(),
-                                     ne, w[j0 + jj], T, ppos, fpos, cf);
-    }
-  }, /*chunk=*/1);
+  for_each_index(
+      nt, nblocks,
+      [&](int64_t b, int tid) {
+        if (tok != nullptr && tok->poll()) return;  // cancelled: results are discarded
+        const int64_t j0 = b * W;
+        const int64_t bw = std::min(W, m - j0);
+        uint64_t* tile = tiles.data() + static_cast<size_t>(tid) * per_thread;
+        int32_t* ppos = pos_all.data() + static_cast<size_t>(tid) * 2 * ne;
+        int32_t* fpos = ppos + ne;
+        int32_t* cf = cf_all.data() + static_cast<size_t>(tid) * (ne + 1);
+        build_bit_tile(B, m, perm.data(), ne, j0, bw, tile);
+        for (int64_t jj = 0; jj < bw; ++jj) {
+          out[j0 + jj] = weighted_column(tile, static_cast<int>(jj), ss.data(), cs.data(),
+                                         ctot.data(), ne, w[j0 + jj], T, ppos, fpos, cf);
+        }
+      },
+      /*chunk=*/1);
 }
 
 namespace {
@@ -554,7 +560,8 @@ void row_scores(const uint8_t* B, int64_t m, const double* w, const int64_t* col
   const int nt = n_threads > 1 ? n_threads : 1;
   const int64_t nw = (m + 63) / 64;
   const int64_t ng = (nrows + 7) / 8;
-  std::vector<uint64_t> wbuf(static_cast<size_t>(nt) * 8 * static_cast<size_t>(std::max<int64_t>(nw, 1)));
+  std::vector<uint64_t> wbuf(static_cast<size_t>(nt) * 8 *
+                             static_cast<size_t>(std::max<int64_t>(nw, 1)));
   for_each_index(nt, ng, [&](int64_t g, int tid) {
     uint64_t* words = wbuf.data() + static_cast<size_t>(tid) * 8 * nw;
     group(B, m, w, cols, ncols, rows, nrows, 8 * g, nw, words, s);

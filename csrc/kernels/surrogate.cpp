@@ -118,12 +118,10 @@ using lanes::v8d;
 using lanes::v8l;
 
 ACES_FAST_KERNEL_BODY void pair_block_fast_body(const double* __restrict oa,
-                                                const double* __restrict oc,
-                                                double* __restrict od, int64_t no,
-                                                const double* __restrict x,
-                                                const double* __restrict ci,
-                                                double* __restrict acc, int64_t ni8,
-                                                double* sum_sig, double* sum_dsig) {
+                                                const double* __restrict oc, double* __restrict od,
+                                                int64_t no, const double* __restrict x,
+                                                const double* __restrict ci, double* __restrict acc,
+                                                int64_t ni8, double* sum_sig, double* sum_dsig) {
   v8d one, zero;
   splat8(one, 1.0);
   splat8(zero, 0.0);
@@ -248,9 +246,8 @@ void pair_block_fast(const double* oa, const double* oc, double* od, int64_t no,
                      double* sum_dsig) {
 #if ACES_FAST_X86_SIMD
   using C = simd::Compiled<&pair_block_fast_body>;
-  static const PairBlockFastFn f =
-      simd::pick<PairBlockFastFn>({pair_block_fast_portable, surrogate_simd::pair_block_fast_avx2,
-                                   C::avx512});
+  static const PairBlockFastFn f = simd::pick<PairBlockFastFn>(
+      {pair_block_fast_portable, surrogate_simd::pair_block_fast_avx2, C::avx512});
 #else
   static const PairBlockFastFn f = pair_block_fast_portable;
 #endif
@@ -270,9 +267,9 @@ void pair_block_fast(const double* oa, const double* oc, double* od, int64_t no,
 ACES_FAST_KERNEL_BODY void pair_sweep2_body(const double* __restrict bp,
                                             const double* __restrict bq0,
                                             const double* __restrict bq1, const double* ab,
-                                            const double* __restrict G,
-                                            const double* __restrict cw, double* __restrict Ls,
-                                            double* __restrict Ds, int64_t n8, double* r) {
+                                            const double* __restrict G, const double* __restrict cw,
+                                            double* __restrict Ls, double* __restrict Ds,
+                                            int64_t n8, double* r) {
   v8d one, zero, va0, vb0, vc0, va1, vb1, vc1;
   splat8(one, 1.0);
   splat8(zero, 0.0);
@@ -310,7 +307,6 @@ ACES_FAST_KERNEL_BODY void pair_sweep2_body(const double* __restrict bp,
   r[0] = hsum8(R0);
   r[1] = hsum8(R1);
 }
-
 
 constexpr simd::Dispatched<&pair_sweep2_body, simd::kAvx512> pair_sweep2{};
 
@@ -372,9 +368,8 @@ using MaskedSumsFn = void (*)(const uint8_t*, int64_t, int64_t, const double*, d
 // AVX2 and AVX-512 in csrc/simd/surrogate_simd.cpp).
 void masked_sums(const uint8_t* bytes, int64_t ng, int64_t nk, const double* vals, double* out) {
 #if ACES_FAST_X86_SIMD
-  static const MaskedSumsFn f =
-      simd::pick<MaskedSumsFn>({masked_sums_portable, surrogate_simd::masked_sums_avx2,
-                                 surrogate_simd::masked_sums_avx512});
+  static const MaskedSumsFn f = simd::pick<MaskedSumsFn>(
+      {masked_sums_portable, surrogate_simd::masked_sums_avx2, surrogate_simd::masked_sums_avx512});
 #else
   static const MaskedSumsFn f = masked_sums_portable;
 #endif
@@ -496,7 +491,8 @@ SurrogateWorkspace::SurrogateWorkspace(const uint8_t* B, int64_t n, int64_t m,
       for (size_t r = 0; r < ne; ++r) {
         const uint8_t* row = B + keep[r] * m;
         double* xr = xb_.data() + r * mps;
-        for (size_t q = 0; q < mc; ++q) xr[q] = row[cols ? cols[q] : static_cast<int64_t>(q)] ? 1.0 : 0.0;
+        for (size_t q = 0; q < mc; ++q)
+          xr[q] = row[cols ? cols[q] : static_cast<int64_t>(q)] ? 1.0 : 0.0;
       }
       pf_.assign(mps, 0.0);
       for (size_t q = 0; q < mc; ++q) pf_[q] = pw_[q] * fw_[q];
@@ -524,7 +520,8 @@ SurrogateWorkspace::SurrogateWorkspace(const uint8_t* B, int64_t n, int64_t m,
   }
 
   if (Gp_.size() < mc) Gp_.resize(mc);
-  nchunk_ = std::min<int64_t>(std::max<int64_t>(mc_ / kChunkColumns, std::min<int64_t>(mc_, 1)), kMaxChunks);
+  nchunk_ = std::min<int64_t>(std::max<int64_t>(mc_ / kChunkColumns, std::min<int64_t>(mc_, 1)),
+                              kMaxChunks);
   s_.assign(static_cast<size_t>(8 * ngr_), 0.0);
   cv_.assign(ne, 0.0);
   bvc_.assign(static_cast<size_t>(8 * ngc_), 0.0);
@@ -686,8 +683,9 @@ void SurrogateWorkspace::columns(const double* w, double gamma, bool fast, doubl
       sF_[r] = F_[r];
       sC_[r] = cnt_[r];
     }
-    sc = SmallColumns{sE_, sF_, sC_, sbits_.data(), slists_.data(), spf_.data(), w, Gp_.data(),
-                      static_cast<int>(ne), sunit_, L, D_.data(), c_.data()};
+    sc = SmallColumns{sE_,         sF_,       sC_,        sbits_.data(),        slists_.data(),
+                      spf_.data(), w,         Gp_.data(), static_cast<int>(ne), sunit_,
+                      L,           D_.data(), c_.data()};
   }
   // tid: this thread's slice of scratch_ (sized for this workspace's nt_ threads)
   const auto chunk = [&](int64_t c, int tid) {
@@ -734,7 +732,6 @@ void SurrogateWorkspace::columns(const double* w, double gamma, bool fast, doubl
       grad[q] = g;
     }
   }
-
 }
 
 void SurrogateWorkspace::row_pair_eval(const double* w, double gamma, double* L, double* grad) {
@@ -780,8 +777,8 @@ void SurrogateWorkspace::row_pair_eval(const double* w, double gamma, double* L,
         const double* br = xb_.data() + static_cast<size_t>(r) * mp + j0;
         const double ab[6] = {E[p] * Fx[r], E[r] * Fx[p], cp * cnt[r], 1.0, 1.0, 0.0};
         double R[2];
-        pair_sweep2(bp, br, xb_.data() + static_cast<size_t>(ne) * mp + j0, ab, G + j0,
-                    cw + j0, Ls, Ds, len, R);
+        pair_sweep2(bp, br, xb_.data() + static_cast<size_t>(ne) * mp + j0, ab, G + j0, cw + j0, Ls,
+                    Ds, len, R);
         vp += cnt[r] * R[0];
         vb[r] -= cp * R[0];
       }

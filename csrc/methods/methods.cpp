@@ -6,9 +6,9 @@
 #include <cstring>
 
 #include "kernels/bits.hpp"
+#include "kernels/interrupt.hpp"
 #include "portable.hpp"
 #include "simd/dispatch.hpp"
-#include "kernels/interrupt.hpp"
 #include "simd/simd.hpp"
 
 namespace aces_fast {
@@ -418,10 +418,10 @@ void run_method(const uint8_t* B, int64_t n, int64_t m, const MethodParams& p, M
     use_dedup = false;
   use_dedup = use_dedup && n > 1;
 
-  const int64_t* cnt = nullptr;     // class multiplicities (dedup found repeats)
-  const int64_t* rep = nullptr;     // class representative of every row
-  const int64_t* rowsum = nullptr;  // passes per row
-  const uint64_t* packed = nullptr; // every row's packed pattern (small inputs)
+  const int64_t* cnt = nullptr;      // class multiplicities (dedup found repeats)
+  const int64_t* rep = nullptr;      // class representative of every row
+  const int64_t* rowsum = nullptr;   // passes per row
+  const uint64_t* packed = nullptr;  // every row's packed pattern (small inputs)
   const bool big = n >= kReleaseRows;
   uint8_t high = 0;
   if (use_dedup) {

@@ -101,9 +101,12 @@ template <auto Body, Level Widest>
 Variants<decltype(Body)> variants_of() {
   using C = Compiled<Body>;
 #if ACES_FAST_X86_SIMD
-  if constexpr (Widest == kAvx512) return {C::portable, C::avx2, C::avx512};
-  else if constexpr (Widest == kAvx2) return {C::portable, C::avx2, C::avx2};
-  else return {C::portable, C::portable, C::portable};
+  if constexpr (Widest == kAvx512)
+    return {C::portable, C::avx2, C::avx512};
+  else if constexpr (Widest == kAvx2)
+    return {C::portable, C::avx2, C::avx2};
+  else
+    return {C::portable, C::portable, C::portable};
 #else
   return {C::portable, C::portable, C::portable};
 #endif

@@ -21,11 +21,22 @@
 
 namespace aces_fast {
 
-alignas(32) const uint64_t kLaneMask4[16][4] = {
-    {0, 0, 0, 0},         {~0ULL, 0, 0, 0},         {0, ~0ULL, 0, 0},         {~0ULL, ~0ULL, 0, 0},
-    {0, 0, ~0ULL, 0},     {~0ULL, 0, ~0ULL, 0},     {0, ~0ULL, ~0ULL, 0},     {~0ULL, ~0ULL, ~0ULL, 0},
-    {0, 0, 0, ~0ULL},     {~0ULL, 0, 0, ~0ULL},     {0, ~0ULL, 0, ~0ULL},     {~0ULL, ~0ULL, 0, ~0ULL},
-    {0, 0, ~0ULL, ~0ULL}, {~0ULL, 0, ~0ULL, ~0ULL}, {0, ~0ULL, ~0ULL, ~0ULL}, {~0ULL, ~0ULL, ~0ULL, ~0ULL}};
+alignas(32) const uint64_t kLaneMask4[16][4] = {{0, 0, 0, 0},
+                                                {~0ULL, 0, 0, 0},
+                                                {0, ~0ULL, 0, 0},
+                                                {~0ULL, ~0ULL, 0, 0},
+                                                {0, 0, ~0ULL, 0},
+                                                {~0ULL, 0, ~0ULL, 0},
+                                                {0, ~0ULL, ~0ULL, 0},
+                                                {~0ULL, ~0ULL, ~0ULL, 0},
+                                                {0, 0, 0, ~0ULL},
+                                                {~0ULL, 0, 0, ~0ULL},
+                                                {0, ~0ULL, 0, ~0ULL},
+                                                {~0ULL, ~0ULL, 0, ~0ULL},
+                                                {0, 0, ~0ULL, ~0ULL},
+                                                {~0ULL, 0, ~0ULL, ~0ULL},
+                                                {0, ~0ULL, ~0ULL, ~0ULL},
+                                                {~0ULL, ~0ULL, ~0ULL, ~0ULL}};
 
 namespace {
 
@@ -121,8 +132,9 @@ ACES_FAST_AVX512 void finish16_masked(int64_t jj, __m512i p, __m512i av, bool ad
                                       uint32_t* Ptot, __mmask16 k) {
   __m512i t = _mm512_add_epi32(av, p);
   if (adjacent) t = _mm512_add_epi32(t, _mm512_maskz_loadu_epi32(k, prev + jj));
-  _mm512_mask_storeu_epi32(acc + jj, k, _mm512_add_epi32(_mm512_maskz_loadu_epi32(k, acc + jj),
-                                                         _mm512_mullo_epi32(p, t)));
+  _mm512_mask_storeu_epi32(
+      acc + jj, k,
+      _mm512_add_epi32(_mm512_maskz_loadu_epi32(k, acc + jj), _mm512_mullo_epi32(p, t)));
   _mm512_mask_storeu_epi32(Ptot + jj, k,
                            _mm512_add_epi32(_mm512_maskz_loadu_epi32(k, Ptot + jj), p));
   _mm512_mask_storeu_epi32(cur + jj, k, p);
@@ -159,10 +171,10 @@ ACES_FAST_AVX2 void finish8(int64_t jj, __m256i p, __m256i av, bool adjacent, co
 }
 
 // Counts == nullptr: every row counts once.
-__attribute__((target("avx512f,avx512bw,avx512vl"))) int64_t step_avx512(
-    const uint8_t* B, int64_t m, const int64_t* counts, const int64_t* row_of, int64_t rbeg,
-    int64_t rend, int64_t col0, int64_t bw, uint32_t a, bool adjacent, const int32_t* prev,
-    int32_t* cur, uint32_t* acc, uint32_t* Ptot) {
+__attribute__((target("avx512f,avx512bw,avx512vl"))) int64_t
+step_avx512(const uint8_t* B, int64_t m, const int64_t* counts, const int64_t* row_of, int64_t rbeg,
+            int64_t rend, int64_t col0, int64_t bw, uint32_t a, bool adjacent, const int32_t* prev,
+            int32_t* cur, uint32_t* acc, uint32_t* Ptot) {
   const int64_t len = bw / 16 * 16;
   const __m512i av = _mm512_set1_epi32(static_cast<int32_t>(a));
   const __m512i one = _mm512_set1_epi32(1);
@@ -207,10 +219,12 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) int64_t step_avx512(
   return bw;
 }
 
-__attribute__((target("avx2"))) int64_t step_avx2(
-    const uint8_t* B, int64_t m, const int64_t* counts, const int64_t* row_of, int64_t rbeg,
-    int64_t rend, int64_t col0, int64_t bw, uint32_t a, bool adjacent, const int32_t* prev,
-    int32_t* cur, uint32_t* acc, uint32_t* Ptot) {
+__attribute__((target("avx2"))) int64_t step_avx2(const uint8_t* B, int64_t m,
+                                                  const int64_t* counts, const int64_t* row_of,
+                                                  int64_t rbeg, int64_t rend, int64_t col0,
+                                                  int64_t bw, uint32_t a, bool adjacent,
+                                                  const int32_t* prev, int32_t* cur, uint32_t* acc,
+                                                  uint32_t* Ptot) {
   const int64_t len = bw / 8 * 8;
   const __m256i av = _mm256_set1_epi32(static_cast<int32_t>(a));
   const __m256i one = _mm256_set1_epi32(1);
@@ -250,19 +264,24 @@ __attribute__((target("avx2"))) int64_t step_avx2(
 // a_k (<= 2 tot) and sum is then taken modulo 2^16, and the result 2 wins + ties
 // = acc - P^2 is at most 2 P F <= tot^2 / 2 < 2^16, so it comes out exact, as in
 // 32-bit lanes -- with twice the columns per instruction.
-#define ACES_FAST_AVX512_LANES __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) static inline
+#define ACES_FAST_AVX512_LANES \
+  __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) static inline
 constexpr uint32_t kMaxTot16 = 361;
 
 struct Lanes32 {
   using T = uint32_t;
   using Mask = __mmask16;
   static constexpr int kPer = 16;
-  ACES_FAST_AVX512_LANES __m512i set1(uint32_t x) { return _mm512_set1_epi32(static_cast<int32_t>(x)); }
+  ACES_FAST_AVX512_LANES __m512i set1(uint32_t x) {
+    return _mm512_set1_epi32(static_cast<int32_t>(x));
+  }
   ACES_FAST_AVX512_LANES __m512i add(__m512i a, __m512i b) { return _mm512_add_epi32(a, b); }
   ACES_FAST_AVX512_LANES __m512i mask_add(__m512i a, Mask k, __m512i b) {
     return _mm512_mask_add_epi32(a, k, a, b);
   }
-  ACES_FAST_AVX512_LANES __m512i maskz_mov(Mask k, __m512i a) { return _mm512_maskz_mov_epi32(k, a); }
+  ACES_FAST_AVX512_LANES __m512i maskz_mov(Mask k, __m512i a) {
+    return _mm512_maskz_mov_epi32(k, a);
+  }
   ACES_FAST_AVX512_LANES __m512i mullo(__m512i a, __m512i b) { return _mm512_mullo_epi32(a, b); }
 };
 
@@ -277,7 +296,9 @@ struct Lanes16 {
   ACES_FAST_AVX512_LANES __m512i mask_add(__m512i a, Mask k, __m512i b) {
     return _mm512_mask_add_epi16(a, k, a, b);
   }
-  ACES_FAST_AVX512_LANES __m512i maskz_mov(Mask k, __m512i a) { return _mm512_maskz_mov_epi16(k, a); }
+  ACES_FAST_AVX512_LANES __m512i maskz_mov(Mask k, __m512i a) {
+    return _mm512_maskz_mov_epi16(k, a);
+  }
   ACES_FAST_AVX512_LANES __m512i mullo(__m512i a, __m512i b) { return _mm512_mullo_epi16(a, b); }
 };
 
@@ -447,11 +468,11 @@ __attribute__((target("avx2"))) void uniform_block16_avx2(
     const int64_t* lstart, const uint32_t* a, const uint8_t* adjacent, int64_t nlev, uint32_t tot,
     int64_t col0, int64_t bw, double* out, int64_t* colsum) {
   if (counts)
-    uniform_block16_avx2_impl<true>(B, m, counts, row_of, lstart, a, adjacent, nlev, tot, col0,
-                                    bw, out, colsum);
+    uniform_block16_avx2_impl<true>(B, m, counts, row_of, lstart, a, adjacent, nlev, tot, col0, bw,
+                                    out, colsum);
   else
-    uniform_block16_avx2_impl<false>(B, m, counts, row_of, lstart, a, adjacent, nlev, tot, col0,
-                                     bw, out, colsum);
+    uniform_block16_avx2_impl<false>(B, m, counts, row_of, lstart, a, adjacent, nlev, tot, col0, bw,
+                                     out, colsum);
 }
 
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void uniform_block_avx512(
@@ -463,14 +484,14 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void uniform_block_avx512(
     uniform_block_avx512_impl<Lanes16, true>(B, m, counts, row_of, lstart, a, adjacent, nlev, tot,
                                              col0, bw, out, colsum);
   else if (narrow)
-    uniform_block_avx512_impl<Lanes16, false>(B, m, counts, row_of, lstart, a, adjacent, nlev,
-                                              tot, col0, bw, out, colsum);
+    uniform_block_avx512_impl<Lanes16, false>(B, m, counts, row_of, lstart, a, adjacent, nlev, tot,
+                                              col0, bw, out, colsum);
   else if (counts)
     uniform_block_avx512_impl<Lanes32, true>(B, m, counts, row_of, lstart, a, adjacent, nlev, tot,
                                              col0, bw, out, colsum);
   else
-    uniform_block_avx512_impl<Lanes32, false>(B, m, counts, row_of, lstart, a, adjacent, nlev,
-                                              tot, col0, bw, out, colsum);
+    uniform_block_avx512_impl<Lanes32, false>(B, m, counts, row_of, lstart, a, adjacent, nlev, tot,
+                                              col0, bw, out, colsum);
 }
 
 // ---- bit packing and row dot products ------------------------------------------
@@ -494,13 +515,12 @@ ACES_FAST_AVX512BW int64_t pack_row_avx512(const uint8_t* row, int64_t m, uint64
     words[q] = _mm512_test_epi8_mask(x, x);
     passes += _mm_popcnt_u64(words[q]);
   }
-  if (high && _mm512_test_epi8_mask(any, _mm512_set1_epi8(static_cast<char>(0xFE))) != 0)
-    *high = 1;
+  if (high && _mm512_test_epi8_mask(any, _mm512_set1_epi8(static_cast<char>(0xFE))) != 0) *high = 1;
   return passes;
 }
 
 __attribute__((target("avx2,popcnt"))) int64_t pack_row_avx2(const uint8_t* row, int64_t m,
-                                                              uint64_t* words, uint8_t* high) {
+                                                             uint64_t* words, uint8_t* high) {
   int64_t passes = 0, q = 0, j = 0;
   const __m256i zero = _mm256_setzero_si256();
   __m256i any = zero;
@@ -633,7 +653,8 @@ void nibble_tables(const double* w, int64_t m, double* T) {
 
 RowsDot rows_dot_kernel() {
 #if ACES_FAST_X86_SIMD
-  static const RowsDot f = simd::pick<RowsDot>({rows_dot_portable, rows_dot_portable, rows_dot_avx512});
+  static const RowsDot f =
+      simd::pick<RowsDot>({rows_dot_portable, rows_dot_portable, rows_dot_avx512});
   return f;
 #else
   return rows_dot_portable;

@@ -251,8 +251,8 @@ ACES_FAST_AVX512_FN void small_columns_impl(const SmallColumns& a, int64_t q0, i
         const __m512d iv = lookup<NVK>(ia, idx);
         // outer rows add so u, inner rows subtract it (rows past ne: never read)
         vbv[r] = _mm512_mask_add_pd(vbv[r], mo, vbv[r], _mm512_mul_pd(so, ov));
-        vbv[r] = _mm512_mask_sub_pd(vbv[r], static_cast<__mmask8>(~mo), vbv[r],
-                                    _mm512_mul_pd(so, iv));
+        vbv[r] =
+            _mm512_mask_sub_pd(vbv[r], static_cast<__mmask8>(~mo), vbv[r], _mm512_mul_pd(so, iv));
       }
     }
   }

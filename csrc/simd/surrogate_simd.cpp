@@ -30,12 +30,10 @@ ACES_FAST_AVX2_FN inline double hsum8_avx2(__m256d lo, __m256d hi) {
 // two registers each here, and its two-row sweep needs more than AVX2's sixteen:
 // GCC spilled them to the stack, which made this kernel 4x its division bound.
 ACES_FAST_AVX2_FN void pair_block_fast_avx2(const double* __restrict oa,
-                                            const double* __restrict oc,
-                                            double* __restrict od, int64_t no,
-                                            const double* __restrict x,
-                                            const double* __restrict ci,
-                                            double* __restrict acc, int64_t ni8,
-                                            double* sum_sig, double* sum_dsig) {
+                                            const double* __restrict oc, double* __restrict od,
+                                            int64_t no, const double* __restrict x,
+                                            const double* __restrict ci, double* __restrict acc,
+                                            int64_t ni8, double* sum_sig, double* sum_dsig) {
   const __m256d one = _mm256_set1_pd(1.0);
   double tot1 = 0.0, tot2 = 0.0;
   for (int64_t o = 0; o < no; ++o) {
@@ -102,7 +100,8 @@ __attribute__((target("avx512f"))) void masked_sums_avx512(const uint8_t* __rest
                                                            const double* __restrict vals,
                                                            double* __restrict out) {
   int64_t g0 = 0;
-  for (; g0 + 4 <= ng; g0 += 4) masked_sums_groups_avx512<4>(bytes + g0 * nk, nk, vals, out + 8 * g0);
+  for (; g0 + 4 <= ng; g0 += 4)
+    masked_sums_groups_avx512<4>(bytes + g0 * nk, nk, vals, out + 8 * g0);
   switch (ng - g0) {
     case 3:
       masked_sums_groups_avx512<3>(bytes + g0 * nk, nk, vals, out + 8 * g0);
@@ -144,8 +143,7 @@ ACES_FAST_AVX2_FN inline void masked_sums_groups_avx2(const uint8_t* __restrict 
                                                       const double* __restrict vals,
                                                       double* __restrict out) {
   __m256d ev[NG][2], od[NG][2];
-  for (int b = 0; b < NG; ++b)
-    ev[b][0] = ev[b][1] = od[b][0] = od[b][1] = _mm256_setzero_pd();
+  for (int b = 0; b < NG; ++b) ev[b][0] = ev[b][1] = od[b][0] = od[b][1] = _mm256_setzero_pd();
   int64_t k = 0;
   for (; k + 2 <= nk; k += 2) {
     masked_step_avx2<NG>(gb, nk, vals, k, ev);

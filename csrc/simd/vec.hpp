@@ -17,7 +17,8 @@
 // (MSVC) and with -DACES_FAST_NO_VECTOR_EXTENSIONS, Vec below: a struct of N
 // lanes whose operators loop over them, the same IEEE operations in the same
 // order, so the same bits (tools/check_portability.sh builds it with GCC and
-// runs tests/test_simd.py and the cpp golden digests against it). Integer lanes wrap modulo 2^64 in both forms.
+// runs tests/test_simd.py and the cpp golden digests against it). Integer lanes wrap modulo 2^64 in
+// both forms.
 #pragma once
 
 #include <cstdint>
@@ -88,49 +89,49 @@ inline T shl(T a, int64_t s) {
 }
 }  // namespace detail
 
-#define ACES_FAST_VEC_BINARY(op, expr)                                                 \
-  template <class T, int N>                                                            \
-  inline Vec<T, N> operator op(const Vec<T, N>& a, const Vec<T, N>& b) {                \
-    Vec<T, N> r;                                                                       \
-    for (int i = 0; i < N; ++i) {                                                      \
-      const T x = a.lane[i], y = b.lane[i];                                            \
-      r.lane[i] = (expr);                                                              \
-    }                                                                                  \
-    return r;                                                                          \
-  }                                                                                    \
-  template <class T, int N, class S,                                                   \
-            class = typename std::enable_if<std::is_arithmetic<S>::value>::type>       \
-  inline Vec<T, N> operator op(const Vec<T, N>& a, S s) {                               \
-    Vec<T, N> r;                                                                       \
-    const T y = static_cast<T>(s);                                                     \
-    for (int i = 0; i < N; ++i) {                                                      \
-      const T x = a.lane[i];                                                           \
-      r.lane[i] = (expr);                                                              \
-    }                                                                                  \
-    return r;                                                                          \
-  }                                                                                    \
-  template <class T, int N, class S,                                                   \
-            class = typename std::enable_if<std::is_arithmetic<S>::value>::type>       \
-  inline Vec<T, N> operator op(S s, const Vec<T, N>& b) {                               \
-    Vec<T, N> r;                                                                       \
-    const T x = static_cast<T>(s);                                                     \
-    for (int i = 0; i < N; ++i) {                                                      \
-      const T y = b.lane[i];                                                           \
-      r.lane[i] = (expr);                                                              \
-    }                                                                                  \
-    return r;                                                                          \
-  }                                                                                    \
-  template <class T, int N, class U>                                                   \
-  inline Vec<T, N>& operator op##=(Vec<T, N>& a, const U& b) {                          \
-    a = a op b;                                                                        \
-    return a;                                                                          \
+#define ACES_FAST_VEC_BINARY(op, expr)                                           \
+  template <class T, int N>                                                      \
+  inline Vec<T, N> operator op(const Vec<T, N>& a, const Vec<T, N>& b) {         \
+    Vec<T, N> r;                                                                 \
+    for (int i = 0; i < N; ++i) {                                                \
+      const T x = a.lane[i], y = b.lane[i];                                      \
+      r.lane[i] = (expr);                                                        \
+    }                                                                            \
+    return r;                                                                    \
+  }                                                                              \
+  template <class T, int N, class S,                                             \
+            class = typename std::enable_if<std::is_arithmetic<S>::value>::type> \
+  inline Vec<T, N> operator op(const Vec<T, N>& a, S s) {                        \
+    Vec<T, N> r;                                                                 \
+    const T y = static_cast<T>(s);                                               \
+    for (int i = 0; i < N; ++i) {                                                \
+      const T x = a.lane[i];                                                     \
+      r.lane[i] = (expr);                                                        \
+    }                                                                            \
+    return r;                                                                    \
+  }                                                                              \
+  template <class T, int N, class S,                                             \
+            class = typename std::enable_if<std::is_arithmetic<S>::value>::type> \
+  inline Vec<T, N> operator op(S s, const Vec<T, N>& b) {                        \
+    Vec<T, N> r;                                                                 \
+    const T x = static_cast<T>(s);                                               \
+    for (int i = 0; i < N; ++i) {                                                \
+      const T y = b.lane[i];                                                     \
+      r.lane[i] = (expr);                                                        \
+    }                                                                            \
+    return r;                                                                    \
+  }                                                                              \
+  template <class T, int N, class U>                                             \
+  inline Vec<T, N>& operator op##=(Vec<T, N>& a, const U & b) {                  \
+    a = a op b;                                                                  \
+    return a;                                                                    \
   }
 
 ACES_FAST_VEC_BINARY(+, detail::add(x, y))
 ACES_FAST_VEC_BINARY(-, detail::sub(x, y))
 ACES_FAST_VEC_BINARY(*, detail::mul(x, y))
 ACES_FAST_VEC_BINARY(/, x / y)
-ACES_FAST_VEC_BINARY(&, x & y)
+ACES_FAST_VEC_BINARY(&, x& y)
 ACES_FAST_VEC_BINARY(|, x | y)
 ACES_FAST_VEC_BINARY(^, x ^ y)
 ACES_FAST_VEC_BINARY(<<, detail::shl(x, static_cast<int64_t>(y)))
@@ -146,12 +147,12 @@ inline Vec<T, N> operator-(const Vec<T, N>& a) {
   return r;
 }
 
-#define ACES_FAST_VEC_COMPARE(op)                                                      \
-  template <class T, int N>                                                            \
-  inline Mask<N> operator op(const Vec<T, N>& a, const Vec<T, N>& b) {                  \
-    Mask<N> r;                                                                         \
-    for (int i = 0; i < N; ++i) r.lane[i] = a.lane[i] op b.lane[i] ? -1 : 0;           \
-    return r;                                                                          \
+#define ACES_FAST_VEC_COMPARE(op)                                            \
+  template <class T, int N>                                                  \
+  inline Mask<N> operator op(const Vec<T, N>& a, const Vec<T, N>& b) {       \
+    Mask<N> r;                                                               \
+    for (int i = 0; i < N; ++i) r.lane[i] = a.lane[i] op b.lane[i] ? -1 : 0; \
+    return r;                                                                \
   }
 ACES_FAST_VEC_COMPARE(<)
 ACES_FAST_VEC_COMPARE(>)
