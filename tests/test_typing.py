@@ -23,3 +23,22 @@ def test_package_type_checks(tmp_path):
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Success: no issues found" in proc.stdout
+
+
+#: The modules behind ``aces_fast.__all__``: held to ``mypy --strict``.
+PUBLIC_MODULES = [
+    "__init__.py", "methods.py", "batch.py", "batch_result.py", "result.py", "metrics.py",
+    "config.py", "_cost.py", "_types.py", "backends/__init__.py", "backends/base.py",
+    "backends/ops.py",
+]
+
+
+def test_public_api_is_strictly_typed(tmp_path):
+    pytest.importorskip("mypy")
+    files = [str(ROOT / "src" / "aces_fast" / f) for f in PUBLIC_MODULES]
+    proc = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent",
+         "--cache-dir", str(tmp_path / "cache"), *files],
+        cwd=ROOT, capture_output=True, text=True, timeout=900,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -21,7 +21,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import (Any, Callable, Dict, Iterator, Mapping, Optional, Sequence, Tuple)
+from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterator, Mapping, Optional, Sequence, Tuple)
+
+if TYPE_CHECKING:  # the backends import this module
+    from .backends.ops import ArrayOps
 
 from . import _semantics
 from ._cost import CostFn, aces_o_cost
@@ -286,7 +289,7 @@ class MethodSpec:
         object.__setattr__(self, "_has", tuple(r in self.results for r in
                                                ("loo_auc", "fallback", "objective", "rows")))
 
-    def run(self, nx: Any, B: Any, values: Values) -> "_semantics.Outputs":
+    def run(self, nx: ArrayOps, B: Any, values: Values) -> "_semantics.Outputs":
         """The method on backend ``nx``: ``semantics(nx, B, *args(values))``."""
         return self.semantics(nx, B, *self.args(values))
 

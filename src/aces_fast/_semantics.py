@@ -24,7 +24,10 @@ turns it into a :class:`~aces_fast.result.RerankResult`.
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple, Optional, Tuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Tuple
+
+if TYPE_CHECKING:  # the backends import this module
+    from .backends.ops import ArrayOps
 
 #: ACES-C counts a test as informative when its uniform LOO-AUC exceeds this
 HALF = 0.5
@@ -65,14 +68,14 @@ def nonconstant(colsum: Any, n_rows: Any) -> Any:
     return (colsum > 0) & (colsum < n_rows)
 
 
-def normalized(nx: Any, w: Any) -> Any:
+def normalized(nx: ArrayOps, w: Any) -> Any:
     """Non-negative ``w / sum(w)`` over the last axis, or zeros where the sum is 0
     (then ``w`` is all zeros: dividing by 1 keeps them)."""
     total = nx.sum(w)
     return w / nx.where(total > 0, total, 1.0)
 
 
-def snap_and_order(nx: Any, s: Any, tol: Any, valid: Any = None) -> Tuple[Any, Any]:
+def snap_and_order(nx: ArrayOps, s: Any, tol: Any, valid: Any = None) -> Tuple[Any, Any]:
     """Tie-snapped scores and their descending order (docs/contract.rst §2).
 
     Scores that differ by at most ``tol`` become exactly equal: sums of float
@@ -105,19 +108,19 @@ def snap_and_order(nx: Any, s: Any, tol: Any, valid: Any = None) -> Tuple[Any, A
     return snapped, nx.argsort(-snapped)
 
 
-def snap_ties(nx: Any, s: Any, tol: Any) -> Any:
+def snap_ties(nx: ArrayOps, s: Any, tol: Any) -> Any:
     """The tie-snapped scores of :func:`snap_and_order`."""
     return snap_and_order(nx, s, tol)[0]
 
 
-def descending_order(nx: Any, scores: Any, valid: Any = None) -> Any:
+def descending_order(nx: ArrayOps, scores: Any, valid: Any = None) -> Any:
     """Candidates by descending score, ties by lower index (int64); padding last."""
     if valid is not None:
         scores = nx.where(valid, scores, -math.inf)
     return nx.argsort(-scores)
 
 
-def weighted_ranking(nx: Any, B: Any, w: Any, tie_tol: float, plan: Any = None
+def weighted_ranking(nx: ArrayOps, B: Any, w: Any, tie_tol: float, plan: Any = None
                      ) -> Tuple[Any, Any, Any]:
     """``(weights, scores, order)`` of unnormalized test weights ``w``.
 
@@ -132,7 +135,7 @@ def weighted_ranking(nx: Any, B: Any, w: Any, tie_tol: float, plan: Any = None
     return w, scores, order
 
 
-def aces_c_weights(nx: Any, L: Any, colsum: Any, n_rows: Any, weighted: bool
+def aces_c_weights(nx: ArrayOps, L: Any, colsum: Any, n_rows: Any, weighted: bool
                    ) -> Tuple[Any, Any]:
     """ACES-C weights (unnormalized) from the uniform LOO-AUC ``L``; ``(w, fallback)``.
 
@@ -152,7 +155,7 @@ def aces_c_weights(nx: Any, L: Any, colsum: Any, n_rows: Any, weighted: bool
     return w, fallback
 
 
-def top_k_rows(nx: Any, B: Any, top_k: Optional[int]) -> Any:
+def top_k_rows(nx: ArrayOps, B: Any, top_k: Optional[int]) -> Any:
     """Ascending indices of the ``top_k`` candidates with most passes, ties by
     lower index; ``None`` when every candidate is kept (``top_k`` None or >= n).
     Padding rows rank last. O(n m + n log n)."""
@@ -171,14 +174,14 @@ def top_k_rows(nx: Any, B: Any, top_k: Optional[int]) -> Any:
 # the methods
 
 
-def majority(nx: Any, B: Any, tie_tol: float) -> Outputs:
+def majority(nx: ArrayOps, B: Any, tie_tol: float) -> Outputs:
     """Majority vote: weight 1 on every non-constant test. O(n m + n log n)."""
     w = nx.to_float(nonconstant(nx.column_sums(B), nx.row_count(B)))
     weights, scores, order = weighted_ranking(nx, B, w, tie_tol)
     return Outputs(scores, weights, order)
 
 
-def aces_c(nx: Any, B: Any, weighted: bool, tie_tol: float) -> Outputs:
+def aces_c(nx: ArrayOps, B: Any, weighted: bool, tie_tol: float) -> Outputs:
     """ACES-C (``weighted``) or its filter variant. One uniform LOO-AUC pass:
     O(n log n + n m)."""
     L, colsum, plan = nx.loo_auc_uniform(B)
@@ -187,7 +190,7 @@ def aces_c(nx: Any, B: Any, weighted: bool, tie_tol: float) -> Outputs:
     return Outputs(scores, weights, order, L, fallback)
 
 
-def aces_o(nx: Any, B: Any, gamma: float, lr: float, steps: int, top_k: Optional[int],
+def aces_o(nx: ArrayOps, B: Any, gamma: float, lr: float, steps: int, top_k: Optional[int],
            warm: bool, tie_tol: float, bins: Optional[int] = None) -> Outputs:
     """ACES-O: Adam on the surrogate objective over the simplex (docs/contract.rst §3).
 
@@ -219,7 +222,7 @@ def aces_o(nx: Any, B: Any, gamma: float, lr: float, steps: int, top_k: Optional
     return Outputs(scores, weights, order, objective=objective, rows=rows)
 
 
-def _consensus(nx: Any, B: Any) -> Tuple[Any, Any, Any, Any]:
+def _consensus(nx: ArrayOps, B: Any) -> Tuple[Any, Any, Any, Any]:
     """Distinct rows over the non-constant tests: ``(patterns, inverse, sizes, Bn)``."""
     keep = nonconstant(nx.column_sums(B), B.shape[0])
     Bn = B if bool(keep.all()) else B[:, keep]
@@ -227,7 +230,7 @@ def _consensus(nx: Any, B: Any) -> Tuple[Any, Any, Any, Any]:
     return patterns, inverse, sizes, Bn
 
 
-def codet(nx: Any, B: Any, exponent: float) -> Outputs:
+def codet(nx: ArrayOps, B: Any, exponent: float) -> Outputs:
     """CodeT: a consensus set (identical rows over the non-constant tests) scores
     ``(#tests its row passes) * (set size) ** exponent``. O(n m log n)."""
     patterns, inverse, sizes, _ = _consensus(nx, B)
@@ -239,11 +242,11 @@ def codet(nx: Any, B: Any, exponent: float) -> Outputs:
     return Outputs(scores, None, descending_order(nx, scores))
 
 
-def _log_beta(nx: Any, a: Any, b: Any) -> Any:
+def _log_beta(nx: ArrayOps, a: Any, b: Any) -> Any:
     return nx.lgamma(a) + nx.lgamma(b) - nx.lgamma(a + b)
 
 
-def b4(nx: Any, B: Any, alpha: float, beta0: float) -> Outputs:
+def b4(nx: ArrayOps, B: Any, alpha: float, beta0: float) -> Outputs:
     """B4 (Chen et al., ASE 2024): each consensus set's log posterior (docs/contract.rst §3).
 
     For a distinct row pattern ``y`` with consensus set ``x`` (``N`` candidates,

@@ -16,7 +16,7 @@ used on them; a torch batch mixing tensor and array inputs has NumPy columns).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Dict, Iterator, List, Optional, Union, overload
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union, overload
 
 import numpy as np
 
@@ -48,7 +48,8 @@ def _offsets(arrays: List[Any]) -> np.ndarray:
     return off
 
 
-def _column(results: List[RerankResult], get: Any, dtype: Any):
+def _column(results: List[RerankResult], get: Callable[[RerankResult], Any], dtype: Any
+            ) -> Tuple[Optional[np.ndarray], Optional[np.ndarray]]:
     """(values, offsets) of a ragged field, or (None, None) when a task lacks it."""
     arrays = [get(r) for r in results]
     if any(a is None for a in arrays):
@@ -56,7 +57,7 @@ def _column(results: List[RerankResult], get: Any, dtype: Any):
     return _concat(arrays, dtype), _offsets(arrays)
 
 
-class BatchResult(Sequence):
+class BatchResult(Sequence[RerankResult]):
     """The rankings of a batch of tasks, as flat columns; item ``t`` is task ``t``'s
     :class:`~aces_fast.result.RerankResult`.
 
@@ -129,10 +130,11 @@ class BatchResult(Sequence):
         loo, loo_off = _column(results, lambda r: r.loo_auc, np.float64)
         objective, o_off = _column(results, lambda r: r.objective, np.float64)
         rows, r_off = _column(results, lambda r: r.info.get("rows"), np.int64)
+        assert n_off is not None  # every result has scores
         spec = _registry.get(spec)
         if not results:  # the columns the method has, empty
             weights = weights if spec.weights else None
-            has_loo, _, has_objective, has_rows = spec._has  # type: ignore[attr-defined]
+            has_loo, _, has_objective, has_rows = spec._has
             loo, loo_off = (loo, loo_off) if has_loo else (None, None)
             objective, o_off = (objective, o_off) if has_objective else (None, None)
             rows, r_off = (rows, r_off) if has_rows else (None, None)

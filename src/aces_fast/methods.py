@@ -7,7 +7,7 @@ docs/contract.rst §4 (``backend=None`` -> ``ACES_FAST_BACKEND`` -> auto) and re
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Iterator, Mapping, Optional
+from typing import Any, Callable, Dict, Iterator, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -17,11 +17,12 @@ from ._registry import (ACES_C, ACES_C_FILTER, ACES_O, B4, CODET, DEFAULT_METHOD
                         MAJORITY, TIE_TOL, MethodSpec)
 from ._validation import tensor_to_numpy, as_scores, check_real, is_torch_tensor
 from .backends import check_backend_choice, resolve_backend
-from .backends.base import ArrayBackend
+from ._types import Array
+from .backends.base import ArrayBackend, Backend
 from .result import RerankResult, SurrogateResult
 
 
-def _setup(B: Any, backend: Optional[str]):
+def _setup(B: Any, backend: Optional[str]) -> Tuple[Backend, Any]:
     be = resolve_backend(backend, B)
     return be, be.prepare(B)
 
@@ -39,7 +40,7 @@ def _run(spec: MethodSpec, B: Any, backend: Optional[str], params: Dict[str, Any
 
 
 def loo_auc(B: Any, weights: Any = None, *, tie_tol: float = TIE_TOL.default,
-            backend: Optional[str] = None):
+            backend: Optional[str] = None) -> Array:
     """Leave-one-out AUC of every test (docs/contract.rst §2).
 
     ``LOO-AUC_j(w) = AUC(s - w_j B[:, j], B[:, j])`` with ``s = B @ w``: how well
@@ -115,6 +116,9 @@ def majority_vote(B: Any, *, backend: Optional[str] = None) -> RerankResult:
 
 
 #: ``aces_c``'s variants: the value of ``variant`` -> the method it runs
+#: NumPy primitives for the orders of the NumPy-only methods (mbr_exec, combine)
+_NUMPY_OPS = ArrayBackend()
+
 _ACES_C_VARIANTS = {spec.fixed["variant"]: spec for spec in (ACES_C, ACES_C_FILTER)}
 
 
@@ -259,7 +263,7 @@ def mbr_exec(outputs: Any, *, backend: Optional[str] = None) -> RerankResult:
         raise TypeError(f"outputs must be integer hashes (or strings); got dtype {O.dtype}")
     scores = consensus.mbr_exec_scores(O)
     return RerankResult(scores=scores, weights=None,
-                        order=_semantics.descending_order(ArrayBackend, scores),
+                        order=_semantics.descending_order(_NUMPY_OPS, scores),
                         method="mbr-exec", backend=ran)
 
 
@@ -315,7 +319,7 @@ def combine(scores: Any, quality: Any, consensus_matrix: Any, alpha: float = 0.5
         s_hat = np.zeros(n)
     r = alpha * (beta * s_hat + (1 - beta) * q) + (1 - alpha) * (P @ (beta * s_hat + (1 - beta) * q))
     method = f"combine({base})" if base else "combine"
-    return RerankResult(scores=r, weights=None, order=_semantics.descending_order(ArrayBackend, r),
+    return RerankResult(scores=r, weights=None, order=_semantics.descending_order(_NUMPY_OPS, r),
                         method=method,
                         backend=ran, info={"alpha": alpha, "beta": beta})
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import importlib
 import os
 import threading
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, cast
 
 from .._validation import tensor_device
 from .base import Backend, BackendUnavailableError
@@ -60,7 +60,7 @@ def _load(name: str) -> Backend:
             raise BackendUnavailableError(name, _failed[name])
         try:
             module = importlib.import_module(_MODULES[name])
-            backend = module.load()
+            backend = cast(Backend, module.load())
         except BackendUnavailableError as exc:
             _failed[name] = exc.reason
             raise
@@ -118,7 +118,7 @@ def check_backend_choice(backend: Optional[str]) -> str:
 
 
 try:  # os.environ's own key for ENV_VAR (bytes on POSIX, upper case on Windows)
-    _ENV_KEY: Any = os.environ.encodekey(ENV_VAR)  # type: ignore[attr-defined]
+    _ENV_KEY: Any = os.environ.encodekey(ENV_VAR)
 except AttributeError:  # pragma: no cover - not CPython's os._Environ
     _ENV_KEY = None
 
@@ -134,7 +134,7 @@ def _env_choice() -> Optional[str]:
     if data is None or _ENV_KEY is None:
         return os.environ.get(ENV_VAR)
     raw = data.get(_ENV_KEY)
-    return None if raw is None else os.environ.decodevalue(raw)  # type: ignore[attr-defined]
+    return None if raw is None else os.environ.decodevalue(raw)
 
 
 def resolve_backend(backend: Optional[str], data: Any = None) -> Backend:

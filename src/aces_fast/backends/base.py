@@ -29,7 +29,8 @@ float64 (m,), method parameters are complete and checked (see
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import (TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple, Union,
+                    cast)
 
 import numpy as np
 
@@ -39,6 +40,7 @@ from ..result import RerankResult, SurrogateResult
 
 if TYPE_CHECKING:
     from ..batch_result import BatchResult
+    from .ops import ArrayOps
 
 try:  # the C function behind np.count_nonzero: its Python wrapper costs 4x the count
     # on the short vectors of a microsecond-scale call
@@ -130,7 +132,8 @@ class Backend:
         spec); ``values``: its complete, validated parameters
         (:func:`aces_fast._registry.method_params`)."""
         spec = _registry.get(method)
-        return spec.pack(spec.run(self, B, values), values, self.name)
+        # every concrete backend is an ArrayOps (tests/test_backend_protocol.py)
+        return spec.pack(spec.run(cast("ArrayOps", self), B, values), values, self.name)
 
     def rerank_batch(self, Bs: Sequence[Any], method: str, values: Dict[str, Any],
                      n_threads: Optional[int]
@@ -149,11 +152,12 @@ class Backend:
         L, J, g = self.surrogate(B, weights, gamma)
         return SurrogateResult(L, float(J), g)
 
-    def info(self) -> dict:
+    def info(self) -> Dict[str, Any]:
         """Versions and settings reported by :func:`aces_fast.show_config`."""
         return {}
 
-    def warmup(self, progress: Optional[Callable[[int, int, str], None]] = None) -> dict:
+    def warmup(self, progress: Optional[Callable[[int, int, str], None]] = None
+               ) -> Dict[str, Any]:
         """Compile or load whatever the first calls would (JIT backends); no-op here.
 
         Call before timing or serving so no measured call pays one-off costs
@@ -179,16 +183,16 @@ class ArrayBackend(Backend):
     @staticmethod
     def column_sums(B: np.ndarray) -> np.ndarray:
         """Passing candidates per test, int64 (m,)."""
-        return B.sum(axis=0, dtype=np.int64)
+        return np.asarray(B.sum(axis=0, dtype=np.int64))
 
     @staticmethod
     def row_sums(B: np.ndarray) -> np.ndarray:
         """Passes per candidate, int64 (n,)."""
-        return B.sum(axis=1, dtype=np.int64)
+        return np.asarray(B.sum(axis=1, dtype=np.int64))
 
     @staticmethod
     def row_count(B: np.ndarray) -> int:
-        return B.shape[0]
+        return int(B.shape[0])
 
     @staticmethod
     def row_mask(B: np.ndarray) -> None:
@@ -211,7 +215,7 @@ class ArrayBackend(Backend):
         n, m = B.shape
         rows = max(1, (1 << 22) // max(m, 1))
         if n <= rows:
-            return B @ w
+            return np.asarray(B @ w)
         out = np.empty(n)
         for start in range(0, n, rows):
             out[start:start + rows] = B[start:start + rows] @ w
