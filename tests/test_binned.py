@@ -348,7 +348,7 @@ def test_bad_arguments_raise():
     with pytest.raises(ValueError, match="counts"):
         f(B, w, 10.0, counts=[1, -1, 1])
     with pytest.raises(ValueError, match="n_threads"):
-        f(B, w, 10.0, n_threads=-1)
+        f(B, w, 10.0, n_threads=-4097)
     with pytest.raises(ValueError, match="path"):
         f(B, w, 10.0, path="bogus")
     with pytest.raises(ValueError, match="2-D"):

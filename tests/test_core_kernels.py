@@ -737,7 +737,7 @@ def test_bad_arguments_raise():
     with pytest.raises(ValueError):
         kc.loo_auc(B, counts=np.full(6, 2**30))  # total too large
     with pytest.raises(ValueError, match="n_threads"):
-        kc.loo_auc(B, n_threads=-1)
+        kc.loo_auc(B, n_threads=-4097)
     with pytest.raises(TypeError):
         kc.surrogate_loo_auc(B, None, 10.0)
     with pytest.raises(ValueError):
@@ -810,7 +810,7 @@ def test_extreme_steps_are_refused_before_any_allocation(name, steps):
 @pytest.mark.parametrize("name", ["loo_auc", "surrogate_loo_auc", "aces_o_fit", "rerank",
                                   "rerank_batch", "surrogate_loo_auc_binned",
                                   "aces_o_fit_binned"])
-@pytest.mark.parametrize("n_threads", [-1, 4097, 2**31, 2**64])
+@pytest.mark.parametrize("n_threads", [-4097, 4097, 2**31, -2**31, 2**64])
 def test_extreme_thread_counts_are_refused(name, n_threads):
     kwargs = _valid_kwargs(name)
     kwargs["n_threads"] = n_threads

@@ -371,10 +371,12 @@ inline int64_t get_int(const char* fn, const char* name, py::handle obj, int64_t
 // machine this targets has more hardware threads.
 constexpr int64_t kMaxThreads = 4096;
 
-// n_threads: 0 (the OpenMP default) .. kMaxThreads.
+// n_threads: 1 .. kMaxThreads exactly that many; -kMaxThreads .. -1 chosen by
+// the work, at most -n_threads; 0 the same, at most the OpenMP default
+// (kernels.hpp, threads_for_work).
 inline int get_threads(const char* fn, py::handle n_threads) {
-  return static_cast<int>(
-      get_int(fn, "n_threads", n_threads, 0, kMaxThreads, " (0 = OpenMP default)"));
+  return static_cast<int>(get_int(fn, "n_threads", n_threads, -kMaxThreads, kMaxThreads,
+                                  " (0 or < 0 = chosen by the work)"));
 }
 
 // ACES-O steps: the objective output holds steps + 1 float64 values, so steps + 1

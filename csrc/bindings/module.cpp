@@ -570,7 +570,15 @@ PYBIND11_MODULE(_core, mod) {
       "capped by the environment variable ACES_FAST_SIMD=avx2|none, read once per process.\n"
       "Every level computes bitwise the same results.");
   mod.def("max_threads", &aces_fast::max_threads,
-          "Threads a kernel uses with n_threads=0 (omp_get_max_threads(), or 1).");
+          "The most threads a kernel uses with n_threads=0 (omp_get_max_threads(), or 1).");
+  mod.def(
+      "threads_for_work",
+      [](int64_t work, py::handle n_threads) {
+        return aces_fast::threads_for_work(work, get_threads("threads_for_work", n_threads));
+      },
+      py::arg("work"), py::arg("n_threads"),
+      "Threads a kernel uses for `work` cells given n_threads (> 0 exactly, <= 0 chosen by\n"
+      "the work, at most -n_threads or the OpenMP default); 1 without OpenMP.");
 
   py::dict codes;
   for (const aces_fast::MethodName& mn : aces_fast::kMethodNames)

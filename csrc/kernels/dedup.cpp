@@ -56,7 +56,7 @@ bool rows_equal(const uint8_t* a, const uint8_t* b, int64_t m) {
 
 void hash_rows(const uint8_t* B, int64_t n, int64_t m, uint64_t* hash, int64_t* rowsum,
                bool parallel, int n_threads, uint8_t* high, uint64_t* words_out) {
-  const int nt = resolve_threads(parallel, n_threads);
+  const int nt = threads_for_work(parallel ? n * m : 0, n_threads);
   const PackRow pack = pack_row_kernel();
   const int64_t nwm = (m + 63) / 64;
   // Four rows at a time: their hash chains (a multiply per word each) are

@@ -29,9 +29,19 @@ namespace aces_fast {
 // ---- threading helpers (loo_auc.cpp) -------------------------------------------
 bool has_openmp();
 int max_threads();
-// Number of threads a kernel will use: 1 if !parallel or no OpenMP, else
-// n_threads (> 0) or omp_get_max_threads() (n_threads == 0).
+// n_threads as the bindings pass it: > 0 exactly that many (the caller's
+// choice or OMP_NUM_THREADS), < 0 "chosen by the work, at most -n_threads",
+// 0 the same with omp_get_max_threads() as the ceiling.
+//
+// Threads a kernel will use: 1 if !parallel or no OpenMP, else n_threads (> 0)
+// or the ceiling. For kernels that size their team by their own measure of work
+// (the surrogate's pair work).
 int resolve_threads(bool parallel, int n_threads);
+// Threads for `work` cells (n * m, summed over a batch's tasks, times the Adam
+// steps for ACES-O): 1 below kMinParallelCells whatever n_threads says (small
+// work is never slower than on one thread); n_threads if > 0; else one thread
+// per kCellsPerThread cells, at least 2 and at most the ceiling.
+int threads_for_work(int64_t work, int n_threads);
 // Index of the calling thread in the innermost OpenMP team (0 outside one, or
 // without OpenMP): selects a thread's slice of per-thread scratch.
 int thread_index();
@@ -40,6 +50,11 @@ int thread_index();
 // region costs microseconds (far more on a busy machine), as much as the ~100 us
 // of work it would split.
 constexpr int64_t kMinParallelCells = int64_t(1) << 18;
+// Cells per thread when the work chooses the team: at kMinParallelCells two
+// threads (the team today's 2-core default gave), a 16-thread team from 2 Mi
+// cells (about 0.3-1 ms of single-thread ACES-C / LOO-AUC work), so the
+// fork/join of a team (microseconds per thread) stays a small share.
+constexpr int64_t kCellsPerThread = kMinParallelCells / 2;
 
 // body(i, tid) for i in [0, n): an OpenMP loop on nt > 1 threads (tid: the
 // thread's index in that team, for per-thread scratch), else a plain loop with

@@ -60,12 +60,21 @@ int thread_index() {
 int resolve_threads(bool parallel, int n_threads) {
 #ifdef _OPENMP
   if (!parallel) return 1;
+  if (n_threads < 0) return -n_threads;
   return n_threads > 0 ? n_threads : max_threads();
 #else
   (void)parallel;
   (void)n_threads;
   return 1;
 #endif
+}
+
+int threads_for_work(int64_t work, int n_threads) {
+  if (work < kMinParallelCells) return 1;
+  const int ceiling = resolve_threads(true, n_threads);
+  if (n_threads > 0 || ceiling <= 1) return ceiling;
+  const int64_t want = std::max<int64_t>(2, work / kCellsPerThread);
+  return static_cast<int>(std::min<int64_t>(want, ceiling));
 }
 
 namespace {
@@ -293,7 +302,7 @@ void loo_auc_uniform_ex(const uint8_t* B, int64_t n, int64_t m, const int64_t* c
     if (colsum) std::fill(colsum, colsum + m, int64_t(0));
     return;
   }
-  const int nt = resolve_threads(parallel && n * m >= kMinParallelCells, n_threads);
+  const int nt = threads_for_work(parallel ? n * m : 0, n_threads);
 
   // Integer row sums (levels 0..m) of the kept rows.
   const int64_t* rs = rowsums;
@@ -434,7 +443,7 @@ void loo_auc(const uint8_t* B, int64_t n, int64_t m, const double* w, const int6
     std::fill(out, out + m, kNaN);
     return;
   }
-  const int nt = resolve_threads(parallel && n * m >= kMinParallelCells, n_threads);
+  const int nt = threads_for_work(parallel ? n * m : 0, n_threads);
 
   std::vector<int64_t> perm;  // kept rows, ascending, then sorted by score
   perm.reserve(static_cast<size_t>(n));

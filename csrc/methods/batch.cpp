@@ -40,7 +40,14 @@ bool run_one(BatchTask& t, const MethodParams& p, MethodWorkspace& ws, bool para
 }  // namespace
 
 bool run_batch(BatchTask* tasks, size_t count, const MethodParams& p, int n_threads) {
-  const int nt = resolve_threads(true, n_threads);
+  // The team is made once for the whole batch: its work is every task's cells,
+  // each ACES-O task's once per Adam step.
+  const double per_cell = p.method == kMethodAcesO ? static_cast<double>(p.steps) + 1.0 : 1.0;
+  double work = 0.0;  // a double: cells times steps may exceed int64
+  for (size_t k = 0; k < count; ++k)
+    work += static_cast<double>(tasks[k].n) * static_cast<double>(std::max<int64_t>(tasks[k].m, 1));
+  work = std::min(work * per_cell, 1e18);
+  const int nt = count <= 1 ? 1 : threads_for_work(static_cast<int64_t>(work), n_threads);
   bool oom = false;
   if (count <= 1 || nt <= 1) {
     MethodWorkspace ws;

@@ -403,7 +403,7 @@ void run_method(const uint8_t* B, int64_t n, int64_t m, const MethodParams& p, M
   out.fallback = false;
   out.not_binary = false;
   const bool par = parallel && n * m >= kMinParallelCells;
-  const int nt = resolve_threads(par, n_threads);
+  const int nt = threads_for_work(par ? n * m : 0, n_threads);
   const bool is_c = p.method == kMethodAcesC || p.method == kMethodAcesCFilter;
   const bool is_o = p.method == kMethodAcesO;
 

@@ -11,7 +11,9 @@ numeric preconditions and sizes that would overflow (``steps``, ``bins``,
 copy) holding only 0 and 1: every call checks the values inside the same call,
 after releasing the GIL (``ValueError: B must contain only 0 and 1; found value
 v``, ``v`` the largest byte; ``rerank_batch`` and ``rerank_batch_flat`` name the first bad task,
-``"task k: ..."``). ``n_threads=0`` means the OpenMP default (at most 4096). Every function
+``"task k: ..."``). ``n_threads`` > 0 is exactly that many threads; 0 or < 0 lets each call
+choose by its work (``threads_for_work``), at most the OpenMP default or ``-n_threads``
+(|n_threads| <= 4096); work below 2^18 cells runs on one thread either way. Every function
 releases the GIL for the kernel.
 """
 
@@ -38,6 +40,7 @@ _FlatTuple = Tuple[_I64, _I64, _F64, _F64, _I64, Optional[_F64], npt.NDArray[np.
 def has_openmp() -> bool: ...
 def simd_level() -> str: ...
 def max_threads() -> int: ...
+def threads_for_work(work: int, n_threads: int) -> int: ...
 def loo_auc(
     *,
     B: _Pass,

@@ -1,9 +1,11 @@
 """``cpp``: the compiled pybind11/OpenMP kernels of :mod:`aces_fast._core`.
 
 The kernels take the validated ``uint8`` matrix without copying it, release the
-GIL and run OpenMP over tests. The thread count is fixed when the backend loads:
-``OMP_NUM_THREADS`` if set, else OpenMP's default (set ``n_threads`` on the
-backend object to change it).
+GIL and run OpenMP over tests. Threads: ``OMP_NUM_THREADS`` if set (exactly
+that many), else each call takes as many as its work pays for, one per
+``2^17`` cells, at most OpenMP's default (fixed when the backend loads); work
+under ``2^18`` cells runs on one thread. ``n_threads`` on the backend object, or
+``rerank_batch(n_threads=)``, sets an exact count (``_core.threads_for_work``).
 
 Methods with a compiled copy (a spec's ``core_method``: majority vote, ACES-C,
 ACES-O) run whole in C++ -- ``_core.rerank``: weights, scores, tie snapping and
@@ -40,12 +42,14 @@ _MAX_THREADS = 4096
 
 
 def _default_threads() -> int:
-    """``OMP_NUM_THREADS`` (its first entry) if set and valid, else OpenMP's default;
-    at most the compiled layer's limit (a larger setting would fail every call)."""
+    """``OMP_NUM_THREADS`` (its first entry) if set and valid: exactly that many;
+    else ``-ceiling``: the compiled layer chooses by each call's work, up to
+    OpenMP's default (``_core.threads_for_work``). At most the compiled layer's
+    limit (a larger setting would fail every call)."""
     env = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
     if env.isdigit() and int(env) > 0:
         return min(int(env), _MAX_THREADS)
-    return min(int(core.max_threads()), _MAX_THREADS)
+    return -min(int(core.max_threads()), _MAX_THREADS)
 
 
 #: ``_core.METHOD_CODES``: a spec's ``core_method`` -> the code ``_core.rerank`` takes
@@ -60,6 +64,7 @@ class CppBackend(ArrayBackend):
     def __init__(self, n_threads: int = 0):
         # Resolve "OpenMP default" once, now: numba's OpenMP layer later calls
         # omp_set_num_threads in this process, which would silently change it.
+        # > 0: exactly that many threads; < 0: chosen by the work, at most -n.
         self.n_threads = n_threads or _default_threads()
 
     # -- conversions -----------------------------------------------------------
