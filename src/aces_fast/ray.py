@@ -51,7 +51,8 @@ import pyarrow as pa
 
 from ._registry import DEFAULT_METHOD, method_params
 from ._validation import check_int
-from .parquet import InvalidRowError, RowError, check_schema, input_files
+from .parquet import (OPTIONAL_COLUMNS, REQUIRED_COLUMNS, InputFile, InvalidRowError, RowError,
+                      check_schema, damaged_row_group, input_files, open_file)
 from .stream import DEFAULT_BATCH_SIZE, rerank_table, results_schema
 
 __all__ = ["RayEngineError", "init", "read_pass_matrices", "rerank_dataset", "shutdown"]
@@ -361,11 +362,8 @@ def _read_group(path: str, group: int, first_row: int, *, batch_size: int,
     """Read task: the rows of one row group in batches, with a ``row`` column, minus
     the rows to skip (done by an earlier run, or duplicates the driver reports),
     in the canonical column types."""
-    from ._input import InputFile, damaged_row_group
-    from .parquet import _open
-
     skip_set = _shared(skip)
-    pf = _open(path)
+    pf = open_file(path)
     present = [c for c in columns if c in pf.schema_arrow.names]
 
     def block(table: Any, rows: np.ndarray, damaged: Optional[str]) -> Any:
@@ -476,14 +474,12 @@ def read_pass_matrices(path: PathLike, *, batch_size: int = DEFAULT_BATCH_SIZE,
         and :func:`rerank_dataset` reports them as bad rows). One read task per
         row group.
     """
-    from .parquet import OPTIONAL_COLUMNS, REQUIRED_COLUMNS, _open
-
     batch_size = check_int(batch_size, "batch_size", minimum=1)
     units = []
     has_labels = False
     row = 0
     for f in input_files(path):
-        pf = _open(f)
+        pf = open_file(f)
         has_labels = check_schema(pf.schema_arrow, str(f))[0] or has_labels
         for g in range(pf.num_row_groups):
             meta = pf.metadata.row_group(g)
