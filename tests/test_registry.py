@@ -98,6 +98,39 @@ def test_method_params_validates_and_fills_in():
     assert _registry.CODET_LINEAR.result_name({"exponent": 2.0}) == "codet"
 
 
+def test_core_args_are_named_as_the_extension_takes_them():
+    """A spec's ``core_args`` name ``_core.rerank``'s keywords: called with them by
+    name, the extension gives what ``rerank`` gives, and ``pack`` reads the
+    extension's tuple by ``Outputs``' names."""
+    from aces_fast._compiled import core
+
+    if core is None:
+        pytest.skip("the compiled extension is not built")
+    B = np.ascontiguousarray(random_matrix(np.random.default_rng(3), 12, 9), dtype=np.uint8)
+    seen = set()
+    for spec in _registry.specs():
+        if spec.core_args is None:
+            continue
+        values = spec.validate({"steps": 7} if "steps" in {p.name for p in spec.params} else {})
+        args = spec.core_args(values)
+        assert isinstance(args, _registry.CoreArgs)
+        out = core.rerank(B=B, method=spec.code, **args._asdict(), dedup=None, n_threads=1)
+        got = spec.pack(_semantics.Outputs._make(out), values, "cpp")
+        want = af.rerank(B, spec.name, backend="cpp", **values)
+        assert got.method == want.method and got.fallback == want.fallback
+        assert sorted(got.info) == sorted(want.info)
+        for field in ("scores", "order", "weights", "loo_auc", "objective"):
+            a, b = getattr(got, field), getattr(want, field)
+            assert (a is None) == (b is None), field
+            if a is not None:
+                np.testing.assert_array_equal(a, b)
+        seen.add(spec.name)
+        if spec.name == "aces-o-warm":
+            assert args.warm and args.steps == 7 and args.top_k == 24
+    assert seen == {"majority", "aces-c", "aces-c-filter", "aces-o", "aces-o-warm"}
+    assert _registry.ACES_O.core_args(_registry.ACES_O.validate({"bins": 64})) is None
+
+
 # ---------------------------------------------------------------------------
 # a method added at run time
 

@@ -20,7 +20,7 @@ import time
 import numpy as np
 
 import aces_fast as af
-from aces_fast import _registry
+from aces_fast import _registry, _semantics
 from aces_fast._compiled import core
 from aces_fast.backends import get_backend, resolve_backend
 from aces_fast.batch import _task_list
@@ -39,11 +39,12 @@ def old_rerank_batch(Bs, method: str, n_threads: int):
     items = _task_list(Bs)
     be = resolve_backend("cpp", items[0])
     prepared = [be.prepare(B) for B in items]
-    tie_tol, gamma, lr, steps, top_k, warm = spec.core_args(values)
+    args = spec.core_args(values)
     outs = core.rerank_batch(tasks=prepared, method=core.METHOD_CODES[spec.core_method],
-                             tie_tol=tie_tol, gamma=gamma, lr=lr, steps=steps, top_k=top_k,
-                             warm=warm, dedup=None, n_threads=n_threads)
-    return [spec.pack(out, values, "cpp") for out in outs]
+                             tie_tol=args.tie_tol, gamma=args.gamma, lr=args.lr,
+                             steps=args.steps, top_k=args.top_k, warm=args.warm, dedup=None,
+                             n_threads=n_threads)
+    return [spec.pack(_semantics.Outputs._make(out), values, "cpp") for out in outs]
 
 
 def cell(label: str, Bs, method: str, n_threads: int, repeats: int) -> None:

@@ -76,10 +76,10 @@ def write_synthetic(path: Any, problems: int, n: int = 100, m: int = 50, *, seed
 
 def read_matrices(path: Any, limit: Optional[int] = None) -> List[np.ndarray]:
     """The pass matrices of a Parquet file, unpacked in memory (for comparisons)."""
-    from aces_fast.parquet import _open, decode_batch
+    from aces_fast.parquet import decode_batch, open_file
 
     out: List[np.ndarray] = []
-    for batch in _open(path).iter_batches(batch_size=8192):
+    for batch in open_file(path).iter_batches(batch_size=8192):
         out.extend(decode_batch(batch, 0).B)
         if limit is not None and len(out) >= limit:
             return out[:limit]
@@ -144,11 +144,11 @@ def _in_memory(path: Path, method: str, threads: int, chunk: int) -> float:
     """Tasks/s of rerank_batch alone on the file's problems (unpacked beforehand,
     ``chunk`` problems at a time so memory stays bounded; unpacking not timed)."""
     from aces_fast.batch import rerank_batch
-    from aces_fast.parquet import _open, decode_batch
+    from aces_fast.parquet import decode_batch, open_file
 
     total = 0.0
     count = 0
-    for batch in _open(path).iter_batches(batch_size=chunk):
+    for batch in open_file(path).iter_batches(batch_size=chunk):
         Bs = decode_batch(batch, 0).B
         tick = time.perf_counter()
         rerank_batch(Bs, method, n_threads=threads)

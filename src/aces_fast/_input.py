@@ -19,28 +19,15 @@ identity checked on resume they name the same rows in every run.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from ._commit import Intervals
+from .parquet import (OPTIONAL_COLUMNS, REQUIRED_COLUMNS, InputFile, RowError, check_schema,
+                      damaged_row_group, input_files, open_file, row_group_task_ids)
 
-__all__ = ["Batch", "InputFile", "damaged_row_group", "duplicate_rows", "open_inputs",
-           "read_batches", "task_ids_at"]
-
-
-@dataclass
-class InputFile:
-    """One Parquet file of the input and the row number of its first row."""
-
-    path: Path
-    pf: Any  # pyarrow.parquet.ParquetFile
-    first_row: int
-
-    @property
-    def num_rows(self) -> int:
-        return int(self.pf.metadata.num_rows)
+__all__ = ["Batch", "duplicate_rows", "open_inputs", "read_batches", "task_ids_at"]
 
 
 @dataclass
@@ -57,13 +44,11 @@ class Batch:
 
 def open_inputs(path_in: Any) -> Tuple[List[InputFile], bool]:
     """The input files (name order) and whether any has a ``labels`` column."""
-    from .parquet import _open, check_schema, input_files
-
     files: List[InputFile] = []
     has_labels = False
     row = 0
     for f in input_files(path_in):
-        pf = _open(f)
+        pf = open_file(f)
         has_labels = check_schema(pf.schema_arrow, str(f))[0] or has_labels
         files.append(InputFile(f, pf, row))
         row += int(pf.metadata.num_rows)
@@ -82,16 +67,6 @@ def task_ids_at(files: Sequence[InputFile], rows: Any) -> Dict[int, Optional[str
     return out
 
 
-def _task_ids_of_group(pf: Any, g: int) -> Optional[Any]:
-    """The ``task_id`` column of one row group, or ``None`` when it cannot be read."""
-    import pyarrow as pa
-
-    try:
-        return pf.read_row_group(g, columns=["task_id"]).column(0)
-    except (OSError, pa.ArrowException):
-        return None
-
-
 def duplicate_rows(files: List[InputFile]) -> Dict[int, str]:
     """``{row: reason}`` for every row whose task id occurred at an earlier row.
 
@@ -105,7 +80,7 @@ def duplicate_rows(files: List[InputFile]) -> Dict[int, str]:
     chunks: List[Any] = []
     for f in files:
         for g in range(f.pf.metadata.num_row_groups):
-            col = _task_ids_of_group(f.pf, g)
+            col = row_group_task_ids(f.pf, g)
             n_g = f.pf.metadata.row_group(g).num_rows
             if col is None:
                 col = pa.chunked_array([pa.nulls(n_g, pa.string())])
@@ -128,35 +103,6 @@ def duplicate_rows(files: List[InputFile]) -> Dict[int, str]:
     return out
 
 
-def damaged_row_group(f: InputFile, g: int, lo: int, hi: int, start: int, exc: BaseException
-             ) -> Tuple[str, List[Optional[str]]]:
-    """The message for a row group that failed to decode at row ``start`` (its rows
-    are ``[lo, hi)``), and the task ids of rows ``start..hi-1`` where readable."""
-    col = _task_ids_of_group(f.pf, g)
-    ids: List[Optional[str]] = [None] * (hi - start)
-    span = ""
-    if col is not None:
-        ids = col.slice(start - lo).to_pylist()
-        span = f", task_ids {ids[0]!r} to {ids[-1]!r}" if ids else ""
-    else:
-        stats = _task_id_stats(f.pf, g)
-        span = f", task_ids between {stats[0]!r} and {stats[1]!r}" if stats else ""
-    first_line = " ".join(str(exc).split())
-    return (f"{f.path}: row group {g} (rows {start} to {hi - 1}{span}) is damaged: "
-            f"{first_line}"), ids
-
-
-def _task_id_stats(pf: Any, g: int) -> Optional[Tuple[Any, Any]]:
-    try:
-        names = pf.schema_arrow.names
-        st = pf.metadata.row_group(g).column(names.index("task_id")).statistics
-        if st is not None and st.has_min_max:
-            return st.min, st.max
-    except (ValueError, IndexError, AttributeError):
-        pass
-    return None
-
-
 def read_batches(files: List[InputFile], batch_size: int, done: Intervals,
                  duplicates: Dict[int, str], skip_invalid: bool,
                  timings: Dict[str, float]) -> Iterator[Batch]:
@@ -169,8 +115,6 @@ def read_batches(files: List[InputFile], batch_size: int, done: Intervals,
     import time
 
     import pyarrow as pa
-
-    from .parquet import OPTIONAL_COLUMNS, REQUIRED_COLUMNS, RowError
 
     dup_rows = np.array(sorted(duplicates), dtype=np.int64)
     for f in files:

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterator, Mapping, Optional, Sequence, Tuple)
+from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterator, Mapping, NamedTuple, Optional,
+                    Tuple)
 
 if TYPE_CHECKING:  # the backends import this module
     from .backends.ops import ArrayOps
@@ -203,6 +204,24 @@ WARM_INIT = "aces-c"
 Values = Dict[str, Any]
 
 
+class CoreArgs(NamedTuple):
+    """A method's values for its compiled copy: the arguments of ``_core.rerank``
+    and ``_core.rerank_batch_flat`` besides the matrices, ``method``, ``dedup`` and
+    ``n_threads``, under the names ``_core`` takes them by.
+
+    A NamedTuple rather than a frozen dataclass: it is built on every compiled
+    ``rerank`` call (a few microseconds in all), and builds in about half the time.
+    """
+
+    tie_tol: float
+    gamma: float
+    lr: float
+    steps: int
+    top_k: Optional[int]
+    #: ACES-O starts from the ACES-C weights
+    warm: bool
+
+
 @dataclass(frozen=True, eq=False)
 class MethodSpec:
     """Everything the library knows about one ``rerank`` method.
@@ -241,10 +260,9 @@ class MethodSpec:
         ``init="aces-c"`` is ``aces-o-warm``).
     core_method : str, optional
         Key of ``_core.METHOD_CODES`` for the compiled path (``None``: Python only).
-    core_args : callable ``values -> tuple``, optional
-        The compiled path's ``(tie_tol, gamma, lr, steps, top_k, warm)`` (the
-        arguments of ``_core.rerank`` besides ``B``, ``method``, ``dedup`` and
-        ``n_threads``), or ``None`` when these values have no compiled path.
+    core_args : callable ``values -> CoreArgs or None``, optional
+        The compiled path's arguments (:class:`CoreArgs`), or ``None`` when
+        these values have no compiled path.
     over_tasks : bool
         The semantics broadcast over a leading task axis (torch's padded
         batches) and do their work in kernels (numba's threaded batches).
@@ -267,7 +285,7 @@ class MethodSpec:
     family: str = ""
     key: Optional[str] = None
     core_method: Optional[str] = None
-    core_args: Optional[Callable[[Values], Optional[Tuple[Any, ...]]]] = None
+    core_args: Optional[Callable[[Values], Optional[CoreArgs]]] = None
     over_tasks: bool = False
     cost: Optional[CostFn] = None
 
@@ -334,21 +352,21 @@ class MethodSpec:
             return self.name
         return _FAMILY_NAMES.get((self.family, values[key]), self.family)
 
-    def pack(self, out: Sequence[Any], values: Values, backend: str,
+    def pack(self, out: "_semantics.Outputs", values: Values, backend: str,
              convert: Optional[Callable[[Any], Any]] = None) -> RerankResult:
-        """A :class:`RerankResult` from ``(scores, weights, order, loo_auc, fallback,
-        objective, rows)`` (a semantics' Outputs or the compiled paths' tuples);
-        ``convert`` maps each array (e.g. tensors to NumPy).
+        """A :class:`RerankResult` from a method's :class:`~aces_fast._semantics.Outputs`
+        (its semantics', or a compiled path's); ``convert`` maps each array (e.g.
+        tensors to NumPy).
 
-        Only the fields the method declares (``weights``, ``results``) are read,
-        so a tuple may end after the last of them.
+        Only the fields the method declares (``weights``, ``results``) are read;
+        the others may be left at their defaults.
         """
         has_loo, has_fallback, has_objective, has_rows = self._has  # type: ignore[attr-defined]
-        scores, order = out[0], out[2]
-        weights = out[1] if self.weights else None
-        loo = out[3] if has_loo else None
-        objective = out[5] if has_objective else None
-        rows = out[6] if has_rows else None
+        scores, order = out.scores, out.order
+        weights = out.weights if self.weights else None
+        loo = out.loo_auc if has_loo else None
+        objective = out.objective if has_objective else None
+        rows = out.rows if has_rows else None
         info = dict(self._fixed_info)  # type: ignore[attr-defined]
         for k in self._param_info:  # type: ignore[attr-defined]
             info[k] = values[k]
@@ -364,7 +382,7 @@ class MethodSpec:
             if values.get(k) is not None:
                 info[k] = values[k]
         return RerankResult(scores, weights, order, self.result_name(values), backend, loo,
-                            bool(out[4]) if has_fallback else False, objective, info)
+                            bool(out.fallback) if has_fallback else False, objective, info)
 
 
 _SPECS: Dict[str, MethodSpec] = {}
@@ -470,7 +488,8 @@ MAJORITY = register(MethodSpec(
     summary="majority vote: every non-constant test weighs the same",
     semantics=_semantics.majority, args=lambda v: (DEFAULT_TIE_TOL,),
     core_method="majority",
-    core_args=lambda v: (DEFAULT_TIE_TOL, GAMMA.default, LR.default, 0, None, False),
+    core_args=lambda v: CoreArgs(tie_tol=DEFAULT_TIE_TOL, gamma=GAMMA.default, lr=LR.default,
+                                 steps=0, top_k=None, warm=False),
     over_tasks=True,
 ))
 CODET = register(MethodSpec(
@@ -498,7 +517,8 @@ ACES_C = register(MethodSpec(
     semantics=_semantics.aces_c, args=lambda v: (True, v["tie_tol"]),
     params=(TIE_TOL,), fixed={"variant": "weighted"}, results=("loo_auc", "fallback"),
     info=("variant",), key="variant", core_method="aces-c",
-    core_args=lambda v: (v["tie_tol"], GAMMA.default, LR.default, 0, None, False),
+    core_args=lambda v: CoreArgs(tie_tol=v["tie_tol"], gamma=GAMMA.default, lr=LR.default,
+                                 steps=0, top_k=None, warm=False),
     over_tasks=True,
 ))
 ACES_C_FILTER = register(MethodSpec(
@@ -511,10 +531,11 @@ ACES_C_FILTER = register(MethodSpec(
 ))
 
 
-def _aces_o_core_args(v: Values) -> Optional[Tuple[Any, ...]]:
+def _aces_o_core_args(v: Values) -> Optional[CoreArgs]:
     if v["bins"] is not None:
         return None  # the binned fit runs through the Python semantics
-    return v["tie_tol"], v["gamma"], v["lr"], v["steps"], v["top_k"], v["init"] == WARM_INIT
+    return CoreArgs(tie_tol=v["tie_tol"], gamma=v["gamma"], lr=v["lr"], steps=v["steps"],
+                    top_k=v["top_k"], warm=v["init"] == WARM_INIT)
 
 
 ACES_O = register(MethodSpec(

@@ -20,7 +20,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union, 
 
 import numpy as np
 
-from . import _registry
+from . import _registry, _semantics
 from ._types import Array
 from ._validation import is_torch_tensor
 from .result import RerankResult
@@ -161,7 +161,9 @@ class BatchResult(Sequence[RerankResult]):
         if self.rows is not None and self.rows_offsets is not None:
             rows = self.rows[self.rows_offsets[t]:self.rows_offsets[t + 1]]
         # MethodSpec.pack: the same fields, info and name as the per-task path
-        out = (self.scores[a:b], weights, self.order[a:b], loo, self.fallback[t], objective, rows)
+        out = _semantics.Outputs(scores=self.scores[a:b], weights=weights, order=self.order[a:b],
+                                 loo_auc=loo, fallback=self.fallback[t], objective=objective,
+                                 rows=rows)
         item = self._spec.pack(out, self._values, self.backend)
         self._items[t] = item
         return item

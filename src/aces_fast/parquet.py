@@ -44,12 +44,12 @@ except ImportError as _exc:  # pragma: no cover - exercised in a subprocess test
     raise ImportError("reading and writing Parquet needs pyarrow, which is not installed: "
                       "pip install 'aces_fast[arrow]'") from _exc
 
-from .datasets import Dataset, Problem
+from ._problems import Dataset, Problem
 
-__all__ = ["LAYOUT_VERSION", "METADATA_KEY", "REQUIRED_COLUMNS", "Decoded", "InvalidRowError",
-           "RowError",
-           "check_schema", "decode_batch", "input_files", "load_parquet", "pack_rows",
-           "save_parquet", "schema"]
+__all__ = ["LAYOUT_VERSION", "METADATA_KEY", "REQUIRED_COLUMNS", "Decoded", "InputFile",
+           "InvalidRowError", "RowError",
+           "check_schema", "damaged_row_group", "decode_batch", "input_files", "load_parquet",
+           "open_file", "pack_rows", "row_group_task_ids", "save_parquet", "schema"]
 
 LAYOUT_VERSION = 1
 METADATA_KEY = b"aces_fast"
@@ -476,15 +476,13 @@ def load_parquet(path: PathLike, name: Optional[str] = None) -> Dataset:
     malformed row (see :func:`decode_batch`), a missing column or wrong column
     type, a duplicate task id, or a newer layout version. O(total size).
     """
-    from ._input import InputFile, damaged_row_group
-
     files = input_files(path)
     problems: List[Problem] = []
     row = 0
     for f in files:
-        pf = _open(f)
+        pf = open_file(f)
         check_schema(pf.schema_arrow, str(f))
-        for batch in _verified_batches(InputFile(f, pf, row), damaged_row_group):
+        for batch in _verified_batches(InputFile(f, pf, row)):
             dec = decode_batch(batch, row, test_count=True)
             if dec.errors:
                 raise InvalidRowError(f"{f}: {dec.errors[0].message()}", dec.errors[0])
@@ -501,7 +499,7 @@ def load_parquet(path: PathLike, name: Optional[str] = None) -> Dataset:
     return Dataset(name, problems, source=str(path))
 
 
-def _verified_batches(f: Any, damaged: Any) -> Any:
+def _verified_batches(f: InputFile) -> Any:
     """The record batches of one file, row group by row group, so that a page that
     fails its checksum or does not decode is a ``ValueError`` naming the file,
     the row group, its rows and task ids."""
@@ -514,7 +512,7 @@ def _verified_batches(f: Any, damaged: Any) -> Any:
             try:
                 batch = next(it, None)
             except (OSError, pa.ArrowException) as exc:
-                raise ValueError(damaged(f, g, lo, hi, r, exc)[0]) from None
+                raise ValueError(damaged_row_group(f, g, lo, hi, r, exc)[0]) from None
             if batch is None:
                 break
             r += batch.num_rows
@@ -522,7 +520,11 @@ def _verified_batches(f: Any, damaged: Any) -> Any:
         lo = hi
 
 
-def _open(path: Any) -> "pq.ParquetFile":
+# ---------------------------------------------------------------------------
+# reading files (shared by load_parquet and the streaming and Ray engines)
+
+
+def open_file(path: Any) -> "pq.ParquetFile":
     """A reader for streaming: ``pre_buffer=False``, because with pre-buffering the
     reader keeps every column chunk it has read until it is closed, so memory
     grows with the file (about 390 MiB after 600 000 rows of 100 x 50) instead of
@@ -532,3 +534,53 @@ def _open(path: Any) -> "pq.ParquetFile":
         return pq.ParquetFile(str(path), pre_buffer=False, page_checksum_verification=True)
     except (OSError, pa.ArrowException) as exc:
         raise ValueError(f"{path}: cannot read as Parquet: {exc}") from None
+
+
+@dataclass
+class InputFile:
+    """One Parquet file of the input and the row number of its first row."""
+
+    path: Path
+    pf: Any  # pyarrow.parquet.ParquetFile
+    first_row: int
+
+    @property
+    def num_rows(self) -> int:
+        return int(self.pf.metadata.num_rows)
+
+
+def row_group_task_ids(pf: Any, g: int) -> Optional[Any]:
+    """The ``task_id`` column of one row group, or ``None`` when it cannot be read."""
+    try:
+        return pf.read_row_group(g, columns=["task_id"]).column(0)
+    except (OSError, pa.ArrowException):
+        return None
+
+
+def damaged_row_group(f: InputFile, g: int, lo: int, hi: int, start: int, exc: BaseException
+             ) -> Tuple[str, List[Optional[str]]]:
+    """The message for a row group that failed to decode at row ``start`` (its rows
+    are ``[lo, hi)``), and the task ids of rows ``start..hi-1`` where readable."""
+    col = row_group_task_ids(f.pf, g)
+    ids: List[Optional[str]] = [None] * (hi - start)
+    span = ""
+    if col is not None:
+        ids = col.slice(start - lo).to_pylist()
+        span = f", task_ids {ids[0]!r} to {ids[-1]!r}" if ids else ""
+    else:
+        stats = _task_id_stats(f.pf, g)
+        span = f", task_ids between {stats[0]!r} and {stats[1]!r}" if stats else ""
+    first_line = " ".join(str(exc).split())
+    return (f"{f.path}: row group {g} (rows {start} to {hi - 1}{span}) is damaged: "
+            f"{first_line}"), ids
+
+
+def _task_id_stats(pf: Any, g: int) -> Optional[Tuple[Any, Any]]:
+    try:
+        names = pf.schema_arrow.names
+        st = pf.metadata.row_group(g).column(names.index("task_id")).statistics
+        if st is not None and st.has_min_max:
+            return st.min, st.max
+    except (ValueError, IndexError, AttributeError):
+        pass
+    return None

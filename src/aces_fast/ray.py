@@ -49,12 +49,14 @@ except ImportError as _exc:  # pragma: no cover - exercised in a subprocess test
 
 import pyarrow as pa
 
+from ._engine import DEFAULT_BATCH_SIZE, Commit, Job, rerank_table, results_schema
 from ._registry import DEFAULT_METHOD, method_params
 from ._validation import check_int
-from .parquet import InvalidRowError, RowError, check_schema, input_files
-from .stream import DEFAULT_BATCH_SIZE, rerank_table, results_schema
+from .parquet import (OPTIONAL_COLUMNS, REQUIRED_COLUMNS, InputFile, InvalidRowError, RowError,
+                      check_schema, damaged_row_group, input_files, open_file)
 
-__all__ = ["RayEngineError", "init", "read_pass_matrices", "rerank_dataset", "shutdown"]
+__all__ = ["RayEngine", "RayEngineError", "init", "read_pass_matrices", "rerank_dataset",
+           "shutdown"]
 
 PathLike = Union[str, Path]
 
@@ -361,11 +363,8 @@ def _read_group(path: str, group: int, first_row: int, *, batch_size: int,
     """Read task: the rows of one row group in batches, with a ``row`` column, minus
     the rows to skip (done by an earlier run, or duplicates the driver reports),
     in the canonical column types."""
-    from ._input import InputFile, damaged_row_group
-    from .parquet import _open
-
     skip_set = _shared(skip)
-    pf = _open(path)
+    pf = open_file(path)
     present = [c for c in columns if c in pf.schema_arrow.names]
 
     def block(table: Any, rows: np.ndarray, damaged: Optional[str]) -> Any:
@@ -476,14 +475,12 @@ def read_pass_matrices(path: PathLike, *, batch_size: int = DEFAULT_BATCH_SIZE,
         and :func:`rerank_dataset` reports them as bad rows). One read task per
         row group.
     """
-    from .parquet import OPTIONAL_COLUMNS, REQUIRED_COLUMNS, _open
-
     batch_size = check_int(batch_size, "batch_size", minimum=1)
     units = []
     has_labels = False
     row = 0
     for f in input_files(path):
-        pf = _open(f)
+        pf = open_file(f)
         has_labels = check_schema(pf.schema_arrow, str(f))[0] or has_labels
         for g in range(pf.num_row_groups):
             meta = pf.metadata.row_group(g)
@@ -627,67 +624,69 @@ def _run_error(exc: BaseException) -> Exception:
     return RayEngineError(f"Ray: the run failed: {type(exc).__name__}: {_first_line(exc)}")
 
 
-def _run(path_in: PathLike, files: Sequence[Any], has_labels: bool, method: str,
-         params: Dict[str, Any], commit: Callable[..., None], bar: Any, done: Any,
-         duplicates: Dict[int, str], *, batch_size: int, backend: Optional[str],
-         n_threads: Optional[int], skip_invalid: bool, address: Optional[str],
-         timings: Dict[str, float]) -> None:
-    """Run on the cluster and commit each block here, through ``commit(table, rows,
-    errors, backend)`` (see :mod:`aces_fast.stream`). ``done``: the input rows an
-    earlier run committed (an ``Intervals``); ``duplicates``: ``{row: reason}``,
-    committed here as errors before anything runs (``skip_invalid`` only).
+class RayEngine:
+    """The ``"ray"`` engine of :func:`aces_fast.stream.rerank_dataset`: ranks on a Ray
+    cluster (:func:`read_pass_matrices`, :func:`rerank_dataset`) and commits each
+    block on the driver."""
 
-    A local cluster started here is stopped on every way out (an error, Ctrl-C)
-    and, should this process be killed, removed by :func:`init`'s guard.
-    """
-    from ._commit import Intervals
-    from ._input import task_ids_at
-    from .backends import resolve_backend
+    name = "ray"
 
-    tick = time.perf_counter()
-    owner = init(address)
-    timings["startup"] = time.perf_counter() - tick
-    try:
-        used = resolve_backend(backend).name
-        dup_rows = np.array(sorted(duplicates), dtype=np.int64)
-        todo_dups = dup_rows[~done.contains(dup_rows)].tolist()
-        if todo_dups:
-            ids = task_ids_at(files, todo_dups)
-            commit(None, np.zeros(0, np.int64),
-                   [RowError(r, ids[r], duplicates[r]) for r in todo_dups], used)
-            bar.update(len(todo_dups))
-        skip = Intervals([(a, b) for a, b in zip(done.starts.tolist(), done.ends.tolist())]
-                         + [(r, r + 1) for r in duplicates])
-        ds = read_pass_matrices(path_in, batch_size=batch_size, skip_rows=skip)
-        out = rerank_dataset(ds, method, batch_size=batch_size, backend=backend,
-                             n_threads=n_threads or 1, skip_invalid=True, **params)
-        target = results_schema(has_labels).remove_metadata()
-        blocks = iter(out.iter_batches(batch_format="pyarrow", batch_size=None))
-        while True:
-            # Only what Ray raises here is Ray's (or a task's); commit's own errors
-            # (e.g. a full disk) pass through as they are.
-            try:
-                block: Any = next(blocks)
-            except StopIteration:
-                break
-            except Exception as exc:  # noqa: BLE001 - a task's error arrives wrapped by Ray
-                raise _run_error(exc) from None
-            if isinstance(block, pa.RecordBatch):
-                block = pa.Table.from_batches([block])
-            bad = block.column("error").is_valid().to_numpy(zero_copy_only=False).astype(bool)
-            errors = [RowError(r, t, e) for r, t, e in zip(
-                *(block.column(c).filter(pa.array(bad)).to_pylist()
-                  for c in ("row", "task_id", "error")))]
-            errors.sort(key=lambda e: (e.row is None, e.row))
-            if errors and not skip_invalid:
-                raise InvalidRowError(errors[0].message(), errors[0])
-            kept = block.filter(pa.array(~bad))
-            rows = kept.column("row").to_numpy().astype(np.int64)
-            commit(kept.select(target.names).cast(target), rows, errors, used)
-            bar.update(block.num_rows)
-    except ray.exceptions.RayError as exc:  # e.g. ray.put of the rows to skip failing
-        raise _run_error(exc) from None
-    finally:
-        if owner:
-            shutdown()
+    def run(self, job: Job, commit: Commit, progress: Callable[[int], None]) -> None:
+        """Run on the cluster at ``job.address`` (or a private local one) and commit
+        each block here, through ``commit`` (see :class:`aces_fast._engine.Engine`).
+        Duplicate rows (``job.duplicates``) are committed as errors before
+        anything runs (``skip_invalid`` only).
 
+        A local cluster started here is stopped on every way out (an error, Ctrl-C)
+        and, should this process be killed, removed by :func:`init`'s guard.
+        """
+        from ._commit import Intervals
+        from ._input import task_ids_at
+
+        done, duplicates, timings = job.done, job.duplicates, job.timings
+        tick = time.perf_counter()
+        owner = init(job.address)
+        timings["startup"] = time.perf_counter() - tick
+        try:
+            used = job.backend_name
+            dup_rows = np.array(sorted(duplicates), dtype=np.int64)
+            todo_dups = dup_rows[~done.contains(dup_rows)].tolist()
+            if todo_dups:
+                ids = task_ids_at(job.files, todo_dups)
+                commit(None, np.zeros(0, np.int64),
+                       [RowError(r, ids[r], duplicates[r]) for r in todo_dups], used)
+                progress(len(todo_dups))
+            skip = Intervals([(a, b) for a, b in zip(done.starts.tolist(), done.ends.tolist())]
+                             + [(r, r + 1) for r in duplicates])
+            ds = read_pass_matrices(job.path_in, batch_size=job.batch_size, skip_rows=skip)
+            out = rerank_dataset(ds, job.method, batch_size=job.batch_size, backend=job.backend,
+                                 n_threads=job.n_threads or 1, skip_invalid=True, **job.params)
+            target = results_schema(job.has_labels).remove_metadata()
+            blocks = iter(out.iter_batches(batch_format="pyarrow", batch_size=None))
+            while True:
+                # Only what Ray raises here is Ray's (or a task's); commit's own errors
+                # (e.g. a full disk) pass through as they are.
+                try:
+                    block: Any = next(blocks)
+                except StopIteration:
+                    break
+                except Exception as exc:  # noqa: BLE001 - a task's error arrives wrapped by Ray
+                    raise _run_error(exc) from None
+                if isinstance(block, pa.RecordBatch):
+                    block = pa.Table.from_batches([block])
+                bad = block.column("error").is_valid().to_numpy(zero_copy_only=False).astype(bool)
+                errors = [RowError(r, t, e) for r, t, e in zip(
+                    *(block.column(c).filter(pa.array(bad)).to_pylist()
+                      for c in ("row", "task_id", "error")))]
+                errors.sort(key=lambda e: (e.row is None, e.row))
+                if errors and not job.skip_invalid:
+                    raise InvalidRowError(errors[0].message(), errors[0])
+                kept = block.filter(pa.array(~bad))
+                rows = kept.column("row").to_numpy().astype(np.int64)
+                commit(kept.select(target.names).cast(target), rows, errors, used)
+                progress(block.num_rows)
+        except ray.exceptions.RayError as exc:  # e.g. ray.put of the rows to skip failing
+            raise _run_error(exc) from None
+        finally:
+            if owner:
+                shutdown()

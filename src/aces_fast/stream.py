@@ -51,186 +51,20 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from ._engine import (DEFAULT_BATCH_SIZE, PASS_KS, RESULTS_VERSION, Commit, Engine, Job,
+                      pass_at_ks, require_arrow, rerank_table, results_schema)
 from ._registry import DEFAULT_METHOD, get as method_spec, method_params
 from ._validation import check_int
 
-__all__ = ["DEFAULT_BATCH_SIZE", "PASS_KS", "RunSummary", "default_errors_path", "pass_at_ks",
-           "rerank_dataset", "rerank_table", "results_schema"]
-
-DEFAULT_BATCH_SIZE = 2048
-PASS_KS = (1, 2, 5)
-RESULTS_VERSION = 1
+__all__ = ["DEFAULT_BATCH_SIZE", "ENGINES", "PASS_KS", "Engine", "Job", "LocalEngine",
+           "RunSummary", "default_errors_path", "get_engine", "pass_at_ks", "rerank_dataset",
+           "rerank_table", "results_schema"]
 
 PathLike = Union[str, Path]
-
-
-def _arrow():
-    """pyarrow, or a clear error (it is an optional extra)."""
-    try:
-        import pyarrow as pa
-        import pyarrow.compute  # noqa: F401 - loaded up front, not inside a timed stage
-        import pyarrow.parquet as pq
-    except ImportError:
-        raise ImportError("rerank-dataset needs pyarrow, which is not installed: "
-                          "pip install 'aces_fast[arrow]'") from None
-    return pa, pq
-
-
-def results_schema(has_labels: bool, meta: Optional[Dict[str, Any]] = None) -> Any:
-    """The Arrow schema of the output (``meta`` goes into the ``aces_fast`` key)."""
-    pa, _ = _arrow()
-    fields = [pa.field("task_id", pa.string()), pa.field("order", pa.list_(pa.int32())),
-              pa.field("scores", pa.list_(pa.float64())),
-              pa.field("weights", pa.list_(pa.float64())), pa.field("fallback", pa.bool_())]
-    if has_labels:
-        fields += [pa.field(f"pass@{k}", pa.float64()) for k in PASS_KS]
-    info = {"format": "rerank-results", "version": RESULTS_VERSION, **(meta or {})}
-    return pa.schema(fields, metadata={b"aces_fast": json.dumps(info).encode()})
-
-
-# ---------------------------------------------------------------------------
-# one batch (shared by the local and the Ray engine)
-
-
-def _np(x: Any) -> np.ndarray:
-    if hasattr(x, "detach"):  # a torch tensor from the torch backend
-        x = x.detach().cpu().numpy()
-    return np.asarray(x)
-
-
-def _lists(values: Any, offsets: np.ndarray, value_type: Any) -> Any:
-    """A list column of a batch's flat ``values`` and ``offsets`` (T + 1,): wrapped,
-    not copied per task (:func:`aces_fast.batch_result.list_array`)."""
-    from .batch_result import list_array
-
-    return list_array(values, offsets, value_type)
-
-
-def pass_at_ks(scores: Sequence[np.ndarray], labels: Sequence[Optional[np.ndarray]],
-               ks: Sequence[int] = PASS_KS) -> Dict[int, np.ndarray]:
-    """:func:`aces_fast.pass_at_k` for many rankings and several ``k`` at once.
-
-    Parameters
-    ----------
-    scores : sequence of float64 arrays (n_t,)
-    labels : sequence of 0/1 arrays (n_t,) or None (unlabelled: the result is nan)
-    ks : sequence of int >= 1
-
-    Returns
-    -------
-    dict k -> float64 array (T,)
-        Equal to ``pass_at_k(scores[t], labels[t], k)`` bit for bit (a test
-        checks it): the same walk, vectorized over the problems of each size
-        ``n``. With ``s_k`` the ``k``-th largest score, the levels above it
-        fit whole (any correct one there gives 1); in the level of ``s_k``,
-        ``g`` tied candidates with ``c`` correct and ``r`` places left, all
-        picks miss with probability ``prod_{i<r} (g-c-i)/(g-i)``, multiplied
-        in the same order as ``pass_at_k`` does. One sort per problem instead
-        of one ``numpy.unique`` per problem and ``k``.
-    """
-    out = {k: np.full(len(scores), np.nan) for k in ks}
-    by_n: Dict[int, List[Tuple[int, np.ndarray]]] = {}
-    for t, y in enumerate(labels):
-        if y is not None:
-            by_n.setdefault(len(y), []).append((t, y))
-    for n, items in by_n.items():
-        members = [t for t, _ in items]
-        S = np.stack([scores[t] for t in members]).astype(np.float64, copy=False)
-        Y = np.stack([y for _, y in items]).astype(bool)
-        desc = -np.sort(-S, axis=1)
-        for k in ks:
-            kk = min(k, n)
-            sk = desc[:, kk - 1: kk]
-            above, level = S > sk, S == sk
-            good_above = (above & Y).sum(axis=1)
-            room = kk - above.sum(axis=1)
-            g = level.sum(axis=1)
-            c = (level & Y).sum(axis=1)
-            p = np.ones(len(members))
-            for i in range(kk):
-                active = i < room
-                p *= np.where(active, (g - c - i) / np.where(active, g - i, 1), 1.0)
-            miss = np.where(room > g - c, 0.0, p)
-            out[k][members] = np.where(good_above > 0, 1.0, 1.0 - miss)
-    return out
-
-
-def rerank_table(table: Any, method: str, params: Dict[str, Any], *, rows: Any = 0,
-                 has_labels: bool, backend: Optional[str] = None,
-                 n_threads: Optional[int] = None, skip_invalid: bool = False,
-                 timings: Optional[Dict[str, float]] = None) -> Tuple[Any, List[Any], str]:
-    """Rank every problem of one record batch: decode, rerank, Pass@k, encode.
-
-    Parameters
-    ----------
-    table : pyarrow.RecordBatch or pyarrow.Table
-        Rows of the pass-matrix layout (:mod:`aces_fast.parquet`).
-    method, params
-        A method name and its complete parameters (``_registry.method_params``).
-    rows : int, sequence of int, or None
-        Input row numbers for error reports (see ``decode_batch``).
-    has_labels : bool
-        Whether the output has the ``pass@k`` columns (the whole run's schema).
-    backend, n_threads
-        Passed to :func:`aces_fast.rerank_batch`.
-    skip_invalid : bool
-        ``False``: a bad row raises :class:`~aces_fast.parquet.InvalidRowError`
-        (a ``ValueError``; the first bad row of the batch).
-        ``True``: bad rows are returned as errors and left out.
-    timings : dict, optional
-        Seconds spent are added under ``decode``, ``rerank``, ``pass@k``, ``encode``.
-
-    Returns
-    -------
-    (pyarrow.Table, list of RowError, str)
-        The results (schema :func:`results_schema`, without metadata), the bad
-        rows, and the backend that ran (``""`` when nothing ran).
-    """
-    from .batch import rerank_batch
-    from .parquet import InvalidRowError, decode_batch
-
-    pa, _ = _arrow()
-    tick = time.perf_counter()
-    dec = decode_batch(table, rows)
-    if dec.errors and not skip_invalid:
-        raise InvalidRowError(dec.errors[0].message(), dec.errors[0])
-    t_decode = time.perf_counter()
-    results = rerank_batch(dec.B, method, backend=backend, n_threads=n_threads, **params)
-    t_rerank = time.perf_counter()
-    T = len(results)
-    cols: Dict[str, Any] = {"task_id": pa.array(dec.task_ids, pa.string())}
-    # the batch's flat columns (BatchResult): no RerankResult is built here
-    n_off = results.n_offsets
-    scores = _np(results.scores)
-    passk: Dict[int, Any] = {}
-    if has_labels:
-        labels = dec.labels or [None] * T
-        missing = np.array([y is None for y in labels], dtype=bool)
-        views = [scores[n_off[t]:n_off[t + 1]] for t in range(T)]
-        for k, values in pass_at_ks(views, labels, PASS_KS).items():
-            passk[k] = pa.array(values, pa.float64(), mask=missing)
-    t_pass = time.perf_counter()
-    cols["order"] = _lists(results.order, n_off, pa.int32())
-    cols["scores"] = _lists(scores, n_off, pa.float64())
-    if results.weights is not None and results.m_offsets is not None:
-        cols["weights"] = _lists(results.weights, results.m_offsets, pa.float64())
-    else:
-        cols["weights"] = pa.nulls(T, pa.list_(pa.float64()))
-    cols["fallback"] = pa.array(_np(results.fallback).astype(bool, copy=False), pa.bool_())
-    for k in passk:
-        cols[f"pass@{k}"] = passk[k]
-    out = pa.Table.from_pydict(cols, schema=results_schema(has_labels).remove_metadata())
-    t_end = time.perf_counter()
-    if timings is not None:
-        for key, dt in (("decode", t_decode - tick), ("rerank", t_rerank - t_decode),
-                        ("pass@k", t_pass - t_rerank), ("encode", t_end - t_pass)):
-            timings[key] = timings.get(key, 0.0) + dt
-    return out, dec.errors, results.backend if T else ""
-
 
 # ---------------------------------------------------------------------------
 # output directory, errors file, progress
@@ -319,7 +153,7 @@ def _encode_part(table: Any, meta: Dict[str, Any]) -> Any:
     page checksums on. Dictionary encoding is off: it triples the write time of
     these columns (mostly distinct floats and short permutations) and makes the
     file larger."""
-    pa, pq = _arrow()
+    pa, pq = require_arrow()
     table = table.replace_schema_metadata({b"aces_fast": json.dumps(meta).encode()})
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, use_dictionary=False, write_page_checksum=True)
@@ -449,6 +283,60 @@ class _Writer:
             self._raise()
 
 
+class LocalEngine:
+    """The ``"local"`` engine: this process reads the input batch by batch (on a
+    thread of its own, one batch ahead) and ranks each batch here."""
+
+    name = "local"
+
+    def run(self, job: Job, commit: Commit, progress: Callable[[int], None]) -> None:
+        """See :meth:`aces_fast._engine.Engine.run`."""
+        from ._input import read_batches
+
+        batches = _prefetch(read_batches(job.files, job.batch_size, job.done, job.duplicates,
+                                         job.skip_invalid, job.timings))
+        with contextlib.closing(batches):  # stops the reading thread on any way out
+            for batch in batches:
+                res, errs, ran = None, list(batch.errors), job.backend_name
+                rows = batch.rows
+                if batch.table is not None and batch.table.num_rows:
+                    res, bad, ran = rerank_table(
+                        batch.table, job.method, job.params, rows=batch.rows,
+                        has_labels=job.has_labels, backend=job.backend,
+                        n_threads=job.n_threads, skip_invalid=job.skip_invalid,
+                        timings=job.timings)
+                    if bad:
+                        bad_rows = np.array([e.row for e in bad], dtype=np.int64)
+                        rows = rows[~np.isin(rows, bad_rows)]
+                        errs = sorted(errs + bad, key=lambda e: e.row)
+                commit(res, rows, errs, ran or job.backend_name)
+                progress(batch.seen)
+
+
+#: the names :func:`get_engine` knows
+ENGINES = ("local", "ray")
+
+
+def get_engine(name: str) -> Engine:
+    """The engine called ``name``: ``"local"`` (:class:`LocalEngine`) or ``"ray"``
+    (:class:`aces_fast.ray.RayEngine`).
+
+    Raises
+    ------
+    ValueError
+        An unknown name.
+    ImportError
+        ``"ray"`` without ray installed.
+    """
+    if name == "local":
+        return LocalEngine()
+    if name == "ray":
+        from .ray import RayEngine  # imports ray: only when asked for
+
+        return RayEngine()
+    raise ValueError(f"engine must be one of {', '.join(map(repr, ENGINES))}; got {name!r}")
+
+
 def _header(files: Sequence[Any], method: str, params: Dict[str, Any], backend: str,
             has_labels: bool) -> Dict[str, Any]:
     from . import __version__
@@ -539,9 +427,9 @@ def rerank_dataset(path_in: PathLike, path_out: PathLike, method: str = DEFAULT_
     Results equal :func:`aces_fast.rerank_batch` on the same matrices bit for
     bit, whatever the engine and batch size.
     """
-    _arrow()
+    require_arrow()
     from ._commit import ResultsDir
-    from ._input import duplicate_rows, open_inputs, read_batches, task_ids_at
+    from ._input import duplicate_rows, open_inputs, task_ids_at
     from .backends import check_backend_choice, resolve_backend
     from .parquet import InvalidRowError, RowError
 
@@ -550,8 +438,7 @@ def rerank_dataset(path_in: PathLike, path_out: PathLike, method: str = DEFAULT_
     batch_size = check_int(batch_size, "batch_size", minimum=1)
     if n_threads is not None:
         n_threads = check_int(n_threads, "n_threads", minimum=1)
-    if engine not in ("local", "ray"):
-        raise ValueError(f"engine must be 'local' or 'ray'; got {engine!r}")
+    runner = get_engine(engine)  # ValueError for an unknown name; ImportError without ray
     if address is not None and engine != "ray":
         raise ValueError("address applies only to engine='ray'")
     if resume and restart:
@@ -584,30 +471,11 @@ def rerank_dataset(path_in: PathLike, path_out: PathLike, method: str = DEFAULT_
         resumed = done.count(0, total)
         bar = _Progress(total, sys.stderr.isatty() if progress is None else bool(progress))
         bar.update(resumed)
-        if engine == "local":
-            batches = _prefetch(read_batches(files, batch_size, done, dups, skip_invalid,
-                                             timings))
-            with contextlib.closing(batches):  # stops the reading thread on any way out
-                for batch in batches:
-                    res, errs, ran = None, list(batch.errors), used
-                    rows = batch.rows
-                    if batch.table is not None and batch.table.num_rows:
-                        res, bad, ran = rerank_table(
-                            batch.table, method, p, rows=batch.rows, has_labels=has_labels,
-                            backend=backend, n_threads=n_threads, skip_invalid=skip_invalid,
-                            timings=timings)
-                        if bad:
-                            bad_rows = np.array([e.row for e in bad], dtype=np.int64)
-                            rows = rows[~np.isin(rows, bad_rows)]
-                            errs = sorted(errs + bad, key=lambda e: e.row)
-                    commit(res, rows, errs, ran or used)
-                    bar.update(batch.seen)
-        else:
-            from . import ray as ray_engine
-
-            ray_engine._run(path_in, files, has_labels, method, p, commit, bar, done, dups,
-                            batch_size=batch_size, backend=backend, n_threads=n_threads,
-                            skip_invalid=skip_invalid, address=address, timings=timings)
+        runner.run(Job(path_in=path_in, files=files, has_labels=has_labels, method=method,
+                       params=p, done=done, duplicates=dups, batch_size=batch_size,
+                       backend=backend, backend_name=used, n_threads=n_threads,
+                       skip_invalid=skip_invalid, address=address, timings=timings),
+                   commit, bar.update)
         writer.close()
         if not out.has_part:  # nothing ranked: still leave a readable (empty) table
             committer(results_schema(has_labels).empty_table(), np.zeros(0, np.int64), [], used,

@@ -25,7 +25,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from .. import _registry
+from .. import _registry, _semantics
 from .._compiled import core as _maybe_core
 from .._compiled import import_error
 from .._validation import as_pass_matrix, check_zero_one
@@ -114,10 +114,12 @@ class CppBackend(ArrayBackend):
         if args is None:  # no compiled copy: the Python semantics on these kernels
             check_zero_one(B)
             return super().rerank(B, spec, values)
-        tie_tol, gamma, lr, steps, top_k, warm = args
-        out = core.rerank(B=B, method=code, tie_tol=tie_tol, gamma=gamma, lr=lr, steps=steps,
-                          top_k=top_k, warm=warm, dedup=None, n_threads=self.n_threads)
-        return spec.pack(out, values, "cpp")
+        out = core.rerank(B=B, method=code, tie_tol=args.tie_tol, gamma=args.gamma, lr=args.lr,
+                          steps=args.steps, top_k=args.top_k, warm=args.warm, dedup=None,
+                          n_threads=self.n_threads)
+        # _core returns Outputs' fields in their order (_core.pyi: _RerankTuple); _make
+        # checks the length and costs less than Outputs(*out)
+        return spec.pack(_semantics.Outputs._make(out), values, "cpp")
 
     def rerank_batch(self, Bs: Sequence[np.ndarray], method: str, values: Dict[str, Any],
                      n_threads: Optional[int]) -> Optional[BatchResult]:
@@ -138,12 +140,12 @@ class CppBackend(ArrayBackend):
                 except ValueError as exc:
                     raise ValueError(f"task {t}: {exc}") from None
             return None
-        tie_tol, gamma, lr, steps, top_k, warm = args
         (n_off, m_off, scores, weights, order, loo, fallback, objective, obj_off, rows,
          rows_off) = core.rerank_batch_flat(
             tasks=Bs if isinstance(Bs, (list, tuple)) else list(Bs), method=code,
-            tie_tol=tie_tol, gamma=gamma, lr=lr, steps=steps, top_k=top_k, warm=warm,
-            dedup=None, n_threads=self.n_threads if n_threads is None else n_threads)
+            tie_tol=args.tie_tol, gamma=args.gamma, lr=args.lr, steps=args.steps,
+            top_k=args.top_k, warm=args.warm, dedup=None,
+            n_threads=self.n_threads if n_threads is None else n_threads)
         return BatchResult(spec, values, "cpp", n_offsets=n_off, scores=scores, order=order,
                            m_offsets=m_off, weights=weights, loo_auc=loo, fallback=fallback,
                            objective=objective, objective_offsets=obj_off, rows=rows,

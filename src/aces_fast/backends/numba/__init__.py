@@ -57,7 +57,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ... import _registry
+from ... import _registry, _semantics
 from . import _cancel
 from ...result import RerankResult
 from ..._validation import as_pass_matrix, check_zero_one
@@ -506,7 +506,7 @@ class NumbaBackend(ArrayBackend):
             status = compiled(B, *out, *spec.args(values))
             if status < 0:  # B holds the value -status: nothing was computed
                 check_zero_one(B, top=-status)
-            return spec.pack(out + (status,), values, self.name)
+            return spec.pack(_semantics.Outputs(*out, fallback=status), values, self.name)
         except SystemError as exc:
             _cancel.reraise(exc)
 
@@ -610,8 +610,9 @@ class NumbaBackend(ArrayBackend):
         results: List[RerankResult] = []
         for t in range(T):
             r0, r1, c0, c1 = roff[t], roff[t] + ns[t], coff[t], coff[t] + ms[t]
-            results.append(spec.pack((scores[r0:r1], weights[c0:c1], order[r0:r1],
-                                      loo[c0:c1], int(status[t])), values, self.name))
+            results.append(spec.pack(_semantics.Outputs(
+                scores=scores[r0:r1], weights=weights[c0:c1], order=order[r0:r1],
+                loo_auc=loo[c0:c1], fallback=int(status[t])), values, self.name))
         return results
 
     def _check_tasks(self, mats: Sequence[np.ndarray]) -> None:

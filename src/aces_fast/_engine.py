@@ -1,0 +1,274 @@
+"""The engine interface of dataset runs, and the one batch every engine ranks.
+
+:func:`aces_fast.stream.rerank_dataset` reads and checks the input, opens the
+results directory and then hands the ranking to an :class:`Engine`, found by
+name with :func:`aces_fast.stream.get_engine`: ``"local"`` (this process,
+:mod:`aces_fast.stream`) or ``"ray"`` (a Ray cluster, :mod:`aces_fast.ray`).
+Each engine ranks the rows still to do with :func:`rerank_table`, the same
+function for both, so their results are bit-identical, and passes each ranked
+batch to the run's ``commit``.
+
+This module imports neither engine: both depend on it, and on nothing of each
+other. It imports pyarrow only when called (``import aces_fast.stream`` must
+work without it).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tuple, Union
+
+import numpy as np
+
+__all__ = ["DEFAULT_BATCH_SIZE", "PASS_KS", "RESULTS_VERSION", "Commit", "Engine", "Job",
+           "pass_at_ks", "require_arrow", "rerank_table", "results_schema"]
+
+DEFAULT_BATCH_SIZE = 2048
+PASS_KS = (1, 2, 5)
+RESULTS_VERSION = 1
+
+
+def require_arrow() -> Tuple[Any, Any]:
+    """``(pyarrow, pyarrow.parquet)``, or a clear ``ImportError`` (pyarrow is an
+    optional extra)."""
+    try:
+        import pyarrow as pa
+        import pyarrow.compute  # noqa: F401 - loaded up front, not inside a timed stage
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise ImportError("rerank-dataset needs pyarrow, which is not installed: "
+                          "pip install 'aces_fast[arrow]'") from None
+    return pa, pq
+
+
+def results_schema(has_labels: bool, meta: Optional[Dict[str, Any]] = None) -> Any:
+    """The Arrow schema of the output (``meta`` goes into the ``aces_fast`` key)."""
+    pa, _ = require_arrow()
+    fields = [pa.field("task_id", pa.string()), pa.field("order", pa.list_(pa.int32())),
+              pa.field("scores", pa.list_(pa.float64())),
+              pa.field("weights", pa.list_(pa.float64())), pa.field("fallback", pa.bool_())]
+    if has_labels:
+        fields += [pa.field(f"pass@{k}", pa.float64()) for k in PASS_KS]
+    info = {"format": "rerank-results", "version": RESULTS_VERSION, **(meta or {})}
+    return pa.schema(fields, metadata={b"aces_fast": json.dumps(info).encode()})
+
+
+# ---------------------------------------------------------------------------
+# one batch (shared by the local and the Ray engine)
+
+
+def _np(x: Any) -> np.ndarray:
+    if hasattr(x, "detach"):  # a torch tensor from the torch backend
+        x = x.detach().cpu().numpy()
+    return np.asarray(x)
+
+
+def _lists(values: Any, offsets: np.ndarray, value_type: Any) -> Any:
+    """A list column of a batch's flat ``values`` and ``offsets`` (T + 1,): wrapped,
+    not copied per task (:func:`aces_fast.batch_result.list_array`)."""
+    from .batch_result import list_array
+
+    return list_array(values, offsets, value_type)
+
+
+def pass_at_ks(scores: Sequence[np.ndarray], labels: Sequence[Optional[np.ndarray]],
+               ks: Sequence[int] = PASS_KS) -> Dict[int, np.ndarray]:
+    """:func:`aces_fast.pass_at_k` for many rankings and several ``k`` at once.
+
+    Parameters
+    ----------
+    scores : sequence of float64 arrays (n_t,)
+    labels : sequence of 0/1 arrays (n_t,) or None (unlabelled: the result is nan)
+    ks : sequence of int >= 1
+
+    Returns
+    -------
+    dict k -> float64 array (T,)
+        Equal to ``pass_at_k(scores[t], labels[t], k)`` bit for bit (a test
+        checks it): the same walk, vectorized over the problems of each size
+        ``n``. With ``s_k`` the ``k``-th largest score, the levels above it
+        fit whole (any correct one there gives 1); in the level of ``s_k``,
+        ``g`` tied candidates with ``c`` correct and ``r`` places left, all
+        picks miss with probability ``prod_{i<r} (g-c-i)/(g-i)``, multiplied
+        in the same order as ``pass_at_k`` does. One sort per problem instead
+        of one ``numpy.unique`` per problem and ``k``.
+    """
+    out = {k: np.full(len(scores), np.nan) for k in ks}
+    by_n: Dict[int, List[Tuple[int, np.ndarray]]] = {}
+    for t, y in enumerate(labels):
+        if y is not None:
+            by_n.setdefault(len(y), []).append((t, y))
+    for n, items in by_n.items():
+        members = [t for t, _ in items]
+        S = np.stack([scores[t] for t in members]).astype(np.float64, copy=False)
+        Y = np.stack([y for _, y in items]).astype(bool)
+        desc = -np.sort(-S, axis=1)
+        for k in ks:
+            kk = min(k, n)
+            sk = desc[:, kk - 1: kk]
+            above, level = S > sk, S == sk
+            good_above = (above & Y).sum(axis=1)
+            room = kk - above.sum(axis=1)
+            g = level.sum(axis=1)
+            c = (level & Y).sum(axis=1)
+            p = np.ones(len(members))
+            for i in range(kk):
+                active = i < room
+                p *= np.where(active, (g - c - i) / np.where(active, g - i, 1), 1.0)
+            miss = np.where(room > g - c, 0.0, p)
+            out[k][members] = np.where(good_above > 0, 1.0, 1.0 - miss)
+    return out
+
+
+def rerank_table(table: Any, method: str, params: Dict[str, Any], *, rows: Any = 0,
+                 has_labels: bool, backend: Optional[str] = None,
+                 n_threads: Optional[int] = None, skip_invalid: bool = False,
+                 timings: Optional[Dict[str, float]] = None) -> Tuple[Any, List[Any], str]:
+    """Rank every problem of one record batch: decode, rerank, Pass@k, encode.
+
+    Parameters
+    ----------
+    table : pyarrow.RecordBatch or pyarrow.Table
+        Rows of the pass-matrix layout (:mod:`aces_fast.parquet`).
+    method, params
+        A method name and its complete parameters (``_registry.method_params``).
+    rows : int, sequence of int, or None
+        Input row numbers for error reports (see ``decode_batch``).
+    has_labels : bool
+        Whether the output has the ``pass@k`` columns (the whole run's schema).
+    backend, n_threads
+        Passed to :func:`aces_fast.rerank_batch`.
+    skip_invalid : bool
+        ``False``: a bad row raises :class:`~aces_fast.parquet.InvalidRowError`
+        (a ``ValueError``; the first bad row of the batch).
+        ``True``: bad rows are returned as errors and left out.
+    timings : dict, optional
+        Seconds spent are added under ``decode``, ``rerank``, ``pass@k``, ``encode``.
+
+    Returns
+    -------
+    (pyarrow.Table, list of RowError, str)
+        The results (schema :func:`results_schema`, without metadata), the bad
+        rows, and the backend that ran (``""`` when nothing ran).
+    """
+    from .batch import rerank_batch
+    from .parquet import InvalidRowError, decode_batch
+
+    pa, _ = require_arrow()
+    tick = time.perf_counter()
+    dec = decode_batch(table, rows)
+    if dec.errors and not skip_invalid:
+        raise InvalidRowError(dec.errors[0].message(), dec.errors[0])
+    t_decode = time.perf_counter()
+    results = rerank_batch(dec.B, method, backend=backend, n_threads=n_threads, **params)
+    t_rerank = time.perf_counter()
+    T = len(results)
+    cols: Dict[str, Any] = {"task_id": pa.array(dec.task_ids, pa.string())}
+    # the batch's flat columns (BatchResult): no RerankResult is built here
+    n_off = results.n_offsets
+    scores = _np(results.scores)
+    passk: Dict[int, Any] = {}
+    if has_labels:
+        labels = dec.labels or [None] * T
+        missing = np.array([y is None for y in labels], dtype=bool)
+        views = [scores[n_off[t]:n_off[t + 1]] for t in range(T)]
+        for k, values in pass_at_ks(views, labels, PASS_KS).items():
+            passk[k] = pa.array(values, pa.float64(), mask=missing)
+    t_pass = time.perf_counter()
+    cols["order"] = _lists(results.order, n_off, pa.int32())
+    cols["scores"] = _lists(scores, n_off, pa.float64())
+    if results.weights is not None and results.m_offsets is not None:
+        cols["weights"] = _lists(results.weights, results.m_offsets, pa.float64())
+    else:
+        cols["weights"] = pa.nulls(T, pa.list_(pa.float64()))
+    cols["fallback"] = pa.array(_np(results.fallback).astype(bool, copy=False), pa.bool_())
+    for k in passk:
+        cols[f"pass@{k}"] = passk[k]
+    out = pa.Table.from_pydict(cols, schema=results_schema(has_labels).remove_metadata())
+    t_end = time.perf_counter()
+    if timings is not None:
+        for key, dt in (("decode", t_decode - tick), ("rerank", t_rerank - t_decode),
+                        ("pass@k", t_pass - t_rerank), ("encode", t_end - t_pass)):
+            timings[key] = timings.get(key, 0.0) + dt
+    return out, dec.errors, results.backend if T else ""
+
+
+# ---------------------------------------------------------------------------
+# the interface
+
+
+#: ``commit(table, rows, errors, backend)``: commit the results ``table`` (or
+#: ``None``) of the input rows ``rows`` (int64), the bad rows ``errors`` (a list
+#: of :class:`~aces_fast.parquet.RowError`) and the backend that ranked them;
+#: called in input order, from the engine's thread
+Commit = Callable[[Any, np.ndarray, Sequence[Any], str], None]
+
+
+@dataclass(frozen=True)
+class Job:
+    """What an engine is asked to rank: a dataset run, its input already checked.
+
+    Attributes
+    ----------
+    path_in : str or Path
+        The input as the caller named it (a Parquet file or directory).
+    files : list of aces_fast.parquet.InputFile
+        Its files in name order, opened, with their first row numbers.
+    has_labels : bool
+        Whether the output has the ``pass@k`` columns.
+    method : str
+        The canonical method name.
+    params : dict
+        Its complete, validated parameters.
+    done : aces_fast._commit.Intervals
+        Input rows an earlier run committed (results or errors): left out.
+    duplicates : dict of int to str
+        ``{row: reason}`` for rows repeating an earlier task id; reported as
+        errors (``skip_invalid``) and not ranked.
+    batch_size : int
+        Problems per batch.
+    backend : str, optional
+        The backend as the caller named it (resolved where the batch runs).
+    backend_name : str
+        The backend it resolves to here, reported for batches that ran nothing.
+    n_threads : int, optional
+        Threads per batch (per Ray task).
+    skip_invalid : bool
+        Report bad rows through ``commit`` instead of raising.
+    address : str, optional
+        The Ray cluster to use (the Ray engine only).
+    timings : dict
+        Seconds per stage, added to by the engine (see ``RunSummary.timings``).
+    """
+
+    path_in: Union[str, Path]
+    files: List[Any]
+    has_labels: bool
+    method: str
+    params: Dict[str, Any]
+    done: Any
+    duplicates: Dict[int, str]
+    batch_size: int
+    backend: Optional[str]
+    backend_name: str
+    n_threads: Optional[int]
+    skip_invalid: bool
+    address: Optional[str] = None
+    timings: Dict[str, float] = field(default_factory=dict)
+
+
+class Engine(Protocol):
+    """Ranks the rows of a :class:`Job` and commits them (``local``, ``ray``)."""
+
+    #: the name :func:`aces_fast.stream.get_engine` knows it by
+    name: str
+
+    def run(self, job: Job, commit: Commit, progress: Callable[[int], None]) -> None:
+        """Rank every row of ``job.files`` not in ``job.done`` and hand each batch to
+        ``commit``, in input order; ``progress(k)`` after each batch (``k`` input rows
+        accounted for). A bad row raises :class:`~aces_fast.parquet.InvalidRowError`
+        unless ``job.skip_invalid``."""
+        ...
