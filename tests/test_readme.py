@@ -170,10 +170,13 @@ def test_first_screen_says_what_it_is_what_to_install_and_what_next():
 def test_first_screen_commands_and_the_ci_block():
     screen = _first_screen()
     blocks = [(code, before) for lang, code, before, _ in fenced_blocks(screen) if lang == "bash"]
-    assert len(blocks) == 2
-    (first, _), (ci, marker) = blocks
+    assert len(blocks) == 3  # from a wheel, from source, the test suite
+    (wheel, _), (first, _), (ci, marker) = blocks
+    assert wheel.strip() == ("python3 -m venv .venv && . .venv/bin/activate && pip install "
+                             "aces_fast && aces-fast evaluate all")
     assert first.strip() == ("python3 -m venv .venv && . .venv/bin/activate && pip install . "
                              "&& aces-fast evaluate all")
+    assert screen.index("From a wheel") < screen.index("From source") < screen.index(marker)
     # .ci/run executes the block right after the marker verbatim
     assert marker == "<!-- ci:test -->"
     assert "<!-- ci:test -->" in (ROOT / ".ci" / "run").read_text()
@@ -181,3 +184,20 @@ def test_first_screen_commands_and_the_ci_block():
     assert {"test", "numba", "plot", "arrow", "ray", "docs"} <= set(extras)
     assert ci.index("pip install torch") < ci.index('pip install ".[')  # CPU torch first
     assert ci.strip().endswith('python -m pytest -q -m "not slow"')
+
+
+def test_readme_stays_short_and_links_the_moved_material():
+    """The README is a front page (under 350 lines); reference material lives in
+    docs/, and every docs file it links to exists."""
+    text = README.read_text(encoding="utf-8")
+    assert len(text.splitlines()) < 350
+    assert "docs/benchmarks.md" in text
+    for target in re.findall(r"\]\(((?:docs|benchmarks)/[^)#]+)", text):
+        assert (ROOT / target).is_file(), target
+    for named in re.findall(r"`((?:docs/|CONTRIBUTING)[\w./-]+)`", text):
+        assert (ROOT / named).is_file(), named
+    # what a user must still find on the front page
+    for kept in ("**Platforms.**", "manylinux_2_28", "**Exactly once.**", "--resume",
+                 "| operation | family | size | cpp |"):
+        assert kept in text, kept
+    assert "Measured throughput" in (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8")

@@ -104,13 +104,25 @@ def rerank_batch(tasks: Iterable[Any], method: str = DEFAULT_METHOD, *,
     -----
     aces_fast.CostWarning
         Once, before the batch runs, when its estimated work is far beyond the
-        usual (see :mod:`aces_fast._cost`: ACES-O with ``top_k=None`` on large pools).
+        usual (ACES-O with ``top_k=None`` on large pools; the estimate is that of
+        :func:`aces_fast.aces_o`).
 
     Notes
     -----
     With the ``cpp`` backend majority vote, ACES-C (both variants) and ACES-O
     run in one call into C++ with the GIL released; CodeT and B4 run task by
     task. Cost: the sum of the tasks' costs, divided across threads.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import aces_fast as af
+    >>> B = np.array([[1, 1, 0, 1], [1, 1, 0, 0], [0, 0, 1, 0], [1, 1, 0, 1]])
+    >>> batch = af.rerank_batch([B, B[:2]], "aces-c")
+    >>> len(batch), [r.order.tolist() for r in batch]
+    (2, [[0, 3, 1, 2], [0, 1]])
+    >>> batch[0].scores.tolist() == af.aces_c(B).scores.tolist()
+    True
     """
     spec = _registry.get(method)
     values = spec.validate(params)

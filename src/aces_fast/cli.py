@@ -927,11 +927,12 @@ _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of ``aces-fast``; returns the exit status."""
-    from ._startup import restore_interrupt
+    from ._startup import CompileInterrupts, restore_interrupt
 
-    restore_interrupt()  # from here on a Ctrl-C is a KeyboardInterrupt, handled below
+    restore_interrupt()  # from here on a Ctrl-C is a KeyboardInterrupt, handled below,
     argv = list(sys.argv[1:] if argv is None else argv)
-    with warnings.catch_warnings():
+    # except during numba compilation: there it exits 130 at once (see _startup)
+    with warnings.catch_warnings(), CompileInterrupts():
         warnings.showwarning = _show_warning
         return _main(argv)
 

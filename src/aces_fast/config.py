@@ -22,6 +22,23 @@ def config() -> Dict[str, Any]:
     """A dict describing the installation: versions, backends and why any is absent.
 
     Loads every backend (importing numba/torch if installed) to find out.
+
+    Returns
+    -------
+    dict
+        ``aces_fast``, ``python``, ``numpy`` (versions), ``platform``, ``env``
+        (the environment variables that steer aces_fast, ``None`` when unset)
+        and ``backends``: per backend, whether it is available and its facts
+        or the reason it is not.
+
+    Examples
+    --------
+    >>> import aces_fast as af
+    >>> cfg = af.config()
+    >>> sorted(cfg)
+    ['aces_fast', 'backends', 'env', 'numpy', 'platform', 'python']
+    >>> cfg["aces_fast"] == af.__version__
+    True
     """
     status = backend_status()
     backends: Dict[str, Any] = {}
@@ -46,7 +63,28 @@ def config() -> Dict[str, Any]:
 
 
 def show_config(file: Any = None) -> None:
-    """Print :func:`config` in a readable form (to ``file``, default stdout)."""
+    """Print :func:`config` in a readable form (to ``file``, default stdout).
+
+    Parameters
+    ----------
+    file : file-like, optional
+        Where to print (anything with ``write``); default ``sys.stdout``.
+
+    Returns
+    -------
+    None
+
+    Examples
+    --------
+    >>> import io
+    >>> import aces_fast as af
+    >>> out = io.StringIO()
+    >>> af.show_config(out)
+    >>> out.getvalue().startswith(f"aces_fast {af.__version__}  python ")
+    True
+    >>> "backends:" in out.getvalue()
+    True
+    """
     cfg = config()
     out = file or sys.stdout
     print(f"aces_fast {cfg['aces_fast']}  python {cfg['python']}  numpy {cfg['numpy']}", file=out)
@@ -127,6 +165,12 @@ def warmup(backend: Optional[str] = None, progress: Optional[bool] = None) -> Di
     ------
     BackendUnavailableError
         When the backend cannot run here (the message says why).
+
+    Examples
+    --------
+    >>> import aces_fast as af
+    >>> af.warmup("numpy")["backend"]  # nothing to compile: returns at once
+    'numpy'
     """
     if progress is not None and not isinstance(progress, bool):
         raise TypeError(f"progress must be True, False or None; got {type(progress).__name__}")

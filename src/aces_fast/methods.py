@@ -62,13 +62,21 @@ def loo_auc(B: Any, weights: Any = None, *, tie_tol: float = TIE_TOL.default,
 
     Returns
     -------
-    array, shape (m,), float64
+    numpy.ndarray, shape (m,), float64
         Values in [0, 1]; ``nan`` for constant tests (all pass or all fail).
 
     Notes
     -----
     One sort of the scores serves all tests, then a merge per test:
     O(n log n + n m) time, O(n + m) extra memory besides an optional uint8 copy.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import aces_fast as af
+    >>> B = np.array([[1, 1, 0, 1], [1, 1, 0, 0], [0, 0, 1, 0], [1, 1, 0, 1]])
+    >>> af.loo_auc(B).round(3).tolist()
+    [0.833, 0.833, 0.0, 0.75]
     """
     tie_tol = TIE_TOL.validate(tie_tol)
     be, Bv = _setup(B, backend)
@@ -86,6 +94,8 @@ def surrogate_loo_auc(B: Any, weights: Any, gamma: float = GAMMA.default, *,
     Parameters
     ----------
     B : array_like, shape (n, m)
+        0/1 pass matrix, ``n >= 1`` candidates by ``m`` tests (bool, integer or
+        float dtype; nested lists; torch tensor).
     weights : array_like, shape (m,)
         Non-negative finite weights summing to at most 1e300 (ACES-O uses weights
         on the simplex).
@@ -93,12 +103,24 @@ def surrogate_loo_auc(B: Any, weights: Any, gamma: float = GAMMA.default, *,
         Sigmoid sharpness. The values are smooth in ``gamma * w``; backends agree
         to about ``1e-16 * gamma * sum(weights)`` (the rounding of the scores,
         amplified by the sigmoid's slope).
+    backend : str, optional
+        ``"cpp"``, ``"numba"``, ``"torch"``, ``"numpy"`` or ``"auto"``; ``None``
+        applies ``ACES_FAST_BACKEND``, else ``"auto"`` (docs/contract.rst §4).
 
     Returns
     -------
     SurrogateResult
-        ``(values (m,), objective float, gradient (m,))`` with ``gradient = dJ/dw``
-        computed analytically in ``O(sum_j |P_j||F_j| + n m)``.
+        ``(values (m,) float64, objective float, gradient (m,) float64)`` with
+        ``gradient = dJ/dw`` computed analytically in ``O(sum_j |P_j||F_j| + n m)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import aces_fast as af
+    >>> B = np.array([[1, 1, 0, 1], [1, 1, 0, 0], [0, 0, 1, 0], [1, 1, 0, 1]])
+    >>> sur = af.surrogate_loo_auc(B, np.full(4, 0.25))
+    >>> sur.values.round(3).tolist(), round(sur.objective, 4)
+    ([0.783, 0.783, 0.003, 0.712], 0.07)
     """
     gamma = GAMMA.validate(gamma)
     be, Bv = _setup(B, backend)
@@ -110,7 +132,31 @@ def majority_vote(B: Any, *, backend: Optional[str] = None) -> RerankResult:
     """Rank candidates by the number of non-constant tests they pass.
 
     Weights are uniform over non-constant tests (normalized to sum 1), so
-    ``scores`` are pass fractions. O(n m).
+    ``scores`` are pass fractions (docs/contract.rst §3.1). O(n m).
+
+    Parameters
+    ----------
+    B : array_like, shape (n, m)
+        0/1 pass matrix, ``n >= 1`` candidates by ``m`` tests (bool, integer or
+        float dtype; nested lists; torch tensor).
+    backend : str, optional
+        ``"cpp"``, ``"numba"``, ``"torch"``, ``"numpy"`` or ``"auto"``; ``None``
+        applies ``ACES_FAST_BACKEND``, else ``"auto"`` (docs/contract.rst §4).
+
+    Returns
+    -------
+    RerankResult
+        ``scores`` (n,) float64, ``order`` (n,) int64 (best first, ties by
+        index), ``weights`` (m,) float64.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import aces_fast as af
+    >>> B = np.array([[1, 1, 0, 1], [1, 1, 0, 0], [0, 0, 1, 0], [1, 1, 0, 1]])
+    >>> res = af.majority_vote(B)
+    >>> res.order.tolist(), res.scores.tolist()
+    ([0, 3, 1, 2], [0.75, 0.5, 0.25, 0.75])
     """
     return _run(MAJORITY, B, backend, {})
 
@@ -131,9 +177,40 @@ def aces_c(B: Any, variant: str = ACES_C.fixed["variant"], *,
     with ``p_j`` the pass rate of test ``j``; ``variant="filter"``: ``w_j = 1`` where
     ``LOO-AUC_j(1) > 1/2``. If every weight is 0 the result falls back to majority
     vote and says so (``result.fallback``). Weights are normalized to sum 1.
-
-    Returns a :class:`RerankResult` whose ``loo_auc`` holds the uniform LOO-AUC.
     Cost: one LOO-AUC pass, O(n log n + n m).
+
+    Parameters
+    ----------
+    B : array_like, shape (n, m)
+        0/1 pass matrix, ``n >= 1`` candidates by ``m`` tests (bool, integer or
+        float dtype; nested lists; torch tensor).
+    variant : {"weighted", "filter"}, default "weighted"
+        The weight formula above (``rerank`` names: ``"aces-c"``, ``"aces-c-filter"``).
+    tie_tol : float in [0, 1], default 1e-9
+        Scores within ``tie_tol * sum(w)`` tie (see :func:`loo_auc`).
+    backend : str, optional
+        ``"cpp"``, ``"numba"``, ``"torch"``, ``"numpy"`` or ``"auto"``; ``None``
+        applies ``ACES_FAST_BACKEND``, else ``"auto"`` (docs/contract.rst §4).
+
+    Returns
+    -------
+    RerankResult
+        ``scores`` (n,) float64, ``order`` (n,) int64 (best first), ``weights``
+        (m,) float64 summing to 1, and ``loo_auc`` (m,) float64: the uniform
+        LOO-AUC.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import aces_fast as af
+    >>> B = np.array([[1, 1, 0, 1], [1, 1, 0, 0], [0, 0, 1, 0], [1, 1, 0, 1]])
+    >>> res = af.aces_c(B)
+    >>> res.order.tolist()
+    [0, 3, 1, 2]
+    >>> res.weights.round(3).tolist()
+    [0.333, 0.333, 0.0, 0.333]
+    >>> af.aces_c(B, variant="filter").weights.round(3).tolist()
+    [0.333, 0.333, 0.0, 0.333]
     """
     spec = _ACES_C_VARIANTS.get(variant) if isinstance(variant, str) else None
     if spec is None:
@@ -157,11 +234,14 @@ def aces_o(B: Any, gamma: float = ACES_O.default("gamma"), lr: float = ACES_O.de
     Parameters
     ----------
     B : array_like, shape (n, m)
+        0/1 pass matrix, ``n >= 1`` candidates by ``m`` tests (bool, integer or
+        float dtype; nested lists; torch tensor).
     gamma : float in (0, 1e4], default 10
         Sigmoid sharpness of the surrogate.
     lr : float in [0, 1000], default 0.01
         Adam learning rate (the paper used 0.05 on HumanEval+ and MBPP).
     steps : int in [0, 10**6], default 90
+        Adam steps.
     top_k : int in [1, 2**63 - 1] or None, default 24
         Candidates kept for the optimization (the paper used 32 on MBPP); any
         value >= n, or ``None``, keeps every candidate.
@@ -180,12 +260,16 @@ def aces_o(B: Any, gamma: float = ACES_O.default("gamma"), lr: float = ACES_O.de
         spacing ``h`` (see ``aces_fast._core.binned_error_bound``); at
         ``bins=2048`` ACES-O weights agree with the exact run to about 1e-4.
         ``None`` (default) is exact.
+    backend : str, optional
+        ``"cpp"``, ``"numba"``, ``"torch"``, ``"numpy"`` or ``"auto"``; ``None``
+        applies ``ACES_FAST_BACKEND``, else ``"auto"`` (docs/contract.rst §4).
 
     Returns
     -------
     RerankResult
-        ``objective`` holds ``J`` at the start and after each step (length
-        ``steps + 1``); ``info["rows"]`` the optimized rows.
+        ``scores`` (n,) float64, ``order`` (n,) int64, ``weights`` (m,) float64
+        on the simplex; ``objective`` (steps + 1,) float64 holds ``J`` at the
+        start and after each step; ``info["rows"]`` the optimized rows.
 
     Warns
     -----
@@ -199,6 +283,17 @@ def aces_o(B: Any, gamma: float = ACES_O.default("gamma"), lr: float = ACES_O.de
     Notes
     -----
     Cost: ``O(steps * (sum_j |P_j||F_j| + k m))`` on the ``k = top_k`` rows.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import aces_fast as af
+    >>> B = np.array([[1, 1, 0, 1], [1, 1, 0, 0], [0, 0, 1, 0], [1, 1, 0, 1]])
+    >>> res = af.aces_o(B)
+    >>> res.order.tolist(), len(res.objective)
+    ([0, 3, 1, 2], 91)
+    >>> bool(res.objective[-1] > res.objective[0])  # the fit improved J
+    True
     """
     return _run(ACES_O, B, backend, {"gamma": gamma, "lr": lr, "steps": steps, "top_k": top_k,
                                      "init": init, "tie_tol": tie_tol, "bins": bins})
@@ -210,8 +305,36 @@ def codet(B: Any, exponent: float = CODET.default("exponent"), *,
 
     Candidates with identical rows form a consensus set scoring
     ``(#non-constant tests passed) * (set size) ** exponent`` (0.5 as in CodeT's
-    released code, 1 for the paper's linear form). ``exponent`` in [0, 16]
-    (larger powers of a set size overflow float64). O(n m log n).
+    released code, 1 for the paper's linear form). O(n m log n).
+
+    Parameters
+    ----------
+    B : array_like, shape (n, m)
+        0/1 pass matrix, ``n >= 1`` candidates by ``m`` tests (bool, integer or
+        float dtype; nested lists; torch tensor).
+    exponent : float in [0, 16], default 0.5
+        Power of the consensus set's size (larger powers overflow float64);
+        ``rerank`` names ``"codet"`` (0.5) and ``"codet-linear"`` (1).
+    backend : str, optional
+        ``"cpp"``, ``"numba"``, ``"torch"``, ``"numpy"`` or ``"auto"``; ``None``
+        applies ``ACES_FAST_BACKEND``, else ``"auto"`` (docs/contract.rst §4).
+
+    Returns
+    -------
+    RerankResult
+        ``scores`` (n,) float64 (each candidate its set's score), ``order``
+        (n,) int64; ``weights`` is ``None``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import aces_fast as af
+    >>> B = np.array([[1, 1, 0, 1], [1, 1, 0, 0], [0, 0, 1, 0], [1, 1, 0, 1]])
+    >>> res = af.codet(B)  # rows 0 and 3 agree: a set of size 2
+    >>> res.order.tolist(), res.scores.round(3).tolist()
+    ([0, 3, 1, 2], [4.243, 2.0, 1.0, 4.243])
+    >>> af.codet(B, exponent=1).scores.tolist()
+    [6.0, 2.0, 1.0, 6.0]
     """
     return _run(CODET, B, backend, {"exponent": exponent})
 
@@ -220,10 +343,38 @@ def b4(B: Any, alpha: float = B4.default("alpha"), beta0: float = B4.default("be
        backend: Optional[str] = None) -> RerankResult:
     """B4 (Chen et al., ASE 2024): Bayesian posterior of each consensus set.
 
-    See :func:`aces_fast._semantics.b4` for the formula; ``alpha`` and
-    ``beta0`` are the Beta prior parameters ``a`` and ``b`` (defaults 1e3, 1e4),
-    each in (0, 1e8]: beyond, the log-Beta terms (of size ``a log a``) cancel
-    to rounding noise.
+    Candidates with identical rows form a consensus set; each set scores the
+    log posterior of "its passed tests are the correct ones" under Beta priors
+    on how often a correct and an incorrect program pass a test (the formula is
+    docs/contract.rst §3.5). O(n m log n).
+
+    Parameters
+    ----------
+    B : array_like, shape (n, m)
+        0/1 pass matrix, ``n >= 1`` candidates by ``m`` tests (bool, integer or
+        float dtype; nested lists; torch tensor).
+    alpha : float in (0, 1e8], default 1e3
+        The Beta prior parameter ``a``.
+    beta0 : float in (0, 1e8], default 1e4
+        The Beta prior parameter ``b``. Beyond 1e8 the log-Beta terms (of size
+        ``a log a``) cancel to rounding noise.
+    backend : str, optional
+        ``"cpp"``, ``"numba"``, ``"torch"``, ``"numpy"`` or ``"auto"``; ``None``
+        applies ``ACES_FAST_BACKEND``, else ``"auto"`` (docs/contract.rst §4).
+
+    Returns
+    -------
+    RerankResult
+        ``scores`` (n,) float64 (log posteriors, each candidate its set's),
+        ``order`` (n,) int64; ``weights`` is ``None``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import aces_fast as af
+    >>> B = np.array([[1, 1, 0, 1], [1, 1, 0, 0], [0, 0, 1, 0], [1, 1, 0, 1]])
+    >>> af.b4(B).order.tolist()
+    [0, 3, 1, 2]
     """
     return _run(B4, B, backend, {"alpha": alpha, "beta0": beta0})
 
@@ -244,7 +395,16 @@ def mbr_exec(outputs: Any, *, backend: Optional[str] = None) -> RerankResult:
     Returns
     -------
     RerankResult
-        ``scores[i] = #{i' : outputs[i'] == outputs[i]}`` (including ``i``).
+        ``scores`` (n,) float64 with ``scores[i] = #{i' : outputs[i'] ==
+        outputs[i]}`` (including ``i``), ``order`` (n,) int64; ``weights`` is
+        ``None``.
+
+    Examples
+    --------
+    >>> import aces_fast as af
+    >>> res = af.mbr_exec([[1, 7], [1, 7], [2, 7]])  # candidates 0 and 1 agree
+    >>> res.scores.tolist(), res.order.tolist()
+    ([2.0, 2.0, 1.0], [0, 1, 2])
     """
     ran = check_backend_choice(backend)
     if is_torch_tensor(outputs):
@@ -283,9 +443,24 @@ def combine(scores: Any, quality: Any, consensus_matrix: Any, alpha: float = 0.5
         Per-candidate static quality ``q``.
     consensus_matrix : array_like, shape (n, n), values in [0, 1]
         Pairwise consensus ``P``.
-    alpha, beta : float in [0, 1]
+    alpha, beta : float in [0, 1], default 0.5
+        Mixing weights of the formula above.
     backend : str, optional
         Validated only; the O(n^2) product runs in NumPy.
+
+    Returns
+    -------
+    RerankResult
+        ``scores`` (n,) float64 (``r``), ``order`` (n,) int64; ``weights`` is
+        ``None``; ``method`` is ``"combine(<method of scores>)"`` for a result.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import aces_fast as af
+    >>> res = af.combine([3.0, 1.0, 2.0], [0.5, 1.0, 0.0], np.eye(3))
+    >>> res.scores.tolist(), res.order.tolist()
+    ([0.75, 0.5, 0.25], [0, 1, 2])
     """
     ran = check_backend_choice(backend)
     base = scores.method if isinstance(scores, RerankResult) else None
@@ -363,5 +538,34 @@ def rerank(B: Any, method: str = DEFAULT_METHOD, *, backend: Optional[str] = Non
     ``"aces-o"``, ``"aces-o-warm"`` (ACES-O with ``init="aces-c"``). ``params``
     go to the method, e.g. ``rerank(B, "aces-o", lr=0.05, top_k=32)``; an
     unknown one is a TypeError.
+
+    Parameters
+    ----------
+    B : array_like, shape (n, m)
+        0/1 pass matrix, ``n >= 1`` candidates by ``m`` tests (bool, integer or
+        float dtype; nested lists; torch tensor).
+    method : str, default "aces-c"
+        One of the names above.
+    backend : str, optional
+        ``"cpp"``, ``"numba"``, ``"torch"``, ``"numpy"`` or ``"auto"``; ``None``
+        applies ``ACES_FAST_BACKEND``, else ``"auto"`` (docs/contract.rst §4).
+    **params
+        The method's parameters (see its function, e.g. :func:`aces_o`).
+
+    Returns
+    -------
+    RerankResult
+        ``scores`` (n,) float64, ``order`` (n,) int64 (best first), ``weights``
+        (m,) float64 or ``None``, as the method's own function returns.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import aces_fast as af
+    >>> B = np.array([[1, 1, 0, 1], [1, 1, 0, 0], [0, 0, 1, 0], [1, 1, 0, 1]])
+    >>> af.rerank(B, "aces-c").order.tolist()
+    [0, 3, 1, 2]
+    >>> af.rerank(B, "codet-linear").scores.tolist()
+    [6.0, 2.0, 1.0, 6.0]
     """
     return _run(_registry.get(method), B, backend, params)

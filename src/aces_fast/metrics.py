@@ -51,6 +51,14 @@ def pass_at_k(scores: Any, labels: Any, k: int = 1, *, backend: Optional[str] = 
     -------
     float
         In [0, 1]. Cost O(n log n).
+
+    Examples
+    --------
+    >>> import aces_fast as af
+    >>> af.pass_at_k([3.0, 2.0, 2.0, 1.0], [0, 1, 0, 0], k=2)  # a coin flip for place 2
+    0.5
+    >>> af.pass_at_k([3.0, 2.0, 2.0, 1.0], [0, 1, 0, 0], k=3)
+    1.0
     """
     check_backend_choice(backend)
     s = as_scores(scores.scores if isinstance(scores, RerankResult) else scores)
@@ -105,10 +113,18 @@ def pass_at_k_unbiased(n: Any, c: Any, k: int, *, backend: Optional[str] = None)
 
     Returns
     -------
-    float or float64 array of the broadcast shape.
+    float or numpy.ndarray of float64, the broadcast shape of ``n`` and ``c``
         Computed with the numerically stable product form over ``min(c, k)``
         factors (1.0 without a product where ``c k >= 40 n``: the product is
         below float64's resolution there).
+
+    Examples
+    --------
+    >>> import aces_fast as af
+    >>> round(af.pass_at_k_unbiased(10, 3, 1), 4), round(af.pass_at_k_unbiased(10, 3, 5), 4)
+    (0.3, 0.9167)
+    >>> af.pass_at_k_unbiased([10, 10], [0, 10], 2).tolist()
+    [0.0, 1.0]
     """
     check_backend_choice(backend)
     k = check_int(k, "k", minimum=1)
@@ -203,7 +219,9 @@ def diagnostics(B: Any, labels: Any, weights: Optional[Any] = None, k: int = 1, 
     Parameters
     ----------
     B : array_like, shape (n, m)
+        0/1 pass matrix (see :func:`aces_fast.aces_c`).
     labels : array_like, shape (n,)
+        1 for a correct candidate, 0 otherwise.
     weights : array_like, shape (m,), optional
         Weights whose signal-to-noise ``R`` and Pass@k bound are reported
         (default: uniform over non-constant tests); non-negative, finite, summing
@@ -213,6 +231,26 @@ def diagnostics(B: Any, labels: Any, weights: Optional[Any] = None, k: int = 1, 
     backend : str, optional
         Validated only: column counts are computed in NumPy, O(n m). Tensors on
         any device are copied to the host.
+
+    Returns
+    -------
+    Diagnostics
+        Per test (shape (m,), float64): ``alpha`` and ``beta``, the pass rates
+        among correct and incorrect candidates, ``delta = alpha - beta``; and
+        the summaries of docs/contract.rst §5.3 (``snr``, ``bound``, the
+        fractions of ``informative`` / ``uninformative`` / ``misleading`` tests,
+        ``n_plus`` and ``n_minus``, ...).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import aces_fast as af
+    >>> B = np.array([[1, 1, 0, 1], [1, 1, 0, 0], [0, 0, 1, 0], [1, 1, 0, 1]])
+    >>> d = af.diagnostics(B, [1, 0, 0, 1])
+    >>> d.delta.tolist(), d.n_plus, d.n_minus
+    ([0.5, 0.5, -0.5, 1.0], 2, 2)
+    >>> d.misleading  # test 2 is passed only by an incorrect candidate
+    0.125
     """
     check_backend_choice(backend)
     Bv = as_pass_matrix(B, host_copy=True)

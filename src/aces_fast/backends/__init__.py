@@ -92,6 +92,22 @@ def backend_status() -> Dict[str, Optional[str]]:
 
     Loading a backend may import its dependency (numba, torch); call this only
     when you want to know.
+
+    Returns
+    -------
+    dict of str to str or None
+        Every backend name (``"cpp"``, ``"numba"``, ``"torch"``, ``"numpy"``,
+        in ``auto`` preference order) -> ``None`` or the reason, e.g. what to
+        install.
+
+    Examples
+    --------
+    >>> import aces_fast as af
+    >>> status = af.backend_status()
+    >>> list(status)
+    ['cpp', 'numba', 'torch', 'numpy']
+    >>> status["numpy"] is None  # the reference backend always works
+    True
     """
     status: Dict[str, Optional[str]] = {}
     for name in BACKEND_NAMES:
@@ -104,7 +120,20 @@ def backend_status() -> Dict[str, Optional[str]]:
 
 
 def available_backends() -> List[str]:
-    """Names of the backends usable on this machine, in ``auto`` preference order."""
+    """Names of the backends usable on this machine, in ``auto`` preference order.
+
+    Returns
+    -------
+    list of str
+        The names :func:`backend_status` maps to ``None``.
+
+    Examples
+    --------
+    >>> import aces_fast as af
+    >>> names = af.available_backends()
+    >>> "numpy" in names, names == [n for n, why in af.backend_status().items() if why is None]
+    (True, True)
+    """
     return [name for name, reason in backend_status().items() if reason is None]
 
 

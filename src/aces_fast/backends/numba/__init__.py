@@ -722,13 +722,17 @@ def warmup(progress: Optional[Callable[[int, int, str], None]] = None) -> Dict[s
 
     Returns :meth:`NumbaBackend.info` plus ``compiled`` and ``loaded``: the
     kernel signatures this call compiled and loaded from the disk cache, and
-    ``steps``: the seconds each step took (label -> seconds).
+    ``steps``: the seconds each step took (label -> seconds). Both count the
+    distinct signatures made ready (:data:`._cache.log`: a loaded entry counts
+    the helper signatures compiled into it), so a cold and a warm run report
+    the same total.
     Raises :class:`BackendUnavailableError` when numba is not installed.
     """
     import numba
 
-    _load_kernels()
-    before = _compile_counts()
+    kernels = _load_kernels()
+    logged = len(kernels._cache.log)
+    kernels._cache.reset_frames()
     steps = _warmup_steps()
     threads = numba.get_num_threads()
     numba.set_num_threads(_max_threads())  # this thread may have been limited
@@ -744,9 +748,12 @@ def warmup(progress: Optional[Callable[[int, int, str], None]] = None) -> Dict[s
         numba.set_num_threads(threads)
     if progress is not None:
         progress(len(steps), len(steps), "done")
-    after = _compile_counts()
+    ready: Dict[Tuple[str, str], str] = {}
+    for name, sig, how in kernels._cache.log[logged:]:
+        ready.setdefault((name, sig), how)
+    compiled = sum(1 for how in ready.values() if how == "compiled")
     facts = NumbaBackend().info()
-    facts.update(compiled=after[0] - before[0], loaded=after[1] - before[1], steps=seconds)
+    facts.update(compiled=compiled, loaded=len(ready) - compiled, steps=seconds)
     return facts
 
 

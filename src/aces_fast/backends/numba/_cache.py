@@ -27,6 +27,12 @@ configuration and the user's own ``cache=True`` functions are left alone):
 * **Not everything caches**: numba refuses code that embeds run-time
   addresses (kernels built with ``NUMBA_OPT=0`` do); such kernels are compiled
   in each process, silently.
+* **Counted alike cold and warm**: :data:`log` records every kernel signature
+  made ready, compiled or loaded. Compiling a kernel compiles the helper
+  kernels it calls (each a signature of its own), while loading it loads one
+  entry that holds their code; so each entry also stores the helper
+  signatures compiled into it, and a load counts them as loaded.
+  :func:`aces_fast.warmup` thus reports the same total cold and warm.
 * **Corruption-proof**: each data file starts with a SHA-256 of its index key
   and payload, checked before unpickling; an unreadable index or data file is
   a cache miss (the kernel is compiled again and the entry rewritten), never a
@@ -43,7 +49,7 @@ import os
 import platform
 import sys
 import warnings
-from typing import Any, Dict, Iterator, Optional
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 ENV = "ACES_FAST_NUMBA_CACHE"
 DIR_ENV = "ACES_FAST_NUMBA_CACHE_DIR"
@@ -57,12 +63,46 @@ _CODEGEN_SETTINGS = (
     "USE_RVSDG_FRONTEND", "PARFOR_MAX_TUPLE_SIZE", "CAPTURED_ERRORS", "FULL_TRACEBACKS",
     "THREADING_LAYER", "THREADING_LAYER_PRIORITY",
 )
-_MAGIC = b"aces_fast numba cache 1\n"
+_MAGIC = b"aces_fast numba cache 2\n"
 
 #: the keyed directory in use (``None``: caching off); see :func:`status`
 directory: Optional[str] = None
 #: why the cache is off, when it is
 reason: Optional[str] = None
+Signature = Tuple[str, str]
+#: ``(kernel, signature, "compiled" | "loaded")`` for every kernel signature this
+#: process made ready, helpers compiled into a loaded entry included, in order
+log: List[Tuple[str, str, str]] = []
+#: one list per compilation under way (numba compiles a kernel's callees inside
+#: its own compilation): the helper signatures made ready inside it
+_frames: List[List[Signature]] = []
+
+
+def _note_lookup(py_func: Any, sig: Any, found: bool, helpers: Any = ()) -> None:
+    """A kernel signature was looked up in the cache (numba's first step of every
+    compile): a hit is loaded, with the ``helpers`` stored in its entry; a miss
+    is compiled next, until :func:`_note_saved`."""
+    entry = (py_func.__qualname__, str(sig))
+    inside = [entry] + [tuple(h) for h in helpers]
+    log.extend(x + ("loaded" if found else "compiled",) for x in inside)
+    if _frames:  # a callee of a kernel being compiled: part of that kernel
+        _frames[-1].extend(inside)
+    if not found:
+        _frames.append([])
+
+
+def _note_saved() -> List[Signature]:
+    """numba offers every compiled signature to the cache once compiled: the helper
+    signatures compiled (or loaded) into it, which its entry stores."""
+    helpers = _frames.pop() if _frames else []
+    if _frames:
+        _frames[-1].extend(helpers)
+    return helpers
+
+
+def reset_frames() -> None:
+    """Forget unfinished compilations (one that raised is never offered)."""
+    _frames.clear()
 
 
 def enabled() -> bool:
@@ -260,9 +300,12 @@ def _make_classes():
         def _data_name_for(self, key) -> str:
             return f"{self._index_name[:-4]}.{_digest(key)[:24]}.nbc"
 
+        #: the helper signatures of the entry being saved / last loaded
+        helpers: List[Signature] = []
+
         def save(self, key, data):
             name = self._data_name_for(key)
-            self._save_data(name, (key, data))
+            self._save_data(name, (key, (data, self.helpers)))
             with _locked(os.path.join(self._cache_path, ".lock")):
                 overloads = self._load_index()
                 if overloads.get(key) != name:
@@ -270,9 +313,13 @@ def _make_classes():
                     self._save_index(overloads)
 
         def load(self, key):
+            self.helpers = []
             try:
                 name = self._load_index().get(key)
-                return None if name is None else self._load_data(name, key)
+                stored = None if name is None else self._load_data(name, key)
+                data, helpers = stored
+                self.helpers = [(str(a), str(b)) for a, b in helpers]
+                return data
             except Exception:  # noqa: BLE001 - any unreadable entry is a miss
                 return None
 
@@ -313,17 +360,39 @@ def _make_classes():
 
         def load_overload(self, sig, target_context):
             try:
-                return super().load_overload(sig, target_context)
+                data = super().load_overload(sig, target_context)
             except Exception:  # noqa: BLE001 - a payload that does not rebuild: compile
-                return None
+                data = None
+            _note_lookup(self._py_func, sig, data is not None,
+                         self._cache_file.helpers if data is not None else ())
+            return data
 
         def save_overload(self, sig, data):
+            self._cache_file.helpers = _note_saved()
             try:
                 super().save_overload(sig, data)
             except OSError:  # a full disk or a vanished directory: the code still runs
                 pass
 
     return DiskCache
+
+
+def _make_counting_null_cache():
+    """numba's no-op cache that still counts (:data:`log`) when caching is off."""
+    from numba.core import caching
+
+    class CountingNullCache(caching.NullCache):
+        def __init__(self, py_func):
+            self._py_func = py_func
+
+        def load_overload(self, sig, target_context):
+            _note_lookup(self._py_func, sig, False)
+            return None
+
+        def save_overload(self, sig, data):
+            _note_saved()
+
+    return CountingNullCache
 
 
 def _digest(key: Any) -> str:
@@ -356,12 +425,12 @@ def configure() -> None:
 
 def attach(dispatcher: Any) -> None:
     """Give a kernel's dispatcher the disk cache (when :func:`configure` enabled it)."""
-    if _DiskCache is None or not hasattr(dispatcher, "_cache"):
-        return  # caching off, or NUMBA_DISABLE_JIT (a plain function)
+    if not hasattr(dispatcher, "_cache"):
+        return  # NUMBA_DISABLE_JIT (a plain function)
     try:
         dispatcher._cache = _DiskCache(dispatcher.py_func)
-    except Exception:  # noqa: BLE001 - this kernel compiles every time instead
-        pass
+    except Exception:  # noqa: BLE001 - caching off, or this kernel compiles every time
+        dispatcher._cache = _make_counting_null_cache()(dispatcher.py_func)
 
 
 def status() -> str:
