@@ -1,6 +1,6 @@
 """Every backend is the ``nx`` the method semantics are written against.
 
-:class:`aces_fast.backends.ops.ArrayOps` states the kernels and primitives
+:class:`aces_fast._ops.ArrayOps` states the kernels and primitives
 ``aces_fast._semantics`` calls; mypy checks the calls, and these tests check
 that each backend really provides them, callable as the semantics call them.
 """
@@ -13,7 +13,7 @@ import pytest
 from aces_fast import _semantics
 from aces_fast.backends import BackendUnavailableError, get_backend
 from aces_fast.backends.base import ArrayBackend
-from aces_fast.backends.ops import ArrayOps, missing_ops
+from aces_fast._ops import ArrayOps, missing_ops
 
 
 @pytest.mark.parametrize("name", ["numpy", "cpp", "numba", "torch"])

@@ -29,7 +29,7 @@ def test_package_type_checks(tmp_path):
 PUBLIC_MODULES = [
     "__init__.py", "methods.py", "batch.py", "batch_result.py", "result.py", "metrics.py",
     "config.py", "_cost.py", "_types.py", "backends/__init__.py", "backends/base.py",
-    "backends/ops.py",
+    "_ops.py",
 ]
 
 

@@ -25,7 +25,7 @@ from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterator, Mapping, Named
                     Tuple)
 
 if TYPE_CHECKING:  # the backends import this module
-    from .backends.ops import ArrayOps
+    from ._ops import ArrayOps
 
 from . import _semantics
 from ._cost import CostFn, aces_o_cost

@@ -27,7 +27,7 @@ import math
 from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Tuple
 
 if TYPE_CHECKING:  # the backends import this module
-    from .backends.ops import ArrayOps
+    from ._ops import ArrayOps
 
 #: ACES-C counts a test as informative when its uniform LOO-AUC exceeds this
 HALF = 0.5

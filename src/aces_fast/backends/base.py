@@ -40,7 +40,7 @@ from ..result import RerankResult, SurrogateResult
 
 if TYPE_CHECKING:
     from ..batch_result import BatchResult
-    from .ops import ArrayOps
+    from .._ops import ArrayOps
 
 try:  # the C function behind np.count_nonzero: its Python wrapper costs 4x the count
     # on the short vectors of a microsecond-scale call

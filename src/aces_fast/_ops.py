@@ -17,7 +17,7 @@ from __future__ import annotations
 import inspect
 from typing import Any, Callable, List, Optional, Protocol, Tuple, runtime_checkable
 
-from .._types import Array
+from ._types import Array
 
 
 @runtime_checkable
