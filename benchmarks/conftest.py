@@ -26,7 +26,8 @@ Cells with 2 000 or more candidates, or a long estimated call, are marked
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import pytest
 
@@ -34,70 +35,109 @@ from .harness import cells, runtime, suite, targets, workloads
 from .harness.memory import MMAP_THRESHOLD_ENV, mmap_threshold_fixed
 from .harness.report import HARNESS_KEY
 
-_SKIPPED: List[Dict[str, Any]] = []
-_WARMED: Dict[Any, float] = {}
-_RUNTIMES: Dict[str, Any] = {}
+_SKIPPED: list[dict[str, Any]] = []
+_WARMED: dict[Any, float] = {}
+_RUNTIMES: dict[str, Any] = {}
 
 
 def _list(cast):
-    def parse(text: str) -> List[Any]:
+    def parse(text: str) -> list[Any]:
         return [cast(s.strip()) for s in text.split(",") if s.strip()]
+
     return parse
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("aces_fast benchmarks")
-    group.addoption("--bench-rounds", type=int, default=1, metavar="N",
-                    help="repetitions of every cell, interleaved group by group (timing only)")
-    group.addoption("--bench-memory", action="store_true",
-                    help="record each cell's peak working memory instead of timing it "
-                         f"(needs {'='.join(MMAP_THRESHOLD_ENV)} and --benchmark-enable)")
-    group.addoption("--bench-ops", type=_list(str), metavar="OP,...",
-                    help=f"only these operations ({', '.join(cells.OPS)})")
-    group.addoption("--bench-families", type=_list(str), metavar="FAMILY,...",
-                    help=f"only these workload families ({', '.join(workloads.FAMILIES)})")
-    group.addoption("--bench-sizes", type=_list(str), metavar="NxM,...",
-                    help=f"only these synthetic sizes ({', '.join(cells.SIZES)})")
-    group.addoption("--bench-impls", type=_list(str), metavar="NAME,...",
-                    help=f"only these implementations ({', '.join(cells.IMPLS)})")
-    group.addoption("--bench-threads", type=_list(int), metavar="T,...",
-                    help="only these thread counts (1, 2)")
-    group.addoption("--bench-max-call", type=float, default=300.0, metavar="SECONDS",
-                    help="skip cells estimated to take longer per timed call (default 300)")
+    group.addoption(
+        "--bench-rounds",
+        type=int,
+        default=1,
+        metavar="N",
+        help="repetitions of every cell, interleaved group by group (timing only)",
+    )
+    group.addoption(
+        "--bench-memory",
+        action="store_true",
+        help="record each cell's peak working memory instead of timing it "
+        f"(needs {'='.join(MMAP_THRESHOLD_ENV)} and --benchmark-enable)",
+    )
+    group.addoption(
+        "--bench-ops",
+        type=_list(str),
+        metavar="OP,...",
+        help=f"only these operations ({', '.join(cells.OPS)})",
+    )
+    group.addoption(
+        "--bench-families",
+        type=_list(str),
+        metavar="FAMILY,...",
+        help=f"only these workload families ({', '.join(workloads.FAMILIES)})",
+    )
+    group.addoption(
+        "--bench-sizes",
+        type=_list(str),
+        metavar="NxM,...",
+        help=f"only these synthetic sizes ({', '.join(cells.SIZES)})",
+    )
+    group.addoption(
+        "--bench-impls",
+        type=_list(str),
+        metavar="NAME,...",
+        help=f"only these implementations ({', '.join(cells.IMPLS)})",
+    )
+    group.addoption(
+        "--bench-threads", type=_list(int), metavar="T,...", help="only these thread counts (1, 2)"
+    )
+    group.addoption(
+        "--bench-max-call",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="skip cells estimated to take longer per timed call (default 300)",
+    )
 
 
 def _check_choices(config: pytest.Config, option: str, allowed: Sequence[Any]) -> None:
     chosen = config.getoption(option)
     bad = [c for c in chosen or [] if c not in allowed]
     if bad or chosen == []:
-        raise pytest.UsageError(f"--{option.replace('_', '-')}: unknown "
-                                f"{', '.join(map(str, bad)) or '(empty)'}; choose from "
-                                f"{', '.join(map(str, allowed))}")
+        raise pytest.UsageError(
+            f"--{option.replace('_', '-')}: unknown "
+            f"{', '.join(map(str, bad)) or '(empty)'}; choose from "
+            f"{', '.join(map(str, allowed))}"
+        )
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "target: a cell one of the project's speed goals reads")
-    for option, allowed in (("bench_ops", cells.OPS), ("bench_families", workloads.FAMILIES),
-                            ("bench_sizes", cells.SIZES), ("bench_impls", cells.IMPLS),
-                            ("bench_threads", cells.THREADS)):
+    for option, allowed in (
+        ("bench_ops", cells.OPS),
+        ("bench_families", workloads.FAMILIES),
+        ("bench_sizes", cells.SIZES),
+        ("bench_impls", cells.IMPLS),
+        ("bench_threads", cells.THREADS),
+    ):
         _check_choices(config, option, allowed)
     if config.getoption("bench_rounds") < 1:
         raise pytest.UsageError("--bench-rounds must be >= 1")
     if config.getoption("bench_memory"):
         if not _enabled(config):
-            raise pytest.UsageError("--bench-memory needs --benchmark-enable (the peaks are "
-                                    "written with the benchmark results)")
+            raise pytest.UsageError(
+                "--bench-memory needs --benchmark-enable (the peaks are "
+                "written with the benchmark results)"
+            )
         if not mmap_threshold_fixed():
             raise pytest.UsageError(
                 f"--bench-memory needs {'='.join(MMAP_THRESHOLD_ENV)} in the environment "
                 "(glibc reads it at start-up; without it the peak depends on what the "
-                "process allocated before)")
+                "process allocated before)"
+            )
 
 
 def _enabled(config: pytest.Config) -> bool:
     """Whether pytest-benchmark measures (its own rule for the two options)."""
-    return not (config.getoption("benchmark_disable")
-                and not config.getoption("benchmark_enable"))
+    return not (config.getoption("benchmark_disable") and not config.getoption("benchmark_enable"))
 
 
 def _mode(config: pytest.Config) -> suite.Mode:
@@ -105,8 +145,9 @@ def _mode(config: pytest.Config) -> suite.Mode:
         return suite.Mode("smoke")
     if config.getoption("bench_memory"):
         return suite.Mode("memory")
-    return suite.Mode("timing", float(config.getoption("benchmark_max_time")),
-                      config.getoption("bench_rounds"))
+    return suite.Mode(
+        "timing", float(config.getoption("benchmark_max_time")), config.getoption("bench_rounds")
+    )
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -114,13 +155,21 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     config = metafunc.config
     smoke = not _enabled(config)
-    ops = [op for op in metafunc.module.OPS
-           if config.getoption("bench_ops") is None or op in config.getoption("bench_ops")]
-    threads: Optional[Sequence[int]] = config.getoption("bench_threads")
+    ops = [
+        op
+        for op in metafunc.module.OPS
+        if config.getoption("bench_ops") is None or op in config.getoption("bench_ops")
+    ]
+    threads: Sequence[int] | None = config.getoption("bench_threads")
     reps = 1 if smoke or config.getoption("bench_memory") else config.getoption("bench_rounds")
-    chosen = cells.all_cases(ops=ops, families=config.getoption("bench_families")
-                             or workloads.FAMILIES, sizes=config.getoption("bench_sizes"),
-                             impls=config.getoption("bench_impls"), threads=threads, reps=reps)
+    chosen = cells.all_cases(
+        ops=ops,
+        families=config.getoption("bench_families") or workloads.FAMILIES,
+        sizes=config.getoption("bench_sizes"),
+        impls=config.getoption("bench_impls"),
+        threads=threads,
+        reps=reps,
+    )
     goals = set(targets.target_groups())
     params = []
     for case in chosen:
@@ -130,13 +179,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         marks = [pytest.mark.slow] if case.slow else []
         if (case.op, case.family, case.size, case.threads) in goals and case.impl != "numpy":
             marks.append(pytest.mark.target)
-        case_id = case.id[len(ops[0]) + 1:] if len(metafunc.module.OPS) == 1 else case.id
+        case_id = case.id[len(ops[0]) + 1 :] if len(metafunc.module.OPS) == 1 else case.id
         params.append(pytest.param(case, id=case_id, marks=marks))
     metafunc.parametrize("case", params)
 
 
 @pytest.fixture(scope="session")
-def runtimes(request: pytest.FixtureRequest) -> Dict[str, Any]:
+def runtimes(request: pytest.FixtureRequest) -> dict[str, Any]:
     """Import every library and JIT-compile numba once, before any measurement
     (smoke runs skip this: nothing is timed, numba compiles what they call)."""
     if _enabled(request.config) and not _RUNTIMES:
@@ -146,24 +195,33 @@ def runtimes(request: pytest.FixtureRequest) -> Dict[str, Any]:
 
 
 @pytest.fixture
-def run_case(benchmark: Any, runtimes: Dict[str, Any], request: pytest.FixtureRequest):
+def run_case(benchmark: Any, runtimes: dict[str, Any], request: pytest.FixtureRequest):
     """Run one cell (:func:`harness.suite.run_case`), or skip it with the reason."""
     config = request.config
 
     def run(case: cells.Case) -> None:
         reason = cells.skip_reason(case, config.getoption("bench_max_call"))
         if reason is not None:
-            _SKIPPED.append(dict(op=case.op, family=case.family, size=case.size,
-                                 impl=case.impl, threads=case.threads, kind=case.kind,
-                                 reason=reason))
+            _SKIPPED.append(
+                dict(
+                    op=case.op,
+                    family=case.family,
+                    size=case.size,
+                    impl=case.impl,
+                    threads=case.threads,
+                    kind=case.kind,
+                    reason=reason,
+                )
+            )
             pytest.skip(reason)
         suite.run_case(case, benchmark, _mode(config), _WARMED)
 
     return run
 
 
-def pytest_benchmark_update_json(config: pytest.Config, benchmarks: Any,
-                                 output_json: Dict[str, Any]) -> None:
+def pytest_benchmark_update_json(
+    config: pytest.Config, benchmarks: Any, output_json: dict[str, Any]
+) -> None:
     """Add the harness's facts to the ``--benchmark-json`` output."""
     output_json[HARNESS_KEY] = {
         "mode": _mode(config).name,
@@ -175,6 +233,6 @@ def pytest_benchmark_update_json(config: pytest.Config, benchmarks: Any,
         "runtimes": dict(_RUNTIMES),
         "thread_libraries": runtime.thread_libraries(),
         "thread_pinning": "threadpoolctl (BLAS/OpenMP) + torch.set_num_threads + "
-                          "numba.set_num_threads + cpp backend n_threads, per cell",
+        "numba.set_num_threads + cpp backend n_threads, per cell",
         "skipped": list(_SKIPPED),
     }

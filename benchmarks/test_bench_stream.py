@@ -25,11 +25,11 @@ import pytest
 
 pytest.importorskip("pyarrow")
 
-from benchmarks.harness.runtime import thread_limit  # noqa: E402
-from benchmarks.harness.stream_scale import read_matrices, write_synthetic  # noqa: E402
-from aces_fast.backends import BackendUnavailableError, get_backend  # noqa: E402
-from aces_fast.batch import rerank_batch  # noqa: E402
-from aces_fast.stream import rerank_dataset  # noqa: E402
+from aces_fast.backends import BackendUnavailableError, get_backend
+from aces_fast.batch import rerank_batch
+from aces_fast.stream import rerank_dataset
+from benchmarks.harness.runtime import thread_limit
+from benchmarks.harness.stream_scale import read_matrices, write_synthetic
 
 PROBLEMS = 20_000
 SHAPE = (100, 50)
@@ -72,10 +72,13 @@ def test_stream_throughput(benchmark, dataset, tmp_path, impl, threads):
         def fn():
             return rerank_batch(Bs, "aces-c", backend="cpp", n_threads=threads)
     else:
+
         def fn():
             shutil.rmtree(out, ignore_errors=True)
-            return rerank_dataset(path, out, "aces-c", backend="cpp", n_threads=threads,
-                                  progress=False)
+            return rerank_dataset(
+                path, out, "aces-c", backend="cpp", n_threads=threads, progress=False
+            )
+
     with thread_limit(threads):
         if benchmark.disabled:
             result = benchmark(fn)
@@ -104,8 +107,8 @@ def test_ray_two_workers(benchmark, dataset, tmp_path):
 
         def fn():
             shutil.rmtree(out, ignore_errors=True)
-            return rerank_dataset(path, out, "aces-c", engine="ray", n_threads=1,
-                                  progress=False)
+            return rerank_dataset(path, out, "aces-c", engine="ray", n_threads=1, progress=False)
+
         benchmark.group = f"stream {SHAPE[0]}x{SHAPE[1]} ray"
         benchmark.extra_info.update(impl="ray", workers=2, tasks=count)
         result = benchmark.pedantic(fn, rounds=3, iterations=1, warmup_rounds=1)

@@ -14,15 +14,15 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Sequence
 from fractions import Fraction
-from typing import List, Optional, Sequence
 
 import numpy as np
 
 HALF = Fraction(1, 2)
 
 
-def _rows(B) -> List[List[int]]:
+def _rows(B) -> list[list[int]]:
     B = np.asarray(B)
     assert B.ndim == 2
     return [[int(v) for v in row] for row in B.tolist()]
@@ -43,7 +43,7 @@ def nonconstant_mask(B) -> np.ndarray:
     return np.array([not is_constant(B, j) for j in range(_shape(B)[1])], dtype=bool)
 
 
-def exact_weights(weights, m: int) -> List[Fraction]:
+def exact_weights(weights, m: int) -> list[Fraction]:
     """Weights as Fractions; ``None`` means all ones. Floats are taken at their exact value."""
     if weights is None:
         return [Fraction(1)] * m
@@ -54,7 +54,7 @@ def exact_weights(weights, m: int) -> List[Fraction]:
 # AUC and leave-one-out AUC
 
 
-def auc(scores: Sequence, labels: Sequence[int]) -> Optional[Fraction]:
+def auc(scores: Sequence, labels: Sequence[int]) -> Fraction | None:
     """AUC by pairs: P(score_p > score_f) + 1/2 P(score_p = score_f); None if a class is empty.
 
     Scores are compared exactly (pass ints or Fractions for exact ties).
@@ -73,19 +73,20 @@ def auc(scores: Sequence, labels: Sequence[int]) -> Optional[Fraction]:
     return total / (len(pos) * len(neg))
 
 
-def loo_scores(B, weights=None) -> List[List[Fraction]]:
+def loo_scores(B, weights=None) -> list[list[Fraction]]:
     """The explicit n x m matrix ``S[i][j] = sum_{k != j} w_k B[i][k]`` (exact)."""
     rows = _rows(B)
     n, m = _shape(B)
     w = exact_weights(weights, m)
     S = []
     for i in range(n):
-        S.append([sum((w[k] * rows[i][k] for k in range(m) if k != j), Fraction(0))
-                  for j in range(m)])
+        S.append(
+            [sum((w[k] * rows[i][k] for k in range(m) if k != j), Fraction(0)) for j in range(m)]
+        )
     return S
 
 
-def loo_auc(B, weights=None) -> List[Optional[Fraction]]:
+def loo_auc(B, weights=None) -> list[Fraction | None]:
     """LOO-AUC of every test from the explicit leave-one-out scores; None for constant tests."""
     rows = _rows(B)
     n, m = _shape(B)
@@ -96,7 +97,7 @@ def loo_auc(B, weights=None) -> List[Optional[Fraction]]:
     return out
 
 
-def to_float_array(values: Sequence[Optional[Fraction]]) -> np.ndarray:
+def to_float_array(values: Sequence[Fraction | None]) -> np.ndarray:
     """Fractions (or None) to float64 with ``nan`` for None."""
     return np.array([math.nan if v is None else float(v) for v in values], dtype=np.float64)
 
@@ -117,7 +118,7 @@ def surrogate(B, weights, gamma: float):
     rows = _rows(B)
     n, m = _shape(B)
     w = [float(x) for x in weights]
-    L: List[Optional[float]] = []
+    L: list[float | None] = []
     J = 0.0
     for j in range(m):
         S = [sum(w[k] * rows[i][k] for k in range(m) if k != j) for i in range(n)]
@@ -139,12 +140,12 @@ def surrogate(B, weights, gamma: float):
 # test-weighting methods (weights normalized to sum 1, exact)
 
 
-def _normalize(w: List[Fraction]) -> List[Fraction]:
+def _normalize(w: list[Fraction]) -> list[Fraction]:
     total = sum(w, Fraction(0))
     return [x / total for x in w] if total > 0 else [Fraction(0)] * len(w)
 
 
-def majority_weights(B) -> List[Fraction]:
+def majority_weights(B) -> list[Fraction]:
     """1 on every non-constant test, normalized."""
     m = _shape(B)[1]
     return _normalize([Fraction(0 if is_constant(B, j) else 1) for j in range(m)])
@@ -169,12 +170,12 @@ def aces_c_weights(B, variant: str = "weighted"):
     return _normalize(w), False
 
 
-def weighted_scores(B, w: Sequence[Fraction]) -> List[Fraction]:
+def weighted_scores(B, w: Sequence[Fraction]) -> list[Fraction]:
     """Exact ``B @ w``."""
     return [sum((wj * bij for wj, bij in zip(w, row)), Fraction(0)) for row in _rows(B)]
 
 
-def stable_descending(scores: Sequence) -> List[int]:
+def stable_descending(scores: Sequence) -> list[int]:
     """Indices by descending score, ties by lower index, via a plain comparison sort."""
     return sorted(range(len(scores)), key=lambda i: (-scores[i], i))
 
@@ -183,14 +184,14 @@ def stable_descending(scores: Sequence) -> List[int]:
 # consensus methods (constant tests dropped first, as for every method: docs/contract.rst §1)
 
 
-def _drop_constant(B) -> List[List[int]]:
+def _drop_constant(B) -> list[list[int]]:
     rows = _rows(B)
     m = _shape(B)[1]
     keep = [j for j in range(m) if not is_constant(B, j)]
     return [[row[j] for j in keep] for row in rows]
 
 
-def codet(B, exponent: float = 0.5) -> List[float]:
+def codet(B, exponent: float = 0.5) -> list[float]:
     """Group identical rows; a group scores (#tests passed) * (group size) ** exponent."""
     rows = _drop_constant(B)
     groups = {}
@@ -208,7 +209,7 @@ def _ln_beta(a: float, b: float) -> float:
     return math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b)
 
 
-def b4(B, a: float = 1e3, b: float = 1e4) -> List[float]:
+def b4(B, a: float = 1e3, b: float = 1e4) -> list[float]:
     """B4 by counting the cells of blocks E1 and E0 one by one, per candidate."""
     rows = _drop_constant(B)
     N = len(rows)
@@ -223,12 +224,16 @@ def b4(B, a: float = 1e3, b: float = 1e4) -> List[float]:
         n1 = len(outside) * len(y)
         k0 = sum(rows[r][j] for r in outside for j in not_y)
         n0 = len(outside) * len(not_y)
-        out.append(_ln_beta(len(y) + a, M - len(y) + 1) + _ln_beta(len(x) + a, N - len(x) + 1)
-                   + _ln_beta(k1 + 1, n1 - k1 + 1) + _ln_beta(k0 + 1, n0 - k0 + b))
+        out.append(
+            _ln_beta(len(y) + a, M - len(y) + 1)
+            + _ln_beta(len(x) + a, N - len(x) + 1)
+            + _ln_beta(k1 + 1, n1 - k1 + 1)
+            + _ln_beta(k0 + 1, n0 - k0 + b)
+        )
     return out
 
 
-def mbr_exec(outputs) -> List[int]:
+def mbr_exec(outputs) -> list[int]:
     """``score_i = #{i' : outputs[i'] == outputs[i]}`` by comparing every pair of rows."""
     rows = np.asarray(outputs).tolist()
     return [sum(1 for other in rows if other == row) for row in rows]

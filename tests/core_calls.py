@@ -20,51 +20,130 @@ BINS = 2048
 
 
 def loo_auc(B, weights=None, counts=None, tie_tol=TIE_TOL, n_threads=0, dedup=None):
-    return _core.loo_auc(B=B, weights=weights, counts=counts, tie_tol=tie_tol, dedup=dedup,
-                         n_threads=n_threads)
+    return _core.loo_auc(
+        B=B, weights=weights, counts=counts, tie_tol=tie_tol, dedup=dedup, n_threads=n_threads
+    )
 
 
 def surrogate_loo_auc(B, weights, gamma, counts=None, n_threads=0, dedup=None):
-    return _core.surrogate_loo_auc(B=B, weights=weights, gamma=gamma, counts=counts, dedup=dedup,
-                                   n_threads=n_threads)
+    return _core.surrogate_loo_auc(
+        B=B, weights=weights, gamma=gamma, counts=counts, dedup=dedup, n_threads=n_threads
+    )
 
 
 def aces_o_fit(B, logits0, active, gamma, lr, steps, counts=None, n_threads=0, dedup=None):
-    return _core.aces_o_fit(B=B, logits0=logits0, active=active, gamma=gamma, lr=lr, steps=steps,
-                            counts=counts, dedup=dedup, n_threads=n_threads)
+    return _core.aces_o_fit(
+        B=B,
+        logits0=logits0,
+        active=active,
+        gamma=gamma,
+        lr=lr,
+        steps=steps,
+        counts=counts,
+        dedup=dedup,
+        n_threads=n_threads,
+    )
 
 
-def rerank(B, method, tie_tol=TIE_TOL, gamma=GAMMA, lr=LR, steps=STEPS, top_k=TOP_K, warm=False,
-           dedup=None, n_threads=0):
-    return _core.rerank(B=B, method=method, tie_tol=tie_tol, gamma=gamma, lr=lr, steps=steps,
-                        top_k=top_k, warm=warm, dedup=dedup, n_threads=n_threads)
+def rerank(
+    B,
+    method,
+    tie_tol=TIE_TOL,
+    gamma=GAMMA,
+    lr=LR,
+    steps=STEPS,
+    top_k=TOP_K,
+    warm=False,
+    dedup=None,
+    n_threads=0,
+):
+    return _core.rerank(
+        B=B,
+        method=method,
+        tie_tol=tie_tol,
+        gamma=gamma,
+        lr=lr,
+        steps=steps,
+        top_k=top_k,
+        warm=warm,
+        dedup=dedup,
+        n_threads=n_threads,
+    )
 
 
-def rerank_batch(tasks, method, tie_tol=TIE_TOL, gamma=GAMMA, lr=LR, steps=STEPS, top_k=TOP_K,
-                 warm=False, dedup=None, n_threads=0):
-    return _core.rerank_batch(tasks=tasks, method=method, tie_tol=tie_tol, gamma=gamma, lr=lr,
-                              steps=steps, top_k=top_k, warm=warm, dedup=dedup,
-                              n_threads=n_threads)
+def rerank_batch(
+    tasks,
+    method,
+    tie_tol=TIE_TOL,
+    gamma=GAMMA,
+    lr=LR,
+    steps=STEPS,
+    top_k=TOP_K,
+    warm=False,
+    dedup=None,
+    n_threads=0,
+):
+    return _core.rerank_batch(
+        tasks=tasks,
+        method=method,
+        tie_tol=tie_tol,
+        gamma=gamma,
+        lr=lr,
+        steps=steps,
+        top_k=top_k,
+        warm=warm,
+        dedup=dedup,
+        n_threads=n_threads,
+    )
 
 
-def rerank_batch_flat(tasks, method, tie_tol=TIE_TOL, gamma=GAMMA, lr=LR, steps=STEPS,
-                      top_k=TOP_K, warm=False, dedup=None, n_threads=0):
-    return _core.rerank_batch_flat(tasks=tasks, method=method, tie_tol=tie_tol, gamma=gamma, lr=lr,
-                                   steps=steps, top_k=top_k, warm=warm, dedup=dedup,
-                                   n_threads=n_threads)
+def rerank_batch_flat(
+    tasks,
+    method,
+    tie_tol=TIE_TOL,
+    gamma=GAMMA,
+    lr=LR,
+    steps=STEPS,
+    top_k=TOP_K,
+    warm=False,
+    dedup=None,
+    n_threads=0,
+):
+    return _core.rerank_batch_flat(
+        tasks=tasks,
+        method=method,
+        tie_tol=tie_tol,
+        gamma=gamma,
+        lr=lr,
+        steps=steps,
+        top_k=top_k,
+        warm=warm,
+        dedup=dedup,
+        n_threads=n_threads,
+    )
 
 
-def surrogate_loo_auc_binned(B, weights, gamma, bins=BINS, counts=None, n_threads=0,
-                             path="auto"):
-    return _core.surrogate_loo_auc_binned(B=B, weights=weights, gamma=gamma, bins=bins,
-                                          counts=counts, path=path, n_threads=n_threads)
+def surrogate_loo_auc_binned(B, weights, gamma, bins=BINS, counts=None, n_threads=0, path="auto"):
+    return _core.surrogate_loo_auc_binned(
+        B=B, weights=weights, gamma=gamma, bins=bins, counts=counts, path=path, n_threads=n_threads
+    )
 
 
-def aces_o_fit_binned(B, logits0, active, gamma, lr, steps, bins=BINS, counts=None, n_threads=0,
-                      path="auto"):
-    return _core.aces_o_fit_binned(B=B, logits0=logits0, active=active, gamma=gamma, lr=lr,
-                                   steps=steps, bins=bins, counts=counts, path=path,
-                                   n_threads=n_threads)
+def aces_o_fit_binned(
+    B, logits0, active, gamma, lr, steps, bins=BINS, counts=None, n_threads=0, path="auto"
+):
+    return _core.aces_o_fit_binned(
+        B=B,
+        logits0=logits0,
+        active=active,
+        gamma=gamma,
+        lr=lr,
+        steps=steps,
+        bins=bins,
+        counts=counts,
+        path=path,
+        n_threads=n_threads,
+    )
 
 
 def binned_grid_spacing(B, weights, bins=BINS, counts=None):

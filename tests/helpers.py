@@ -28,8 +28,9 @@ EXAMPLE = np.array(
 EXAMPLE_LABELS = np.array([1, 1, 1, 0, 0, 0, 0, 0], dtype=np.uint8)
 
 
-def random_matrix(rng: np.random.Generator, n: int, m: int, density: float = 0.4,
-                  dup_rows: int = 0) -> np.ndarray:
+def random_matrix(
+    rng: np.random.Generator, n: int, m: int, density: float = 0.4, dup_rows: int = 0
+) -> np.ndarray:
     """A random 0/1 matrix, optionally with ``dup_rows`` rows copied from others."""
     B = (rng.random((n, m)) < density).astype(np.uint8)
     if dup_rows and n > 1:
@@ -124,8 +125,9 @@ print(f"same results {same_results()}", flush=True)
 """
 
 
-def assert_sigint_interrupts(child: str, case: str, wait: float, timeout: float,
-                             max_took: float) -> None:
+def assert_sigint_interrupts(
+    child: str, case: str, wait: float, timeout: float, max_took: float
+) -> None:
     """Run ``child`` (INTERRUPT_CHILD_HEAD + a module's part + INTERRUPT_CHILD_TAIL) on
     ``case``, send SIGINT ``wait`` s after it says it started, and assert: it was
     interrupted, its idle process then uses < 0.25 s of CPU per second, results
@@ -138,8 +140,13 @@ def assert_sigint_interrupts(child: str, case: str, wait: float, timeout: float,
     import time
 
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen([sys.executable, "-c", child, case], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", child, case],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     try:
         line = proc.stdout.readline()  # after any warm-up
         assert line.strip() == "started", line + proc.stderr.read()

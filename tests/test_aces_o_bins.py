@@ -36,8 +36,10 @@ def test_binned_error_shrinks_with_more_bins(cpp):
     rng = np.random.default_rng(3)
     B = (rng.random((300, 40)) < 0.4).astype(np.uint8)
     exact = af.aces_o(B, top_k=None, steps=30, backend=cpp).weights
-    errors = [np.abs(af.aces_o(B, top_k=None, steps=30, bins=b, backend=cpp).weights - exact).max()
-              for b in (64, 1024)]
+    errors = [
+        np.abs(af.aces_o(B, top_k=None, steps=30, bins=b, backend=cpp).weights - exact).max()
+        for b in (64, 1024)
+    ]
     assert errors[1] < errors[0]
 
 

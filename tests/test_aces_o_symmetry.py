@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 import pytest
@@ -24,10 +24,10 @@ import aces_fast as af
 
 #: the two matrices of issue 12 on which the backends used to disagree
 ISSUE_EXAMPLES = {
-    "two-tests": np.array([[1, 0], [0, 0], [1, 0], [1, 0], [1, 0], [0, 1], [1, 1]],
-                          dtype=np.uint8),
-    "three-symmetric": np.array([[0, 0, 0], [0, 0, 1], [0, 1, 0], [0, 0, 0], [1, 0, 0]],
-                                dtype=np.uint8),
+    "two-tests": np.array([[1, 0], [0, 0], [1, 0], [1, 0], [1, 0], [0, 1], [1, 1]], dtype=np.uint8),
+    "three-symmetric": np.array(
+        [[0, 0, 0], [0, 0, 1], [0, 1, 0], [0, 0, 0], [1, 0, 0]], dtype=np.uint8
+    ),
 }
 
 
@@ -74,7 +74,7 @@ def random_matrix(rng: np.random.Generator) -> np.ndarray:
     return (rng.random((n, m)) < rng.uniform(0.2, 0.8)).astype(np.uint8)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _family(kind: str, count: int, seed: int):
     rng = np.random.default_rng(seed)
     if kind == "symmetric":
@@ -82,7 +82,7 @@ def _family(kind: str, count: int, seed: int):
     return tuple(random_matrix(rng) for _ in range(count))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _reference(kind: str, count: int, seed: int):
     return tuple(af.aces_o(B, backend="numpy") for B in _family(kind, count, seed))
 
@@ -91,8 +91,13 @@ def _agree(kind: str, count: int, seed: int, backend: str) -> None:
     refs = _reference(kind, count, seed)
     for B, ref in zip(_family(kind, count, seed), refs):
         got = af.aces_o(B, backend=backend)
-        np.testing.assert_allclose(_np(got.weights), ref.weights, rtol=0, atol=1e-9,
-                                   err_msg=f"{backend} weights on {B.tolist()}")
+        np.testing.assert_allclose(
+            _np(got.weights),
+            ref.weights,
+            rtol=0,
+            atol=1e-9,
+            err_msg=f"{backend} weights on {B.tolist()}",
+        )
         assert _np(got.order).tolist() == _np(ref.order).tolist(), B.tolist()
 
 
@@ -173,8 +178,9 @@ def test_batch_matches_per_task(fast_backend, kind):
     batch = af.rerank_batch(Bs, "aces-o", backend=fast_backend)
     for B, got in zip(Bs, batch):
         ref = af.rerank(B, "aces-o", backend=fast_backend)
-        np.testing.assert_allclose(_np(got.weights), _np(ref.weights), rtol=0, atol=1e-12,
-                                   err_msg=str(B.tolist()))
+        np.testing.assert_allclose(
+            _np(got.weights), _np(ref.weights), rtol=0, atol=1e-12, err_msg=str(B.tolist())
+        )
         assert _np(got.order).tolist() == _np(ref.order).tolist(), B.tolist()
 
 
@@ -195,18 +201,28 @@ print(h.hexdigest())
 
 
 def _numpy_digest(threads: str, imports) -> str:
-    env = dict(os.environ, OPENBLAS_NUM_THREADS=threads, OMP_NUM_THREADS=threads,
-               MKL_NUM_THREADS=threads)
-    out = subprocess.run([sys.executable, "-c", _DIGEST, *imports], env=env,
-                         capture_output=True, text=True, timeout=600, check=True)
+    env = dict(
+        os.environ, OPENBLAS_NUM_THREADS=threads, OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", _DIGEST, *imports],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
     return out.stdout.strip()
 
 
 def test_numpy_reference_deterministic():
     """The reference's ACES-O sums use no BLAS: the same bits with one or two
     BLAS threads and after importing the other backends' libraries."""
-    imports = [name for name in ("torch", "numba")
-               if __import__("importlib.util").util.find_spec(name) is not None]
+    imports = [
+        name
+        for name in ("torch", "numba")
+        if __import__("importlib.util").util.find_spec(name) is not None
+    ]
     first = _numpy_digest("1", [])
     assert _numpy_digest("2", imports) == first
 
@@ -217,8 +233,9 @@ def test_snap_rule_of_reference():
     leave the classes; NaN and infinities join no run; other classes untouched."""
     from aces_fast.backends.numpy import snap_classes
 
-    x = np.array([1.0 + 5e-11, 0.0, 3.0, 1.0, 1e-12, 2e-12 + 9e-11, np.nan, np.inf, np.inf,
-                  7.0, 7.0])
+    x = np.array(
+        [1.0 + 5e-11, 0.0, 3.0, 1.0, 1e-12, 2e-12 + 9e-11, np.nan, np.inf, np.inf, 7.0, 7.0]
+    )
     classes = snap_classes(x, [np.arange(9)], 1e-10)
     assert sorted(map(sorted, map(list, classes))) == [[0, 3], [1, 4, 5]]
     assert x[0] == x[3] == 1.0 and x[1] == x[4] == x[5] == 0.0 and x[2] == 3.0

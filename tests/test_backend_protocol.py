@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from aces_fast import _semantics
+from aces_fast._ops import ArrayOps, missing_ops
 from aces_fast.backends import BackendUnavailableError, get_backend
 from aces_fast.backends.base import ArrayBackend
-from aces_fast._ops import ArrayOps, missing_ops
 
 
 @pytest.mark.parametrize("name", ["numpy", "cpp", "numba", "torch"])

@@ -18,15 +18,14 @@ import pytest
 import aces_fast as af
 from aces_fast import _semantics
 from aces_fast.backends.base import ArrayBackend
-
 from helpers import EXAMPLE, random_matrix
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # the harness is importable from the checkout only
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.harness import baselines as bl  # noqa: E402
-from benchmarks.harness import workloads  # noqa: E402
+from benchmarks.harness import baselines as bl
+from benchmarks.harness import workloads
 
 EXAMPLE_LOO = np.array([2 / 3, 2 / 3, 1 / 2, 2 / 3, 1 / 2, 2 / 5, 7 / 12, 7 / 24, 0, 0])
 
@@ -61,14 +60,13 @@ def test_make_pass_matrix_has_duplicates_constant_columns_and_signal():
     assert np.nanmean(L) > 0.55
 
 
-@pytest.mark.parametrize("kwargs", [dict(n=0, m=3), dict(n=3, m=-1),
-                                    dict(n=3, m=3, dup_frac=1.0)])
+@pytest.mark.parametrize("kwargs", [dict(n=0, m=3), dict(n=3, m=-1), dict(n=3, m=3, dup_frac=1.0)])
 def test_make_pass_matrix_rejects_bad_sizes(kwargs):
     with pytest.raises(ValueError):
         workloads.make_pass_matrix(**kwargs)
 
 
-@pytest.mark.parametrize("n, m", [(24, 100), (200, 500), (64, 6)])
+@pytest.mark.parametrize(("n", "m"), [(24, 100), (200, 500), (64, 6)])
 def test_distinct_matrix_has_no_duplicate_rows(n, m):
     B, correct, *_ = workloads.make_distinct_matrix(n, m, seed=n + m)
     assert B.shape == (n, m) and B.dtype == np.uint8 and B.flags.c_contiguous
@@ -93,7 +91,7 @@ def test_distinct_matrix_follows_the_planted_model():
     assert correct[af.aces_c(B, backend="numpy").order[0]]
 
 
-@pytest.mark.parametrize("n, m", [(0, 5), (5, 0), (9, 3)])
+@pytest.mark.parametrize(("n", "m"), [(0, 5), (5, 0), (9, 3)])
 def test_distinct_matrix_rejects_impossible_sizes(n, m):
     with pytest.raises(ValueError):
         workloads.make_distinct_matrix(n, m)
@@ -167,8 +165,13 @@ def test_numpy_aces_c_matches_backends(backend, index):
     np.testing.assert_allclose(s, np.asarray(res.scores), atol=1e-9)
 
 
-@pytest.mark.parametrize("B", [np.array([[1, 0], [0, 1]]),   # every LOO-AUC is 0: fallback
-                               np.array([[1, 0, 1], [1, 0, 1]])])  # every column constant
+@pytest.mark.parametrize(
+    "B",
+    [
+        np.array([[1, 0], [0, 1]]),  # every LOO-AUC is 0: fallback
+        np.array([[1, 0, 1], [1, 0, 1]]),
+    ],
+)  # every column constant
 def test_numpy_aces_c_degenerate_cases_match(B):
     res = af.aces_c(B, backend="numpy")
     w, _ = bl.numpy_aces_c(B)

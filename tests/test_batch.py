@@ -31,8 +31,13 @@ def _cpp():
 def mixed_tasks(seed=0, count=24):
     """Tasks of many shapes: m = 0, n = 1, constant columns, heavy duplicates."""
     rng = np.random.default_rng(seed)
-    tasks = [EXAMPLE, np.zeros((4, 0), np.uint8), np.array([[1, 0, 1]], np.uint8),
-             np.ones((3, 5), np.uint8), np.eye(6, dtype=np.uint8).astype(bool)]
+    tasks = [
+        EXAMPLE,
+        np.zeros((4, 0), np.uint8),
+        np.array([[1, 0, 1]], np.uint8),
+        np.ones((3, 5), np.uint8),
+        np.eye(6, dtype=np.uint8).astype(bool),
+    ]
     for _ in range(count):
         n, m = int(rng.integers(1, 70)), int(rng.integers(0, 40))
         tasks.append(random_matrix(rng, n, m, rng.uniform(0.1, 0.9), dup_rows=n // 2))
@@ -81,8 +86,9 @@ def test_batch_parameters_reach_every_task():
     for B, res in zip(TASKS[:10], results):
         assert res.method == "aces-o-warm"
         assert npy(res.objective).shape == (8,)
-        assert {k: res.info[k] for k in ("gamma", "lr", "steps", "top_k", "init")} == \
-            {k: kw[k] for k in ("gamma", "lr", "steps", "top_k", "init")}
+        assert {k: res.info[k] for k in ("gamma", "lr", "steps", "top_k", "init")} == {
+            k: kw[k] for k in ("gamma", "lr", "steps", "top_k", "init")
+        }
         assert_same_result(res, af.aces_o(B, backend="cpp", **kw))
     filt = rerank_batch(TASKS[:6], "aces-c-filter", backend="cpp", tie_tol=0.0)
     for B, res in zip(TASKS[:6], filt):
@@ -102,8 +108,10 @@ def test_batch_input_forms():
         assert_same_result(a, b)
     # lists, tuples, generators, bool and float matrices, nested lists
     gen = (B.astype(np.float64) for B in stack)
-    for a, b in zip(rerank_batch(gen, "majority", backend="cpp"),
-                    rerank_batch(tuple(stack.tolist()), "majority", backend="cpp")):
+    for a, b in zip(
+        rerank_batch(gen, "majority", backend="cpp"),
+        rerank_batch(tuple(stack.tolist()), "majority", backend="cpp"),
+    ):
         assert_same_result(a, b)
 
 
@@ -204,8 +212,18 @@ def test_core_prepared_prefix():
     class Sub(np.ndarray):
         pass
 
-    others = [u8.astype(bool), u8.astype(np.int8), u8.astype(np.float64), np.asfortranarray(u8),
-              u8[:, ::2], u8[None], u8[:0], u8.view(Sub), u8.tolist(), u8.reshape(-1)]
+    others = [
+        u8.astype(bool),
+        u8.astype(np.int8),
+        u8.astype(np.float64),
+        np.asfortranarray(u8),
+        u8[:, ::2],
+        u8[None],
+        u8[:0],
+        u8.view(Sub),
+        u8.tolist(),
+        u8.reshape(-1),
+    ]
     for other in others:
         assert core.prepared_prefix(tasks=[u8, u8, other, u8]) == 2
     assert core.prepared_prefix(tasks=[]) == 0
@@ -221,14 +239,22 @@ def test_core_prepared_prefix():
     for B, res in zip(mixed, rerank_batch(mixed, "aces-c", backend="cpp")):
         assert_same_result(res, af.rerank(B, "aces-c", backend="cpp"))
 
+
 def test_method_param_defaults_match_public_functions():
     """METHOD_PARAMS repeats the defaults of the public functions; keep them in sync."""
-    sig = {name: inspect.signature(fn).parameters
-           for name, fn in [("aces-c", methods.aces_c), ("aces-o", methods.aces_o),
-                            ("codet", methods.codet), ("b4", methods.b4)]}
+    sig = {
+        name: inspect.signature(fn).parameters
+        for name, fn in [
+            ("aces-c", methods.aces_c),
+            ("aces-o", methods.aces_o),
+            ("codet", methods.codet),
+            ("b4", methods.b4),
+        ]
+    }
     for method, spec in METHOD_PARAMS.items():
-        base = {"aces-c-filter": "aces-c", "aces-o-warm": "aces-o",
-                "codet-linear": "codet"}.get(method, method)
+        base = {"aces-c-filter": "aces-c", "aces-o-warm": "aces-o", "codet-linear": "codet"}.get(
+            method, method
+        )
         for name, (default, _) in spec.items():
             if (method, name) in (("aces-o-warm", "init"), ("codet-linear", "exponent")):
                 continue  # the method name fixes these (see methods.METHODS)
@@ -242,8 +268,12 @@ def test_method_param_defaults_match_public_functions():
 
 def reference_cases():
     rng = np.random.default_rng(77)
-    out = [EXAMPLE, np.eye(5, dtype=np.uint8), np.zeros((3, 0), np.uint8),
-           np.array([[1, 0, 1]], np.uint8)]
+    out = [
+        EXAMPLE,
+        np.eye(5, dtype=np.uint8),
+        np.zeros((3, 0), np.uint8),
+        np.array([[1, 0, 1]], np.uint8),
+    ]
     for n, m, dup in [(30, 12, 10), (80, 40, 50), (200, 60, 150), (25, 100, 5)]:
         B = random_matrix(rng, n, m, 0.5, dup_rows=dup)
         B[:, 0] = 1
@@ -254,9 +284,11 @@ def reference_cases():
 @pytest.mark.parametrize("B", reference_cases(), ids=lambda B: f"{B.shape[0]}x{B.shape[1]}")
 def test_cpp_methods_match_reference(B):
     _cpp()
-    for name, call in [("majority", lambda b: af.majority_vote(B, backend=b)),
-                       ("aces-c", lambda b: af.aces_c(B, backend=b)),
-                       ("aces-c-filter", lambda b: af.aces_c(B, "filter", backend=b))]:
+    for name, call in [
+        ("majority", lambda b: af.majority_vote(B, backend=b)),
+        ("aces-c", lambda b: af.aces_c(B, backend=b)),
+        ("aces-c-filter", lambda b: af.aces_c(B, "filter", backend=b)),
+    ]:
         got, ref = call("cpp"), call("numpy")
         assert got.method == ref.method == name and got.fallback == ref.fallback
         np.testing.assert_allclose(got.weights, ref.weights, rtol=0, atol=EXACT)
@@ -264,8 +296,12 @@ def test_cpp_methods_match_reference(B):
         np.testing.assert_array_equal(got.order, ref.order)
         if ref.loo_auc is not None:
             np.testing.assert_allclose(got.loo_auc, ref.loo_auc, rtol=0, atol=EXACT)
-    for kw in (dict(steps=25), dict(init="aces-c", lr=0.05, steps=25),
-               dict(top_k=None, steps=15), dict(top_k=7, steps=20)):
+    for kw in (
+        dict(steps=25),
+        dict(init="aces-c", lr=0.05, steps=25),
+        dict(top_k=None, steps=15),
+        dict(top_k=7, steps=20),
+    ):
         got, ref = af.aces_o(B, backend="cpp", **kw), af.aces_o(B, backend="numpy", **kw)
         assert got.method == ref.method
         np.testing.assert_allclose(got.weights, ref.weights, rtol=0, atol=OPT)
@@ -285,8 +321,9 @@ def test_core_rerank_thread_count_independent():
                 np.testing.assert_array_equal(a, b)
     outs = [core.rerank(B, 3, top_k=300, steps=5, n_threads=t) for t in (1, 2)]
     for weights in (None, np.random.default_rng(6).random(64)):
-        outs_l = [core.loo_auc(B, weights, n_threads=t, dedup=d) for t in (1, 2)
-                  for d in (False, True)]
+        outs_l = [
+            core.loo_auc(B, weights, n_threads=t, dedup=d) for t in (1, 2) for d in (False, True)
+        ]
         for out in outs_l[1:]:
             np.testing.assert_array_equal(out, outs_l[0])
     for a, b in zip(outs[0][:3], outs[1][:3]):
@@ -314,8 +351,9 @@ def test_concurrent_calls_from_python_threads():
                 c = (k + rep) % len(calls)
                 for B, want in zip(tasks, expected[c]):
                     assert_same_result(calls[c](B), want)
-                for got, want in zip(rerank_batch(tasks, "aces-c", backend="cpp", n_threads=2),
-                                     expected_batch):
+                for got, want in zip(
+                    rerank_batch(tasks, "aces-c", backend="cpp", n_threads=2), expected_batch
+                ):
                     assert_same_result(got, want)
         except Exception as exc:  # pragma: no cover - reported below
             failures.append(repr(exc))

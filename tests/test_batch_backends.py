@@ -34,17 +34,17 @@ def _mixed_tasks(seed: int = 0):
     rng = np.random.default_rng(seed)
     tasks = [
         EXAMPLE,
-        np.zeros((4, 0), np.uint8),                    # no tests
-        np.array([[1, 0, 1]], np.uint8),               # one candidate: every test constant
-        np.ones((3, 5), np.uint8),                     # every test constant
-        np.eye(6, dtype=bool),                         # every LOO-AUC is 0: ACES-C falls back
-        np.repeat(EXAMPLE[:3], 4, axis=0),        # only duplicate rows
+        np.zeros((4, 0), np.uint8),  # no tests
+        np.array([[1, 0, 1]], np.uint8),  # one candidate: every test constant
+        np.ones((3, 5), np.uint8),  # every test constant
+        np.eye(6, dtype=bool),  # every LOO-AUC is 0: ACES-C falls back
+        np.repeat(EXAMPLE[:3], 4, axis=0),  # only duplicate rows
     ]
     for _ in range(14):
         n, m = int(rng.integers(1, 60)), int(rng.integers(0, 40))
         B = random_matrix(rng, n, m, rng.uniform(0.1, 0.9), dup_rows=n // 2)
         if m >= 4:
-            B[:, 0], B[:, 3] = 1, 0                    # constant columns in the middle
+            B[:, 0], B[:, 3] = 1, 0  # constant columns in the middle
         tasks.append(B)
     tasks.append(random_matrix(rng, 120, 50, 0.5, dup_rows=60))
     return tasks
@@ -84,21 +84,24 @@ def numba_routes():
     require_backend("numba")
     from aces_fast.backends import numba as numba_backend
 
-    return {"parallel": numba_backend.NumbaBackend(parallel_min_work=0),
-            "serial": numba_backend.NumbaBackend(parallel_min_work=1 << 62)}
+    return {
+        "parallel": numba_backend.NumbaBackend(parallel_min_work=0),
+        "serial": numba_backend.NumbaBackend(parallel_min_work=1 << 62),
+    }
 
 
 @pytest.mark.parametrize("method", NUMBA_METHODS)
 def test_numba_batch_equals_one_by_one(numba_routes, method):
     want = _one_by_one(MIXED, method, "numba")
     for n_threads in (1, 2):
-        got = af.rerank_batch(MIXED, method, backend="numba", n_threads=n_threads,
-                              **PARAMS.get(method, {}))
+        got = af.rerank_batch(
+            MIXED, method, backend="numba", n_threads=n_threads, **PARAMS.get(method, {})
+        )
         assert len(got) == len(MIXED)
         for g, w in zip(got, want):
             assert_same_result(g, w)
     prepared = [get_backend("numba").prepare(B) for B in MIXED]
-    for route, be in numba_routes.items():
+    for _route, be in numba_routes.items():
         got = be.rerank_batch(prepared, method, _full_params(method), 2)
         for g, w in zip(got, want):
             assert_same_result(g, w)
@@ -126,8 +129,10 @@ def test_numba_thread_count_does_not_change_results(numba_routes):
     import numba
 
     rng = np.random.default_rng(3)
-    tasks = [random_matrix(rng, int(rng.integers(1, 80)), int(rng.integers(0, 60)), 0.4,
-                           dup_rows=10) for _ in range(40)]
+    tasks = [
+        random_matrix(rng, int(rng.integers(1, 80)), int(rng.integers(0, 60)), 0.4, dup_rows=10)
+        for _ in range(40)
+    ]
     be = numba_routes["parallel"]
     prepared = [be.prepare(B) for B in tasks]
     before = numba.get_num_threads()
@@ -167,7 +172,7 @@ def test_numba_compiled_batch_results_own_their_slices(numba_routes):
     got = af.rerank_batch(MIXED, "aces-c", backend="numba", n_threads=2)
     want = _one_by_one(MIXED, "aces-c", "numba")
     for k, (g, w) in enumerate(zip(got, want)):
-        for other in got[k + 1:]:
+        for other in got[k + 1 :]:
             assert not np.shares_memory(g.scores, other.scores)
             assert not np.shares_memory(g.weights, other.weights)
         # the earlier tasks were overwritten: this one still holds its own values
@@ -205,8 +210,9 @@ def test_numba_has_no_batch_kernel_for_consensus_methods(numba_routes):
     prepared = [be.prepare(B) for B in MIXED[:5]]
     assert be.rerank_batch(prepared, "codet", {"exponent": 0.5}, None) is None
     assert be.rerank_batch(prepared, "b4", {"alpha": 1e3, "beta0": 1e4}, None) is None
-    for g, w in zip(af.rerank_batch(MIXED[:5], "b4", backend="numba"),
-                    _one_by_one(MIXED[:5], "b4", "numba")):
+    for g, w in zip(
+        af.rerank_batch(MIXED[:5], "b4", backend="numba"), _one_by_one(MIXED[:5], "b4", "numba")
+    ):
         assert_same_result(g, w)
 
 
@@ -289,8 +295,9 @@ def test_torch_aces_o_batch_close_to_one_by_one(torch_mod, method):
     """Batched ACES-O sums in another order than the per-task path: equal to
     rounding (1e-12 here), and to the reference within the contract's tolerance (docs/contract.rst §4)."""
     got = af.rerank_batch(MIXED, method, backend="torch", **PARAMS[method])
-    for g, w, r in zip(got, _one_by_one(MIXED, method, "torch"),
-                       _one_by_one(MIXED, method, "numpy")):
+    for g, w, r in zip(
+        got, _one_by_one(MIXED, method, "torch"), _one_by_one(MIXED, method, "numpy")
+    ):
         assert g.method == w.method
         np.testing.assert_allclose(g.weights, w.weights, rtol=0, atol=1e-12)
         np.testing.assert_allclose(g.weights, r.weights, rtol=0, atol=1e-6)
@@ -325,16 +332,18 @@ def test_torch_padded_loo_auc_against_per_task(torch_mod):
         cols = rng.integers(0, m + 1, size=T)
         B = np.zeros((T, n, m), np.uint8)
         for t in range(T):
-            B[t, :rows[t], :cols[t]] = random_matrix(rng, rows[t], cols[t], rng.random(),
-                                                     dup_rows=rows[t] // 2)
-        L, passers = torch_loo_auc.loo_auc_uniform_padded(torch.from_numpy(B),
-                                                          torch.from_numpy(rows))
+            B[t, : rows[t], : cols[t]] = random_matrix(
+                rng, rows[t], cols[t], rng.random(), dup_rows=rows[t] // 2
+            )
+        L, passers = torch_loo_auc.loo_auc_uniform_padded(
+            torch.from_numpy(B), torch.from_numpy(rows)
+        )
         for t in range(T):
-            Bt = torch.from_numpy(np.ascontiguousarray(B[t, :rows[t], :cols[t]]))
+            Bt = torch.from_numpy(np.ascontiguousarray(B[t, : rows[t], : cols[t]]))
             want = torch_loo_auc.loo_auc(Bt, None, 1e-9)
-            np.testing.assert_array_equal(L[t, :cols[t]].numpy(), want.numpy())
-            assert torch.isnan(L[t, cols[t]:]).all()
-            np.testing.assert_array_equal(passers[t, :cols[t]].numpy(), Bt.sum(0).numpy())
+            np.testing.assert_array_equal(L[t, : cols[t]].numpy(), want.numpy())
+            assert torch.isnan(L[t, cols[t] :]).all()
+            np.testing.assert_array_equal(passers[t, : cols[t]].numpy(), Bt.sum(0).numpy())
 
 
 def test_torch_scores_and_sums_do_not_depend_on_order_or_padding(torch_mod):
@@ -344,13 +353,14 @@ def test_torch_scores_and_sums_do_not_depend_on_order_or_padding(torch_mod):
     from aces_fast.backends.torch import scores as ops
 
     rng = np.random.default_rng(12)
-    for trial in range(25):
+    for _trial in range(25):
         n, m = int(rng.integers(1, 30)), int(rng.integers(1, 80))
         B = (rng.random((n, m)) < rng.random()).astype(np.uint8)
         w = rng.random(m) ** int(rng.integers(1, 20))  # wide dynamic range
         s = ops.row_scores(torch.from_numpy(B), torch.from_numpy(w)).numpy()
-        exact = np.array([float(sum((Fraction(float(x)) for x in w[B[i] == 1]), Fraction(0)))
-                          for i in range(n)])
+        exact = np.array(
+            [float(sum((Fraction(float(x)) for x in w[B[i] == 1]), Fraction(0))) for i in range(n)]
+        )
         np.testing.assert_allclose(s, exact, rtol=4.5e-16, atol=m * 2.0**-78 * w.max())
         padded_B = np.zeros((3, n + 4, m + 5), np.uint8)
         padded_B[1, :n, :m] = B

@@ -27,8 +27,14 @@ PARAMS = {"aces-o": {"steps": 5, "lr": 0.05}, "aces-o-warm": {"steps": 5, "lr": 
 def _tasks(seed: int = 0, count: int = 12):
     """m = 0, n = 1, constant tests, a fallback, duplicate rows, random shapes."""
     rng = np.random.default_rng(seed)
-    tasks = [EXAMPLE, np.zeros((4, 0), np.uint8), np.array([[1, 0, 1]], np.uint8),
-             np.zeros((1, 0), np.uint8), np.ones((3, 5), np.uint8), np.eye(6, dtype=bool)]
+    tasks = [
+        EXAMPLE,
+        np.zeros((4, 0), np.uint8),
+        np.array([[1, 0, 1]], np.uint8),
+        np.zeros((1, 0), np.uint8),
+        np.ones((3, 5), np.uint8),
+        np.eye(6, dtype=bool),
+    ]
     for _ in range(count):
         n, m = int(rng.integers(1, 40)), int(rng.integers(0, 30))
         tasks.append(random_matrix(rng, n, m, rng.uniform(0.1, 0.9), dup_rows=n // 2))
@@ -58,14 +64,17 @@ def _columns_match_items(res: BatchResult) -> None:
         assert npy(res.scores[a:b]).tobytes() == npy(item.scores).tobytes()
         assert npy(res.order[a:b]).tobytes() == npy(item.order).tobytes()
         assert bool(res.fallback[t]) == item.fallback
-        for name, off in (("weights", res.m_offsets), ("loo_auc", res.m_offsets),
-                          ("objective", res.objective_offsets)):
+        for name, off in (
+            ("weights", res.m_offsets),
+            ("loo_auc", res.m_offsets),
+            ("objective", res.objective_offsets),
+        ):
             col, got = getattr(res, name), getattr(item, name)
             assert (col is None) == (got is None), name
             if col is not None:
-                assert npy(col[off[t]:off[t + 1]]).tobytes() == npy(got).tobytes(), name
+                assert npy(col[off[t] : off[t + 1]]).tobytes() == npy(got).tobytes(), name
         if res.rows is not None:
-            rows = res.rows[res.rows_offsets[t]:res.rows_offsets[t + 1]]
+            rows = res.rows[res.rows_offsets[t] : res.rows_offsets[t + 1]]
             np.testing.assert_array_equal(npy(rows), npy(item.info["rows"]))
 
 
@@ -131,13 +140,15 @@ def test_cpp_columns_do_not_depend_on_threads_or_batch_size():
         fields = ("scores", "order", "weights", "loo_auc", "fallback", "objective", "rows")
         for n_threads in (2, 3):
             got = af.rerank_batch(tasks, method, backend="cpp", n_threads=n_threads, **params)
-            for f in fields + ("n_offsets", "m_offsets", "objective_offsets", "rows_offsets"):
+            for f in (*fields, "n_offsets", "m_offsets", "objective_offsets", "rows_offsets"):
                 a, b = getattr(got, f), getattr(ref, f)
                 assert (a is None) == (b is None), f
                 assert a is None or a.tobytes() == b.tobytes(), (method, n_threads, f)
         for size in (1, 5):  # the batch split into pieces: the same values, task by task
-            parts = [af.rerank_batch(tasks[i:i + size], method, backend="cpp", n_threads=2,
-                                     **params) for i in range(0, len(tasks), size)]
+            parts = [
+                af.rerank_batch(tasks[i : i + size], method, backend="cpp", n_threads=2, **params)
+                for i in range(0, len(tasks), size)
+            ]
             for f in fields:
                 if getattr(ref, f) is None:
                     assert all(getattr(p, f) is None for p in parts), f
@@ -167,8 +178,10 @@ def test_sequence_behaves_like_the_list():
         res["0"]
     with pytest.raises(TypeError):
         hash(res)
-    assert repr(res) == (f"BatchResult(method='aces-c', backend='{res.backend}', "
-                         f"tasks={len(TASKS)}, candidates={sum(B.shape[0] for B in TASKS)})")
+    assert repr(res) == (
+        f"BatchResult(method='aces-c', backend='{res.backend}', "
+        f"tasks={len(TASKS)}, candidates={sum(B.shape[0] for B in TASKS)})"
+    )
 
 
 def test_empty_batch(backend):
@@ -199,9 +212,13 @@ def test_to_arrow_wraps_the_columns():
             res = af.rerank_batch(TASKS, method, backend=backend, **PARAMS.get(method, {}))
             table = res.to_arrow()
             assert table.num_rows == len(TASKS)
-            want = ["scores", "order"] + (["weights"] if res.weights is not None else []) \
-                + (["loo_auc"] if res.loo_auc is not None else []) + ["fallback"] \
+            want = (
+                ["scores", "order"]
+                + (["weights"] if res.weights is not None else [])
+                + (["loo_auc"] if res.loo_auc is not None else [])
+                + ["fallback"]
                 + (["objective", "rows"] if res.objective is not None else [])
+            )
             assert table.column_names == want
             assert table.schema.field("order").type == pa.list_(pa.int64())
             rows = table.to_pylist()
@@ -229,8 +246,14 @@ def test_to_arrow_of_tensors_and_an_empty_batch():
     table = res.to_arrow()
     for t, item in enumerate(res):
         assert table.column("scores")[t].as_py() == npy(item.scores).tolist()
-    assert af.rerank_batch([], "aces-c", backend="cpp" if "cpp" in af.available_backends()
-                           else "numpy").to_arrow().num_rows == 0
+    assert (
+        af.rerank_batch(
+            [], "aces-c", backend="cpp" if "cpp" in af.available_backends() else "numpy"
+        )
+        .to_arrow()
+        .num_rows
+        == 0
+    )
 
 
 def test_pickle_round_trip():
@@ -240,7 +263,6 @@ def test_pickle_round_trip():
     assert len(back) == len(res) and back.method == "aces-o-warm"
     for a, b in zip(back, res):
         assert_same_result(a, b)
-
 
 
 def test_torch_batch_of_tensors_and_arrays():

@@ -24,15 +24,21 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # the harness is importable from the checkout only
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.harness import cells, command, report, runtime, targets, workloads  # noqa: E402
+from benchmarks.harness import cells, command, report, runtime, targets, workloads
 
 
 def run_bench(*args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
     """``python -m aces_fast bench ARGS`` in a fresh interpreter, from ``cwd``."""
     env = dict(os.environ)
     env.pop("ACES_FAST_BACKEND", None)
-    return subprocess.run([sys.executable, "-m", "aces_fast", "bench", *args], cwd=str(cwd),
-                          env=env, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "aces_fast", "bench", *args],
+        cwd=str(cwd),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -40,8 +46,12 @@ def run_bench(*args: str, cwd: Path, timeout: float = 600) -> subprocess.Complet
 
 
 def test_the_installed_package_has_no_benchmark_code_or_targets():
-    for name in ("aces_fast.bench", "aces_fast._bench_matrix", "aces_fast._baselines",
-                 "aces_fast._peak_memory"):
+    for name in (
+        "aces_fast.bench",
+        "aces_fast._bench_matrix",
+        "aces_fast._baselines",
+        "aces_fast._peak_memory",
+    ):
         assert importlib.util.find_spec(name) is None, name
     package = Path(aces_fast.__file__).parent
     for path in package.rglob("*.py"):
@@ -77,10 +87,17 @@ def test_matrix_covers_every_operation_family_and_baseline():
 
 
 def test_repetitions_are_interleaved_group_by_group():
-    cases = cells.all_cases(ops=("aces-c",), families=("distinct",), sizes=("200x500",),
-                            impls=("cpp", "numpy-rankdata"), threads=(1,), reps=3)
+    cases = cells.all_cases(
+        ops=("aces-c",),
+        families=("distinct",),
+        sizes=("200x500",),
+        impls=("cpp", "numpy-rankdata"),
+        threads=(1,),
+        reps=3,
+    )
     assert [(c.rep, c.impl) for c in cases] == [
-        (r, i) for r in range(3) for i in ("cpp", "numpy-rankdata")]
+        (r, i) for r in range(3) for i in ("cpp", "numpy-rankdata")
+    ]
     assert len({c.id for c in cases}) == 6 and len({c.cell for c in cases}) == 2
     assert {c.group for c in cases} == {"aces-c distinct 200x500 1t"}
 
@@ -100,14 +117,17 @@ def test_slow_cells_and_target_groups():
 
 def test_infeasible_and_over_budget_cells_are_skipped_with_a_reason():
     pytest.importorskip("torch")
-    reason = cells.skip_reason(cells.Case("aces-o-all", "distinct", "2000x1000",
-                                          "torch-autograd", 1))
+    reason = cells.skip_reason(
+        cells.Case("aces-o-all", "distinct", "2000x1000", "torch-autograd", 1)
+    )
     assert reason is not None and "GB" in reason and "O(k^2 m)" in reason
     reason = cells.skip_reason(cells.Case("aces-o-all", "dup-heavy", "2000x1000", "numpy", 1))
     assert reason is not None and "estimated" in reason and "budget" in reason
     # the paper's top_k=24 keeps the autograd baseline feasible at any size
-    assert cells.skip_reason(cells.Case("aces-o", "distinct", "2000x1000",
-                                        "torch-autograd", 1)) is None
+    assert (
+        cells.skip_reason(cells.Case("aces-o", "distinct", "2000x1000", "torch-autograd", 1))
+        is None
+    )
 
 
 def test_unavailable_backend_is_skipped_with_the_library_reason(monkeypatch):
@@ -142,8 +162,9 @@ def test_costly_cells_run_without_the_cost_warning(monkeypatch):
     # The suite's largest cells are estimated to take minutes, which makes the
     # library warn; under the test configuration (every warning an error) the
     # cell must still run. A zero threshold makes every costed call warn.
-    from aces_fast import CostWarning, _cost
     from benchmarks.harness import suite
+
+    from aces_fast import CostWarning, _cost
 
     monkeypatch.setattr(_cost, "WARN_SECONDS", 0.0)
     B, w = workloads.workload("distinct", 24, 100)
@@ -159,8 +180,7 @@ def test_costly_cells_run_without_the_cost_warning(monkeypatch):
         def __call__(self, fn):
             return fn()
 
-    case = cells.Case(op="aces-o", family="distinct", size="24x100", impl="numpy", threads=1,
-                      rep=0)
+    case = cells.Case(op="aces-o", family="distinct", size="24x100", impl="numpy", threads=1, rep=0)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         suite.run_case(case, Benchmark(), suite.Mode("smoke"), {})
@@ -175,9 +195,8 @@ def test_thread_limit_pins_and_restores_cpp_threads():
         assert cpp.n_threads == 1 and how["cpp"] == 1
         assert os.environ["OMP_NUM_THREADS"] == "1"
     assert cpp.n_threads == before
-    with pytest.raises(ValueError):
-        with runtime.thread_limit(0):
-            pass
+    with pytest.raises(ValueError), runtime.thread_limit(0):
+        pass
 
 
 # ---------------------------------------------------------------------------
@@ -185,32 +204,78 @@ def test_thread_limit_pins_and_restores_cpp_threads():
 
 
 def _bench(op, family, size, impl, threads, rep, median, **extra):
-    info = dict(op=op, family=family, size=size, impl=impl, threads=threads, rep=rep,
-                kind="batch" if op.startswith("batch") else
-                "real" if family == "real" else "call", **extra)
+    info = dict(
+        op=op,
+        family=family,
+        size=size,
+        impl=impl,
+        threads=threads,
+        rep=rep,
+        kind="batch" if op.startswith("batch") else "real" if family == "real" else "call",
+        **extra,
+    )
     return {"name": f"{op}-{impl}-{rep}", "extra_info": info, "stats": {"median": median}}
 
 
 def _timing_json():
     g = ("aces-c", "distinct", "200x500")
-    return {"benchmarks": [
-        # per-repetition ratios 400 and 100: their median is 250, while the ratio
-        # of the medians over repetitions would be 20 ms / 0.1 ms = 200
-        _bench(*g, "cpp", 1, 0, 50e-6), _bench(*g, "numpy-rankdata", 1, 0, 20e-3),
-        _bench(*g, "cpp", 1, 1, 150e-6), _bench(*g, "numpy-rankdata", 1, 1, 15e-3),
-        _bench(*g, "numba", 1, 0, 200e-6), _bench(*g, "numba", 1, 1, 300e-6),
-        _bench("aces-c", "real", "humaneval-gpt35", "cpp", 1, 0, 9e-6, problems=164,
-               problem_median_s=5e-6, problem_p99_s=7e-6),
-        _bench("batch-aces-c", "distinct", "200x500", "cpp", 2, 0, 0.005, tasks=200),
-        {"name": "unrelated", "extra_info": {}, "stats": {"median": 1.0}},
-    ], report.HARNESS_KEY: {"skipped": [dict(op="aces-c", family="distinct", size="200x500",
-                                             impl="torch", threads=1, kind="call",
-                                             reason="backend torch unavailable: x")]}}
+    return {
+        "benchmarks": [
+            # per-repetition ratios 400 and 100: their median is 250, while the ratio
+            # of the medians over repetitions would be 20 ms / 0.1 ms = 200
+            _bench(*g, "cpp", 1, 0, 50e-6),
+            _bench(*g, "numpy-rankdata", 1, 0, 20e-3),
+            _bench(*g, "cpp", 1, 1, 150e-6),
+            _bench(*g, "numpy-rankdata", 1, 1, 15e-3),
+            _bench(*g, "numba", 1, 0, 200e-6),
+            _bench(*g, "numba", 1, 1, 300e-6),
+            _bench(
+                "aces-c",
+                "real",
+                "humaneval-gpt35",
+                "cpp",
+                1,
+                0,
+                9e-6,
+                problems=164,
+                problem_median_s=5e-6,
+                problem_p99_s=7e-6,
+            ),
+            _bench("batch-aces-c", "distinct", "200x500", "cpp", 2, 0, 0.005, tasks=200),
+            {"name": "unrelated", "extra_info": {}, "stats": {"median": 1.0}},
+        ],
+        report.HARNESS_KEY: {
+            "skipped": [
+                dict(
+                    op="aces-c",
+                    family="distinct",
+                    size="200x500",
+                    impl="torch",
+                    threads=1,
+                    kind="call",
+                    reason="backend torch unavailable: x",
+                )
+            ]
+        },
+    }
 
 
 def test_aggregate_takes_ratios_repetition_by_repetition():
-    memory = {"benchmarks": [_bench("aces-c", "distinct", "200x500", "cpp", 1, 0, 1.0,
-                                    peak_extra_bytes=100, input_bytes=100_000)]}
+    memory = {
+        "benchmarks": [
+            _bench(
+                "aces-c",
+                "distinct",
+                "200x500",
+                "cpp",
+                1,
+                0,
+                1.0,
+                peak_extra_bytes=100,
+                input_bytes=100_000,
+            )
+        ]
+    }
     rows = report.aggregate(_timing_json(), memory)
     by = {(r["op"], r["family"], r["impl"], r["threads"]): r for r in rows}
     cpp = by[("aces-c", "distinct", "cpp", 1)]
@@ -235,14 +300,20 @@ def test_aggregate_takes_ratios_repetition_by_repetition():
 
 def test_goals_report_met_not_met_and_not_measured():
     rows = report.aggregate(_timing_json())
-    goals = {t["target"].split(",")[0]: t for t in targets.evaluate(
-        rows, "cpp", {"importtime_s": 0.2, "numpy_s": 0.1, "wall_s": 0.25})}
+    goals = {
+        t["target"].split(",")[0]: t
+        for t in targets.evaluate(
+            rows, "cpp", {"importtime_s": 0.2, "numpy_s": 0.1, "wall_s": 0.25}
+        )
+    }
     assert goals["ACES-C 200x500 distinct"]["status"] == "met"  # 250x >= 250x
     assert goals["rerank_batch ACES-C 200 tasks of 200x500 distinct"]["status"] == "met"
     assert goals["ACES-O K=24 T=90 200x500 distinct"]["status"] == "not measured"
     assert goals["numba within 3x of cpp on every cell (worst cell)"]["status"] == "met"
-    assert "aces-c distinct 200x500 1t" in goals[
-        "numba within 3x of cpp on every cell (worst cell)"]["shown"]
+    assert (
+        "aces-c distinct 200x500 1t"
+        in goals["numba within 3x of cpp on every cell (worst cell)"]["shown"]
+    )
     assert goals["import aces_fast (python -X importtime"]["status"] == "not met"
     assert len(goals) == len(targets.GOALS) + 2
     table = targets.format_targets(list(goals.values()))
@@ -250,11 +321,18 @@ def test_goals_report_met_not_met_and_not_measured():
 
 
 def test_speed_ups_below_one_keep_their_digits():
-    assert [report.fmt_ratio(r) for r in (0.4, 0.04, 0.96, 3.14, 9.96, 468.2)] == \
-        ["0.4x", "0.04x", "0.96x", "3.1x", "10x", "468x"]
+    assert [report.fmt_ratio(r) for r in (0.4, 0.04, 0.96, 3.14, 9.96, 468.2)] == [
+        "0.4x",
+        "0.04x",
+        "0.96x",
+        "3.1x",
+        "10x",
+        "468x",
+    ]
     g = ("aces-c", "distinct", "200x500")
-    slow = {"benchmarks": [_bench(*g, "cpp", 1, 0, 10e-3), _bench(*g, "numpy-rankdata", 1, 0,
-                                                                   4e-3)]}
+    slow = {
+        "benchmarks": [_bench(*g, "cpp", 1, 0, 10e-3), _bench(*g, "numpy-rankdata", 1, 0, 4e-3)]
+    }
     rows = report.aggregate(slow)
     assert "10ms (0.4x)" in report.format_tables(rows)
     goals = {t["target"].split(",")[0]: t for t in targets.evaluate(rows, "cpp", None)}
@@ -282,34 +360,45 @@ def test_help_is_plain_text_that_explains_the_command(capsys):
     assert "pytest-benchmark" in description and "--json, --plot" in description
 
 
-@pytest.mark.parametrize("argv, expected", [
-    (["--json", "{tmp}/file/b.json"], "--json {tmp}/file/b.json: {tmp}/file is not a "
-                                      "directory"),
-    (["--json", "{tmp}"], "--json {tmp}: is a directory"),
-    (["--plot", "{tmp}/b.txt"], "--plot {tmp}/b.txt: '.txt' is not an image format"),
-    (["--plot", "{tmp}/file/b.png"], "{tmp}/file is not a directory"),
-])
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (
+            ["--json", "{tmp}/file/b.json"],
+            ("--json {tmp}/file/b.json: {tmp}/file is not a directory"),
+        ),
+        (["--json", "{tmp}"], "--json {tmp}: is a directory"),
+        (["--plot", "{tmp}/b.txt"], "--plot {tmp}/b.txt: '.txt' is not an image format"),
+        (["--plot", "{tmp}/file/b.png"], "{tmp}/file is not a directory"),
+    ],
+)
 def test_output_files_are_checked_before_the_runs(tmp_path, monkeypatch, argv, expected):
     if "--plot" in argv:
         pytest.importorskip("matplotlib")
     (tmp_path / "file").write_text("")  # a file where a folder would have to be made
-    monkeypatch.setattr(command, "_suite_run",
-                        lambda *a, **k: pytest.fail("the benchmarks ran before the check"))
+    monkeypatch.setattr(
+        command, "_suite_run", lambda *a, **k: pytest.fail("the benchmarks ran before the check")
+    )
     argv = [a.format(tmp=tmp_path) for a in argv]
     with pytest.raises(ValueError) as info:
-        command.main(argv + ["-q"])
+        command.main([*argv, "-q"])
     assert expected.format(tmp=tmp_path) in str(info.value)
 
 
 def test_quick_runs_select_not_slow_or_target_cells(tmp_path):
     parser = command.build_parser()
-    quick = command.pytest_command(ROOT / "benchmarks", parser.parse_args([]),
-                                   tmp_path / "t.json", memory=False)
+    quick = command.pytest_command(
+        ROOT / "benchmarks", parser.parse_args([]), tmp_path / "t.json", memory=False
+    )
     assert quick[:3] == [sys.executable, "-m", "pytest"]
     assert quick[quick.index("-m", 3) + 1] == "not slow or target"
     assert "--bench-rounds=3" in quick and "--benchmark-enable" in quick
-    full = command.pytest_command(ROOT / "benchmarks", parser.parse_args(
-        ["--full", "--ops", "aces-c,aces-o"]), tmp_path / "m.json", memory=True)
+    full = command.pytest_command(
+        ROOT / "benchmarks",
+        parser.parse_args(["--full", "--ops", "aces-c,aces-o"]),
+        tmp_path / "m.json",
+        memory=True,
+    )
     assert "-m" not in full[3:] and "--bench-memory" in full and "--bench-ops=aces-c,aces-o" in full
 
 
@@ -319,9 +408,16 @@ def test_import_time_is_measured_in_fresh_interpreters(tmp_path):
     assert 0 < t["numpy_s"] < t["importtime_s"] and t["wall_s"] >= 0
 
 
-@pytest.mark.parametrize("argv", [["--sizes", "24by100"], ["--ops", "aces-x"],
-                                  ["--threads", "0"], ["--full", "--quick"],
-                                  ["--rounds", "0"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--sizes", "24by100"],
+        ["--ops", "aces-x"],
+        ["--threads", "0"],
+        ["--full", "--quick"],
+        ["--rounds", "0"],
+    ],
+)
 def test_bad_options_exit_with_usage_error(argv, capsys):
     with pytest.raises(SystemExit) as info:
         command.main(argv)
@@ -352,9 +448,8 @@ def test_bench_delegates_to_the_checkout_harness(tmp_path):
     (fake / "__init__.py").write_text("")
     (fake / "harness" / "__init__.py").write_text("")
     (fake / "harness" / "command.py").write_text(
-        "def main(argv, suite_dir):\n"
-        "    print('ARGV', list(argv), suite_dir.name)\n"
-        "    return 3\n")
+        "def main(argv, suite_dir):\n    print('ARGV', list(argv), suite_dir.name)\n    return 3\n"
+    )
     # found from a subdirectory of the checkout
     (tmp_path / "checkout" / "sub").mkdir()
     proc = run_bench("--x", "1", cwd=tmp_path / "checkout" / "sub")
@@ -366,10 +461,27 @@ def test_bench_delegates_to_the_checkout_harness(tmp_path):
 
 def test_suite_refuses_a_memory_run_without_the_fixed_mmap_threshold():
     env = {k: v for k, v in os.environ.items() if k != "MALLOC_MMAP_THRESHOLD_"}
-    proc = subprocess.run([sys.executable, "-m", "pytest", "benchmarks", "-p", "no:cacheprovider",
-                           "-p", "no:hypothesispytest", "--benchmark-enable", "--bench-memory",
-                           "--co", "-q"],
-                          cwd=str(ROOT), env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "benchmarks",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:hypothesispytest",
+            "--benchmark-enable",
+            "--bench-memory",
+            "--co",
+            "-q",
+        ],
+        cwd=str(ROOT),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 4 and "MALLOC_MMAP_THRESHOLD_=131072" in proc.stderr
 
 
@@ -379,29 +491,52 @@ def test_bench_from_the_checkout_writes_json_and_png(tmp_path):
     pytest.importorskip("scipy")  # baseline (a)
     plot = importlib.util.find_spec("matplotlib") is not None
     out_json, out_png = tmp_path / "bench.json", tmp_path / "bench.png"
-    proc = run_bench("--ops", "aces-c,batch-aces-c", "--families", "distinct,real",
-                     "--sizes", "200x500", "--impls", "cpp,numpy-rankdata", "--threads", "1",
-                     "--rounds", "2", "--max-time", "0.01", "-q", "--no-import-time",
-                     "--json", str(out_json),
-                     *(["--plot", str(out_png)] if plot else []), cwd=ROOT)
+    proc = run_bench(
+        "--ops",
+        "aces-c,batch-aces-c",
+        "--families",
+        "distinct,real",
+        "--sizes",
+        "200x500",
+        "--impls",
+        "cpp,numpy-rankdata",
+        "--threads",
+        "1",
+        "--rounds",
+        "2",
+        "--max-time",
+        "0.01",
+        "-q",
+        "--no-import-time",
+        "--json",
+        str(out_json),
+        *(["--plot", str(out_png)] if plot else []),
+        cwd=ROOT,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Speed goals (measured, never asserted)" in proc.stdout
     assert "Peak working memory beyond the input" in proc.stdout
     from aces_fast import _core
+
     assert f"cpp kernels at SIMD level {_core.simd_level()} " in proc.stdout
 
     full = json.loads(out_json.read_text())
     for key in ("date", "machine", "versions", "settings", "import_time", "cells", "targets"):
         assert key in full
     assert full["machine"]["cpu"] and full["versions"]["aces_fast"] == aces_fast.__version__
-    assert full["settings"]["rounds"] == 2 and "--bench-memory" in \
-        full["settings"]["commands"]["memory"]
+    assert (
+        full["settings"]["rounds"] == 2
+        and "--bench-memory" in full["settings"]["commands"]["memory"]
+    )
     cells_by = {(c["op"], c["family"], c["size"], c["impl"]): c for c in full["cells"]}
-    expect = {("aces-c", "distinct", "200x500", "cpp"),
-              ("aces-c", "distinct", "200x500", "numpy-rankdata"),
-              ("batch-aces-c", "distinct", "200x500", "cpp")}
-    expect |= {("aces-c", "real", d, i) for d in workloads.REAL_DATASETS
-               for i in ("cpp", "numpy-rankdata")}
+    expect = {
+        ("aces-c", "distinct", "200x500", "cpp"),
+        ("aces-c", "distinct", "200x500", "numpy-rankdata"),
+        ("batch-aces-c", "distinct", "200x500", "cpp"),
+    }
+    expect |= {
+        ("aces-c", "real", d, i) for d in workloads.REAL_DATASETS for i in ("cpp", "numpy-rankdata")
+    }
     assert set(cells_by) == expect
     for c in full["cells"]:
         assert c["skipped"] is None and c["reps"] == 2 and c["median_s"] > 0
@@ -416,8 +551,10 @@ def test_bench_from_the_checkout_writes_json_and_png(tmp_path):
     assert set(statuses.values()) <= {"met", "not met", "not measured"}
     assert statuses["ACES-C 200x500 distinct"] != "not measured"
     assert statuses["ACES-O K=24 T=90 200x500 distinct"] == "not measured"
-    assert full["import_time"] is None and statuses["import aces_fast (python -X importtime"] \
-        == "not measured"
+    assert (
+        full["import_time"] is None
+        and statuses["import aces_fast (python -X importtime"] == "not measured"
+    )
 
     if plot:
         png = out_png.read_bytes()

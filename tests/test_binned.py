@@ -20,7 +20,6 @@ import pytest
 import aces_fast
 import core_calls as core
 from aces_fast._compiled import core as _core
-
 from helpers import random_matrix
 
 pytestmark = pytest.mark.skipif(
@@ -98,8 +97,9 @@ def binned_reference(B, w, gamma, bins, counts=None):
     return L, J, grad
 
 
-@pytest.mark.parametrize("bins,path", [(2, "auto"), (7, "fft"), (40, "direct"), (200, "fft"),
-                                       (200, "direct")])
+@pytest.mark.parametrize(
+    ("bins", "path"), [(2, "auto"), (7, "fft"), (40, "direct"), (200, "fft"), (200, "direct")]
+)
 def test_matches_definition(bins, path):
     rng = np.random.default_rng(bins)
     B = random_matrix(rng, 70, 9, 0.4, dup_rows=10)
@@ -110,7 +110,7 @@ def test_matches_definition(bins, path):
         L, J, g = core.surrogate_loo_auc_binned(B, w, 6.0, bins=bins, counts=cnt, path=path)
         Lr, Jr, gr = binned_reference(B, w, 6.0, bins, cnt)
         np.testing.assert_allclose(L, Lr, rtol=0, atol=1e-12)
-        assert J == pytest.approx(Jr, abs=1e-12)
+        assert pytest.approx(Jr, abs=1e-12) == J
         np.testing.assert_allclose(g, gr, rtol=0, atol=1e-11)
 
 
@@ -132,7 +132,8 @@ def test_error_bound_formula_and_constants():
         assert eL == pytest.approx(disc + 1e-10, rel=1e-7)
         assert eJ == pytest.approx(W * eL, rel=1e-12)
         assert eg == pytest.approx(
-            disc + 3 * gamma**3 * h**2 * W / 32 + 1e-10 * (1 + 3 * gamma * W), rel=1e-7)
+            disc + 3 * gamma**3 * h**2 * W / 32 + 1e-10 * (1 + 3 * gamma * W), rel=1e-7
+        )
 
 
 def test_grid_spacing_is_the_documented_one():
@@ -157,7 +158,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("n,m,density,gamma,bins,normalized", CASES)
+@pytest.mark.parametrize(("n", "m", "density", "gamma", "bins", "normalized"), CASES)
 def test_L_J_grad_within_stated_bound(n, m, density, gamma, bins, normalized):
     rng = np.random.default_rng(n * 7 + m)
     B = random_matrix(rng, n, m, density, dup_rows=n // 5)
@@ -196,11 +197,13 @@ def test_fft_and_direct_paths_agree():
     B = random_matrix(rng, 200, 15, 0.4, dup_rows=50)
     w = rng.random(15)
     for bins in (2, 3, 100, 1024):
-        outs = [core.surrogate_loo_auc_binned(B, w, 7.0, bins=bins, path=p)
-                for p in ("fft", "direct", "auto")]
+        outs = [
+            core.surrogate_loo_auc_binned(B, w, 7.0, bins=bins, path=p)
+            for p in ("fft", "direct", "auto")
+        ]
         for L, J, g in outs[1:]:
             np.testing.assert_allclose(L, outs[0][0], rtol=0, atol=1e-12)
-            assert J == pytest.approx(outs[0][1], abs=1e-12)
+            assert pytest.approx(outs[0][1], abs=1e-12) == J
             np.testing.assert_allclose(g, outs[0][2], rtol=0, atol=1e-12)
 
 
@@ -209,7 +212,7 @@ def test_zero_weights_are_exact():
     rng = np.random.default_rng(2)
     B = random_matrix(rng, 50, 8, 0.5)
     w = np.zeros(8)
-    L0, J0, g0 = core.surrogate_loo_auc(B, w, 10.0)
+    L0, _J0, g0 = core.surrogate_loo_auc(B, w, 10.0)
     L, J, g = core.surrogate_loo_auc_binned(B, w, 10.0, bins=2)
     np.testing.assert_allclose(L, L0, atol=1e-14)
     np.testing.assert_allclose(g, g0, atol=1e-13)
@@ -266,7 +269,7 @@ def test_empty_classes_and_absent_rows():
     assert np.all(np.isnan(L)) and J == 0.0 and np.all(g == 0.0)
 
 
-@pytest.mark.parametrize("n,m,bins", [(600, 250, 2048), (10000, 500, 256)])
+@pytest.mark.parametrize(("n", "m", "bins"), [(600, 250, 2048), (10000, 500, 256)])
 def test_thread_count_does_not_change_results(n, m, bins):
     # sizes above the kernel's thresholds for parallel columns (both) and
     # parallel row passes (the second)
@@ -315,8 +318,11 @@ def test_aces_o_fit_binned_on_humaneval_top_k_none():
     for k in probs:
         B = np.ascontiguousarray(data[f"B_{k:04d}"])
         act = (B.any(0) & ~B.all(0)).astype(np.uint8)
-        inits = [(np.zeros(B.shape[1]), 0.01), (np.zeros(B.shape[1]), 0.05),
-                 (rng.normal(size=B.shape[1]), 0.01)]  # a warm start, as init="aces-c"
+        inits = [
+            (np.zeros(B.shape[1]), 0.01),
+            (np.zeros(B.shape[1]), 0.05),
+            (rng.normal(size=B.shape[1]), 0.01),
+        ]  # a warm start, as init="aces-c"
         for l0, lr in inits:
             we, oe = core.aces_o_fit(B, l0, act, 10.0, lr, 90, n_threads=1)
             wb, ob = core.aces_o_fit_binned(B, l0, act, 10.0, lr, 90, bins=2048, n_threads=1)

@@ -22,13 +22,13 @@ from aces_fast import cli
 from aces_fast.backends import BackendUnavailableError, get_backend
 from aces_fast.datasets import BUNDLED, Dataset, Problem, load_dataset, save_jsonl
 from aces_fast.evaluation import ALL_METHODS, evaluate
-
 from helpers import EXAMPLE, EXAMPLE_LABELS
 
 ROOT = Path(__file__).resolve().parents[1]
 _NEEDS_MATPLOTLIB = pytest.mark.skipif(
     importlib.util.find_spec("matplotlib") is None,
-    reason="matplotlib (the plot extra) is not installed")
+    reason="matplotlib (the plot extra) is not installed",
+)
 
 
 def _fastest_backend() -> str:
@@ -50,8 +50,14 @@ def run_cli(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     # One OpenMP thread: these matrices are tiny and the test machine is shared.
     env["OMP_NUM_THREADS"] = "1"
     env.pop("ACES_FAST_BACKEND", None)
-    proc = subprocess.run([sys.executable, "-m", "aces_fast", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "aces_fast", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     if check:
         assert proc.returncode == 0, proc.stderr
     return proc
@@ -119,18 +125,36 @@ def test_evaluate_reference_rows(gpt35_json):
 
 def test_evaluate_codegen_subset_matches_python_api():
     methods = ["majority", "codet", "b4", "aces-c"]
-    proc = run_cli("evaluate", "humaneval-codegen16b", "--json", "--quiet", "--backend", FAST,
-                   "--methods", ",".join(methods))
+    proc = run_cli(
+        "evaluate",
+        "humaneval-codegen16b",
+        "--json",
+        "--quiet",
+        "--backend",
+        FAST,
+        "--methods",
+        ",".join(methods),
+    )
     out = json.loads(proc.stdout)["datasets"][0]
     assert list(out["all"]) == methods and out["n_without_tests"] == 9
     assert proc.stderr == ""  # --quiet and not a TTY: no progress output
     ds = load_dataset("humaneval-codegen16b")
     for method in methods:
         all_, mixed = api_pass_at(ds, method)
-        np.testing.assert_allclose([out["all"][method][f"pass@{k}"] for k in (1, 2, 5)], all_,
-                                   rtol=0, atol=1e-12, err_msg=method)
-        np.testing.assert_allclose([out["mixed"][method][f"pass@{k}"] for k in (1, 2, 5)], mixed,
-                                   rtol=0, atol=1e-12, err_msg=method)
+        np.testing.assert_allclose(
+            [out["all"][method][f"pass@{k}"] for k in (1, 2, 5)],
+            all_,
+            rtol=0,
+            atol=1e-12,
+            err_msg=method,
+        )
+        np.testing.assert_allclose(
+            [out["mixed"][method][f"pass@{k}"] for k in (1, 2, 5)],
+            mixed,
+            rtol=0,
+            atol=1e-12,
+            err_msg=method,
+        )
 
 
 def test_evaluate_table_and_several_datasets(capsys):
@@ -141,8 +165,9 @@ def test_evaluate_table_and_several_datasets(capsys):
     ev = evaluate(load_dataset("humaneval-gpt35"), ["random", "oracle"])
     p1 = ev.summary("all")["random"]["pass@1"]
     p5m = ev.summary("mixed")["random"]["pass@5"]
-    row = next(line for line in text.split("humaneval-gpt35")[1].splitlines()
-               if line.startswith("random"))
+    row = next(
+        line for line in text.split("humaneval-gpt35")[1].splitlines() if line.startswith("random")
+    )
     # percent with one decimal: all then mixed columns
     assert [row.split()[1], row.split()[6]] == [f"{100 * p1:.1f}", f"{100 * p5m:.1f}"]
     assert cli.main(["evaluate", "all", "--methods", "random", "--json", "-q"]) == 0
@@ -156,9 +181,22 @@ def test_evaluate_table_and_several_datasets(capsys):
 def test_evaluate_hyperparameters_reach_the_methods(capsys):
     # ACES-O with zero Adam steps keeps uniform weights on non-constant tests, which
     # is majority vote: equal Pass@k proves --aces-o-steps was applied.
-    argv = ["evaluate", "humaneval-gpt35", "--json", "-q", "--backend", FAST,
-            "--methods", "majority,aces-o,b4", "--aces-o-steps", "0", "--aces-o-top-k", "all",
-            "--b4-alpha", "2.5"]
+    argv = [
+        "evaluate",
+        "humaneval-gpt35",
+        "--json",
+        "-q",
+        "--backend",
+        FAST,
+        "--methods",
+        "majority,aces-o,b4",
+        "--aces-o-steps",
+        "0",
+        "--aces-o-top-k",
+        "all",
+        "--b4-alpha",
+        "2.5",
+    ]
     assert cli.main(argv) == 0
     out = json.loads(capsys.readouterr().out)["datasets"][0]
     assert out["all"]["aces-o"] == out["all"]["majority"]
@@ -170,18 +208,27 @@ def test_evaluate_hyperparameters_reach_the_methods(capsys):
 
 
 def test_evaluate_user_dataset_with_edge_cases(tmp_path, capsys):
-    ds = Dataset("edge", [
-        Problem("spec", EXAMPLE, EXAMPLE_LABELS),
-        Problem("no-tests", np.zeros((4, 0), np.uint8), [0, 1, 0, 0]),
-        Problem("single", [[1, 0]], [1]),  # n = 1 < k
-        Problem("unlabelled", EXAMPLE[:3], None),
-    ])
+    ds = Dataset(
+        "edge",
+        [
+            Problem("spec", EXAMPLE, EXAMPLE_LABELS),
+            Problem("no-tests", np.zeros((4, 0), np.uint8), [0, 1, 0, 0]),
+            Problem("single", [[1, 0]], [1]),  # n = 1 < k
+            Problem("unlabelled", EXAMPLE[:3], None),
+        ],
+    )
     save_jsonl(ds, tmp_path / "edge.jsonl")
-    assert cli.main(["evaluate", str(tmp_path / "edge.jsonl"), "--json", "-q",
-                     "--backend", "numpy"]) == 0
+    assert (
+        cli.main(["evaluate", str(tmp_path / "edge.jsonl"), "--json", "-q", "--backend", "numpy"])
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)["datasets"][0]
-    assert (out["n_problems"], out["n_labelled"], out["n_mixed"], out["n_without_tests"]) == \
-        (4, 3, 2, 1)
+    assert (out["n_problems"], out["n_labelled"], out["n_mixed"], out["n_without_tests"]) == (
+        4,
+        3,
+        2,
+        1,
+    )
     ev = evaluate(ds, backend="numpy")
     for method in ALL_METHODS:
         table = ev.pass_at[method]
@@ -199,8 +246,20 @@ def test_evaluate_user_dataset_with_edge_cases(tmp_path, capsys):
 def test_evaluate_plot(tmp_path, capsys):
     pytest.importorskip("matplotlib")
     png = tmp_path / "chart.png"
-    assert cli.main(["evaluate", "humaneval-gpt35", "--methods", "random,majority,oracle", "-q",
-                     "--plot", str(png)]) == 0
+    assert (
+        cli.main(
+            [
+                "evaluate",
+                "humaneval-gpt35",
+                "--methods",
+                "random,majority,oracle",
+                "-q",
+                "--plot",
+                str(png),
+            ]
+        )
+        == 0
+    )
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -246,7 +305,7 @@ def _ranked_candidates(text: str):
     lines = text.splitlines()
     start = next(i for i, line in enumerate(lines) if line.split()[:2] == ["rank", "candidate"])
     out = []
-    for line in lines[start + 1:]:
+    for line in lines[start + 1 :]:
         parts = line.split()
         if not parts or not parts[0].isdigit():
             break
@@ -256,14 +315,22 @@ def _ranked_candidates(text: str):
 
 def test_rerank_npy_and_csv_end_to_end(tmp_path):
     np.save(tmp_path / "m.npy", EXAMPLE)
-    (tmp_path / "m.csv").write_text(
-        "\n".join(",".join(map(str, row)) for row in EXAMPLE) + "\n")
+    (tmp_path / "m.csv").write_text("\n".join(",".join(map(str, row)) for row in EXAMPLE) + "\n")
     expected = af.aces_c(EXAMPLE, backend="numpy")
     npy = run_cli("rerank", str(tmp_path / "m.npy"), "--backend", FAST)
     assert _ranked_candidates(npy.stdout) == expected.order.tolist()
     assert "4 of 10 tests non-zero" in npy.stdout  # docs/contract.rst §6: tests 1, 2, 4, 7
-    csv = run_cli("rerank", str(tmp_path / "m.csv"), "--json", "--method", "majority",
-                  "--top", "3", "--backend", FAST)
+    csv = run_cli(
+        "rerank",
+        str(tmp_path / "m.csv"),
+        "--json",
+        "--method",
+        "majority",
+        "--top",
+        "3",
+        "--backend",
+        FAST,
+    )
     out = json.loads(csv.stdout)
     maj = af.majority_vote(EXAMPLE, backend="numpy")
     assert out["method"] == "majority" and out["backend"] == FAST
@@ -274,18 +341,25 @@ def test_rerank_npy_and_csv_end_to_end(tmp_path):
 
 
 def test_rerank_jsonl_task_and_weights(tmp_path, capsys):
-    ds = Dataset("d", [Problem("first", [[1, 0], [0, 1]], [1, 0]),
-                       Problem("spec", EXAMPLE, EXAMPLE_LABELS)])
+    ds = Dataset(
+        "d", [Problem("first", [[1, 0], [0, 1]], [1, 0]), Problem("spec", EXAMPLE, EXAMPLE_LABELS)]
+    )
     save_jsonl(ds, tmp_path / "d.jsonl", matrix_format="passed")
-    assert cli.main(["rerank", str(tmp_path / "d.jsonl"), "--task", "spec", "--json",
-                     "--backend", "numpy"]) == 0
+    assert (
+        cli.main(
+            ["rerank", str(tmp_path / "d.jsonl"), "--task", "spec", "--json", "--backend", "numpy"]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     assert out["task_id"] == "spec" and (out["n"], out["m"]) == (8, 10)
     # docs/contract.rst §6: ACES-C weights 5/17 on tests 1, 2, 4 and 2/17 on test 7
-    np.testing.assert_allclose(out["weights"], np.array([5, 5, 0, 5, 0, 0, 2, 0, 0, 0]) / 17,
-                               atol=1e-12)
-    np.testing.assert_allclose(out["loo_auc"],
-                               [2 / 3, 2 / 3, 1 / 2, 2 / 3, 1 / 2, 2 / 5, 7 / 12, 7 / 24, 0, 0])
+    np.testing.assert_allclose(
+        out["weights"], np.array([5, 5, 0, 5, 0, 0, 2, 0, 0, 0]) / 17, atol=1e-12
+    )
+    np.testing.assert_allclose(
+        out["loo_auc"], [2 / 3, 2 / 3, 1 / 2, 2 / 3, 1 / 2, 2 / 5, 7 / 12, 7 / 24, 0, 0]
+    )
     assert [r["correct"] for r in out["ranking"][:3]] == [1, 1, 1]
     assert cli.main(["rerank", str(tmp_path / "d.jsonl"), "--backend", "numpy"]) == 0
     text = capsys.readouterr().out
@@ -302,8 +376,24 @@ def test_rerank_json_constant_test_is_null(tmp_path, capsys):
 
 def test_rerank_aces_o_hyperparameters(tmp_path, capsys):
     np.save(tmp_path / "m.npy", EXAMPLE)
-    assert cli.main(["rerank", str(tmp_path / "m.npy"), "--method", "aces-o", "--json",
-                     "--aces-o-steps", "5", "--aces-o-lr", "0.05", "--backend", "numpy"]) == 0
+    assert (
+        cli.main(
+            [
+                "rerank",
+                str(tmp_path / "m.npy"),
+                "--method",
+                "aces-o",
+                "--json",
+                "--aces-o-steps",
+                "5",
+                "--aces-o-lr",
+                "0.05",
+                "--backend",
+                "numpy",
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     ref = af.aces_o(EXAMPLE, steps=5, lr=0.05, backend="numpy")
     assert len(out["objective"]) == 6
@@ -383,20 +473,41 @@ def test_size_limit_options_and_environment(tmp_path, capsys, monkeypatch):
 def test_standard_input_end_to_end(tmp_path):
     csv = "\n".join(",".join(map(str, row)) for row in EXAMPLE) + "\n"
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    proc = subprocess.run([sys.executable, "-m", "aces_fast", "rerank", "-", "--json",
-                           "--backend", FAST], input=csv, capture_output=True, text=True,
-                          env=env, cwd=ROOT, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "aces_fast", "rerank", "-", "--json", "--backend", FAST],
+        input=csv,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["order"] == af.aces_c(EXAMPLE, backend="numpy").order.tolist()
     save_jsonl([Problem("spec", EXAMPLE, EXAMPLE_LABELS)], tmp_path / "d.jsonl.gz")
     with open(tmp_path / "d.jsonl.gz", "rb") as fh:
-        proc = subprocess.run([sys.executable, "-m", "aces_fast", "evaluate", "-", "--json",
-                               "--methods", "majority", "--backend", FAST], stdin=fh,
-                              capture_output=True, env=env, cwd=ROOT, timeout=300)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "aces_fast",
+                "evaluate",
+                "-",
+                "--json",
+                "--methods",
+                "majority",
+                "--backend",
+                FAST,
+            ],
+            stdin=fh,
+            capture_output=True,
+            env=env,
+            cwd=ROOT,
+            timeout=300,
+        )
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout)["datasets"][0]["all"]["majority"]["pass@1"] == \
-        pytest.approx(1.0)
+    assert json.loads(proc.stdout)["datasets"][0]["all"]["majority"]["pass@1"] == pytest.approx(1.0)
 
 
 def test_unexpected_loader_failure_is_one_line_naming_it(tmp_path, capsys, monkeypatch):
@@ -425,7 +536,8 @@ def test_unexpected_loader_failure_is_one_line_naming_it(tmp_path, capsys, monke
     assert cli.main(["evaluate", "humaneval-gpt35", "-q"]) == 1
     assert _one_error_line(capsys.readouterr().err) == (
         "aces-fast: error: humaneval-gpt35: out of memory while loading it (--max-cells / "
-        "--max-bytes refuse files beyond a size before allocating)")
+        "--max-bytes refuse files beyond a size before allocating)"
+    )
 
 
 def test_unexpected_failure_elsewhere_is_one_line(tmp_path, capsys, monkeypatch):
@@ -440,8 +552,9 @@ def test_unexpected_failure_elsewhere_is_one_line(tmp_path, capsys, monkeypatch)
     monkeypatch.delenv("ACES_FAST_TRACEBACK", raising=False)
     assert cli.main(["rerank", str(tmp_path / "m.npy")]) == 1
     line = _one_error_line(capsys.readouterr().err)
-    assert line.startswith("aces-fast: error: internal error: RuntimeError: kernel exploded "
-                           "second line (in broken, ")
+    assert line.startswith(
+        "aces-fast: error: internal error: RuntimeError: kernel exploded second line (in broken, "
+    )
 
     def out_of_memory(*args, **kwargs):
         raise MemoryError("big")
@@ -449,7 +562,8 @@ def test_unexpected_failure_elsewhere_is_one_line(tmp_path, capsys, monkeypatch)
     monkeypatch.setattr(methods, "rerank", out_of_memory)
     assert cli.main(["rerank", str(tmp_path / "m.npy")]) == 1
     assert _one_error_line(capsys.readouterr().err).startswith(
-        "aces-fast: error: out of memory (in out_of_memory, ")
+        "aces-fast: error: out of memory (in out_of_memory, "
+    )
 
 
 def test_multi_line_messages_become_one_line(tmp_path, capsys):
@@ -475,14 +589,18 @@ def _no_work(monkeypatch):
     monkeypatch.setattr(evaluation, "evaluate", started)
 
 
-@pytest.mark.parametrize("plot, expected", [
-    ("file/out.png", "{tmp}/file is not a directory"),
-    ("out.txt", "'.txt' is not an image format; matplotlib writes"),
-    ("chart", "has no file extension"),
-    (".", "is a directory"),
-])
-def test_evaluate_checks_the_plot_path_before_any_work(tmp_path, capsys, monkeypatch, plot,
-                                                       expected):
+@pytest.mark.parametrize(
+    ("plot", "expected"),
+    [
+        ("file/out.png", "{tmp}/file is not a directory"),
+        ("out.txt", "'.txt' is not an image format; matplotlib writes"),
+        ("chart", "has no file extension"),
+        (".", "is a directory"),
+    ],
+)
+def test_evaluate_checks_the_plot_path_before_any_work(
+    tmp_path, capsys, monkeypatch, plot, expected
+):
     pytest.importorskip("matplotlib")
     _no_work(monkeypatch)
     path = str(tmp_path / plot) if plot != "." else str(tmp_path / "d.png")
@@ -495,8 +613,7 @@ def test_evaluate_checks_the_plot_path_before_any_work(tmp_path, capsys, monkeyp
     assert expected.format(tmp=tmp_path) in line
 
 
-def test_convert_and_rerank_dataset_check_outputs_before_any_work(tmp_path, capsys,
-                                                                  monkeypatch):
+def test_convert_and_rerank_dataset_check_outputs_before_any_work(tmp_path, capsys, monkeypatch):
     pytest.importorskip("pyarrow")  # without it, the one error line names the extra instead
     import aces_fast.stream as stream
 
@@ -508,18 +625,16 @@ def test_convert_and_rerank_dataset_check_outputs_before_any_work(tmp_path, caps
     assert cli.main(["convert", "humaneval-gpt35", str(tmp_path / "x.txt")]) == 1
     assert "name the file *.parquet" in _one_error_line(capsys.readouterr().err)
     for argv, expected in (
-            (["-o", str(tmp_path / "file")], "exists and is not a directory"),
-            (["-o", str(tmp_path / "file" / "out")], "is not a directory"),
-            (["-o", str(tmp_path / "o"), "--errors", str(tmp_path / "file" / "e.jsonl")],
-             "--errors "),
+        (["-o", str(tmp_path / "file")], "exists and is not a directory"),
+        (["-o", str(tmp_path / "file" / "out")], "is not a directory"),
+        (["-o", str(tmp_path / "o"), "--errors", str(tmp_path / "file" / "e.jsonl")], "--errors "),
     ):
         assert cli.main(["rerank-dataset", str(tmp_path / "in.parquet"), *argv]) == 1
         assert expected in _one_error_line(capsys.readouterr().err), argv
 
 
 def test_evaluate_without_labels_says_pass_at_k_needs_them(tmp_path, capsys):
-    save_jsonl([Problem("a", EXAMPLE), Problem("b", EXAMPLE[:3])],
-               tmp_path / "nolabels.jsonl")
+    save_jsonl([Problem("a", EXAMPLE), Problem("b", EXAMPLE[:3])], tmp_path / "nolabels.jsonl")
     path = str(tmp_path / "nolabels.jsonl")
     proc = run_cli("evaluate", path, check=False)
     assert proc.returncode == 1 and proc.stdout == ""
@@ -537,21 +652,28 @@ def test_rerank_takes_a_bundled_name_and_a_task(capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["task_id"] == ds[0].task_id
     assert out["order"] == af.aces_c(ds[0].B, backend="numpy").order.tolist()
-    assert cli.main(["rerank", "humaneval-gpt35", "--task", "HumanEval/5", "--json",
-                     "--backend", "numpy"]) == 0
+    assert (
+        cli.main(
+            ["rerank", "humaneval-gpt35", "--task", "HumanEval/5", "--json", "--backend", "numpy"]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     assert out["task_id"] == "HumanEval/5" and (out["n"], out["m"]) == ds["HumanEval/5"].B.shape
     labels = ds["HumanEval/5"].labels
-    assert [r["correct"] for r in out["ranking"]] == [int(labels[r["candidate"]])
-                                                      for r in out["ranking"]]
+    assert [r["correct"] for r in out["ranking"]] == [
+        int(labels[r["candidate"]]) for r in out["ranking"]
+    ]
     assert cli.main(["rerank", "humaneval-gpt35", "--task", "nope"]) == 1
     assert "no problem with task_id 'nope'" in capsys.readouterr().err
 
 
 def test_top_trims_the_lists_in_text_and_json_alike(tmp_path, capsys):
     np.save(tmp_path / "m.npy", EXAMPLE)
-    assert cli.main(["rerank", str(tmp_path / "m.npy"), "--json", "--top", "2",
-                     "--backend", "numpy"]) == 0
+    assert (
+        cli.main(["rerank", str(tmp_path / "m.npy"), "--json", "--top", "2", "--backend", "numpy"])
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     ref = af.aces_c(EXAMPLE, backend="numpy")
     assert [r["candidate"] for r in out["ranking"]] == ref.order[:2].tolist()
@@ -569,37 +691,62 @@ def test_top_trims_the_lists_in_text_and_json_alike(tmp_path, capsys):
     text = capsys.readouterr().out
     assert _ranked_candidates(text) == ref.order[:2].tolist()
     assert "... 6 more (use --top)" in text and "... 2 more (use --top)" in text
-    assert cli.main(["rerank", str(tmp_path / "m.npy"), "--json", "--method", "b4",
-                     "--backend", "numpy"]) == 0
+    assert (
+        cli.main(
+            ["rerank", str(tmp_path / "m.npy"), "--json", "--method", "b4", "--backend", "numpy"]
+        )
+        == 0
+    )
     assert json.loads(capsys.readouterr().out)["tests"] is None  # B4 weights no tests
 
 
 def test_hyperparameter_errors_name_the_flag(tmp_path, capsys):
     np.save(tmp_path / "m.npy", EXAMPLE)
-    for argv, flag in ((["--method", "aces-o", "--aces-o-lr", "-1"], "--aces-o-lr"),
-                       (["--method", "b4", "--b4-alpha", "0"], "--b4-alpha")):
+    for argv, flag in (
+        (["--method", "aces-o", "--aces-o-lr", "-1"], "--aces-o-lr"),
+        (["--method", "b4", "--b4-alpha", "0"], "--b4-alpha"),
+    ):
         assert cli.main(["rerank", str(tmp_path / "m.npy"), *argv]) == 1
         line = _one_error_line(capsys.readouterr().err)
         assert line.startswith(f"aces-fast: error: {flag} must be "), line
     assert cli.main(["evaluate", "humaneval-gpt35", "--aces-o-lr", "-0.5", "-q"]) == 1
     assert _one_error_line(capsys.readouterr().err).startswith(
-        "aces-fast: error: --aces-o-lr must be >= 0")
+        "aces-fast: error: --aces-o-lr must be >= 0"
+    )
 
 
 def test_hyperparameters_of_methods_not_run_are_named_in_a_warning(tmp_path, capsys):
-    argv = ["evaluate", "humaneval-gpt35", "--methods", "majority,b4", "--json", "-q",
-            "--aces-o-lr", "0.5", "--aces-o-steps", "3", "--b4-alpha", "10"]
+    argv = [
+        "evaluate",
+        "humaneval-gpt35",
+        "--methods",
+        "majority,b4",
+        "--json",
+        "-q",
+        "--aces-o-lr",
+        "0.5",
+        "--aces-o-steps",
+        "3",
+        "--b4-alpha",
+        "10",
+    ]
     assert cli.main(argv) == 0
     captured = capsys.readouterr()
     warnings = captured.err.splitlines()
-    assert warnings == ["aces-fast: warning: --aces-o-lr, --aces-o-steps ignored: --methods has "
-                        "no aces-o method (these flags apply to aces-o, aces-o-warm)"]
+    assert warnings == [
+        (
+            "aces-fast: warning: --aces-o-lr, --aces-o-steps ignored: --methods has "
+            "no aces-o method (these flags apply to aces-o, aces-o-warm)"
+        )
+    ]
     assert json.loads(captured.out)["datasets"][0]["params"]["b4"]["alpha"] == 10.0
-    assert cli.main(argv[:3] + ["aces-o-warm", "-q", "--aces-o-lr", "0.5"]) == 0
+    assert cli.main([*argv[:3], "aces-o-warm", "-q", "--aces-o-lr", "0.5"]) == 0
     assert capsys.readouterr().err == ""  # the family's other member uses it
     np.save(tmp_path / "m.npy", EXAMPLE)
-    assert cli.main(["rerank", str(tmp_path / "m.npy"), "--aces-o-lr", "0.5",
-                     "--backend", "numpy"]) == 0
+    assert (
+        cli.main(["rerank", str(tmp_path / "m.npy"), "--aces-o-lr", "0.5", "--backend", "numpy"])
+        == 0
+    )
     assert "--aces-o-lr ignored: --method is aces-c" in capsys.readouterr().err
 
 
@@ -625,32 +772,50 @@ def test_method_names_are_case_insensitive_like_backend_names(tmp_path, capsys):
     res = af.rerank(EXAMPLE, " ACES-C", backend="NumPy")
     assert res.method == "aces-c" and res.backend == "numpy"
     np.testing.assert_array_equal(res.scores, ref.scores)
-    assert af.rerank_batch([EXAMPLE], "Aces-O-Warm", backend="numpy")[0].method == \
-        "aces-o-warm"
-    assert cli.main(["rerank", str(tmp_path / "m.npy"), "--method", "ACES-C", "--json",
-                     "--backend", "NUMPY"]) == 0
+    assert af.rerank_batch([EXAMPLE], "Aces-O-Warm", backend="numpy")[0].method == "aces-o-warm"
+    assert (
+        cli.main(
+            [
+                "rerank",
+                str(tmp_path / "m.npy"),
+                "--method",
+                "ACES-C",
+                "--json",
+                "--backend",
+                "NUMPY",
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     assert out["method"] == "aces-c" and out["order"] == ref.order.tolist()
-    assert cli.main(["evaluate", "humaneval-gpt35", "--methods", "Random,MAJORITY", "--json",
-                     "-q"]) == 0
-    assert list(json.loads(capsys.readouterr().out)["datasets"][0]["all"]) == \
-        ["random", "majority"]
+    assert (
+        cli.main(["evaluate", "humaneval-gpt35", "--methods", "Random,MAJORITY", "--json", "-q"])
+        == 0
+    )
+    assert list(json.loads(capsys.readouterr().out)["datasets"][0]["all"]) == ["random", "majority"]
     ev = evaluate(load_dataset("humaneval-gpt35"), ["ORACLE"])
     assert ev.methods == ["oracle"]
     with pytest.raises(TypeError, match="sequence of names"):
         evaluate(load_dataset("humaneval-gpt35"), "oracle")
 
 
-@pytest.mark.parametrize("text, separator", [("1 0 1\n0 1 1\n", "spaces"),
-                                             ("1;0;1\n0;1;1\n", "semicolons"),
-                                             ("1\t0\t1\n0\t1\t1\n", "tabs"),
-                                             ("1 ; 0\n", "semicolons")])
+@pytest.mark.parametrize(
+    ("text", "separator"),
+    [
+        ("1 0 1\n0 1 1\n", "spaces"),
+        ("1;0;1\n0;1;1\n", "semicolons"),
+        ("1\t0\t1\n0\t1\t1\n", "tabs"),
+        ("1 ; 0\n", "semicolons"),
+    ],
+)
 def test_csv_with_another_separator_says_so(tmp_path, capsys, text, separator):
     (tmp_path / "m.csv").write_text(text)
     assert cli.main(["rerank", str(tmp_path / "m.csv")]) == 1
     line = _one_error_line(capsys.readouterr().err)
-    assert line.endswith(f"(the columns are separated by {separator}; a CSV pass matrix takes "
-                         "commas)")
+    assert line.endswith(
+        f"(the columns are separated by {separator}; a CSV pass matrix takes commas)"
+    )
 
 
 def test_csv_header_hint_only_for_a_header(tmp_path, capsys):
@@ -668,8 +833,10 @@ def test_diagnostics_line_accounts_for_every_mixed_problem():
     d = ev.diagnostics
     # 121 mixed problems: 6 without tests, 6 whose tests are all constant
     assert (d["mixed"], d["problems"], d["no_tests"], d["constant_tests"]) == (121, 109, 6, 6)
-    assert ("diagnostics over 109 of 121 mixed problems (the other 12: 6 without tests, "
-            "6 with constant tests only)") in ev.table()
+    assert (
+        "diagnostics over 109 of 121 mixed problems (the other 12: 6 without tests, "
+        "6 with constant tests only)"
+    ) in ev.table()
     assert "121 mixed" in ev.table().splitlines()[0]
 
 
@@ -678,34 +845,83 @@ def _cli_in(cwd: Path, *args: str, env_extra=None) -> subprocess.CompletedProces
     env.pop("ACES_FAST_BACKEND", None)
     env["OMP_NUM_THREADS"] = "1"
     env.update(env_extra or {})
-    return subprocess.run([sys.executable, "-m", "aces_fast", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "aces_fast", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 # The same behaviours as above, once each through a real process: exit status,
 # stdout/stderr split, one error line, no traceback.
-@pytest.mark.parametrize("args, env, rc, out, err", [
-    # (without matplotlib the one error line says so instead: tested elsewhere)
-    pytest.param(["evaluate", "humaneval-gpt35", "--plot", "semi.csv/out.png", "-q"], None, 1,
-                 "", "aces-fast: error: --plot semi.csv/out.png: semi.csv is not a directory",
-                 marks=_NEEDS_MATPLOTLIB),
-    pytest.param(["evaluate", "humaneval-gpt35", "--plot", "out.txt", "-q"], None, 1, "",
-                 "aces-fast: error: --plot out.txt: '.txt' is not an image format",
-                 marks=_NEEDS_MATPLOTLIB),
-    (["rerank", "humaneval-gpt35"], {"ACES_FAST_BACKEND": "gpu"}, 1, "",
-     "(the value 'gpu' comes from the environment variable ACES_FAST_BACKEND"),
-    (["rerank", "m.csv", "--method", "aces-o", "--aces-o-lr", "-1"], None, 1, "",
-     "aces-fast: error: --aces-o-lr must be >= 0"),
-    (["rerank", "semi.csv"], None, 1, "",
-     "(the columns are separated by semicolons; a CSV pass matrix takes commas)"),
-    (["rerank", "m.csv", "--aces-o-lr", "0.5", "--backend", "numpy"], None, 0,
-     "method aces-c (backend numpy)", "aces-fast: warning: --aces-o-lr ignored: --method is aces-c"),
-    (["rerank", "humaneval-gpt35", "--method", "ACES-C", "--top", "1", "--backend", "numpy"],
-     None, 0, "... 4 more (use --top)", ""),
-    (["bench", "-h"], None, 0, "usage: aces-fast bench", ""),
-    (["bench", "--json", "x.json"], None, 1, "",
-     "aces-fast: error: 'bench' runs the benchmark suite of a checkout"),
-])
+@pytest.mark.parametrize(
+    ("args", "env", "rc", "out", "err"),
+    [
+        # (without matplotlib the one error line says so instead: tested elsewhere)
+        pytest.param(
+            ["evaluate", "humaneval-gpt35", "--plot", "semi.csv/out.png", "-q"],
+            None,
+            1,
+            "",
+            "aces-fast: error: --plot semi.csv/out.png: semi.csv is not a directory",
+            marks=_NEEDS_MATPLOTLIB,
+        ),
+        pytest.param(
+            ["evaluate", "humaneval-gpt35", "--plot", "out.txt", "-q"],
+            None,
+            1,
+            "",
+            "aces-fast: error: --plot out.txt: '.txt' is not an image format",
+            marks=_NEEDS_MATPLOTLIB,
+        ),
+        (
+            ["rerank", "humaneval-gpt35"],
+            {"ACES_FAST_BACKEND": "gpu"},
+            1,
+            "",
+            "(the value 'gpu' comes from the environment variable ACES_FAST_BACKEND",
+        ),
+        (
+            ["rerank", "m.csv", "--method", "aces-o", "--aces-o-lr", "-1"],
+            None,
+            1,
+            "",
+            "aces-fast: error: --aces-o-lr must be >= 0",
+        ),
+        (
+            ["rerank", "semi.csv"],
+            None,
+            1,
+            "",
+            "(the columns are separated by semicolons; a CSV pass matrix takes commas)",
+        ),
+        (
+            ["rerank", "m.csv", "--aces-o-lr", "0.5", "--backend", "numpy"],
+            None,
+            0,
+            "method aces-c (backend numpy)",
+            "aces-fast: warning: --aces-o-lr ignored: --method is aces-c",
+        ),
+        (
+            ["rerank", "humaneval-gpt35", "--method", "ACES-C", "--top", "1", "--backend", "numpy"],
+            None,
+            0,
+            "... 4 more (use --top)",
+            "",
+        ),
+        (["bench", "-h"], None, 0, "usage: aces-fast bench", ""),
+        (
+            ["bench", "--json", "x.json"],
+            None,
+            1,
+            "",
+            "aces-fast: error: 'bench' runs the benchmark suite of a checkout",
+        ),
+    ],
+)
 def test_newcomer_path_through_a_process(tmp_path, args, env, rc, out, err):
     (tmp_path / "m.csv").write_text("1,0,1\n0,1,1\n1,1,0\n")
     (tmp_path / "semi.csv").write_text("1;0;1\n0;1;1\n")
@@ -722,5 +938,8 @@ def test_bench_checks_its_output_before_running_in_a_checkout(tmp_path):
     proc = _cli_in(ROOT, "bench", "--json", str(tmp_path / "file" / "b.json"))
     assert proc.returncode == 1 and proc.stdout == ""
     assert proc.stderr.splitlines() == [
-        f"aces-fast: error: --json {tmp_path / 'file' / 'b.json'}: {tmp_path / 'file'} is "
-        "not a directory"]
+        (
+            f"aces-fast: error: --json {tmp_path / 'file' / 'b.json'}: {tmp_path / 'file'} is "
+            "not a directory"
+        )
+    ]

@@ -20,14 +20,17 @@ def _constexpr(path: Path, name: str) -> float:
     return float(found[0])
 
 
-@pytest.mark.parametrize("path, name, value", [
-    ("kernels/adam.hpp", "kBeta1", C.ADAM_BETA1),
-    ("kernels/adam.hpp", "kBeta2", C.ADAM_BETA2),
-    ("kernels/adam.hpp", "kEps", C.ADAM_EPS),
-    ("kernels/adam.hpp", "kSnapRtol", C.SNAP_RTOL),
-    ("methods/methods.cpp", "kWarmEps", C.WARM_EPS),
-    ("simd/simd.cpp", "kMaxTot16", C.NARROW_MAX_TOTAL),
-])
+@pytest.mark.parametrize(
+    ("path", "name", "value"),
+    [
+        ("kernels/adam.hpp", "kBeta1", C.ADAM_BETA1),
+        ("kernels/adam.hpp", "kBeta2", C.ADAM_BETA2),
+        ("kernels/adam.hpp", "kEps", C.ADAM_EPS),
+        ("kernels/adam.hpp", "kSnapRtol", C.SNAP_RTOL),
+        ("methods/methods.cpp", "kWarmEps", C.WARM_EPS),
+        ("simd/simd.cpp", "kMaxTot16", C.NARROW_MAX_TOTAL),
+    ],
+)
 def test_the_cpp_constants_agree(path, name, value):
     assert _constexpr(Path(path), name) == value
 

@@ -11,12 +11,13 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import aces_fast
-from aces_fast import _core
 import core_calls as kc
+from aces_fast import _core
 from helpers import EXAMPLE
 
 SETTINGS = settings(max_examples=60, deadline=None)
@@ -179,8 +180,10 @@ def test_module_info():
         assert _core.max_threads() == 1
 
 
-@pytest.mark.skipif(_core.has_openmp(), reason="runs in a build without OpenMP "
-                    "(tools/check_portability.sh builds; the macOS wheels)")
+@pytest.mark.skipif(
+    _core.has_openmp(),
+    reason="runs in a build without OpenMP (tools/check_portability.sh builds; the macOS wheels)",
+)
 def test_no_openmp_build_runs_single_threaded():
     """Without OpenMP (ACES_FAST_USE_OPENMP=OFF, or none found) the extension
     works on one thread: thread requests are accepted and change nothing."""
@@ -210,7 +213,9 @@ def test_spec_example_exact():
     np.testing.assert_allclose(out, EXAMPLE_LOO, rtol=0, atol=1e-15)
     # float weights w = 1/m: ties must survive rounding (the paper's 0.53 artefacts)
     m = EXAMPLE.shape[1]
-    np.testing.assert_allclose(kc.loo_auc(EXAMPLE, np.full(m, 1.0 / m)), EXAMPLE_LOO, rtol=0, atol=1e-15)
+    np.testing.assert_allclose(
+        kc.loo_auc(EXAMPLE, np.full(m, 1.0 / m)), EXAMPLE_LOO, rtol=0, atol=1e-15
+    )
     np.testing.assert_allclose(kc.loo_auc(EXAMPLE.astype(bool)), EXAMPLE_LOO, rtol=0, atol=1e-15)
 
 
@@ -226,7 +231,11 @@ def test_loo_auc_uniform_vs_brute(B, data):
 @given(B=small_B, data=st.data())
 def test_loo_auc_weighted_vs_brute(B, data):
     n, m = B.shape
-    w = data.draw(hnp.arrays(np.float64, m, elements=st.sampled_from([0.0, 0.1, 0.2, 0.3, 0.25, 1.0 / 3, 0.7, 1.0])))
+    w = data.draw(
+        hnp.arrays(
+            np.float64, m, elements=st.sampled_from([0.0, 0.1, 0.2, 0.3, 0.25, 1.0 / 3, 0.7, 1.0])
+        )
+    )
     counts = data.draw(st.none() | hnp.arrays(np.int64, n, elements=st.integers(0, 3)))
     tol = data.draw(st.sampled_from([1e-9, 0.0, 0.05]))
     got = kc.loo_auc(B, w, counts, tol)
@@ -301,7 +310,9 @@ def test_loo_auc_larger_than_blocks_vs_brute():
             np.testing.assert_array_equal(kc.loo_auc(B, None, c), brute_loo_auc_vec(B, None, c))
             np.testing.assert_array_equal(kc.loo_auc(B, w, c), brute_loo_auc_vec(B, w, c))
             wr = rng.random(m)
-            np.testing.assert_array_equal(kc.loo_auc(B, wr, c, 0.0), brute_loo_auc_vec(B, wr, c, 0.0))
+            np.testing.assert_array_equal(
+                kc.loo_auc(B, wr, c, 0.0), brute_loo_auc_vec(B, wr, c, 0.0)
+            )
 
 
 def test_loo_auc_extreme_tie_tol():
@@ -369,18 +380,31 @@ def test_loo_auc_constant_columns_nan_and_edges():
     assert np.isnan(kc.loo_auc(np.array([[1, 0, 1]], np.uint8))).all()
     assert np.isnan(kc.loo_auc(np.array([[1, 0, 1]], np.uint8), [1.0, 2.0, 3.0])).all()
     # all-zero weights: every pair ties
-    np.testing.assert_array_equal(kc.loo_auc(np.ascontiguousarray(B[:, 2:]), [0.0, 0.0]), [0.5, 0.5])
+    np.testing.assert_array_equal(
+        kc.loo_auc(np.ascontiguousarray(B[:, 2:]), [0.0, 0.0]), [0.5, 0.5]
+    )
 
 
-@pytest.mark.parametrize("name", ["loo_auc", "surrogate_loo_auc", "aces_o_fit", "rerank",
-                                  "surrogate_loo_auc_binned", "aces_o_fit_binned",
-                                  "binned_grid_spacing"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "loo_auc",
+        "surrogate_loo_auc",
+        "aces_o_fit",
+        "rerank",
+        "surrogate_loo_auc_binned",
+        "aces_o_fit_binned",
+        "binned_grid_spacing",
+    ],
+)
 def test_values_other_than_0_and_1_are_refused_inside_the_call(name):
     # the compiled check names the largest byte, as the Python validation does;
     # bool views of other bytes are checked too
     B = random_B(np.random.default_rng(2), 20, 6)
     kwargs = _valid_kwargs(name)
-    for k, v in dict(B=B, weights=np.full(6, 1 / 6), logits0=np.zeros(6), active=np.ones(6)).items():
+    for k, v in dict(
+        B=B, weights=np.full(6, 1 / 6), logits0=np.zeros(6), active=np.ones(6)
+    ).items():
         if k in kwargs:
             kwargs[k] = v
     getattr(_core, name)(**kwargs)
@@ -388,7 +412,9 @@ def test_values_other_than_0_and_1_are_refused_inside_the_call(name):
         bad = B.copy()
         bad.flat[pos] = value
         for arr in (bad, bad.view(np.bool_)):
-            with pytest.raises(ValueError, match=rf"^B must contain only 0 and 1; found value {value}$"):
+            with pytest.raises(
+                ValueError, match=rf"^B must contain only 0 and 1; found value {value}$"
+            ):
                 getattr(_core, name)(**{**kwargs, "B": arr})
 
 
@@ -398,7 +424,9 @@ def test_batch_checks_every_task_and_names_the_first_bad_one():
     bad[3, 2] = 9
     kwargs = _valid_kwargs("rerank_batch")
     for tasks, where in [([bad], 0), ([good, good, bad, bad], 2), ([good] * 5 + [bad], 5)]:
-        with pytest.raises(ValueError, match=rf"^task {where}: B must contain only 0 and 1; found value 9$"):
+        with pytest.raises(
+            ValueError, match=rf"^task {where}: B must contain only 0 and 1; found value 9$"
+        ):
             _core.rerank_batch(**{**kwargs, "tasks": tasks})
 
 
@@ -418,16 +446,19 @@ def test_cpp_methods_cross_into_the_extension_once(monkeypatch):
             def call(*args, **kwargs):
                 calls.append(name)
                 return attr(*args, **kwargs)
+
             return call
 
     B = random_B(np.random.default_rng(4), 24, 100)
     af.aces_c(B, backend="cpp")  # loads the backend (it asks _core for the thread count)
     monkeypatch.setattr(cpp, "core", Counting())
-    for fn, name in [(lambda: af.aces_c(B, backend="cpp"), "rerank"),
-                     (lambda: af.aces_c(B.astype(bool), backend="cpp"), "rerank"),
-                     (lambda: af.majority_vote(B, backend="cpp"), "rerank"),
-                     (lambda: af.aces_o(B, steps=3, backend="cpp"), "rerank"),
-                     (lambda: af.loo_auc(B, backend="cpp"), "loo_auc")]:
+    for fn, name in [
+        (lambda: af.aces_c(B, backend="cpp"), "rerank"),
+        (lambda: af.aces_c(B.astype(bool), backend="cpp"), "rerank"),
+        (lambda: af.majority_vote(B, backend="cpp"), "rerank"),
+        (lambda: af.aces_o(B, steps=3, backend="cpp"), "rerank"),
+        (lambda: af.loo_auc(B, backend="cpp"), "loo_auc"),
+    ]:
         calls.clear()
         fn()
         assert calls == [name]
@@ -463,7 +494,7 @@ def test_large_integer_counts_exact():
 
 def test_surrogate_vs_brute_and_finite_differences():
     rng = np.random.default_rng(4)
-    for trial in range(8):
+    for _trial in range(8):
         n, m = rng.integers(2, 12), rng.integers(1, 9)
         B = random_B(rng, n, m, rng.uniform(0.2, 0.8))
         w = rng.random(m) + 0.05
@@ -474,14 +505,17 @@ def test_surrogate_vs_brute_and_finite_differences():
         assert L.shape == (m,) and g.shape == (m,) and isinstance(J, float)
         np.testing.assert_array_equal(np.isnan(L), np.isnan(Lr))
         np.testing.assert_allclose(L, Lr, rtol=1e-12, atol=1e-14)
-        assert J == pytest.approx(Jr, rel=1e-12, abs=1e-14)
+        assert pytest.approx(Jr, rel=1e-12, abs=1e-14) == J
         np.testing.assert_allclose(g, gr, rtol=1e-10, atol=1e-12)
         # central finite differences of the brute-force J
         h = 1e-6
-        fd = np.array([
-            (brute_surrogate(B, w + h * e, gamma)[1] - brute_surrogate(B, w - h * e, gamma)[1]) / (2 * h)
-            for e in np.eye(m)
-        ])
+        fd = np.array(
+            [
+                (brute_surrogate(B, w + h * e, gamma)[1] - brute_surrogate(B, w - h * e, gamma)[1])
+                / (2 * h)
+                for e in np.eye(m)
+            ]
+        )
         np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-7)
 
 
@@ -497,7 +531,7 @@ def test_surrogate_spec_example_constant_columns():
     L, J, g = kc.surrogate_loo_auc(B, w, 4.0)
     Lr, Jr, gr = brute_surrogate(B, w, 4.0)
     assert np.isnan(L[0]) and not np.isnan(L[1:]).any()
-    assert J == pytest.approx(Jr, rel=1e-13)
+    assert pytest.approx(Jr, rel=1e-13) == J
     np.testing.assert_allclose(g, gr, rtol=1e-10, atol=1e-13)
 
 
@@ -510,7 +544,7 @@ def test_surrogate_counts_equal_expanded_rows():
         w = rng.random(m)
         gamma = 5.0
         L, J, g = kc.surrogate_loo_auc(B, w, gamma, counts)
-        Lr, Jr, gr = brute_surrogate(B, w, gamma, counts)
+        Lr, _Jr, gr = brute_surrogate(B, w, gamma, counts)
         np.testing.assert_allclose(L, Lr, rtol=1e-12, atol=1e-14)
         np.testing.assert_allclose(g, gr, rtol=1e-10, atol=1e-12)
         E = np.repeat(B, counts, axis=0)
@@ -519,7 +553,7 @@ def test_surrogate_counts_equal_expanded_rows():
             continue
         Le, Je, ge = kc.surrogate_loo_auc(E, w, gamma)
         np.testing.assert_allclose(L, Le, rtol=1e-12, atol=1e-14)
-        assert J == pytest.approx(Je, rel=1e-12, abs=1e-14)
+        assert pytest.approx(Je, rel=1e-12, abs=1e-14) == J
         np.testing.assert_allclose(g, ge, rtol=1e-10, atol=1e-12)
 
 
@@ -538,7 +572,7 @@ def test_surrogate_many_columns_vs_brute():
             L, J, g = kc.surrogate_loo_auc(B, w * scale, gamma, c, n_threads=2)
             Lr, Jr, gr = brute_surrogate(B, w * scale, gamma, c)
             np.testing.assert_allclose(L, Lr, rtol=1e-11, atol=1e-13)
-            assert J == pytest.approx(Jr, rel=1e-11, abs=1e-13)
+            assert pytest.approx(Jr, rel=1e-11, abs=1e-13) == J
             np.testing.assert_allclose(g, gr, rtol=1e-9, atol=1e-11 * max(1.0, np.abs(gr).max()))
 
 
@@ -564,7 +598,7 @@ def test_surrogate_large_gamma_overflow_paths(gamma):
         assert np.all(np.isfinite(g))
         np.testing.assert_array_equal(np.isnan(L), np.isnan(Lr))
         np.testing.assert_allclose(L, Lr, rtol=1e-9, atol=1e-12)
-        assert J == pytest.approx(Jr, rel=1e-9, abs=1e-12)
+        assert pytest.approx(Jr, rel=1e-9, abs=1e-12) == J
         scale = max(1.0, np.abs(gr).max())
         np.testing.assert_allclose(g, gr, rtol=1e-8, atol=1e-10 * scale)
 
@@ -631,7 +665,9 @@ def test_aces_o_fit_edges():
     act = np.array([1, 0, 1, 0, 1])
     w, obj = kc.aces_o_fit(B, lg, act, 10.0, 0.01, 3)
     assert w[1] == 0 and w[3] == 0 and np.isfinite(obj).all()
-    w, obj = kc.aces_o_fit(np.zeros((3, 0), np.uint8), np.zeros(0), np.zeros(0, bool), 10.0, 0.01, 2)
+    w, obj = kc.aces_o_fit(
+        np.zeros((3, 0), np.uint8), np.zeros(0), np.zeros(0, bool), 10.0, 0.01, 2
+    )
     assert w.shape == (0,) and obj.shape == (3,) and (obj == 0).all()
 
 
@@ -685,7 +721,9 @@ def test_bad_B_raises():
     B = random_B(np.random.default_rng(12), 6, 8)
     for fn in (
         lambda X: kc.loo_auc(X),
-        lambda X: kc.surrogate_loo_auc(X, np.ones(X.shape[-1]) if hasattr(X, "shape") else [1.0], 1.0),
+        lambda X: kc.surrogate_loo_auc(
+            X, np.ones(X.shape[-1]) if hasattr(X, "shape") else [1.0], 1.0
+        ),
         lambda X: kc.aces_o_fit(X, np.zeros(8), np.ones(8), 10.0, 0.01, 2),
     ):
         with pytest.raises(TypeError):
@@ -769,10 +807,27 @@ SIGNATURES = {
 
 def _valid_kwargs(name):
     B = random_B(np.random.default_rng(14), 5, 4)
-    values = {"B": B, "tasks": [B], "weights": np.full(4, 0.25), "counts": None, "tie_tol": 1e-9,
-              "dedup": None, "n_threads": 1, "gamma": 10.0, "logits0": np.zeros(4),
-              "active": np.ones(4), "lr": 0.01, "steps": 2, "method": 3, "top_k": None,
-              "warm": False, "bins": 16, "path": "auto", "h": 0.01, "weight_sum": 1.0}
+    values = {
+        "B": B,
+        "tasks": [B],
+        "weights": np.full(4, 0.25),
+        "counts": None,
+        "tie_tol": 1e-9,
+        "dedup": None,
+        "n_threads": 1,
+        "gamma": 10.0,
+        "logits0": np.zeros(4),
+        "active": np.ones(4),
+        "lr": 0.01,
+        "steps": 2,
+        "method": 3,
+        "top_k": None,
+        "warm": False,
+        "bins": 16,
+        "path": "auto",
+        "h": 0.01,
+        "weight_sum": 1.0,
+    }
     return {k: values[k] for k in SIGNATURES[name].split()}
 
 
@@ -807,10 +862,19 @@ def test_extreme_steps_are_refused_before_any_allocation(name, steps):
         getattr(_core, name)(**kwargs)
 
 
-@pytest.mark.parametrize("name", ["loo_auc", "surrogate_loo_auc", "aces_o_fit", "rerank",
-                                  "rerank_batch", "surrogate_loo_auc_binned",
-                                  "aces_o_fit_binned"])
-@pytest.mark.parametrize("n_threads", [-4097, 4097, 2**31, -2**31, 2**64])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "loo_auc",
+        "surrogate_loo_auc",
+        "aces_o_fit",
+        "rerank",
+        "rerank_batch",
+        "surrogate_loo_auc_binned",
+        "aces_o_fit_binned",
+    ],
+)
+@pytest.mark.parametrize("n_threads", [-4097, 4097, 2**31, -(2**31), 2**64])
 def test_extreme_thread_counts_are_refused(name, n_threads):
     kwargs = _valid_kwargs(name)
     kwargs["n_threads"] = n_threads
@@ -827,12 +891,17 @@ def test_extreme_integer_arguments():
         ref = getattr(_core, name)(**{**kwargs, "top_k": None})
         for top_k in (9, 2**63 - 1, 2**63, 2**100):
             got = getattr(_core, name)(**{**kwargs, "top_k": top_k})
-            for x, y in zip(got if name == "rerank" else got[0],
-                            ref if name == "rerank" else ref[0]):
+            for x, y in zip(
+                got if name == "rerank" else got[0], ref if name == "rerank" else ref[0]
+            ):
                 if isinstance(x, np.ndarray):
                     np.testing.assert_array_equal(x, y)
-        for top_k, exc in ((0, ValueError), (-(2**70), ValueError), (2.0, TypeError),
-                           (True, TypeError)):
+        for top_k, exc in (
+            (0, ValueError),
+            (-(2**70), ValueError),
+            (2.0, TypeError),
+            (True, TypeError),
+        ):
             with pytest.raises(exc, match="top_k"):
                 getattr(_core, name)(**{**kwargs, "top_k": top_k})
     for name in ("surrogate_loo_auc_binned", "aces_o_fit_binned", "binned_grid_spacing"):
@@ -843,7 +912,7 @@ def test_extreme_integer_arguments():
             getattr(_core, name)(**{**_valid_kwargs(name), "bins": 16.0})
     # NumPy integers are integers
     kwargs = _valid_kwargs("aces_o_fit")
-    w, obj = _core.aces_o_fit(**{**kwargs, "steps": np.int64(3), "n_threads": np.uint8(1)})
+    _w, obj = _core.aces_o_fit(**{**kwargs, "steps": np.int64(3), "n_threads": np.uint8(1)})
     assert obj.shape == (4,)
 
 

@@ -32,15 +32,23 @@ import sys
 import tempfile
 import zipfile
 import zlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, Iterator, List, Optional
 
 import numpy as np
 import pytest
 
-from aces_fast.datasets import (Dataset, Problem, load_dataset, load_jsonl, load_npz,
-                                load_pass_matrix, save_jsonl, save_npz)
+from aces_fast.datasets import (
+    Dataset,
+    Problem,
+    load_dataset,
+    load_jsonl,
+    load_npz,
+    load_pass_matrix,
+    save_jsonl,
+    save_npz,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 CHILD_ADDRESS_SPACE = 2 << 30  # RLIMIT_AS of every CLI child, above its start-up size
@@ -53,9 +61,9 @@ class Entry:
 
     path: Path
     may_load: bool = False  # a valid file (or valid prefix): loading may succeed
-    match: Optional[str] = None  # a phrase the error must contain
-    kwargs: Dict[str, int] = field(default_factory=dict)
-    env: Dict[str, str] = field(default_factory=dict)
+    match: str | None = None  # a phrase the error must contain
+    kwargs: dict[str, int] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -85,7 +93,7 @@ def npy_with_header(header: str, payload: bytes = b"", version=(1, 0)) -> bytes:
     return b"\x93NUMPY" + bytes(version) + struct.pack(size_fmt, len(raw)) + raw + payload
 
 
-def raw_zip(members: List[dict]) -> bytes:
+def raw_zip(members: list[dict]) -> bytes:
     """A zip archive written by hand, so sizes, flags and methods can lie.
 
     Each member: ``name``, ``data`` (the bytes as stored), and optionally
@@ -102,13 +110,50 @@ def raw_zip(members: List[dict]) -> bytes:
         crc = m.get("crc", zlib.crc32(data))
         flags = m.get("flags", 0)
         offset = len(out)
-        out += struct.pack("<IHHHHHIIIHH", 0x04034B50, 20, flags, method, 0, 0x21, crc,
-                           len(data), size, len(name), 0) + name + data
-        central += struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 20, 20, flags, method, 0,
-                               0x21, crc, len(data), size, len(name), 0, 0, 0, 0, 0,
-                               offset) + name
-    eocd = struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, len(members), len(members),
-                       len(central), len(out), 0)
+        out += (
+            struct.pack(
+                "<IHHHHHIIIHH",
+                0x04034B50,
+                20,
+                flags,
+                method,
+                0,
+                0x21,
+                crc,
+                len(data),
+                size,
+                len(name),
+                0,
+            )
+            + name
+            + data
+        )
+        central += (
+            struct.pack(
+                "<IHHHHHHIIIHHHHHII",
+                0x02014B50,
+                20,
+                20,
+                flags,
+                method,
+                0,
+                0x21,
+                crc,
+                len(data),
+                size,
+                len(name),
+                0,
+                0,
+                0,
+                0,
+                0,
+                offset,
+            )
+            + name
+        )
+    eocd = struct.pack(
+        "<IHHHHIIH", 0x06054B50, 0, 0, len(members), len(members), len(central), len(out), 0
+    )
     return bytes(out + central + eocd)
 
 
@@ -143,16 +188,19 @@ class Marker:
 
 def toy_dataset() -> Dataset:
     B = np.array([[1, 0, 1, 1], [0, 0, 1, 0], [1, 1, 1, 0]], np.uint8)
-    return Dataset("toy", [
-        Problem("p0", B, np.array([1, 0, 1], np.uint8), {"t_ok": np.array([1, 0, 1, 1])}),
-        Problem("p1", B[:2, :3], np.array([0, 1], np.uint8)),
-    ])
+    return Dataset(
+        "toy",
+        [
+            Problem("p0", B, np.array([1, 0, 1], np.uint8), {"t_ok": np.array([1, 0, 1, 1])}),
+            Problem("p1", B[:2, :3], np.array([0, 1], np.uint8)),
+        ],
+    )
 
 
 MATRIX = np.array([[1, 0, 1], [0, 1, 1]], np.uint8)
 
 
-def seed_files(root: Path) -> Dict[str, Path]:
+def seed_files(root: Path) -> dict[str, Path]:
     """Valid files of every format (the controls, and what truncations start from)."""
     ds = toy_dataset()
     paths = {}
@@ -177,7 +225,7 @@ def _text_may_load(name: str) -> bool:
     return name.endswith((".jsonl", ".csv"))
 
 
-def truncations(root: Path, seeds: Dict[str, Path], every: bool) -> Iterator[Entry]:
+def truncations(root: Path, seeds: dict[str, Path], every: bool) -> Iterator[Entry]:
     """Every seed cut at chosen offsets (``every``: at every offset)."""
     for name, path in seeds.items():
         data = path.read_bytes()
@@ -191,8 +239,9 @@ def truncations(root: Path, seeds: Dict[str, Path], every: bool) -> Iterator[Ent
                 yield Entry(p, may_load=_text_may_load(name))
 
 
-def mutations(root: Path, seeds: Dict[str, Path], count: int,
-              rng: random.Random) -> Iterator[Entry]:
+def mutations(
+    root: Path, seeds: dict[str, Path], count: int, rng: random.Random
+) -> Iterator[Entry]:
     """Seeded random byte edits of the seeds (fuzzing the formats)."""
     for name, path in seeds.items():
         base = path.read_bytes()
@@ -211,8 +260,14 @@ def mutations(root: Path, seeds: Dict[str, Path], count: int,
                 data[at:at] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 16)))
             else:  # plant a boundary integer
                 at = rng.randrange(max(len(data) - 4, 1))
-                data[at:at + 4] = rng.choice([b"\xff\xff\xff\xff", b"\x00\x00\x00\x80",
-                                              b"\xff\xff\xff\x7f", b"\x00\x00\x00\x00"])
+                data[at : at + 4] = rng.choice(
+                    [
+                        b"\xff\xff\xff\xff",
+                        b"\x00\x00\x00\x80",
+                        b"\xff\xff\xff\x7f",
+                        b"\x00\x00\x00\x00",
+                    ]
+                )
             p = root / f"mut_{stem}_{i}.{suffix}"
             p.write_bytes(bytes(data))
             # a text edit may leave a valid file; binary edits are mostly refused,
@@ -222,6 +277,7 @@ def mutations(root: Path, seeds: Dict[str, Path], count: int,
 
 def crafted(root: Path, marker: Path) -> Iterator[Entry]:
     """Hand-made hostile files: bombs, pickles, lying headers, deep JSON, special files."""
+
     def put(name: str, data, **kw) -> Entry:
         p = root / name
         p.write_bytes(data if isinstance(data, bytes) else data.encode())
@@ -234,23 +290,34 @@ def crafted(root: Path, marker: Path) -> Iterator[Entry]:
     u1 = "{'descr': '|u1', 'fortran_order': False, 'shape': %s, }"
     yield put("tb_shape.npy", npy_with_header(u1 % "(100000000, 1000000)"), match="cells")
     yield put("huge_shape.npy", npy_with_header(u1 % f"({2**62}, {2**62})"), match="cells")
-    yield put("lying_shape.npy", npy_with_header(u1 % "(10000, 10000)", bytes(100)),
-              match="truncated")
+    yield put(
+        "lying_shape.npy", npy_with_header(u1 % "(10000, 10000)", bytes(100)), match="truncated"
+    )
     yield put("negative_dim.npy", npy_with_header(u1 % "(-1, 3)", bytes(6)), match="negative")
-    yield put("long_header.npy", npy_with_header(u1 % "(2, 3)" + " " * 20000, bytes(6),
-                                                 version=(2, 0)), match="header")
+    yield put(
+        "long_header.npy",
+        npy_with_header(u1 % "(2, 3)" + " " * 20000, bytes(6), version=(2, 0)),
+        match="header",
+    )
     yield put("version3.npy", npy_with_header(u1 % "(2, 3)", bytes(6), version=(3, 0)))
     yield put("version9.npy", npy_with_header(u1 % "(2, 3)", bytes(6), version=(9, 9)))
-    yield put("bogus_descr.npy", npy_with_header(
-        "{'descr': 'bogus', 'fortran_order': False, 'shape': (2, 3), }", bytes(6)))
+    yield put(
+        "bogus_descr.npy",
+        npy_with_header("{'descr': 'bogus', 'fortran_order': False, 'shape': (2, 3), }", bytes(6)),
+    )
     yield put("not_a_dict.npy", npy_with_header("[1, 2, 3]", bytes(6)))
-    yield put("deep_header.npy", npy_with_header(
-        "{'descr': '|u1', 'fortran_order': False, 'shape': " + "(" * 3000 + ")" * 3000 + "}"))
+    yield put(
+        "deep_header.npy",
+        npy_with_header(
+            "{'descr': '|u1', 'fortran_order': False, 'shape': " + "(" * 3000 + ")" * 3000 + "}"
+        ),
+    )
     yield put("header_trunc.npy", good_npy[:30])
-    yield put("huge_itemsize.npy", npy_with_header(
-        "{'descr': '<U1000000000000', 'fortran_order': False, 'shape': (2, 3), }"))
-    yield put("python2_header.npy", npy_with_header(u1 % "(2L, 3L)", bytes(MATRIX)),
-              may_load=True)
+    yield put(
+        "huge_itemsize.npy",
+        npy_with_header("{'descr': '<U1000000000000', 'fortran_order': False, 'shape': (2, 3), }"),
+    )
+    yield put("python2_header.npy", npy_with_header(u1 % "(2L, 3L)", bytes(MATRIX)), may_load=True)
     yield put("fortran.npy", npy_bytes(np.asfortranarray(MATRIX)), may_load=True)
     yield put("big_endian.npy", npy_bytes(MATRIX.astype(">i4")), may_load=True)
     obj = np.empty((2, 2), dtype=object)
@@ -271,101 +338,199 @@ def crafted(root: Path, marker: Path) -> Iterator[Entry]:
     yield put("zip_as.npy", (root / "ds.npz").read_bytes())
 
     # --- npz: corrupt members, bombs, pickles, lying zip directories ---
-    yield put("corrupt_member.npz", raw_zip([dict(name="task_ids.npy", data=b"garbage"),
-                                             dict(name="B_0000.npy", data=good_npy)]),
-              match="not a .npy")
-    yield put("bad_crc.npz", raw_zip([dict(name="task_ids.npy", data=ids),
-                                      dict(name="B_0000.npy", data=good_npy, crc=12345)]),
-              match="CRC")
+    yield put(
+        "corrupt_member.npz",
+        raw_zip(
+            [dict(name="task_ids.npy", data=b"garbage"), dict(name="B_0000.npy", data=good_npy)]
+        ),
+        match="not a .npy",
+    )
+    yield put(
+        "bad_crc.npz",
+        raw_zip(
+            [dict(name="task_ids.npy", data=ids), dict(name="B_0000.npy", data=good_npy, crc=12345)]
+        ),
+        match="CRC",
+    )
     co = zlib.compressobj(9, zlib.DEFLATED, -15)
     deflated = bytearray(co.compress(good_npy) + co.flush())
     deflated[len(deflated) // 2] ^= 0xFF
-    yield put("bad_deflate.npz", raw_zip([dict(name="task_ids.npy", data=ids),
-                                          dict(name="B_0000.npy", data=bytes(deflated),
-                                               method=8, size=len(good_npy),
-                                               crc=zlib.crc32(good_npy))]))
-    yield put("encrypted.npz", raw_zip([dict(name="B.npy", data=good_npy, flags=1)]),
-              match="encrypted")
-    yield put("method99.npz", raw_zip([dict(name="B.npy", data=good_npy, method=99)]),
-              match="compression method")
+    yield put(
+        "bad_deflate.npz",
+        raw_zip(
+            [
+                dict(name="task_ids.npy", data=ids),
+                dict(
+                    name="B_0000.npy",
+                    data=bytes(deflated),
+                    method=8,
+                    size=len(good_npy),
+                    crc=zlib.crc32(good_npy),
+                ),
+            ]
+        ),
+    )
+    yield put(
+        "encrypted.npz", raw_zip([dict(name="B.npy", data=good_npy, flags=1)]), match="encrypted"
+    )
+    yield put(
+        "method99.npz",
+        raw_zip([dict(name="B.npy", data=good_npy, method=99)]),
+        match="compression method",
+    )
     for method, label in ((zipfile.ZIP_BZIP2, "bzip2"), (zipfile.ZIP_LZMA, "lzma")):
         p = root / f"{label}.npz"
         with zipfile.ZipFile(p, "w", compression=method) as zf:
             zf.writestr("B.npy", good_npy)
         yield Entry(p, match="compression method")
-    yield put("duplicate.npz", raw_zip([dict(name="B.npy", data=good_npy),
-                                        dict(name="B.npy", data=good_npy)]), match="twice")
-    yield put("member_pickle.npz", raw_zip([dict(name="task_ids.npy", data=ids),
-                                            dict(name="B_0000.npy", data=pickled_npy)]),
-              match="pickle")
+    yield put(
+        "duplicate.npz",
+        raw_zip([dict(name="B.npy", data=good_npy), dict(name="B.npy", data=good_npy)]),
+        match="twice",
+    )
+    yield put(
+        "member_pickle.npz",
+        raw_zip([dict(name="task_ids.npy", data=ids), dict(name="B_0000.npy", data=pickled_npy)]),
+        match="pickle",
+    )
     obj_ids = np.array(["p0", Marker(marker)], dtype=object)
     buf = io.BytesIO()
     np.save(buf, obj_ids, allow_pickle=True)
-    yield put("ids_pickle.npz", raw_zip([dict(name="task_ids.npy", data=buf.getvalue()),
-                                         dict(name="B_0000.npy", data=good_npy)]),
-              match="pickle")
-    yield put("raw_pickle_member.npz", raw_zip([dict(name="B.npy", data=pickle.dumps(obj))]),
-              match="pickle")
+    yield put(
+        "ids_pickle.npz",
+        raw_zip(
+            [dict(name="task_ids.npy", data=buf.getvalue()), dict(name="B_0000.npy", data=good_npy)]
+        ),
+        match="pickle",
+    )
+    yield put(
+        "raw_pickle_member.npz",
+        raw_zip([dict(name="B.npy", data=pickle.dumps(obj))]),
+        match="pickle",
+    )
     # A real bomb: 1.2 GB of zeros in a 1.2 MB file (the size np.load would allocate).
     bomb_header = npy_bytes(np.zeros((0,), np.uint8)).replace(b"(0,)", b"(1200, 1048576)")
     bomb = deflate_zeros_member("B_0000.npy", bomb_header, 1200)
     yield put("bomb.npz", raw_zip([dict(name="task_ids.npy", data=ids), bomb]), match="limit")
     # ... with the byte limit raised, the pass-matrix cell limit still refuses it
-    yield put("bomb_raised.npz", raw_zip([dict(name="task_ids.npy", data=ids), bomb]),
-              match="cells", kwargs=dict(max_bytes=4 << 30),
-              env=dict(ACES_FAST_MAX_BYTES=str(4 << 30)))
+    yield put(
+        "bomb_raised.npz",
+        raw_zip([dict(name="task_ids.npy", data=ids), bomb]),
+        match="cells",
+        kwargs=dict(max_bytes=4 << 30),
+        env=dict(ACES_FAST_MAX_BYTES=str(4 << 30)),
+    )
     # ... and one (200 MiB, within the cell limit) whose directory understates its
     # size: zipfile stops at the declared size, short of what the header declares
     lying_header = bomb_header.replace(b"(1200, ", b"(200, ")
     lying = dict(deflate_zeros_member("B_0000.npy", lying_header, 200), size=4096)
-    yield put("bomb_lying.npz", raw_zip([dict(name="task_ids.npy", data=ids), lying]),
-              match="truncated")
-    yield put("declared_4gb.npz", raw_zip([dict(name="task_ids.npy", data=ids),
-                                           dict(name="B_0000.npy", data=good_npy,
-                                                size=0xFFFFFFFE)]), match="limit")
-    yield put("tb_member.npz", raw_zip([dict(name="B.npy", data=npy_with_header(
-        u1 % "(100000000, 1000000)"))]), match="cells")
+    yield put(
+        "bomb_lying.npz", raw_zip([dict(name="task_ids.npy", data=ids), lying]), match="truncated"
+    )
+    yield put(
+        "declared_4gb.npz",
+        raw_zip(
+            [
+                dict(name="task_ids.npy", data=ids),
+                dict(name="B_0000.npy", data=good_npy, size=0xFFFFFFFE),
+            ]
+        ),
+        match="limit",
+    )
+    yield put(
+        "tb_member.npz",
+        raw_zip([dict(name="B.npy", data=npy_with_header(u1 % "(100000000, 1000000)"))]),
+        match="cells",
+    )
     many_ids = npy_bytes(np.zeros((0,), "<U1")).replace(b"(0,)", b"(100000000,)")
-    yield put("ids_declared_huge.npz", raw_zip([dict(name="task_ids.npy", data=many_ids),
-                                                dict(name="B_0000.npy", data=good_npy)]),
-              match="truncated")
-    yield put("ids_2d.npz", raw_zip([dict(name="task_ids.npy",
-                                          data=npy_bytes(np.array([["a"]]))),
-                                     dict(name="B_0000.npy", data=good_npy)]),
-              match="task_ids")
-    yield put("long_index.npz", raw_zip([dict(name="task_ids.npy", data=ids),
-                                         dict(name="B_0000.npy", data=good_npy),
-                                         dict(name="y_" + "9" * 5000 + ".npy", data=good_npy)]),
-              match="refers to problem")
-    yield put("index_clash.npz", raw_zip([dict(name="task_ids.npy", data=ids),
-                                          dict(name="B_0000.npy", data=good_npy),
-                                          dict(name="B_00000.npy", data=good_npy)]),
-              match="both give")
+    yield put(
+        "ids_declared_huge.npz",
+        raw_zip([dict(name="task_ids.npy", data=many_ids), dict(name="B_0000.npy", data=good_npy)]),
+        match="truncated",
+    )
+    yield put(
+        "ids_2d.npz",
+        raw_zip(
+            [
+                dict(name="task_ids.npy", data=npy_bytes(np.array([["a"]]))),
+                dict(name="B_0000.npy", data=good_npy),
+            ]
+        ),
+        match="task_ids",
+    )
+    yield put(
+        "long_index.npz",
+        raw_zip(
+            [
+                dict(name="task_ids.npy", data=ids),
+                dict(name="B_0000.npy", data=good_npy),
+                dict(name="y_" + "9" * 5000 + ".npy", data=good_npy),
+            ]
+        ),
+        match="refers to problem",
+    )
+    yield put(
+        "index_clash.npz",
+        raw_zip(
+            [
+                dict(name="task_ids.npy", data=ids),
+                dict(name="B_0000.npy", data=good_npy),
+                dict(name="B_00000.npy", data=good_npy),
+            ]
+        ),
+        match="both give",
+    )
     yield put("empty_zip.npz", raw_zip([]), match="task_ids")
     yield put("garbage.npz", b"PK\x03\x04" + bytes(200))
     yield put("npy_as.npz", good_npy, may_load=True)  # load_pass_matrix accepts it
-    yield put("nan_member.npz", raw_zip([dict(name="task_ids.npy", data=ids),
-                                         dict(name="B_0000.npy", data=npy_bytes(
-                                             np.array([[np.nan, 1.0]])))]), match="0 and 1")
-    yield put("float_extra.npz", raw_zip([dict(name="task_ids.npy", data=ids),
-                                          dict(name="B_0000.npy", data=good_npy),
-                                          dict(name="cand_uid_0000.npy", data=npy_bytes(
-                                              np.array([1e300, 2.0])))]), match="integers")
+    yield put(
+        "nan_member.npz",
+        raw_zip(
+            [
+                dict(name="task_ids.npy", data=ids),
+                dict(name="B_0000.npy", data=npy_bytes(np.array([[np.nan, 1.0]]))),
+            ]
+        ),
+        match="0 and 1",
+    )
+    yield put(
+        "float_extra.npz",
+        raw_zip(
+            [
+                dict(name="task_ids.npy", data=ids),
+                dict(name="B_0000.npy", data=good_npy),
+                dict(name="cand_uid_0000.npy", data=npy_bytes(np.array([1e300, 2.0]))),
+            ]
+        ),
+        match="integers",
+    )
 
     # --- JSONL: declared sizes, deep nesting, wrong types, broken text ---
     def line(**obj) -> str:
         return json.dumps({"task_id": "a", **obj}) + "\n"
 
-    yield put("big_m.jsonl", '{"task_id":"a","passed":[[0],[1]],"m":200000000,"labels":[1,0]}\n',
-              match="ACES_FAST_MAX_CELLS")
+    yield put(
+        "big_m.jsonl",
+        '{"task_id":"a","passed":[[0],[1]],"m":200000000,"labels":[1,0]}\n',
+        match="ACES_FAST_MAX_CELLS",
+    )
     yield put("huge_m.jsonl", line(passed=[[0]], m=10**30), match="cells")
-    yield put("deep_B.jsonl", '{"task_id":"a","B":' + "[" * 100000 + "]" * 100000 + "}\n",
-              match="nested too deeply")
-    yield put("deep_extra.jsonl", '{"task_id":"a","B":[[1]],"zz":' + "[" * 50000
-              + "]" * 50000 + "}\n", match="nested too deeply")
+    yield put(
+        "deep_B.jsonl",
+        '{"task_id":"a","B":' + "[" * 100000 + "]" * 100000 + "}\n",
+        match="nested too deeply",
+    )
+    yield put(
+        "deep_extra.jsonl",
+        '{"task_id":"a","B":[[1]],"zz":' + "[" * 50000 + "]" * 50000 + "}\n",
+        match="nested too deeply",
+    )
     yield put("deep_t_ok.jsonl", line(B=[[1]], t_ok=json.loads("[" * 500 + "1" + "]" * 500)))
-    yield put("deep_obj.jsonl", '{"task_id":"a","B":[[1]],"zz":' + '{"a":' * 50000 + "1"
-              + "}" * 50000 + "}\n", match="nested too deeply")
+    yield put(
+        "deep_obj.jsonl",
+        '{"task_id":"a","B":[[1]],"zz":' + '{"a":' * 50000 + "1" + "}" * 50000 + "}\n",
+        match="nested too deeply",
+    )
     yield put("big_int.jsonl", '{"task_id":"a","B":[[' + "1" * 5000 + "]]}\n")
     yield put("nan.jsonl", '{"task_id":"a","B":[[NaN, 1]]}\n', match="row 0 entry 0 is nan")
     yield put("two.jsonl", line(B=[[2, 1]]), match="only 0 and 1")
@@ -380,11 +545,16 @@ def crafted(root: Path, marker: Path) -> Iterator[Entry]:
     yield put("not_object.jsonl", "[1, 2]\n", match="JSON object")
     yield put("bad_utf8.jsonl", b'{"task_id": "\xff\xfe", "B": [[1]]}\n', match="UTF-8")
     yield put("nul.jsonl", b"\x00" * 100, match="JSON")
-    yield put("crlf.jsonl", line(B=[[1, 0]]).replace("\n", "\r\n") + line(B=[[1]]).replace(
-        '"a"', '"b"').replace("\n", "\r\n"), may_load=True)
+    yield put(
+        "crlf.jsonl",
+        line(B=[[1, 0]]).replace("\n", "\r\n")
+        + line(B=[[1]]).replace('"a"', '"b"').replace("\n", "\r\n"),
+        may_load=True,
+    )
     yield put("binary.jsonl", bytes(range(256)) * 4)
-    gz = gzip.compress(b"".join(line(B=[[1, 0], [0, 1]]).replace('"a"', f'"t{i}"').encode()
-                                for i in range(50)))
+    gz = gzip.compress(
+        b"".join(line(B=[[1, 0], [0, 1]]).replace('"a"', f'"t{i}"').encode() for i in range(50))
+    )
     bad = bytearray(gz)
     bad[len(bad) // 2] ^= 0xFF
     yield put("flipped.jsonl.gz", bytes(bad))
@@ -393,12 +563,20 @@ def crafted(root: Path, marker: Path) -> Iterator[Entry]:
     yield put("gz_binary.jsonl.gz", gzip.compress(bytes(range(256)) * 8))
     # gzip bombs refused under a lowered byte limit (keyword / environment variable):
     # blank lines (skipped one by one) and one endless line
-    yield put("blank_bomb.jsonl.gz", gzip.compress(b"\n" * (8 << 20), 9),
-              match="ACES_FAST_MAX_BYTES", kwargs=dict(max_bytes=1 << 20),
-              env=dict(ACES_FAST_MAX_BYTES=str(1 << 20)))
-    yield put("line_bomb.jsonl.gz", gzip.compress(b"[" * (64 << 20), 9),
-              match="ACES_FAST_MAX_BYTES", kwargs=dict(max_bytes=16 << 20),
-              env=dict(ACES_FAST_MAX_BYTES=str(16 << 20)))
+    yield put(
+        "blank_bomb.jsonl.gz",
+        gzip.compress(b"\n" * (8 << 20), 9),
+        match="ACES_FAST_MAX_BYTES",
+        kwargs=dict(max_bytes=1 << 20),
+        env=dict(ACES_FAST_MAX_BYTES=str(1 << 20)),
+    )
+    yield put(
+        "line_bomb.jsonl.gz",
+        gzip.compress(b"[" * (64 << 20), 9),
+        match="ACES_FAST_MAX_BYTES",
+        kwargs=dict(max_bytes=16 << 20),
+        env=dict(ACES_FAST_MAX_BYTES=str(16 << 20)),
+    )
 
     # --- CSV ---
     yield put("header.csv", "a,b\n1,0\n", match="header")
@@ -409,8 +587,13 @@ def crafted(root: Path, marker: Path) -> Iterator[Entry]:
     yield put("bad_utf8.csv", b"1,\xff\n", match="UTF-8")
     yield put("nul.csv", b"1,0\x00\n")
     yield put("huge_field.csv", "1" * 200000 + "\n", match="CSV")
-    yield put("cells_limit.csv", ("0," * 999 + "0\n") * 3, match="ACES_FAST_MAX_CELLS",
-              kwargs=dict(max_cells=2000), env=dict(ACES_FAST_MAX_CELLS="2000"))
+    yield put(
+        "cells_limit.csv",
+        ("0," * 999 + "0\n") * 3,
+        match="ACES_FAST_MAX_CELLS",
+        kwargs=dict(max_cells=2000),
+        env=dict(ACES_FAST_MAX_CELLS="2000"),
+    )
     yield put("quote.csv", '"1,0\n0,1\n')
 
     # --- not regular files: would block (FIFO), never end (device), or be a folder ---
@@ -429,7 +612,7 @@ def crafted(root: Path, marker: Path) -> Iterator[Entry]:
 class Corpus:
     root: Path
     marker: Path
-    entries: Dict[str, Entry]
+    entries: dict[str, Entry]
     sock_dir: Path
 
 
@@ -462,7 +645,7 @@ def corpus(tmp_path_factory) -> Iterator[Corpus]:
 # running the loaders
 
 
-def loaders_for(entry: Entry) -> List[Callable[[], object]]:
+def loaders_for(entry: Entry) -> list[Callable[[], object]]:
     p, kw = entry.path, entry.kwargs
     out = [lambda: load_pass_matrix(p, **kw), lambda: load_dataset(p, **kw)]
     if entry.name.endswith(".npz"):
@@ -506,6 +689,7 @@ class Hang(Exception):
 def _alarm(seconds: int) -> Iterator[None]:
     """Raise Hang in this (main) thread after ``seconds``: a blocking open() or
     read() is interrupted by the signal, so a hang fails the test instead."""
+
     def on_alarm(signum, frame):
         raise Hang(f"no answer within {seconds} s")
 
@@ -518,7 +702,7 @@ def _alarm(seconds: int) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-def check_loaders(entry: Entry) -> List[str]:
+def check_loaders(entry: Entry) -> list[str]:
     """Problems found running every applicable loader on ``entry`` (empty: fine).
 
     Each loader must raise ValueError/TypeError naming the file in one line, or
@@ -540,7 +724,7 @@ def check_loaders(entry: Entry) -> List[str]:
                 if "\n" in msg:
                     problems.append(f"{entry.name}: multi-line message: {msg!r}")
                 continue
-            except BaseException as exc:  # noqa: BLE001 -- that is what is tested
+            except BaseException as exc:
                 problems.append(f"{entry.name}: {type(exc).__name__}: {exc}"[:500])
                 continue
         if not entry.may_load:
@@ -551,20 +735,71 @@ def check_loaders(entry: Entry) -> List[str]:
 
 
 QUICK_LOADER_CASES = [
-    "ds.npz", "m.csv", "tb_shape.npy", "huge_shape.npy", "lying_shape.npy", "negative_dim.npy",
-    "long_header.npy", "version3.npy", "bogus_descr.npy", "deep_header.npy", "pickle.npy",
-    "raw_pickle.npy", "nan.npy", "structured.npy", "huge_itemsize.npy", "python2_header.npy",
-    "corrupt_member.npz", "bad_crc.npz", "bad_deflate.npz", "encrypted.npz", "bzip2.npz",
-    "duplicate.npz", "member_pickle.npz", "ids_pickle.npz", "bomb.npz", "bomb_raised.npz",
-    "bomb_lying.npz", "declared_4gb.npz", "tb_member.npz", "ids_declared_huge.npz",
-    "long_index.npz", "index_clash.npz", "garbage.npz", "float_extra.npz", "big_m.jsonl",
-    "huge_m.jsonl", "deep_B.jsonl", "deep_extra.jsonl", "deep_t_ok.jsonl", "deep_obj.jsonl",
-    "big_int.jsonl", "nan.jsonl", "ragged_t_ok.jsonl", "huge_uid.jsonl", "huge_count.jsonl",
-    "bad_utf8.jsonl", "crlf.jsonl", "flipped.jsonl.gz", "bad_magic.jsonl.gz",
-    "trailing_garbage.jsonl.gz", "gz_binary.jsonl.gz", "blank_bomb.jsonl.gz",
-    "line_bomb.jsonl.gz", "header.csv", "nul.csv", "huge_field.csv", "cells_limit.csv",
-    "fifo.npy", "fifo.jsonl.gz", "folder.npz", "null.jsonl", "socket.csv",
-    "trunc_ds_9.npz", "trunc_ds_1.jsonl.gz", "trunc_m_12.npy",
+    "ds.npz",
+    "m.csv",
+    "tb_shape.npy",
+    "huge_shape.npy",
+    "lying_shape.npy",
+    "negative_dim.npy",
+    "long_header.npy",
+    "version3.npy",
+    "bogus_descr.npy",
+    "deep_header.npy",
+    "pickle.npy",
+    "raw_pickle.npy",
+    "nan.npy",
+    "structured.npy",
+    "huge_itemsize.npy",
+    "python2_header.npy",
+    "corrupt_member.npz",
+    "bad_crc.npz",
+    "bad_deflate.npz",
+    "encrypted.npz",
+    "bzip2.npz",
+    "duplicate.npz",
+    "member_pickle.npz",
+    "ids_pickle.npz",
+    "bomb.npz",
+    "bomb_raised.npz",
+    "bomb_lying.npz",
+    "declared_4gb.npz",
+    "tb_member.npz",
+    "ids_declared_huge.npz",
+    "long_index.npz",
+    "index_clash.npz",
+    "garbage.npz",
+    "float_extra.npz",
+    "big_m.jsonl",
+    "huge_m.jsonl",
+    "deep_B.jsonl",
+    "deep_extra.jsonl",
+    "deep_t_ok.jsonl",
+    "deep_obj.jsonl",
+    "big_int.jsonl",
+    "nan.jsonl",
+    "ragged_t_ok.jsonl",
+    "huge_uid.jsonl",
+    "huge_count.jsonl",
+    "bad_utf8.jsonl",
+    "crlf.jsonl",
+    "flipped.jsonl.gz",
+    "bad_magic.jsonl.gz",
+    "trailing_garbage.jsonl.gz",
+    "gz_binary.jsonl.gz",
+    "blank_bomb.jsonl.gz",
+    "line_bomb.jsonl.gz",
+    "header.csv",
+    "nul.csv",
+    "huge_field.csv",
+    "cells_limit.csv",
+    "fifo.npy",
+    "fifo.jsonl.gz",
+    "folder.npz",
+    "null.jsonl",
+    "socket.csv",
+    "trunc_ds_9.npz",
+    "trunc_ds_1.jsonl.gz",
+    "trunc_m_12.npy",
 ]
 
 
@@ -579,8 +814,12 @@ def test_loaders_refuse_cleanly(corpus, name):
 
 
 def test_rest_of_the_corpus_through_the_loaders(corpus):
-    problems = [p for name, e in corpus.entries.items() if name not in QUICK_LOADER_CASES
-                for p in check_loaders(e)]
+    problems = [
+        p
+        for name, e in corpus.entries.items()
+        if name not in QUICK_LOADER_CASES
+        for p in check_loaders(e)
+    ]
     assert problems == []
     assert not corpus.marker.exists()
 
@@ -593,10 +832,18 @@ def test_valid_seeds_load_as_written(corpus):
         for p, q in zip(ds, back):
             np.testing.assert_array_equal(p.B, q.B)
             np.testing.assert_array_equal(p.labels, q.labels)
-    for name in ("m.npy", "m_keyed.npz", "m.csv", "npy_as.npz", "fortran.npy",
-                 "big_endian.npy", "python2_header.npy"):
-        np.testing.assert_array_equal(load_pass_matrix(corpus.entries[name].path).B, MATRIX,
-                                      err_msg=name)
+    for name in (
+        "m.npy",
+        "m_keyed.npz",
+        "m.csv",
+        "npy_as.npz",
+        "fortran.npy",
+        "big_endian.npy",
+        "python2_header.npy",
+    ):
+        np.testing.assert_array_equal(
+            load_pass_matrix(corpus.entries[name].path).B, MATRIX, err_msg=name
+        )
 
 
 # ---------------------------------------------------------------------------
@@ -606,27 +853,36 @@ def test_valid_seeds_load_as_written(corpus):
 # would run between fork and exec, which is unsafe while this process has threads).
 # The cap is on top of the address space the interpreter already holds: under
 # AddressSanitizer (tools/sanitize.sh) that includes terabytes of reserved shadow.
-_CHILD = ("import os, resource, runpy, sys; "
-          "vm = int(open('/proc/self/statm').read().split()[0]) * os.sysconf('SC_PAGE_SIZE'); "
-          "resource.setrlimit(resource.RLIMIT_AS, (vm + {cap}, vm + {cap})); "
-          "sys.argv = ['aces-fast'] + sys.argv[1:]; "
-          "runpy.run_module('aces_fast', run_name='__main__', alter_sys=True)")
+_CHILD = (
+    "import os, resource, runpy, sys; "
+    "vm = int(open('/proc/self/statm').read().split()[0]) * os.sysconf('SC_PAGE_SIZE'); "
+    "resource.setrlimit(resource.RLIMIT_AS, (vm + {cap}, vm + {cap})); "
+    "sys.argv = ['aces-fast'] + sys.argv[1:]; "
+    "runpy.run_module('aces_fast', run_name='__main__', alter_sys=True)"
+)
 
 
-def run_cli(args: List[str], env: Optional[Dict[str, str]] = None,
-            timeout: float = 120) -> subprocess.CompletedProcess:
+def run_cli(
+    args: list[str], env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess:
     full = dict(os.environ)
     for key in ("ACES_FAST_MAX_CELLS", "ACES_FAST_MAX_BYTES", "ACES_FAST_TRACEBACK"):
         full.pop(key, None)
     full.update(env or {})
     full["OMP_NUM_THREADS"] = "1"
     code = _CHILD.format(cap=CHILD_ADDRESS_SPACE)
-    return subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, env=full,
-                          capture_output=True, text=True, timeout=timeout,
-                          stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        cwd=ROOT,
+        env=full,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
 
 
-def check_cli(entry: Entry, command: str) -> List[str]:
+def check_cli(entry: Entry, command: str) -> list[str]:
     try:
         proc = run_cli([command, str(entry.path)], entry.env)
     except subprocess.TimeoutExpired:
@@ -652,13 +908,28 @@ def check_cli(entry: Entry, command: str) -> List[str]:
 
 
 QUICK_CLI_RUNS = [
-    "rerank tb_shape.npy", "rerank lying_shape.npy", "rerank pickle.npy",
-    "rerank raw_pickle.npy", "rerank deep_header.npy", "evaluate corrupt_member.npz",
-    "evaluate bad_deflate.npz", "evaluate ids_pickle.npz", "evaluate bomb.npz",
-    "rerank bomb_raised.npz", "rerank bomb_lying.npz", "rerank tb_member.npz",
-    "evaluate big_m.jsonl", "rerank big_m.jsonl", "evaluate deep_B.jsonl",
-    "rerank flipped.jsonl.gz", "evaluate trunc_ds_1.jsonl.gz", "evaluate line_bomb.jsonl.gz",
-    "rerank trunc_ds_9.npz", "rerank huge_field.csv", "rerank fifo.npy", "evaluate fifo.jsonl",
+    "rerank tb_shape.npy",
+    "rerank lying_shape.npy",
+    "rerank pickle.npy",
+    "rerank raw_pickle.npy",
+    "rerank deep_header.npy",
+    "evaluate corrupt_member.npz",
+    "evaluate bad_deflate.npz",
+    "evaluate ids_pickle.npz",
+    "evaluate bomb.npz",
+    "rerank bomb_raised.npz",
+    "rerank bomb_lying.npz",
+    "rerank tb_member.npz",
+    "evaluate big_m.jsonl",
+    "rerank big_m.jsonl",
+    "evaluate deep_B.jsonl",
+    "rerank flipped.jsonl.gz",
+    "evaluate trunc_ds_1.jsonl.gz",
+    "evaluate line_bomb.jsonl.gz",
+    "rerank trunc_ds_9.npz",
+    "rerank huge_field.csv",
+    "rerank fifo.npy",
+    "evaluate fifo.jsonl",
 ]
 QUICK_CLI_CASES = [run.split()[1] for run in QUICK_CLI_RUNS]
 
@@ -689,7 +960,8 @@ def test_every_truncation_and_mutation_through_the_loaders(tmp_path):
     rng = random.Random(12)
     problems = []
     for entry in list(truncations(tmp_path, seeds, every=True)) + list(
-            mutations(tmp_path, seeds, 400, rng)):
+        mutations(tmp_path, seeds, 400, rng)
+    ):
         problems += check_loaders(entry)
         entry.path.unlink()
     assert problems == []

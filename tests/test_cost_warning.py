@@ -27,8 +27,7 @@ def _raises_cost_warning(call):
 
 
 def test_warns_before_the_exact_fit_over_thousands_of_rows(backend):
-    message = _raises_cost_warning(
-        lambda: af.aces_o(BIG, top_k=None, steps=400, backend=backend))
+    message = _raises_cost_warning(lambda: af.aces_o(BIG, top_k=None, steps=400, backend=backend))
     # the estimate: (steps + 1) sum_j |P_j||F_j|, about 401 * 300 * 2000 * 2000
     colsum = BIG.sum(axis=0).astype(np.int64)
     expected = 401 * int((colsum * (4000 - colsum)).sum())
@@ -38,26 +37,28 @@ def test_warns_before_the_exact_fit_over_thousands_of_rows(backend):
 
 
 def test_warns_in_rerank_and_rerank_batch(backend):
-    for call in (lambda: af.rerank(BIG, "aces-o", top_k=None, steps=400, backend=backend),
-                 lambda: af.rerank(BIG, "aces-o-warm", top_k=None, steps=400, backend=backend),
-                 lambda: af.rerank_batch([BIG[:10], BIG], "aces-o", top_k=None, steps=400,
-                                         backend=backend)):
+    for call in (
+        lambda: af.rerank(BIG, "aces-o", top_k=None, steps=400, backend=backend),
+        lambda: af.rerank(BIG, "aces-o-warm", top_k=None, steps=400, backend=backend),
+        lambda: af.rerank_batch([BIG[:10], BIG], "aces-o", top_k=None, steps=400, backend=backend),
+    ):
         message = _raises_cost_warning(call)
         assert "bins=" in message, message
     # many tasks each below the threshold but together far beyond it
     message = _raises_cost_warning(
-        lambda: af.rerank_batch([BIG[:2000]] * 8, "aces-o", top_k=None, steps=400,
-                                backend=backend))
+        lambda: af.rerank_batch([BIG[:2000]] * 8, "aces-o", top_k=None, steps=400, backend=backend)
+    )
     assert "summed over 8 tasks" in message, message
 
 
 def test_the_warning_points_at_the_callers_line_and_comes_once(monkeypatch):
     monkeypatch.setattr(_cost, "WARN_SECONDS", 1e-12)  # a cheap call that warns
     small = np.ascontiguousarray(BIG[:30, :8])
-    for call in (lambda: af.aces_o(small, top_k=None, steps=3, backend="numpy"),
-                 lambda: af.rerank(small, "aces-o", top_k=None, steps=3, backend="numpy"),
-                 lambda: af.rerank_batch([small, small], "aces-o", top_k=None, steps=3,
-                                         backend="numpy")):
+    for call in (
+        lambda: af.aces_o(small, top_k=None, steps=3, backend="numpy"),
+        lambda: af.rerank(small, "aces-o", top_k=None, steps=3, backend="numpy"),
+        lambda: af.rerank_batch([small, small], "aces-o", top_k=None, steps=3, backend="numpy"),
+    ):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             call()
@@ -77,18 +78,24 @@ def test_no_warning_for_the_defaults_and_the_cheap_alternatives(backend):
             af.rerank(BIG, method, backend=backend)
         if backend == "cpp":
             # the binned fit's estimate is not quadratic: never warned about
-            assert _cost.aces_o_cost(BIG, {"bins": 2048, "top_k": None, "steps": 400},
-                                     True) is None
+            assert _cost.aces_o_cost(BIG, {"bins": 2048, "top_k": None, "steps": 400}, True) is None
 
 
 def test_the_shape_bound_decides_below_the_threshold_without_reading_b():
     class Shape:  # a shape and nothing else: reading data would fail
         shape = (100, 50)
 
-    assert _cost.aces_o_cost(Shape(), {"bins": None, "top_k": None, "steps": 90},
-                             False).work == 91 * 50 * 50 * 50
-    _cost.warn_if_costly(_cost.aces_o_cost, "aces-o", af.backends.get_backend("numpy"),
-                         [Shape()], {"bins": None, "top_k": None, "steps": 90})
+    assert (
+        _cost.aces_o_cost(Shape(), {"bins": None, "top_k": None, "steps": 90}, False).work
+        == 91 * 50 * 50 * 50
+    )
+    _cost.warn_if_costly(
+        _cost.aces_o_cost,
+        "aces-o",
+        af.backends.get_backend("numpy"),
+        [Shape()],
+        {"bins": None, "top_k": None, "steps": 90},
+    )
 
 
 def test_exact_estimate_uses_column_counts():

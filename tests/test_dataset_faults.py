@@ -26,13 +26,14 @@ import pytest
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 
-from aces_fast._commit import OutputBusyError, ResultsDir  # noqa: E402
-from aces_fast.cli import main  # noqa: E402
-from aces_fast.datasets import Problem  # noqa: E402
-from aces_fast.parquet import InvalidRowError, pack_rows, save_parquet, schema  # noqa: E402
-from aces_fast.stream import default_errors_path, rerank_dataset  # noqa: E402
-from benchmarks.harness.stream_scale import write_synthetic  # noqa: E402
-from helpers import stop_after  # noqa: E402
+from benchmarks.harness.stream_scale import write_synthetic
+
+from aces_fast._commit import OutputBusyError, ResultsDir
+from aces_fast.cli import main
+from aces_fast.datasets import Problem
+from aces_fast.parquet import InvalidRowError, pack_rows, save_parquet, schema
+from aces_fast.stream import default_errors_path, rerank_dataset
+from helpers import stop_after
 
 _RUN = """
 import sys
@@ -43,8 +44,14 @@ sys.exit(main(sys.argv[1:]))
 
 def _problems(count, n=8, m=12, seed=0, prefix="t"):
     rng = np.random.default_rng(seed)
-    return [Problem(f"{prefix}{i}", (rng.random((n, m)) < 0.5).astype(np.uint8),
-                    (rng.random(n) < 0.4).astype(np.uint8)) for i in range(count)]
+    return [
+        Problem(
+            f"{prefix}{i}",
+            (rng.random((n, m)) < 0.5).astype(np.uint8),
+            (rng.random(n) < 0.4).astype(np.uint8),
+        )
+        for i in range(count)
+    ]
 
 
 def _dataset(tmp_path, count=600, row_group_size=100, name="in.parquet", **kw):
@@ -88,8 +95,12 @@ def assert_valid_errors_file(path, rows):
 
 
 def _start(args):
-    return subprocess.Popen([sys.executable, "-c", _RUN, *map(str, args)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", _RUN, *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _wait_for(cond, proc, timeout=120):
@@ -108,8 +119,10 @@ def _parts(out):
 
 
 def _snapshot(root):
-    return sorted((str(p.relative_to(root)), p.stat().st_size, p.stat().st_mtime_ns)
-                  for p in Path(root).rglob("*"))
+    return sorted(
+        (str(p.relative_to(root)), p.stat().st_size, p.stat().st_mtime_ns)
+        for p in Path(root).rglob("*")
+    )
 
 
 # -- one writer at a time ------------------------------------------------------------
@@ -126,8 +139,11 @@ def test_a_second_writer_fails_at_once_and_touches_nothing(tmp_path):
         before = _snapshot(tmp_path)
         tick = time.monotonic()
         for kw in ({}, {"resume": True}, {"restart": True}):
-            with pytest.raises(OutputBusyError, match=rf"another run \(pid {os.getpid()}\) is "
-                                                      "writing there"):
+            with pytest.raises(
+                OutputBusyError,
+                match=rf"another run \(pid {os.getpid()}\) is "
+                "writing there",
+            ):
                 rerank_dataset(path, out, "aces-c", **kw)
         assert time.monotonic() - tick < 5
         assert _snapshot(tmp_path) == before
@@ -187,8 +203,21 @@ def test_two_concurrent_runs_one_output(tmp_path):
     path = tmp_path / "in.parquet"
     write_synthetic(path, 1500, 30, 40, seed=2, row_group_size=250)
     out = tmp_path / "o.parquet"
-    args = ["rerank-dataset", path, "-o", out, "--method", "aces-o", "--aces-o-steps", "20",
-            "--batch-size", "100", "--threads", "1", "-q"]
+    args = [
+        "rerank-dataset",
+        path,
+        "-o",
+        out,
+        "--method",
+        "aces-o",
+        "--aces-o-steps",
+        "20",
+        "--batch-size",
+        "100",
+        "--threads",
+        "1",
+        "-q",
+    ]
     procs = [_start(args), _start(args)]
     results = [p.communicate(timeout=300) for p in procs]
     codes = sorted(p.returncode for p in procs)
@@ -365,8 +394,11 @@ def test_duplicate_task_ids_in_the_input(tmp_path):
     path = tmp_path / "dup.parquet"
     save_parquet(probs, path, row_group_size=8)
     out = tmp_path / "o.parquet"
-    with pytest.raises(InvalidRowError, match=r"row 12 \(task_id 't3'\): duplicate task_id: it "
-                                              "already names row 3"):
+    with pytest.raises(
+        InvalidRowError,
+        match=r"row 12 \(task_id 't3'\): duplicate task_id: it "
+        "already names row 3",
+    ):
         rerank_dataset(path, out, batch_size=5)
     assert not out.exists()  # refused before anything was written
     s = rerank_dataset(path, out, batch_size=5, skip_invalid=True)
@@ -398,8 +430,11 @@ def test_flipped_bytes_that_still_decode_are_detected(tmp_path):
     assert unchecked.column("task_id")[50].as_py() == "t250"  # decodes, silently changed
     assert unchecked.column("B")[50].as_py() != pack_rows(probs[250].B)
     out = tmp_path / "o.parquet"
-    with pytest.raises(ValueError, match=r"in.parquet: row group 2 \(rows 200 to 299, task_ids "
-                                         r"'t200' to 't299'\) is damaged: .*--skip-invalid"):
+    with pytest.raises(
+        ValueError,
+        match=r"in.parquet: row group 2 \(rows 200 to 299, task_ids "
+        r"'t200' to 't299'\) is damaged: .*--skip-invalid",
+    ):
         rerank_dataset(path, out, batch_size=64)
     from aces_fast.datasets import load_dataset
 
@@ -410,8 +445,10 @@ def test_flipped_bytes_that_still_decode_are_detected(tmp_path):
     recs = assert_valid_errors_file(s.errors_path, range(200, 300))
     assert recs[0]["task_id"] == "t200" and "row group 2" in recs[0]["reason"]
     assert _plain(pq.read_table(out)).equals(
-        clean.filter(pa.array([not 200 <= int(t[1:]) < 300
-                               for t in clean.column("task_id").to_pylist()])))
+        clean.filter(
+            pa.array([not 200 <= int(t[1:]) < 300 for t in clean.column("task_id").to_pylist()])
+        )
+    )
 
 
 def test_flipped_bytes_that_do_not_decode_name_the_row_group(tmp_path, capsys):
@@ -419,21 +456,24 @@ def test_flipped_bytes_that_do_not_decode_name_the_row_group(tmp_path, capsys):
     breaks decoding; the error names the file, row group, rows and ids."""
     probs = _problems(400, n=10, m=64)
     path = tmp_path / "in.parquet"
-    table = pa.Table.from_pylist([{"task_id": p.task_id, "n": p.n, "m": p.m,
-                                   "B": pack_rows(p.B)} for p in probs])
+    table = pa.Table.from_pylist(
+        [{"task_id": p.task_id, "n": p.n, "m": p.m, "B": pack_rows(p.B)} for p in probs]
+    )
     pq.write_table(table, path, row_group_size=100, compression="zstd")
     md = pq.ParquetFile(path).metadata
     col = md.row_group(1).column(3)  # B of row group 1
     data = bytearray(path.read_bytes())
     start = col.data_page_offset  # the page header: the page cannot be decoded
-    data[start: start + 12] = b"\xff" * 12
+    data[start : start + 12] = b"\xff" * 12
     path.write_bytes(bytes(data))
     out = tmp_path / "o.parquet"
     assert main(["rerank-dataset", str(path), "-o", str(out), "--batch-size", "64"]) == 1
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
-    assert f"aces-fast: error: {path}: row group 1 (rows 100 to 199, task_ids 't100' to " \
-           "'t199') is damaged: " in err
+    assert (
+        f"aces-fast: error: {path}: row group 1 (rows 100 to 199, task_ids 't100' to "
+        "'t199') is damaged: " in err
+    )
     s = rerank_dataset(path, out, batch_size=64, skip_invalid=True, resume=True)
     assert s.invalid == 100 and s.resumed == 64  # the batch committed before the failure
     assert_valid_errors_file(s.errors_path, range(100, 200))
@@ -449,14 +489,21 @@ def _small_disk(root: Path, size_kb: int):
     """A tmpfs of ``size_kb`` at ``root`` when this process may mount (root), else
     ``None`` (the caller injects ENOSPC instead)."""
     root.mkdir()
-    if os.geteuid() != 0 or shutil.which("mount") is None or subprocess.run(
+    if (
+        os.geteuid() != 0
+        or shutil.which("mount") is None
+        or subprocess.run(
             ["mount", "-t", "tmpfs", "-o", f"size={size_kb}k", "tmpfs", str(root)],
-            capture_output=True).returncode != 0:
+            capture_output=True,
+        ).returncode
+        != 0
+    ):
         yield None
         return
     try:
-        yield lambda kb: subprocess.run(["mount", "-o", f"remount,size={kb}k", str(root)],
-                                        check=True)
+        yield lambda kb: subprocess.run(
+            ["mount", "-o", f"remount,size={kb}k", str(root)], check=True
+        )
     finally:
         subprocess.run(["umount", "-l", str(root)], check=False)
 
@@ -467,11 +514,19 @@ def _bad_rows_dataset(tmp_path, count=600, every=7):
     sch = pa.schema([f.with_nullable(True) for f in sch], metadata=sch.metadata)
     rows = []
     for i, p in enumerate(probs):
-        rows.append({"task_id": p.task_id, "n": -1 if i % every == 3 else p.n, "m": p.m,
-                     "B": pack_rows(p.B), "labels": p.labels.tolist()})
+        rows.append(
+            {
+                "task_id": p.task_id,
+                "n": -1 if i % every == 3 else p.n,
+                "m": p.m,
+                "B": pack_rows(p.B),
+                "labels": p.labels.tolist(),
+            }
+        )
     path = tmp_path / "bad.parquet"
-    pq.write_table(pa.Table.from_pylist(rows, schema=sch), path, row_group_size=100,
-                   write_page_checksum=True)
+    pq.write_table(
+        pa.Table.from_pylist(rows, schema=sch), path, row_group_size=100, write_page_checksum=True
+    )
     return path, [i for i in range(count) if i % every == 3]
 
 
@@ -483,8 +538,16 @@ def test_a_full_disk_names_the_path_and_resumes(tmp_path, monkeypatch, capsys):
     with _small_disk(tmp_path / "disk", 256) as grow:
         out = tmp_path / "disk" / "o.parquet"
         errs = tmp_path / "disk" / "o.errors.jsonl"
-        args = ["rerank-dataset", str(path), "-o", str(out), "--batch-size", "50",
-                "--skip-invalid", "-q"]
+        args = [
+            "rerank-dataset",
+            str(path),
+            "-o",
+            str(out),
+            "--batch-size",
+            "50",
+            "--skip-invalid",
+            "-q",
+        ]
         if grow is None:  # not root: the disk fills after the third commit
             real = ResultsDir.commit
             count = [0]
@@ -505,7 +568,7 @@ def test_a_full_disk_names_the_path_and_resumes(tmp_path, monkeypatch, capsys):
             monkeypatch.undo()
         else:
             grow(20000)
-        assert main(args + ["--resume"]) == 0
+        assert main([*args, "--resume"]) == 0
         assert_exactly_once(out, clean, [f"t{i}" for i in range(600) if i not in bad])
         assert_valid_errors_file(errs, bad)
 
@@ -532,14 +595,23 @@ sys.exit(main(sys.argv[2:]))
 def test_a_kill_while_writing_the_errors_file(tmp_path):
     path, bad = _bad_rows_dataset(tmp_path)
     out = tmp_path / "o.parquet"
-    args = ["rerank-dataset", str(path), "-o", str(out), "--batch-size", "50", "--skip-invalid",
-            "-q"]
-    proc = subprocess.run([sys.executable, "-c", _KILL_IN_ERRORS, "4", *args],
-                          capture_output=True, text=True)
+    args = [
+        "rerank-dataset",
+        str(path),
+        "-o",
+        str(out),
+        "--batch-size",
+        "50",
+        "--skip-invalid",
+        "-q",
+    ]
+    proc = subprocess.run(
+        [sys.executable, "-c", _KILL_IN_ERRORS, "4", *args], capture_output=True, text=True
+    )
     assert proc.returncode == 137, proc.stderr
     errs = default_errors_path(out)
     assert not errs.read_bytes().endswith(b"\n")  # the kill cut a line
-    assert main(args + ["--resume"]) == 0
+    assert main([*args, "--resume"]) == 0
     recs = assert_valid_errors_file(errs, bad)
     assert all(r["reason"] == "n is -1; need n >= 1 candidates" for r in recs)
     clean_dir = tmp_path / "clean"
@@ -607,8 +679,19 @@ def slow_clean(slow_input, tmp_path_factory):
 
 
 def _slow_args(path, out):
-    return ["rerank-dataset", path, "-o", out, "--method", "aces-o", "--batch-size", "250",
-            "--threads", "1", "-q"]
+    return [
+        "rerank-dataset",
+        path,
+        "-o",
+        out,
+        "--method",
+        "aces-o",
+        "--batch-size",
+        "250",
+        "--threads",
+        "1",
+        "-q",
+    ]
 
 
 def test_ctrl_c_during_the_first_batch(tmp_path, slow_input, slow_clean):
@@ -624,13 +707,16 @@ def test_ctrl_c_during_the_first_batch(tmp_path, slow_input, slow_clean):
         _, err = proc.communicate(timeout=30)
         assert time.monotonic() - tick < 1.0
         assert proc.returncode == 130
-        assert err.strip().splitlines()[-1].startswith(
-            f"aces-fast: interrupted; the results in {out} are complete up to the last")
+        assert (
+            err.strip()
+            .splitlines()[-1]
+            .startswith(f"aces-fast: interrupted; the results in {out} are complete up to the last")
+        )
         if _parts(out):  # a batch was committed after all: the lock is released
             assert not (out / "_aces_fast" / "lock").read_text()
         else:  # nothing committed: the folder the run made is gone again
             assert not out.exists()
-    proc = _start(_slow_args(slow_input, out) + ["--resume"])
+    proc = _start([*_slow_args(slow_input, out), "--resume"])
     assert proc.communicate(timeout=300)[0] == "" and proc.returncode == 0
     assert_exactly_once(out, slow_clean)
 
@@ -668,7 +754,7 @@ def _kill_chain(tmp_path, slow_input, slow_clean, kills, seed):
         proc.communicate(timeout=30)
         if proc.returncode == 0:
             break
-    proc = _start(_slow_args(slow_input, out) + ["--resume"])
+    proc = _start([*_slow_args(slow_input, out), "--resume"])
     _, err = proc.communicate(timeout=600)
     assert proc.returncode == 0, err
     assert_exactly_once(out, slow_clean)
@@ -687,39 +773,42 @@ def test_sigkill_chains(tmp_path, slow_input, slow_clean, seed):
 
 def test_ctrl_c_while_the_command_line_starts():
     """Before main() runs (the package's imports), a Ctrl-C is one line and exit 130."""
-    code = ("import os, signal, sys\n"
-            "sys.argv[0] = '/usr/bin/aces-fast'\n"
-            "import aces_fast.cli\n"
-            "os.kill(os.getpid(), signal.SIGINT)\n"
-            "import time; time.sleep(5)\n"
-            "print('not interrupted')\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=60)
+    code = (
+        "import os, signal, sys\n"
+        "sys.argv[0] = '/usr/bin/aces-fast'\n"
+        "import aces_fast.cli\n"
+        "os.kill(os.getpid(), signal.SIGINT)\n"
+        "import time; time.sleep(5)\n"
+        "print('not interrupted')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert (proc.returncode, proc.stdout, proc.stderr) == (130, "", "aces-fast: interrupted\n")
     # once main() runs, a Ctrl-C is Python's KeyboardInterrupt again (handled per command)
-    code = ("import signal, sys\n"
-            "sys.argv[0] = 'aces-fast'\n"
-            "from aces_fast.cli import main\n"
-            "assert signal.getsignal(signal.SIGINT) is not signal.default_int_handler\n"
-            "main(['config', '--json'])\n"
-            "assert signal.getsignal(signal.SIGINT) is signal.default_int_handler\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120)
+    code = (
+        "import signal, sys\n"
+        "sys.argv[0] = 'aces-fast'\n"
+        "from aces_fast.cli import main\n"
+        "assert signal.getsignal(signal.SIGINT) is not signal.default_int_handler\n"
+        "main(['config', '--json'])\n"
+        "assert signal.getsignal(signal.SIGINT) is signal.default_int_handler\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
 
 
 def test_dataset_commands_spare_the_lazy_pandas_import():
     """pyarrow's first conversion imports pandas inside a Cython function that
     swallows a Ctrl-C; the dataset commands make that look-up find no pandas."""
-    code = ("import sys\n"
-            "from aces_fast.cli import _arrow_without_pandas\n"
-            "_arrow_without_pandas()\n"
-            "import pyarrow as pa\n"
-            "pa.array([1, 2]); pa.scalar(3)\n"
-            "assert 'pandas' not in sys.modules\n"
-            "print(type(pa.table({'a': [1]}).to_pandas()).__name__)\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120)
+    code = (
+        "import sys\n"
+        "from aces_fast.cli import _arrow_without_pandas\n"
+        "_arrow_without_pandas()\n"
+        "import pyarrow as pa\n"
+        "pa.array([1, 2]); pa.scalar(3)\n"
+        "assert 'pandas' not in sys.modules\n"
+        "print(type(pa.table({'a': [1]}).to_pandas()).__name__)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     if importlib.util.find_spec("pandas") is not None:
         assert proc.stdout.strip() == "DataFrame"  # an explicit to_pandas() still works

@@ -9,26 +9,47 @@ import re
 import numpy as np
 import pytest
 
-from aces_fast.datasets import (BUNDLED, DEFAULT_DATASET, DEFAULT_MAX_BYTES, DEFAULT_MAX_CELLS,
-                                Dataset, Problem, bundled_path, check_size, load_dataset,
-                                load_jsonl, load_npz, load_pass_matrix, resolve_limits,
-                                save_jsonl, save_npz)
-
+from aces_fast.datasets import (
+    BUNDLED,
+    DEFAULT_DATASET,
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_CELLS,
+    Dataset,
+    Problem,
+    bundled_path,
+    check_size,
+    load_dataset,
+    load_jsonl,
+    load_npz,
+    load_pass_matrix,
+    resolve_limits,
+    save_jsonl,
+    save_npz,
+)
 from helpers import EXAMPLE, EXAMPLE_LABELS
 
 
 def _toy_dataset() -> Dataset:
     rng = np.random.default_rng(7)
     B1 = (rng.random((6, 9)) < 0.4).astype(np.uint8)
-    return Dataset("toy", [
-        Problem("spec", EXAMPLE, EXAMPLE_LABELS,
-                {"t_ok": np.array([1, 1, 0, 1, 0, 0, 1, 0, 0, 0], np.uint8),
-                 "test_count": np.arange(10, dtype=np.int32),
-                 "cand_uid": np.array([0, 1, 2, 3, 4, 5, 6, 6], np.int32)}),
-        Problem("random/1", B1, (rng.random(6) < 0.5).astype(np.uint8)),
-        Problem("no-tests", np.zeros((4, 0), np.uint8), np.array([0, 1, 0, 0])),
-        Problem("unlabelled", B1[:3, :5], None),
-    ])
+    return Dataset(
+        "toy",
+        [
+            Problem(
+                "spec",
+                EXAMPLE,
+                EXAMPLE_LABELS,
+                {
+                    "t_ok": np.array([1, 1, 0, 1, 0, 0, 1, 0, 0, 0], np.uint8),
+                    "test_count": np.arange(10, dtype=np.int32),
+                    "cand_uid": np.array([0, 1, 2, 3, 4, 5, 6, 6], np.int32),
+                },
+            ),
+            Problem("random/1", B1, (rng.random(6) < 0.5).astype(np.uint8)),
+            Problem("no-tests", np.zeros((4, 0), np.uint8), np.array([0, 1, 0, 0])),
+            Problem("unlabelled", B1[:3, :5], None),
+        ],
+    )
 
 
 def _assert_same(a: Dataset, b: Dataset, extras: bool = True) -> None:
@@ -85,7 +106,8 @@ def test_jsonl_both_matrix_forms_agree(tmp_path):
         '{"task_id": "a", "B": [[1, 0, 1], [0, 0, true]], "labels": [1, 0]}\n'
         "\n"  # blank lines are allowed
         '{"task_id": "b", "m": 3, "passed": [[0, 2], [2]], "labels": [true, false]}\n'
-        '{"task_id": "c", "m": 2, "passed": [[], []]}\n')
+        '{"task_id": "c", "m": 2, "passed": [[], []]}\n'
+    )
     ds = load_jsonl(path)
     np.testing.assert_array_equal(ds["a"].B, ds["b"].B)
     np.testing.assert_array_equal(ds["a"].labels, ds["b"].labels)
@@ -114,8 +136,7 @@ def test_bundled_datasets_match_their_files():
             for k in (0, 81, 163):
                 np.testing.assert_array_equal(ds[k].B, z[f"B_{k:04d}"])
                 np.testing.assert_array_equal(ds[k].labels, z[f"y_{k:04d}"])
-                np.testing.assert_array_equal(ds[k].extras["test_count"],
-                                              z[f"test_count_{k:04d}"])
+                np.testing.assert_array_equal(ds[k].extras["test_count"], z[f"test_count_{k:04d}"])
         assert "config" in ds.meta
 
 
@@ -173,29 +194,52 @@ def _npz(tmp_path, **arrays):
 GOOD_B = np.array([[1, 0], [0, 1], [1, 1]], np.uint8)
 
 
-@pytest.mark.parametrize("arrays, match", [
-    (dict(B_0000=GOOD_B), r"bad\.npz: missing key 'task_ids'"),
-    (dict(task_ids=np.array(["a", "b"]), B_0000=GOOD_B),
-     r"bad\.npz: problem 1 \('b'\): missing key 'B_0001'"),
-    (dict(task_ids=np.array(["a"]), B_0000=GOOD_B * 2),
-     r"problem 0 \('a'\): key 'B_0000': must contain only 0 and 1, found 2"),
-    (dict(task_ids=np.array(["a"]), B_0000=np.array([1, 0, 1])),
-     r"key 'B_0000': must be a 2-D"),
-    (dict(task_ids=np.array(["a"]), B_0000=GOOD_B, y_0000=np.array([1, 0])),
-     r"problem 0 \('a'\): key 'y_0000': must have length 3"),
-    (dict(task_ids=np.array(["a"]), B_0000=GOOD_B, y_0000=np.array([1, 0, 3])),
-     r"key 'y_0000': must contain only 0 and 1"),
-    (dict(task_ids=np.array(["a"]), B_0000=GOOD_B, t_ok_0000=np.array([1, 0, 1])),
-     r"key 't_ok_0000': must have length 2"),
-    (dict(task_ids=np.array(["a"]), B_0000=GOOD_B, cand_uid_0000=np.array([0.5, 1, 2])),
-     r"key 'cand_uid_0000': must hold integers"),
-    (dict(task_ids=np.array(["a"]), B_0000=GOOD_B, B_0001=GOOD_B),
-     r"key 'B_0001' refers to problem 1, but 'task_ids' lists only 1"),
-    (dict(task_ids=np.array(["a", "a"]), B_0000=GOOD_B, B_0001=GOOD_B),
-     r"duplicate task_id 'a'"),
-    (dict(task_ids=np.array(["a"]), B_0000=np.zeros((0, 3), np.uint8)),
-     r"key 'B_0000': has no candidates"),
-])
+@pytest.mark.parametrize(
+    ("arrays", "match"),
+    [
+        (dict(B_0000=GOOD_B), r"bad\.npz: missing key 'task_ids'"),
+        (
+            dict(task_ids=np.array(["a", "b"]), B_0000=GOOD_B),
+            r"bad\.npz: problem 1 \('b'\): missing key 'B_0001'",
+        ),
+        (
+            dict(task_ids=np.array(["a"]), B_0000=GOOD_B * 2),
+            r"problem 0 \('a'\): key 'B_0000': must contain only 0 and 1, found 2",
+        ),
+        (
+            dict(task_ids=np.array(["a"]), B_0000=np.array([1, 0, 1])),
+            r"key 'B_0000': must be a 2-D",
+        ),
+        (
+            dict(task_ids=np.array(["a"]), B_0000=GOOD_B, y_0000=np.array([1, 0])),
+            r"problem 0 \('a'\): key 'y_0000': must have length 3",
+        ),
+        (
+            dict(task_ids=np.array(["a"]), B_0000=GOOD_B, y_0000=np.array([1, 0, 3])),
+            r"key 'y_0000': must contain only 0 and 1",
+        ),
+        (
+            dict(task_ids=np.array(["a"]), B_0000=GOOD_B, t_ok_0000=np.array([1, 0, 1])),
+            r"key 't_ok_0000': must have length 2",
+        ),
+        (
+            dict(task_ids=np.array(["a"]), B_0000=GOOD_B, cand_uid_0000=np.array([0.5, 1, 2])),
+            r"key 'cand_uid_0000': must hold integers",
+        ),
+        (
+            dict(task_ids=np.array(["a"]), B_0000=GOOD_B, B_0001=GOOD_B),
+            r"key 'B_0001' refers to problem 1, but 'task_ids' lists only 1",
+        ),
+        (
+            dict(task_ids=np.array(["a", "a"]), B_0000=GOOD_B, B_0001=GOOD_B),
+            r"duplicate task_id 'a'",
+        ),
+        (
+            dict(task_ids=np.array(["a"]), B_0000=np.zeros((0, 3), np.uint8)),
+            r"key 'B_0000': has no candidates",
+        ),
+    ],
+)
 def test_malformed_npz(tmp_path, arrays, match):
     path = _npz(tmp_path, **arrays)
     with pytest.raises(ValueError, match=match):
@@ -215,31 +259,40 @@ def test_not_an_npz(tmp_path):
 GOOD_LINE = '{"task_id": "ok", "B": [[1, 0], [0, 1]], "labels": [1, 0]}'
 
 
-@pytest.mark.parametrize("line, match", [
-    ('{"task_id": "x", "B": [[1, 0], [0, 1]', r"line 2: invalid JSON"),
-    ('[1, 2, 3]', r"expected a JSON object"),
-    ('{"B": [[1, 0]]}', r"missing field 'task_id'"),
-    ('{"task_id": "x", "B": [[1, 0], [0]]}',
-     r"field 'B' is ragged: row 0 has 2 entries, row 1 has 1"),
-    ('{"task_id": "x", "B": [[1, 0], [2, 1]]}',
-     r"field 'B' row 1 entry 0 is 2; only 0 and 1"),
-    ('{"task_id": "x", "B": [[1, "1"]]}', r"field 'B' row 0 entry 1 is '1'"),
-    ('{"task_id": "x", "B": []}', r"field 'B' has no rows"),
-    ('{"task_id": "x", "B": [[1, 0]], "m": 3}', r"field 'm' is 3 but the rows of 'B' have 2"),
-    ('{"task_id": "x", "B": [[1, 0], [0, 1]], "labels": [1]}',
-     r"field 'labels': must have length 2"),
-    ('{"task_id": "x", "B": [[1, 0], [0, 1]], "labels": [1, 5]}',
-     r"field 'labels' entry 1 is 5"),
-    ('{"task_id": "x", "passed": [[0]]}', r"field 'passed' needs the field 'm'"),
-    ('{"task_id": "x", "m": 2, "passed": [[0, 2]]}',
-     r"field 'passed' candidate 0 lists 2, not a test index in \[0, 2\)"),
-    ('{"task_id": "x", "m": 2, "passed": [[0]], "B": [[1, 0]]}', r"exactly one of"),
-    ('{"task_id": "x"}', r"exactly one of"),
-    ('{"task_id": "x", "m": -1, "passed": [[]]}', r"field 'm' must be a non-negative"),
-    ('{"task_id": "x", "B": [[1, 0]], "t_ok": [1, 0, 1]}',
-     r"field 't_ok': must have length 2"),
-    ('{"task_id": "ok", "B": [[1]]}', r"field 'task_id' 'ok' repeats the problem on line 1"),
-])
+@pytest.mark.parametrize(
+    ("line", "match"),
+    [
+        ('{"task_id": "x", "B": [[1, 0], [0, 1]', r"line 2: invalid JSON"),
+        ("[1, 2, 3]", r"expected a JSON object"),
+        ('{"B": [[1, 0]]}', r"missing field 'task_id'"),
+        (
+            '{"task_id": "x", "B": [[1, 0], [0]]}',
+            r"field 'B' is ragged: row 0 has 2 entries, row 1 has 1",
+        ),
+        ('{"task_id": "x", "B": [[1, 0], [2, 1]]}', r"field 'B' row 1 entry 0 is 2; only 0 and 1"),
+        ('{"task_id": "x", "B": [[1, "1"]]}', r"field 'B' row 0 entry 1 is '1'"),
+        ('{"task_id": "x", "B": []}', r"field 'B' has no rows"),
+        ('{"task_id": "x", "B": [[1, 0]], "m": 3}', r"field 'm' is 3 but the rows of 'B' have 2"),
+        (
+            '{"task_id": "x", "B": [[1, 0], [0, 1]], "labels": [1]}',
+            r"field 'labels': must have length 2",
+        ),
+        (
+            '{"task_id": "x", "B": [[1, 0], [0, 1]], "labels": [1, 5]}',
+            r"field 'labels' entry 1 is 5",
+        ),
+        ('{"task_id": "x", "passed": [[0]]}', r"field 'passed' needs the field 'm'"),
+        (
+            '{"task_id": "x", "m": 2, "passed": [[0, 2]]}',
+            r"field 'passed' candidate 0 lists 2, not a test index in \[0, 2\)",
+        ),
+        ('{"task_id": "x", "m": 2, "passed": [[0]], "B": [[1, 0]]}', r"exactly one of"),
+        ('{"task_id": "x"}', r"exactly one of"),
+        ('{"task_id": "x", "m": -1, "passed": [[]]}', r"field 'm' must be a non-negative"),
+        ('{"task_id": "x", "B": [[1, 0]], "t_ok": [1, 0, 1]}', r"field 't_ok': must have length 2"),
+        ('{"task_id": "ok", "B": [[1]]}', r"field 'task_id' 'ok' repeats the problem on line 1"),
+    ],
+)
 def test_malformed_jsonl(tmp_path, line, match):
     path = tmp_path / "bad.jsonl"
     path.write_text(GOOD_LINE + "\n" + line + "\n")
@@ -273,8 +326,11 @@ def test_load_pass_matrix_formats(tmp_path):
     np.savez(tmp_path / "single.npz", anything=EXAMPLE.astype(np.int64))
     np.savez(tmp_path / "keyed.npz", B=EXAMPLE, labels=EXAMPLE_LABELS, other=np.arange(3))
     (tmp_path / "m.csv").write_text(
-        "\n".join(",".join(str(v) for v in row) for row in EXAMPLE[:4]) + "\n\n"
-        + "\n".join(", ".join(f"{v}.0" for v in row) for row in EXAMPLE[4:]) + "\n")
+        "\n".join(",".join(str(v) for v in row) for row in EXAMPLE[:4])
+        + "\n\n"
+        + "\n".join(", ".join(f"{v}.0" for v in row) for row in EXAMPLE[4:])
+        + "\n"
+    )
     for name in ("m.npy", "single.npz", "keyed.npz", "m.csv"):
         prob = load_pass_matrix(tmp_path / name)
         assert prob.B.dtype == np.uint8
@@ -285,17 +341,21 @@ def test_load_pass_matrix_formats(tmp_path):
     save_npz(ds, tmp_path / "d.npz")
     for name in ("d.jsonl", "d.npz"):
         assert load_pass_matrix(tmp_path / name).task_id == "spec"
-        np.testing.assert_array_equal(load_pass_matrix(tmp_path / name, task="random/1").B,
-                                      ds["random/1"].B)
+        np.testing.assert_array_equal(
+            load_pass_matrix(tmp_path / name, task="random/1").B, ds["random/1"].B
+        )
 
 
-@pytest.mark.parametrize("content, match", [
-    ("cand,t1,t2\n1,0,1\n", r"line 1, column 1: 'cand' is not a number \(a header row"),
-    ("1,0,1\n0,1\n", r"line 2 has 2 columns but line 1 has 3"),
-    ("1,0,1\n0,2,1\n", r"line 2, column 2: value '2'; only 0 and 1"),
-    ("1,0,1\n0,x,1\n", r"line 2, column 2: 'x' is not a number$"),
-    ("\n\n", r"no rows"),
-])
+@pytest.mark.parametrize(
+    ("content", "match"),
+    [
+        ("cand,t1,t2\n1,0,1\n", r"line 1, column 1: 'cand' is not a number \(a header row"),
+        ("1,0,1\n0,1\n", r"line 2 has 2 columns but line 1 has 3"),
+        ("1,0,1\n0,2,1\n", r"line 2, column 2: value '2'; only 0 and 1"),
+        ("1,0,1\n0,x,1\n", r"line 2, column 2: 'x' is not a number$"),
+        ("\n\n", r"no rows"),
+    ],
+)
 def test_load_pass_matrix_bad_csv(tmp_path, content, match):
     path = tmp_path / "bad.csv"
     path.write_text(content)
@@ -351,11 +411,15 @@ def test_check_size_names_the_limit_and_how_to_raise_it():
     with pytest.raises(ValueError) as err:
         check_size("data.npz: key 'B_0003'", shape=(4, 5), max_cells=19)
     msg = str(err.value)
-    assert msg.startswith("data.npz: key 'B_0003': 4 x 5 = 20 cells is more than the limit "
-                          "of 19 cells")
+    assert msg.startswith(
+        "data.npz: key 'B_0003': 4 x 5 = 20 cells is more than the limit of 19 cells"
+    )
     assert "max_cells=" in msg and "ACES_FAST_MAX_CELLS" in msg and "--max-cells" in msg
-    with pytest.raises(ValueError, match=r"x: 101 bytes is more than the limit of 100 bytes "
-                                         r"per file; .*ACES_FAST_MAX_BYTES"):
+    with pytest.raises(
+        ValueError,
+        match=r"x: 101 bytes is more than the limit of 100 bytes "
+        r"per file; .*ACES_FAST_MAX_BYTES",
+    ):
         check_size("x", nbytes=101, max_bytes=100)
     # declared shapes are Python integers: no overflow however large
     with pytest.raises(ValueError, match="cells"):
@@ -394,8 +458,11 @@ def test_passed_form_is_refused_before_it_is_expanded(tmp_path):
     # the 100-byte problem that once made evaluate allocate 23 GB
     path = tmp_path / "big.jsonl"
     path.write_text('{"task_id":"a","passed":[[0],[1]],"m":200000000,"labels":[1,0]}\n')
-    with pytest.raises(ValueError, match=r"line 1 \('a'\): pass matrix declared by 'passed' and "
-                                         r"'m': 2 x 200,000,000 = 400,000,000 cells"):
+    with pytest.raises(
+        ValueError,
+        match=r"line 1 \('a'\): pass matrix declared by 'passed' and "
+        r"'m': 2 x 200,000,000 = 400,000,000 cells",
+    ):
         load_jsonl(path)
     assert load_jsonl(path, max_cells=4 * 10**8)["a"].B.shape == (2, 200_000_000)
 
@@ -446,8 +513,11 @@ def test_special_files_are_refused_before_opening(tmp_path):
 
     os.mkfifo(tmp_path / "pipe.jsonl")  # opening it for reading would block
     for load in (load_pass_matrix, load_jsonl, load_dataset):
-        with pytest.raises(ValueError, match=r"pipe\.jsonl: is a FIFO \(named pipe\), not a "
-                                             r"regular file"):
+        with pytest.raises(
+            ValueError,
+            match=r"pipe\.jsonl: is a FIFO \(named pipe\), not a "
+            r"regular file",
+        ):
             load(tmp_path / "pipe.jsonl")
     (tmp_path / "dir.npz").mkdir()
     with pytest.raises(ValueError, match=r"dir\.npz: is a directory"):
@@ -464,8 +534,10 @@ def test_npz_keys_as_np_load_names_them(tmp_path):
     ds = _toy_dataset()
     ds.meta["config"] = "c"
     save_npz(ds, tmp_path / "d.npz", compressed=False)
-    with zipfile.ZipFile(tmp_path / "d.npz") as src, \
-            zipfile.ZipFile(tmp_path / "renamed.npz", "w") as dst:
+    with (
+        zipfile.ZipFile(tmp_path / "d.npz") as src,
+        zipfile.ZipFile(tmp_path / "renamed.npz", "w") as dst,
+    ):
         for info in src.infolist():
             name = info.filename[:-4] if info.filename == "config.npy" else info.filename
             dst.writestr(name, src.read(info))
@@ -484,9 +556,13 @@ def test_public_names_are_listed_in_all():
     assert len(set(datasets.__all__)) == len(datasets.__all__)
     for name in datasets.__all__:
         assert hasattr(datasets, name), name
-    defined_here = {name for name, obj in vars(datasets).items()
-                    if not name.startswith("_") and (inspect.isfunction(obj) or inspect.isclass(obj))
-                    and obj.__module__ == datasets.__name__}
+    defined_here = {
+        name
+        for name, obj in vars(datasets).items()
+        if not name.startswith("_")
+        and (inspect.isfunction(obj) or inspect.isclass(obj))
+        and obj.__module__ == datasets.__name__
+    }
     assert defined_here <= set(datasets.__all__), defined_here - set(datasets.__all__)
     namespace: dict = {}
     exec("from aces_fast.datasets import *", namespace)

@@ -10,14 +10,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-
-import aces_fast
 import pytest
 
+import aces_fast
 from helpers import random_matrix
 
 pytest.importorskip("aces_fast._core", reason="the C++ extension is not built")
-import core_calls as kc  # noqa: E402
+import core_calls as kc
 
 DATA = Path(aces_fast.__file__).resolve().parent / "data"
 
@@ -70,8 +69,9 @@ def test_loo_auc_dedup_matches_expanded_counts():
     B = HEAVY[0]
     counts = np.arange(B.shape[0]) % 4
     expanded = np.repeat(B, counts, axis=0)
-    np.testing.assert_array_equal(kc.loo_auc(B, None, counts, dedup=True),
-                                  kc.loo_auc(expanded, dedup=False))
+    np.testing.assert_array_equal(
+        kc.loo_auc(B, None, counts, dedup=True), kc.loo_auc(expanded, dedup=False)
+    )
 
 
 def test_other_bytes_are_refused_before_dedup():
@@ -108,8 +108,11 @@ def test_large_multiplicities_use_exact_int64_path():
     for j in range(3):
         P = [i for i in range(4) if B[i, j]]
         F = [i for i in range(4) if not B[i, j]]
-        num = sum(int(counts[p]) * int(counts[f]) * (2 if rs[p] - 1 > rs[f] else rs[p] - 1 == rs[f])
-                  for p in P for f in F)
+        num = sum(
+            int(counts[p]) * int(counts[f]) * (2 if rs[p] - 1 > rs[f] else rs[p] - 1 == rs[f])
+            for p in P
+            for f in F
+        )
         den = 2 * int(counts[P].sum()) * int(counts[F].sum())
         assert got[j] == num / den
 
@@ -121,7 +124,7 @@ def test_surrogate_dedup(B):
     L0, J0, g0 = kc.surrogate_loo_auc(B, w, 10.0, dedup=False)
     L1, J1, g1 = kc.surrogate_loo_auc(B, w, 10.0, dedup=True)
     np.testing.assert_allclose(L1, L0, rtol=0, atol=1e-12)
-    assert J1 == pytest.approx(J0, abs=1e-12)
+    assert pytest.approx(J0, abs=1e-12) == J1
     np.testing.assert_allclose(g1, g0, rtol=1e-12, atol=1e-12)
 
 

@@ -13,9 +13,9 @@ import inspect
 import re
 import subprocess
 import sys
+from collections.abc import Sequence
 from fractions import Fraction
 from pathlib import Path
-from typing import Dict, List, Sequence
 
 import numpy as np
 import pytest
@@ -43,7 +43,7 @@ def section(anchor: str) -> str:
     return text[start:] if end < 0 else text[start:end]
 
 
-def simple_table(block: str) -> List[List[str]]:
+def simple_table(block: str) -> list[list[str]]:
     """Rows (header first) of the first reST simple table in ``block``.
 
     Column extents come from the ``=====  ===`` border line; the last column
@@ -56,29 +56,33 @@ def simple_table(block: str) -> List[List[str]]:
     first, last = idx[0], idx[2]
     spans = [m.span() for m in re.finditer(r"=+", lines[first])]
     rows = []
-    for line in lines[first + 1:last]:
+    for line in lines[first + 1 : last]:
         if border.match(line) or not line.strip():
             continue
-        cells = [line[a:b if k < len(spans) - 1 else None].strip()
-                 for k, (a, b) in enumerate(spans)]
+        cells = [
+            line[a : b if k < len(spans) - 1 else None].strip() for k, (a, b) in enumerate(spans)
+        ]
         rows.append(cells)
     return rows
 
 
-def table_by_label(anchor: str) -> Dict[str, List[str]]:
+def table_by_label(anchor: str) -> dict[str, list[str]]:
     """A simple table whose first column labels its rows: label -> other cells."""
     rows = simple_table(section(anchor))
     return {row[0]: row[1:] for row in rows}
 
 
-def fractions(cells: Sequence[str]) -> List[Fraction]:
+def fractions(cells: Sequence[str]) -> list[Fraction]:
     return [Fraction(c) for c in cells]
 
 
 def example() -> tuple:
     """The worked example's matrix and labels, parsed from §6."""
-    rows = re.findall(r"^\s+(\d+)\s+((?:[01] ){9}[01])\s+(correct|incorrect)\s*$",
-                      section("contract-6-matrix"), flags=re.M)
+    rows = re.findall(
+        r"^\s+(\d+)\s+((?:[01] ){9}[01])\s+(correct|incorrect)\s*$",
+        section("contract-6-matrix"),
+        flags=re.M,
+    )
     B = np.array([[int(v) for v in bits.split()] for _, bits, _ in rows], dtype=np.uint8)
     y = np.array([1 if lab == "correct" else 0 for _, _, lab in rows], dtype=np.uint8)
     assert [int(i) for i, _, _ in rows] == list(range(1, len(rows) + 1))
@@ -89,8 +93,11 @@ def exact_auc(scores: Sequence[float], labels: Sequence[int]) -> Fraction:
     """AUC by pairs with exact comparison of the given values (§2.1)."""
     pos = [s for s, t in zip(scores, labels) if t]
     neg = [s for s, t in zip(scores, labels) if not t]
-    total = sum(Fraction(1) if p > f else Fraction(1, 2) if p == f else Fraction(0)
-                for p in pos for f in neg)
+    total = sum(
+        Fraction(1) if p > f else Fraction(1, 2) if p == f else Fraction(0)
+        for p in pos
+        for f in neg
+    )
     return total / (len(pos) * len(neg))
 
 
@@ -118,8 +125,7 @@ def test_example_matrix_and_labels():
 def test_example_loo_auc(backend):
     B, _ = example()
     want = as_float_array(fractions(table_by_label("contract-6-values")["LOO-AUC, uniform"]))
-    np.testing.assert_allclose(np.asarray(af.loo_auc(B, backend=backend)), want,
-                               rtol=0, atol=EXACT)
+    np.testing.assert_allclose(np.asarray(af.loo_auc(B, backend=backend)), want, rtol=0, atol=EXACT)
     # §2.3: float weights w = 1/m give the same exact values through the tie rule
     got = af.loo_auc(B, np.full(B.shape[1], 0.1), backend=backend)
     np.testing.assert_allclose(np.asarray(got), want, rtol=0, atol=EXACT)
@@ -134,8 +140,9 @@ def test_example_naive_float_artefacts():
     w = np.full(B.shape[1], 1 / 10)
     s = B.astype(np.float64) @ w
     naive = [exact_auc(list(s - w[j] * B[:, j]), list(B[:, j])) for j in range(B.shape[1])]
-    np.testing.assert_allclose([float(v) for v in naive], [float(v) for v in naive_doc],
-                               rtol=0, atol=EXACT)
+    np.testing.assert_allclose(
+        [float(v) for v in naive], [float(v) for v in naive_doc], rtol=0, atol=EXACT
+    )
     assert naive_doc != fractions(rows["LOO-AUC, uniform"])
 
 
@@ -145,18 +152,27 @@ def test_example_weights(backend):
     loo = as_float_array(fractions(rows["LOO-AUC, uniform"]))
     res = af.aces_c(B, backend=backend)
     assert not res.fallback
-    np.testing.assert_allclose(np.asarray(res.weights),
-                               as_float_array(fractions(rows["ACES-C weight"])),
-                               rtol=0, atol=EXACT)
+    np.testing.assert_allclose(
+        np.asarray(res.weights),
+        as_float_array(fractions(rows["ACES-C weight"])),
+        rtol=0,
+        atol=EXACT,
+    )
     np.testing.assert_allclose(np.asarray(res.loo_auc), loo, rtol=0, atol=EXACT)
     filt = af.aces_c(B, variant="filter", backend=backend)
-    np.testing.assert_allclose(np.asarray(filt.weights),
-                               as_float_array(fractions(rows["ACES-C filter weight"])),
-                               rtol=0, atol=EXACT)
+    np.testing.assert_allclose(
+        np.asarray(filt.weights),
+        as_float_array(fractions(rows["ACES-C filter weight"])),
+        rtol=0,
+        atol=EXACT,
+    )
     maj = af.majority_vote(B, backend=backend)
-    np.testing.assert_allclose(np.asarray(maj.weights),
-                               as_float_array(fractions(rows["majority weight"])),
-                               rtol=0, atol=EXACT)
+    np.testing.assert_allclose(
+        np.asarray(maj.weights),
+        as_float_array(fractions(rows["majority weight"])),
+        rtol=0,
+        atol=EXACT,
+    )
 
 
 def test_example_weights_follow_the_stated_formulas():
@@ -177,8 +193,13 @@ def test_example_scores(backend):
     rows = table_by_label("contract-6-scores")
     for method, label in (("majority", "majority score"), ("aces-c", "ACES-C score")):
         res = af.rerank(B, method, backend=backend)
-        np.testing.assert_allclose(np.asarray(res.scores), as_float_array(fractions(rows[label])),
-                                   rtol=0, atol=EXACT, err_msg=method)
+        np.testing.assert_allclose(
+            np.asarray(res.scores),
+            as_float_array(fractions(rows[label])),
+            rtol=0,
+            atol=EXACT,
+            err_msg=method,
+        )
 
 
 def test_example_ranking_auc(backend):
@@ -195,12 +216,25 @@ def test_example_ranking_auc(backend):
 # §3.8: names and defaults
 
 #: public functions whose defaults the contract must list (plus ``backend=None``)
-DEFAULTED = ("loo_auc", "surrogate_loo_auc", "majority_vote", "aces_c", "aces_o", "codet", "b4",
-             "mbr_exec", "combine", "rerank", "rerank_batch", "pass_at_k",
-             "pass_at_k_unbiased", "diagnostics")
+DEFAULTED = (
+    "loo_auc",
+    "surrogate_loo_auc",
+    "majority_vote",
+    "aces_c",
+    "aces_o",
+    "codet",
+    "b4",
+    "mbr_exec",
+    "combine",
+    "rerank",
+    "rerank_batch",
+    "pass_at_k",
+    "pass_at_k_unbiased",
+    "diagnostics",
+)
 
 
-def defaults_table() -> List[List[str]]:
+def defaults_table() -> list[list[str]]:
     rows = simple_table(section("contract-3-8").split("Defaults of the public functions")[1])
     assert rows[0][:3] == ["function", "parameter", "default"]
     return rows[1:]
@@ -245,7 +279,7 @@ def test_method_names_and_equivalent_calls():
     assert set(names) == set(af.METHODS)
     namespace = {fn: getattr(af, fn) for fn in af.__all__}
     for name, call in names.items():
-        direct = eval(call, namespace, {"B": B})  # noqa: S307 - our own docs
+        direct = eval(call, namespace, {"B": B})
         via_rerank = af.rerank(B, name)
         assert direct.method == via_rerank.method == name
         np.testing.assert_array_equal(np.asarray(direct.scores), np.asarray(via_rerank.scores))
@@ -277,9 +311,25 @@ def test_sphinx_build_has_no_warnings(tmp_path):
     pytest.importorskip("sphinx")
     pytest.importorskip("numpydoc")
     proc = subprocess.run(
-        [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html",
-         "-d", str(tmp_path / "doctrees"), str(DOCS), str(tmp_path / "html")],
-        cwd=tmp_path, capture_output=True, text=True, timeout=600)
+        [
+            sys.executable,
+            "-m",
+            "sphinx",
+            "-W",
+            "--keep-going",
+            "-q",
+            "-b",
+            "html",
+            "-d",
+            str(tmp_path / "doctrees"),
+            str(DOCS),
+            str(tmp_path / "html"),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     html = (tmp_path / "html" / "contract.html").read_text(encoding="utf-8")
     assert 'id="contract-6-values"' in html

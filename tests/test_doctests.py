@@ -17,12 +17,18 @@ import pytest
 import aces_fast as af
 
 #: the modules whose docstrings hold the public functions' examples
-MODULES = ("aces_fast", "aces_fast.methods", "aces_fast.metrics", "aces_fast.batch",
-           "aces_fast.config", "aces_fast.backends", "aces_fast.result",
-           "aces_fast.batch_result")
+MODULES = (
+    "aces_fast",
+    "aces_fast.methods",
+    "aces_fast.metrics",
+    "aces_fast.batch",
+    "aces_fast.config",
+    "aces_fast.backends",
+    "aces_fast.result",
+    "aces_fast.batch_result",
+)
 
-PUBLIC_FUNCTIONS = sorted(name for name in af.__all__
-                          if inspect.isfunction(getattr(af, name)))
+PUBLIC_FUNCTIONS = sorted(name for name in af.__all__ if inspect.isfunction(getattr(af, name)))
 
 
 def _doctests():
@@ -47,8 +53,16 @@ def _sections(doc: str) -> set:
 
 
 def test_every_public_function_is_listed():
-    assert {"aces_c", "rerank", "majority_vote", "codet", "b4", "rerank_batch", "warmup",
-            "pass_at_k"} <= set(PUBLIC_FUNCTIONS)
+    assert {
+        "aces_c",
+        "rerank",
+        "majority_vote",
+        "codet",
+        "b4",
+        "rerank_batch",
+        "warmup",
+        "pass_at_k",
+    } <= set(PUBLIC_FUNCTIONS)
 
 
 @pytest.mark.parametrize("name", PUBLIC_FUNCTIONS)
@@ -56,17 +70,19 @@ def test_public_function_has_numpydoc_sections(name):
     fn = getattr(af, name)
     doc = inspect.getdoc(fn) or ""
     sections = _sections(doc)
-    takes = [p for p in inspect.signature(fn).parameters.values()]
+    takes = list(inspect.signature(fn).parameters.values())
     wanted = {"Returns", "Examples"} | ({"Parameters"} if takes else set())
     assert wanted <= sections, f"{name}: missing {sorted(wanted - sections)}"
-    examples = doc[doc.index("Examples\n--------"):]
+    examples = doc[doc.index("Examples\n--------") :]
     assert ">>> " in examples and f"af.{name}(" in examples, name
     if takes:  # every parameter is described (``a, b : type`` covers both)
-        params = doc[doc.index("Parameters\n----------"):]
-        params = params[:re.search(r"\n\n\w[\w ]*\n-{3,}", params).start()]
-        described = {n.strip().lstrip("*") for line in re.findall(r"^(\S[^:\n]*)", params,
-                                                                   flags=re.M)
-                     for n in line.split(",")}
+        params = doc[doc.index("Parameters\n----------") :]
+        params = params[: re.search(r"\n\n\w[\w ]*\n-{3,}", params).start()]
+        described = {
+            n.strip().lstrip("*")
+            for line in re.findall(r"^(\S[^:\n]*)", params, flags=re.M)
+            for n in line.split(",")
+        }
         for p in takes:
             assert p.name in described, f"{name}: parameter {p.name} is not described"
 

@@ -64,8 +64,14 @@ def _python(code: str, cwd: Path, env_extra=None, args=()) -> subprocess.Complet
     env.pop("ACES_FAST_BACKEND", None)
     env.pop("PYTHONWARNINGS", None)
     env.update(env_extra or {})
-    return subprocess.run([sys.executable, "-c", code, *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def _run(code: str, cwd: Path, env_extra=None) -> dict:
@@ -84,15 +90,18 @@ def test_missing_extension_warns_once_naming_the_reason_and_the_build(tmp_path):
     assert len(out["warnings"]) == 1, out["warnings"]  # three calls, one warning
     category, text = out["warnings"][0]
     assert category == "RuntimeWarning"
-    assert text.startswith("aces_fast runs on the numpy backend (up to 1000x slower than the "
-                           "compiled cpp backend), because cpp is unavailable: ")
+    assert text.startswith(
+        "aces_fast runs on the numpy backend (up to 1000x slower than the "
+        "compiled cpp backend), because cpp is unavailable: "
+    )
     assert f"aces_fast._core is missing from {INSTALLED}" in text
     assert "`pip install .` from a checkout" in text and "C++17 compiler" in text
     assert "CMake >= 3.15" in text
     assert "pass backend='numpy' or set ACES_FAST_BACKEND=numpy" in text
     # asking for cpp by name: an error with the same remedy, no warning needed
-    assert out["cpp_error"].startswith("backend 'cpp' is unavailable: the compiled extension "
-                                       "aces_fast._core is missing from")
+    assert out["cpp_error"].startswith(
+        "backend 'cpp' is unavailable: the compiled extension aces_fast._core is missing from"
+    )
     assert "`pip install .`" in out["cpp_error"] and "backend='numpy'" in out["cpp_error"]
 
 
@@ -110,8 +119,10 @@ def test_fallback_to_numba_is_named_too(tmp_path):
     out = _run(code, tmp_path)
     assert out["backends"] == ["numba", "numba"]
     assert len(out["warnings"]) == 1
-    assert out["warnings"][0].startswith("aces_fast runs on the numba backend (slower than the "
-                                         "compiled cpp backend), because cpp is unavailable")
+    assert out["warnings"][0].startswith(
+        "aces_fast runs on the numba backend (slower than the "
+        "compiled cpp backend), because cpp is unavailable"
+    )
 
 
 def test_an_explicit_choice_does_not_warn(tmp_path):
@@ -123,8 +134,10 @@ def test_broken_extension_shows_its_import_error(tmp_path):
     out = _run(BROKEN + NO_NUMBA + CALLS, tmp_path)
     assert len(out["warnings"]) == 1
     text = out["warnings"][0][1]
-    assert (f"the compiled extension aces_fast._core in {INSTALLED} failed to import: "
-            "ImportError: _core.so: undefined symbol: _ZN9aces_fast4kernE") in text
+    assert (
+        f"the compiled extension aces_fast._core in {INSTALLED} failed to import: "
+        "ImportError: _core.so: undefined symbol: _ZN9aces_fast4kernE"
+    ) in text
     assert "Rebuild it for this Python with `pip install .`" in text
     assert "_core is missing" not in text
 
@@ -137,8 +150,9 @@ def test_show_config_and_cli_give_the_advice(tmp_path):
     cpp = next(line for line in lines if line.lstrip().startswith("cpp"))
     assert "no   the compiled extension aces_fast._core is missing" in cpp
     assert "`pip install .`" in cpp
-    assert lines[-1] == ("auto (CPU input) runs on: numpy -- slower than cpp; see the cpp line "
-                         "above for the remedy")
+    assert lines[-1] == (
+        "auto (CPU input) runs on: numpy -- slower than cpp; see the cpp line above for the remedy"
+    )
     assert proc.stderr == ""  # show_config explains; it does not also warn
 
     # the command line: one 'aces-fast: warning:' line, the result on stdout
@@ -149,22 +163,27 @@ def test_show_config_and_cli_give_the_advice(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["backend"] == "numpy"
     err = proc.stderr.splitlines()
-    assert len(err) == 1 and err[0].startswith("aces-fast: warning: aces_fast runs on the numpy "
-                                               "backend"), proc.stderr
+    assert len(err) == 1 and err[0].startswith(
+        "aces-fast: warning: aces_fast runs on the numpy backend"
+    ), proc.stderr
     assert "pip install ." in err[0]
 
 
 def test_a_source_folder_without_the_extension_says_so(tmp_path):
     # a checkout whose src/ is put on the path instead of the installed package
     checkout = tmp_path / "checkout"
-    shutil.copytree(INSTALLED, checkout / "src" / "aces_fast",
-                    ignore=shutil.ignore_patterns("_core*", "__pycache__", "data"))
+    shutil.copytree(
+        INSTALLED,
+        checkout / "src" / "aces_fast",
+        ignore=shutil.ignore_patterns("_core*", "__pycache__", "data"),
+    )
     (checkout / "pyproject.toml").write_text("[project]\nname = 'aces_fast'\n")
-    out = _run("import sys\n" + NO_NUMBA + CALLS, checkout,
-               {"PYTHONPATH": str(checkout / "src")})
+    out = _run("import sys\n" + NO_NUMBA + CALLS, checkout, {"PYTHONPATH": str(checkout / "src")})
     assert out["backends"][:2] == ["numpy", "numpy"]
-    (_, text), = out["warnings"]
+    ((_, text),) = out["warnings"]
     package = checkout / "src" / "aces_fast"
-    assert (f"aces_fast was imported from the source folder {package}, which holds no compiled "
-            f"extension aces_fast._core. Run `pip install .` in {checkout}") in text
+    assert (
+        f"aces_fast was imported from the source folder {package}, which holds no compiled "
+        f"extension aces_fast._core. Run `pip install .` in {checkout}"
+    ) in text
     assert "take src/ off PYTHONPATH" in text and "tools/dev_build.sh" in text

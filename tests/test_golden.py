@@ -26,8 +26,12 @@ GOLDEN = json.loads((Path(__file__).parent / "golden" / "bundled.json").read_tex
 #: an AVX2-only host differ), so there the orders and Pass@k stay pinned and the
 #: floats are held to the contract's cross-backend tolerance against cpp, whose
 #: results are pinned bit for bit (docs/contract.rst, "Agreement").
-_PLATFORM_MATH = {("numba", "aces-o"), ("numba", "aces-o-warm"),
-                  ("torch", "aces-o"), ("torch", "aces-o-warm")}
+_PLATFORM_MATH = {
+    ("numba", "aces-o"),
+    ("numba", "aces-o-warm"),
+    ("torch", "aces-o"),
+    ("torch", "aces-o-warm"),
+}
 _ACES_O_TOL = 1e-6
 _SLOW = {("numpy", "humaneval-codegen16b"), ("torch", "humaneval-codegen16b")}
 
@@ -36,7 +40,8 @@ def _make_golden():
     import importlib.util
 
     spec = importlib.util.spec_from_file_location(
-        "make_golden", Path(__file__).parent.parent / "tools" / "make_golden.py")
+        "make_golden", Path(__file__).parent.parent / "tools" / "make_golden.py"
+    )
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -54,7 +59,7 @@ def datasets():
     return {name: load_dataset(name) for name in GOLDEN["datasets"]}
 
 
-@pytest.mark.parametrize("name, backend", list(_cases()))
+@pytest.mark.parametrize(("name", "backend"), list(_cases()))
 def test_bundled_results_unchanged(name, backend, datasets):
     if backend not in af.available_backends():
         pytest.skip(f"backend {backend} not available")
@@ -69,7 +74,7 @@ def test_bundled_results_unchanged(name, backend, datasets):
             _close_to_cpp(ds, method, backend)
             continue
         assert got == want, f"{name} {backend} {method}: results changed"
-    ev = evaluate(ds, ["random"] + list(pinned) + ["oracle"], backend=backend).to_dict()
+    ev = evaluate(ds, ["random", *list(pinned), "oracle"], backend=backend).to_dict()
     assert {"all": ev["all"], "mixed": ev["mixed"]} == entry["evaluate"][backend]
 
 
@@ -83,5 +88,10 @@ def _close_to_cpp(ds, method, backend):
         for field in ("scores", "weights", "objective"):
             a, b = getattr(got, field), getattr(ref, field)
             a = np.asarray(a.detach().cpu().numpy() if hasattr(a, "detach") else a, np.float64)
-            np.testing.assert_allclose(a, np.asarray(b, np.float64), rtol=0, atol=_ACES_O_TOL,
-                                       err_msg=f"{prob.task_id} {backend} {method} {field}")
+            np.testing.assert_allclose(
+                a,
+                np.asarray(b, np.float64),
+                rtol=0,
+                atol=_ACES_O_TOL,
+                err_msg=f"{prob.task_id} {backend} {method} {field}",
+            )

@@ -22,12 +22,14 @@ from __future__ import annotations
 import math
 import os
 import warnings
-from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import aces_fast as af
@@ -39,28 +41,62 @@ torch = pytest.importorskip("torch")
 #: examples per (test, backend) of the slow run: 4 backends x 3 tests x 850 > 10,000
 SLOW_EXAMPLES = int(os.environ.get("HOSTILE_EXAMPLES", "850"))
 
-_COMMON = dict(deadline=None, derandomize=True, database=None,
-               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                      HealthCheck.filter_too_much,
-                                      HealthCheck.function_scoped_fixture])
+_COMMON = dict(
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.filter_too_much,
+        HealthCheck.function_scoped_fixture,
+    ],
+)
 QUICK = settings(max_examples=12, **_COMMON)
 SLOW = settings(max_examples=SLOW_EXAMPLES, **_COMMON)
 
 #: examples run per test name (the slow run reports the total)
-COUNTS: Dict[str, int] = {}
+COUNTS: dict[str, int] = {}
 
 # ---------------------------------------------------------------------------------
 # the public functions, and the check that the suite covers all of them
 
 #: per-method functions of the package, by registry family
-DIRECT = {"majority": af.majority_vote, "codet": af.codet, "b4": af.b4, "aces-c": af.aces_c,
-          "aces-o": af.aces_o}
+DIRECT = {
+    "majority": af.majority_vote,
+    "codet": af.codet,
+    "b4": af.b4,
+    "aces-c": af.aces_c,
+    "aces-o": af.aces_o,
+}
 #: everything in ``aces_fast.__all__`` that is not a function taking data
-NOT_DATA = {"__version__", "BackendUnavailableError", "BatchResult", "CostWarning",
-            "Diagnostics", "METHODS", "RerankResult", "SurrogateResult", "available_backends", "backend_status", "config",
-            "show_config", "warmup"}
-COVERED = {"rerank", "rerank_batch", "loo_auc", "surrogate_loo_auc", "mbr_exec", "combine",
-           "pass_at_k", "pass_at_k_unbiased", "diagnostics", *(f.__name__ for f in DIRECT.values())}
+NOT_DATA = {
+    "__version__",
+    "BackendUnavailableError",
+    "BatchResult",
+    "CostWarning",
+    "Diagnostics",
+    "METHODS",
+    "RerankResult",
+    "SurrogateResult",
+    "available_backends",
+    "backend_status",
+    "config",
+    "show_config",
+    "warmup",
+}
+COVERED = {
+    "rerank",
+    "rerank_batch",
+    "loo_auc",
+    "surrogate_loo_auc",
+    "mbr_exec",
+    "combine",
+    "pass_at_k",
+    "pass_at_k_unbiased",
+    "diagnostics",
+    *(f.__name__ for f in DIRECT.values()),
+}
 
 
 def test_the_suite_covers_every_public_function_and_method():
@@ -69,10 +105,15 @@ def test_the_suite_covers_every_public_function_and_method():
         assert spec.name in af.METHODS
 
 
-@pytest.mark.parametrize("kwargs, exc", [
-    (dict(backend=123), TypeError), (dict(backend="gpu"), ValueError),
-    (dict(backend="numpy", progress="yes"), TypeError), (dict(backend="numpy", progress=1), TypeError),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "exc"),
+    [
+        (dict(backend=123), TypeError),
+        (dict(backend="gpu"), ValueError),
+        (dict(backend="numpy", progress="yes"), TypeError),
+        (dict(backend="numpy", progress=1), TypeError),
+    ],
+)
 def test_warmup_refuses_bad_arguments(kwargs, exc):
     """``warmup`` takes no data, only a backend name and a flag: both are checked."""
     with pytest.raises(exc):
@@ -82,11 +123,31 @@ def test_warmup_refuses_bad_arguments(kwargs, exc):
 # ---------------------------------------------------------------------------------
 # pass matrices
 
-VALID_DTYPES = [np.bool_, np.uint8, np.int8, np.int16, np.int32, np.int64, np.uint16,
-                np.uint32, np.uint64, np.float16, np.float32, np.float64]
-TORCH_DTYPES = {np.bool_: "bool", np.uint8: "uint8", np.int8: "int8", np.int16: "int16",
-                np.int32: "int32", np.int64: "int64", np.float16: "float16",
-                np.float32: "float32", np.float64: "float64"}
+VALID_DTYPES = [
+    np.bool_,
+    np.uint8,
+    np.int8,
+    np.int16,
+    np.int32,
+    np.int64,
+    np.uint16,
+    np.uint32,
+    np.uint64,
+    np.float16,
+    np.float32,
+    np.float64,
+]
+TORCH_DTYPES = {
+    np.bool_: "bool",
+    np.uint8: "uint8",
+    np.int8: "int8",
+    np.int16: "int16",
+    np.int32: "int32",
+    np.int64: "int64",
+    np.float16: "float16",
+    np.float32: "float32",
+    np.float64: "float64",
+}
 
 
 @dataclass
@@ -95,7 +156,7 @@ class Matrix:
 
     obj: Any
     valid: bool
-    ref: Optional[np.ndarray] = None  # the uint8 (n, m) values when valid
+    ref: np.ndarray | None = None  # the uint8 (n, m) values when valid
     how: str = ""
 
 
@@ -124,13 +185,29 @@ def matrices(draw, max_n: int = 7, max_m: int = 6, allow_invalid: bool = True) -
     m = draw(st.integers(0, max_m))
     base = draw(hnp.arrays(np.uint8, (n, m), elements=st.integers(0, 1)))
     dtype = draw(st.sampled_from(VALID_DTYPES))
-    layout = draw(st.sampled_from(["c", "fortran", "strided", "negative", "readonly",
-                                   "broadcast"]))
+    layout = draw(st.sampled_from(["c", "fortran", "strided", "negative", "readonly", "broadcast"]))
     container = draw(st.sampled_from(["array", "array", "array", "list", "tensor"]))
-    corrupt = draw(st.sampled_from(["none"] * 12 + ["value", "nan", "inf", "shape1", "shape3",
-                                                   "empty", "object", "string", "complex",
-                                                   "meta", "none_obj", "ragged"])
-                   if allow_invalid else st.just("none"))
+    corrupt = draw(
+        st.sampled_from(
+            ["none"] * 12
+            + [
+                "value",
+                "nan",
+                "inf",
+                "shape1",
+                "shape3",
+                "empty",
+                "object",
+                "string",
+                "complex",
+                "meta",
+                "none_obj",
+                "ragged",
+            ]
+        )
+        if allow_invalid
+        else st.just("none")
+    )
     arr = base.astype(dtype)
     valid = True
     if corrupt in ("object", "string", "complex"):
@@ -152,7 +229,8 @@ def matrices(draw, max_n: int = 7, max_m: int = 6, allow_invalid: bool = True) -
     elif corrupt in ("nan", "inf") and n * m > 0:
         arr = arr.astype(draw(st.sampled_from([np.float16, np.float32, np.float64])))
         arr[draw(st.integers(0, n - 1)), draw(st.integers(0, m - 1))] = (
-            np.nan if corrupt == "nan" else draw(st.sampled_from([np.inf, -np.inf])))
+            np.nan if corrupt == "nan" else draw(st.sampled_from([np.inf, -np.inf]))
+        )
         valid = False
     elif corrupt == "shape1":
         arr, valid = arr.ravel(), False
@@ -230,8 +308,7 @@ def _invalid_values(param) -> st.SearchStrategy:
     nullable = isinstance(param.check, OrNone)
     common = [object(), "3", [1], 1 + 1j] + ([] if nullable else [None])
     if isinstance(check, Int):
-        bad = [check.minimum - 1, -(2**70), 2**64, 2**200, 1.5, float("nan"), True,
-               np.float64(2.0)]
+        bad = [check.minimum - 1, -(2**70), 2**64, 2**200, 1.5, float("nan"), True, np.float64(2.0)]
         if check.maximum is not None:
             bad.append(check.maximum + 1)
         return st.sampled_from(bad + common)
@@ -253,7 +330,7 @@ def _invalid_values(param) -> st.SearchStrategy:
 def method_params(draw, spec, backend: str):
     """``(params, valid)`` for ``spec``: each declared parameter omitted, valid or not;
     sometimes an unknown parameter."""
-    params: Dict[str, Any] = {}
+    params: dict[str, Any] = {}
     valid = True
     for p in spec.params:
         kind = draw(st.sampled_from(["omit"] * 5 + ["valid"] * 5 + ["invalid"]))
@@ -288,8 +365,9 @@ def _raises_clean(call: Callable[[], Any], what: str) -> None:
     except (ValueError, TypeError):
         return
     except Exception as exc:  # pragma: no cover - the failure message
-        raise AssertionError(f"{what}: {type(exc).__name__} instead of ValueError/TypeError: "
-                             f"{exc}") from exc
+        raise AssertionError(
+            f"{what}: {type(exc).__name__} instead of ValueError/TypeError: {exc}"
+        ) from exc
     raise AssertionError(f"{what}: an invalid call returned instead of raising")
 
 
@@ -308,7 +386,7 @@ def _check_same(got: Any, ref: Any, method: str, what: str) -> None:
     family = _registry.get(method).family
     if family == "aces-o":
         w, wr = _np(got.weights), _np(ref.weights)
-        assert np.isfinite(w).all() and abs(w.sum() - 1.0) < 1e-9 or w.sum() == 0, what
+        assert (np.isfinite(w).all() and abs(w.sum() - 1.0) < 1e-9) or w.sum() == 0, what
         obj, objr = _np(got.objective), _np(ref.objective)
         assert obj.shape == objr.shape and np.isfinite(obj).all(), what
         # J at the start: the same weights on every backend
@@ -317,25 +395,27 @@ def _check_same(got: Any, ref: Any, method: str, what: str) -> None:
         return
     np.testing.assert_allclose(s, sr, rtol=1e-9, atol=1e-9 * scale, err_msg=what)
     if got.weights is not None or ref.weights is not None:
-        np.testing.assert_allclose(_np(got.weights), _np(ref.weights), rtol=1e-9, atol=1e-12,
-                                   err_msg=what)
+        np.testing.assert_allclose(
+            _np(got.weights), _np(ref.weights), rtol=1e-9, atol=1e-12, err_msg=what
+        )
     np.testing.assert_array_equal(_np(got.order), _np(ref.order), err_msg=what)
 
 
-def _aces_o_well_posed(B: np.ndarray, params: Dict[str, Any]) -> bool:
+def _aces_o_well_posed(B: np.ndarray, params: dict[str, Any]) -> bool:
     """False where ACES-O's answer is a property of the backend's rounding rather than
     of the input -- two active tests whose starting gradients agree to rounding
     (issue 12 item 5, fixed separately) -- so backends may legitimately differ."""
     top_k = params.get("top_k", 24)
-    rows = B if top_k is None else B[np.argsort(-B.sum(axis=1), kind="stable")[:int(top_k)]]
-    active = (rows.min(axis=0) != rows.max(axis=0))
+    rows = B if top_k is None else B[np.argsort(-B.sum(axis=1), kind="stable")[: int(top_k)]]
+    active = rows.min(axis=0) != rows.max(axis=0)
     if active.sum() < 2:
         return True
     w = active / active.sum()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        g = af.surrogate_loo_auc(rows, w, gamma=params.get("gamma", 10.0),
-                                 backend="numpy").gradient[active]
+        g = af.surrogate_loo_auc(
+            rows, w, gamma=params.get("gamma", 10.0), backend="numpy"
+        ).gradient[active]
     lg = w[active] * (g - np.dot(w[active], g))
     d = np.abs(lg[:, None] - lg[None, :])[np.triu_indices(lg.size, 1)]
     return bool((d > 1e-6 * max(1.0, np.abs(lg).max())).all())
@@ -355,8 +435,11 @@ def method_calls(draw, backend: str):
 
 
 def _run_method_call(backend: str, spec, M: Matrix, params, pvalid: bool, direct: bool):
-    fn = (lambda: DIRECT[spec.name](M.obj, backend=backend, **params)) if direct else (
-        lambda: af.rerank(M.obj, spec.name, backend=backend, **params))
+    fn = (
+        (lambda: DIRECT[spec.name](M.obj, backend=backend, **params))
+        if direct
+        else (lambda: af.rerank(M.obj, spec.name, backend=backend, **params))
+    )
     what = f"{'direct ' if direct else ''}{spec.name} on {backend}, B {M.how}, params {params}"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", af.CostWarning)
@@ -387,11 +470,16 @@ def batch_calls(draw, backend: str):
     if draw(st.integers(0, 3)) == 0:  # mostly valid tasks: a batch fails on any bad one
         mats = [draw(matrices(max_n=6, max_m=5, allow_invalid=False)) for _ in mats]
     params, pvalid = draw(method_params(spec, backend))
-    n_threads = draw(st.none() | st.integers(1, 3) | st.sampled_from(
-        [0, -1, 4097, 2**64, 1.5, "2"]))
+    n_threads = draw(
+        st.none() | st.integers(1, 3) | st.sampled_from([0, -1, 4097, 2**64, 1.5, "2"])
+    )
     tvalid = n_threads is None or (isinstance(n_threads, int) and 1 <= n_threads <= 4096)
-    stacked = draw(st.booleans()) and len(mats) > 0 and all(
-        m.valid for m in mats) and len({m.ref.shape for m in mats}) == 1
+    stacked = (
+        draw(st.booleans())
+        and len(mats) > 0
+        and all(m.valid for m in mats)
+        and len({m.ref.shape for m in mats}) == 1
+    )
     return spec, mats, params, pvalid and tvalid, n_threads, stacked
 
 
@@ -404,10 +492,14 @@ def _batch_test(backend, data):
     else:
         tasks = [m.obj for m in mats]
     valid = valid and all(m.valid for m in mats)
-    what = (f"rerank_batch {spec.name} on {backend}, {len(mats)} tasks "
-            f"{[m.how for m in mats]}, params {params}, n_threads {n_threads!r}")
-    call = lambda: af.rerank_batch(tasks, spec.name, backend=backend, n_threads=n_threads,
-                                   **params)
+    what = (
+        f"rerank_batch {spec.name} on {backend}, {len(mats)} tasks "
+        f"{[m.how for m in mats]}, params {params}, n_threads {n_threads!r}"
+    )
+
+    def call():
+        return af.rerank_batch(tasks, spec.name, backend=backend, n_threads=n_threads, **params)
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", af.CostWarning)
         if not valid:
@@ -429,9 +521,28 @@ def _batch_test(backend, data):
 @st.composite
 def weight_vectors(draw, m: int):
     """``(obj, valid, ref)`` test weights for ``m`` tests."""
-    kind = draw(st.sampled_from(["none", "valid", "valid", "valid", "tensor", "list", "scalar",
-                                 "nan", "inf", "negative", "overflow", "length", "2d",
-                                 "object", "meta", "huge_valid"]))
+    kind = draw(
+        st.sampled_from(
+            [
+                "none",
+                "valid",
+                "valid",
+                "valid",
+                "tensor",
+                "list",
+                "scalar",
+                "nan",
+                "inf",
+                "negative",
+                "overflow",
+                "length",
+                "2d",
+                "object",
+                "meta",
+                "huge_valid",
+            ]
+        )
+    )
     w = draw(hnp.arrays(np.float64, (m,), elements=st.floats(0.0, 10.0)))
     if kind == "none":
         return None, True, None
@@ -489,9 +600,14 @@ def _loo_test(backend, data):
     _count("loo_auc")
     what = f"{kind} on {backend}, B {M.how}, weights {w!r}, param {p!r}"
     if kind == "surrogate":
-        call = lambda: af.surrogate_loo_auc(M.obj, w, gamma=p, backend=backend)
+
+        def call():
+            return af.surrogate_loo_auc(M.obj, w, gamma=p, backend=backend)
     else:
-        call = lambda: af.loo_auc(M.obj, weights=w, tie_tol=p, backend=backend)
+
+        def call():
+            return af.loo_auc(M.obj, weights=w, tie_tol=p, backend=backend)
+
     if not (M.valid and wvalid and pvalid):
         _raises_clean(call, what)
         return
@@ -506,35 +622,53 @@ def _loo_test(backend, data):
         # times that -- all of sum(w) once gamma sum(w) reaches ~1e15, where a
         # sigmoid's argument is rounding noise (e.g. weights of 1e297)
         drift = min(1.0, 1e-15 * min(p * total, 1e300))
-        np.testing.assert_allclose(_np(got.objective), ref.objective, rtol=1e-9,
-                                   atol=max(1.0, total) * (1e-12 + drift), err_msg=what)
-        np.testing.assert_allclose(_np(got.gradient), ref.gradient, rtol=1e-7,
-                                   atol=1e-9 * scale, err_msg=what)
+        np.testing.assert_allclose(
+            _np(got.objective),
+            ref.objective,
+            rtol=1e-9,
+            atol=max(1.0, total) * (1e-12 + drift),
+            err_msg=what,
+        )
+        np.testing.assert_allclose(
+            _np(got.gradient), ref.gradient, rtol=1e-7, atol=1e-9 * scale, err_msg=what
+        )
         return
     ref = af.loo_auc(M.ref, weights=wref, tie_tol=p, backend="numpy")
-    np.testing.assert_allclose(_np(got), _np(ref), rtol=1e-12, atol=1e-12, equal_nan=True,
-                               err_msg=what)
+    np.testing.assert_allclose(
+        _np(got), _np(ref), rtol=1e-12, atol=1e-12, equal_nan=True, err_msg=what
+    )
 
 
 @st.composite
 def other_calls(draw):
     """The functions computed in NumPy whatever the backend: ``(name, call, valid,
     reference)`` where ``reference`` recomputes a valid answer from plain data."""
-    name = draw(st.sampled_from(["mbr_exec", "combine", "pass_at_k", "pass_at_k_unbiased",
-                                 "diagnostics"]))
+    name = draw(
+        st.sampled_from(["mbr_exec", "combine", "pass_at_k", "pass_at_k_unbiased", "diagnostics"])
+    )
     if name == "mbr_exec":
         n = draw(st.integers(0, 6))
         t = draw(st.integers(0, 4))
         O = draw(hnp.arrays(np.int64, (n, t), elements=st.integers(-3, 3)))
-        kind = draw(st.sampled_from(["int", "str", "tensor", "float", "object", "ragged",
-                                     "1d", "meta", "list"]))
-        obj = {"int": O, "str": O.astype(str), "float": O.astype(float),
-               "object": O.astype(object), "1d": O.ravel(), "list": O.tolist(),
-               "tensor": torch.from_numpy(O.copy()),
-               "meta": torch.zeros((max(n, 1), t), dtype=torch.int64, device="meta"),
-               "ragged": [[1, 2], [3]]}[kind]
-        valid = n >= 1 and (kind in ("int", "str", "tensor", "list") or
-                            (t == 0 and kind in ("float", "object")))
+        kind = draw(
+            st.sampled_from(
+                ["int", "str", "tensor", "float", "object", "ragged", "1d", "meta", "list"]
+            )
+        )
+        obj = {
+            "int": O,
+            "str": O.astype(str),
+            "float": O.astype(float),
+            "object": O.astype(object),
+            "1d": O.ravel(),
+            "list": O.tolist(),
+            "tensor": torch.from_numpy(O.copy()),
+            "meta": torch.zeros((max(n, 1), t), dtype=torch.int64, device="meta"),
+            "ragged": [[1, 2], [3]],
+        }[kind]
+        valid = n >= 1 and (
+            kind in ("int", "str", "tensor", "list") or (t == 0 and kind in ("float", "object"))
+        )
         if kind == "list" and n >= 1 and t == 0:
             valid = True
         if kind == "1d":
@@ -594,8 +728,7 @@ def other_calls(draw):
     n = draw(st.integers(0, 50) | st.sampled_from([2**40, 2**40 + 1, 2**64, -1]))
     c = draw(st.integers(-1, 60))
     k = draw(st.integers(1, 10) | st.sampled_from([0, 2**64, 1.5]))
-    valid = (isinstance(k, int) and 1 <= k and 0 <= c <= n and n <= 2**40 and n >= k
-             and n < 2**63)
+    valid = isinstance(k, int) and k >= 1 and 0 <= c <= n and n <= 2**40 and n >= k and n < 2**63
     ref = None
     if valid and n <= 50:
         ref = 1.0 - math.comb(n - c, k) / math.comb(n, k)

@@ -21,8 +21,12 @@ import numpy as np
 import pytest
 
 import aces_fast as af
-from helpers import (INTERRUPT_CHILD_HEAD, INTERRUPT_CHILD_TAIL, assert_sigint_interrupts,
-                     require_backend)
+from helpers import (
+    INTERRUPT_CHILD_HEAD,
+    INTERRUPT_CHILD_TAIL,
+    assert_sigint_interrupts,
+    require_backend,
+)
 
 pytestmark = [
     pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals"),
@@ -30,7 +34,9 @@ pytestmark = [
 
 
 # The binned fit costs ~50 ms per step for a million steps.
-CHILD = INTERRUPT_CHILD_HEAD + r"""
+CHILD = (
+    INTERRUPT_CHILD_HEAD
+    + r"""
 calls = {
     "rerank": lambda: af.aces_o(B, top_k=None, steps=100_000, backend="cpp"),
     "rerank_batch": lambda: af.rerank_batch([B, B[:10], B[:2000], B[:20]], "aces-o",
@@ -44,7 +50,9 @@ def same_results():  # the extension still gives the same results
     after = af.aces_o(small, steps=5, backend="cpp")
     return all(np.array_equal(getattr(before, k), getattr(after, k))
                for k in ("weights", "scores", "order", "objective"))
-""" + INTERRUPT_CHILD_TAIL
+"""
+    + INTERRUPT_CHILD_TAIL
+)
 
 
 @pytest.mark.parametrize("case", ["rerank", "rerank_batch", "binned"])
@@ -84,10 +92,12 @@ def test_results_unchanged_when_signal_handlers_run_during_the_call(case):
     B = (rng.random((700, 200)) < 0.5).astype(np.uint8)
     call = {
         "rerank": lambda: [af.aces_o(B, top_k=None, steps=25, backend="cpp")],
-        "rerank_batch": lambda: af.rerank_batch([B, B[:300], B[:500]], "aces-o", top_k=None,
-                                                steps=25, backend="cpp"),
-        "binned": lambda: [af.aces_o(np.tile(B, (4, 1)), top_k=None, steps=12, bins=2048,
-                                     backend="cpp")],
+        "rerank_batch": lambda: af.rerank_batch(
+            [B, B[:300], B[:500]], "aces-o", top_k=None, steps=25, backend="cpp"
+        ),
+        "binned": lambda: [
+            af.aces_o(np.tile(B, (4, 1)), top_k=None, steps=12, bins=2048, backend="cpp")
+        ],
     }[case]
     reference = _in_thread(call)
     runs, stop = _record_handler_runs()
@@ -138,5 +148,7 @@ def test_any_exception_a_handler_raises_stops_the_call():
     assert any(tb.name == "handler" for tb in info.traceback)
     assert took < 60
     small = np.ascontiguousarray(B[:40])
-    np.testing.assert_array_equal(_in_thread(lambda: af.aces_c(small, backend="cpp")).scores,
-                                  af.aces_c(small, backend="cpp").scores)
+    np.testing.assert_array_equal(
+        _in_thread(lambda: af.aces_c(small, backend="cpp")).scores,
+        af.aces_c(small, backend="cpp").scores,
+    )

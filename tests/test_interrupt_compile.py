@@ -45,8 +45,13 @@ def _interrupt_cold_compile(tmp_path: Path, delay: float) -> None:
     env.pop("ACES_FAST_NUMBA_CACHE", None)
     if os.path.isdir(os.path.join(SRC, "aces_fast")):  # a checkout's tests: its sources
         env["PYTHONPATH"] = SRC + os.pathsep + env.get("PYTHONPATH", "")
-    proc = subprocess.Popen([sys.executable, "-m", "aces_fast", "warmup", "--backend", "numba"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "aces_fast", "warmup", "--backend", "numba"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     try:
         deadline = time.monotonic() + 120
         while not any(cache.iterdir()):  # the keyed directory: kernels imported
@@ -54,8 +59,7 @@ def _interrupt_cold_compile(tmp_path: Path, delay: float) -> None:
             assert time.monotonic() < deadline, "the kernels were never imported"
             time.sleep(0.01)
         time.sleep(delay)
-        assert proc.poll() is None, "warm-up finished before the signal: " + str(
-            proc.communicate())
+        assert proc.poll() is None, "warm-up finished before the signal: " + str(proc.communicate())
         sent = time.monotonic()
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)

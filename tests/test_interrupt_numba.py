@@ -21,8 +21,12 @@ import numpy as np
 import pytest
 
 import aces_fast as af
-from helpers import (INTERRUPT_CHILD_HEAD, INTERRUPT_CHILD_TAIL, assert_sigint_interrupts,
-                     require_backend)
+from helpers import (
+    INTERRUPT_CHILD_HEAD,
+    INTERRUPT_CHILD_TAIL,
+    assert_sigint_interrupts,
+    require_backend,
+)
 
 pytestmark = [
     pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals"),
@@ -33,7 +37,9 @@ pytestmark = [
 # terms per Adam step. The warm-up compiles both the one-call fit and the chunked
 # one (CHUNK_PAIRS forced down) on small inputs first, so the signal arrives
 # inside the long call, not inside the JIT compiler.
-CHILD = INTERRUPT_CHILD_HEAD + r"""
+CHILD = (
+    INTERRUPT_CHILD_HEAD
+    + r"""
 from aces_fast.backends.numba import aces_o as nb_aces_o
 
 calls = {
@@ -65,7 +71,9 @@ def same_results():  # and the chunked fit gave the bits of the one-call fit
     return all(np.array_equal(getattr(before, k), getattr(after, k))
                and np.array_equal(getattr(chunked, k), getattr(after, k))
                for k in ("weights", "scores", "order", "objective"))
-""" + INTERRUPT_CHILD_TAIL
+"""
+    + INTERRUPT_CHILD_TAIL
+)
 
 
 @pytest.mark.parametrize("case", ["rerank", "rerank_batch", "many_tasks", "compiled_batch"])
@@ -86,17 +94,22 @@ def test_chunked_fit_gives_the_bits_of_one_call(monkeypatch):
     B[30:45] = B[:15]  # repeated rows: multiplicities > 1
     B[:, 3] = 1  # a constant (inactive) test
     monkeypatch.setattr(nb_aces_o, "CHUNK_PAIRS", 10**15)
-    whole = [af.aces_o(B, top_k=None, steps=23, backend="numba", init=init)
-             for init in ("uniform", "aces-c")]
+    whole = [
+        af.aces_o(B, top_k=None, steps=23, backend="numba", init=init)
+        for init in ("uniform", "aces-c")
+    ]
     for chunk in (1, 2 * 17 * 45 * 45 * 3, 2 * 17 * 45 * 45 * 7):
         monkeypatch.setattr(nb_aces_o, "CHUNK_PAIRS", chunk)
         for init, ref in zip(("uniform", "aces-c"), whole):
             got = af.aces_o(B, top_k=None, steps=23, backend="numba", init=init)
             for key in ("weights", "scores", "order", "objective"):
                 np.testing.assert_array_equal(getattr(got, key), getattr(ref, key))
-    np.testing.assert_allclose(whole[0].weights,
-                               af.aces_o(B, top_k=None, steps=23, backend="numpy").weights,
-                               rtol=0, atol=1e-10)
+    np.testing.assert_allclose(
+        whole[0].weights,
+        af.aces_o(B, top_k=None, steps=23, backend="numpy").weights,
+        rtol=0,
+        atol=1e-10,
+    )
 
 
 def test_a_failing_task_stops_the_other_threads(monkeypatch):
@@ -119,8 +132,10 @@ def test_a_failing_task_stops_the_other_threads(monkeypatch):
         _in_threads(fn, np.arange(500), 2)
     assert 0 in started and len(started) < 50  # the rest of the queue never started
     assert threading.active_count() == 1 or all(
-        not t.name.startswith("Thread-") or not t.is_alive() for t in threading.enumerate()
-        if t is not threading.current_thread())
+        not t.name.startswith("Thread-") or not t.is_alive()
+        for t in threading.enumerate()
+        if t is not threading.current_thread()
+    )
 
 
 def _boxing_interrupted(*args):
@@ -129,8 +144,9 @@ def _boxing_interrupted(*args):
     try:
         raise KeyboardInterrupt
     except KeyboardInterrupt as exc:
-        raise SystemError("<function _numba_unpickle> returned a result with an "
-                          "exception set") from exc
+        raise SystemError(
+            "<function _numba_unpickle> returned a result with an exception set"
+        ) from exc
 
 
 @pytest.mark.parametrize("call", ["aces-c", "aces-o", "batch", "loo_auc", "surrogate"])

@@ -75,8 +75,14 @@ def run_pool(n: int, m: int, distinct: int = 0) -> dict:
     # may stay resident; the peak then depends on the allocation history of the
     # process (8 MB apart between a wheel and a developer build of the same code).
     env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="131072")
-    proc = subprocess.run([sys.executable, "-c", SCRIPT, str(n), str(m), str(distinct)],
-                          capture_output=True, text=True, env=env, cwd=str(ROOT), timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(n), str(m), str(distinct)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=str(ROOT),
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -85,12 +91,20 @@ def run_pool(n: int, m: int, distinct: int = 0) -> dict:
 #: outputs (scores, order: 16 bytes per row), the dedup plan (24 bytes per row) and
 #: one sort buffer; weighted LOO-AUC adds the sorted scores and per-thread merge
 #: scratch (~20 bytes per row and thread).
-LIMITS = {"loo_auc": 0.8, "loo_auc_weighted": 1.3, "aces_c": 0.8, "majority": 0.8,
-          "aces_o_top24": 0.8}
+LIMITS = {
+    "loo_auc": 0.8,
+    "loo_auc_weighted": 1.3,
+    "aces_c": 0.8,
+    "majority": 0.8,
+    "aces_o_top24": 0.8,
+}
 
 
-@pytest.mark.parametrize("n, m, distinct", [(1_000_000, 64, 0), (1_000_000, 64, 5000)],
-                         ids=["1e6x64", "1e6x64-repeats"])
+@pytest.mark.parametrize(
+    ("n", "m", "distinct"),
+    [(1_000_000, 64, 0), (1_000_000, 64, 5000)],
+    ids=["1e6x64", "1e6x64-repeats"],
+)
 def test_million_candidates(n, m, distinct):
     rep = run_pool(n, m, distinct)
     assert rep["loo_shape_ok"] and rep["loo_dedup_equal"] and rep["aces_c_ok"]

@@ -48,8 +48,11 @@ def test_ruff_format_is_applied():
 
 
 def test_clang_format_is_applied():
-    files = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "csrc").rglob("*")
-                   if p.suffix in (".cpp", ".hpp", ".h"))
+    files = sorted(
+        str(p.relative_to(ROOT))
+        for p in (ROOT / "csrc").rglob("*")
+        if p.suffix in (".cpp", ".hpp", ".h")
+    )
     assert len(files) > 20
     proc = _run(_tool("clang-format"), "--dry-run", "--Werror", *files)
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -103,20 +103,23 @@ def test_loo_auc_weighted(backend, name):
     B = CASES[name]
     rng = np.random.default_rng(len(name))
     m = B.shape[1]
-    for w in (rng.dirichlet(np.ones(m)) if m else np.zeros(0),
-              rng.integers(0, 4, size=m) / 10.0,     # rational, ties likely
-              np.full(m, 1.0 / max(m, 1))):
-        assert_close(af.loo_auc(B, w, backend=backend), af.loo_auc(B, w, backend="numpy"),
-                     EXACT)
+    for w in (
+        rng.dirichlet(np.ones(m)) if m else np.zeros(0),
+        rng.integers(0, 4, size=m) / 10.0,  # rational, ties likely
+        np.full(m, 1.0 / max(m, 1)),
+    ):
+        assert_close(af.loo_auc(B, w, backend=backend), af.loo_auc(B, w, backend="numpy"), EXACT)
 
 
 def test_loo_auc_spec_example_exact(backend):
     got = npy(af.loo_auc(EXAMPLE, backend=backend))
-    np.testing.assert_allclose(got, [2 / 3, 2 / 3, 1 / 2, 2 / 3, 1 / 2, 2 / 5, 7 / 12, 7 / 24, 0, 0],
-                               rtol=0, atol=1e-15)
+    np.testing.assert_allclose(
+        got, [2 / 3, 2 / 3, 1 / 2, 2 / 3, 1 / 2, 2 / 5, 7 / 12, 7 / 24, 0, 0], rtol=0, atol=1e-15
+    )
     got = npy(af.loo_auc(EXAMPLE, np.full(10, 0.1), backend=backend))
-    np.testing.assert_allclose(got, [2 / 3, 2 / 3, 1 / 2, 2 / 3, 1 / 2, 2 / 5, 7 / 12, 7 / 24, 0, 0],
-                               rtol=0, atol=1e-15)
+    np.testing.assert_allclose(
+        got, [2 / 3, 2 / 3, 1 / 2, 2 / 3, 1 / 2, 2 / 5, 7 / 12, 7 / 24, 0, 0], rtol=0, atol=1e-15
+    )
 
 
 def test_loo_auc_float_ties_exact(backend):
@@ -188,7 +191,9 @@ def test_majority_vote(backend, name):
     assert npy(res.order).tolist() == brute.stable_descending(exact)
 
 
-@pytest.mark.parametrize("variant, method", [("weighted", "aces-c"), ("filter", "aces-c-filter")])
+@pytest.mark.parametrize(
+    ("variant", "method"), [("weighted", "aces-c"), ("filter", "aces-c-filter")]
+)
 @pytest.mark.parametrize("name", CASE_IDS)
 def test_aces_c(backend, name, variant, method):
     B = CASES[name]
@@ -222,8 +227,9 @@ def test_aces_c_fallback_when_no_test_is_informative(backend, variant):
 
 def test_aces_c_spec_example(backend):
     res = af.aces_c(EXAMPLE, backend=backend)
-    np.testing.assert_allclose(npy(res.weights), np.array([5, 5, 0, 5, 0, 0, 2, 0, 0, 0]) / 17,
-                               rtol=0, atol=1e-15)
+    np.testing.assert_allclose(
+        npy(res.weights), np.array([5, 5, 0, 5, 0, 0, 2, 0, 0, 0]) / 17, rtol=0, atol=1e-15
+    )
     assert brute.auc(npy(res.scores).tolist(), EXAMPLE_LABELS.tolist()) == Fraction(14, 15)
     maj = af.majority_vote(EXAMPLE, backend=backend)
     assert brute.auc(npy(maj.scores).tolist(), EXAMPLE_LABELS.tolist()) == Fraction(9, 10)
@@ -270,8 +276,9 @@ def _uniform_active(B):
     return mask / mask.sum() if mask.any() else np.zeros(B.shape[1])
 
 
-@pytest.mark.parametrize("name", ["spec", "one_row", "one_col", "no_cols", "all_const",
-                                  "identity", "rand0", "rand3"])
+@pytest.mark.parametrize(
+    "name", ["spec", "one_row", "one_col", "no_cols", "all_const", "identity", "rand0", "rand3"]
+)
 def test_aces_o_defaults(backend, name):
     B = CASES[name]
     res = af.aces_o(B, backend=backend)
@@ -284,20 +291,24 @@ def test_aces_o_defaults(backend, name):
     np.testing.assert_allclose(npy(res.scores), B @ npy(res.weights), rtol=0, atol=1e-9)
 
 
-@pytest.mark.parametrize("kwargs", [
-    dict(top_k=None),
-    dict(top_k=None, init="aces-c", lr=0.05, steps=30),
-    dict(top_k=4, steps=20, gamma=3.0),
-    dict(top_k=1, steps=5),
-    dict(init="aces-c"),
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(top_k=None),
+        dict(top_k=None, init="aces-c", lr=0.05, steps=30),
+        dict(top_k=4, steps=20, gamma=3.0),
+        dict(top_k=1, steps=5),
+        dict(init="aces-c"),
+    ],
+)
 @pytest.mark.parametrize("name", ["spec", "rand3"])
 def test_aces_o_options(backend, name, kwargs):
     B = CASES[name]
     res = af.aces_o(B, backend=backend, **kwargs)
     ref = reference_aces_o(name, **kwargs)
-    check_result_fields(res, B, backend,
-                        "aces-o-warm" if kwargs.get("init") == "aces-c" else "aces-o")
+    check_result_fields(
+        res, B, backend, "aces-o-warm" if kwargs.get("init") == "aces-c" else "aces-o"
+    )
     np.testing.assert_allclose(npy(res.weights), ref.weights, rtol=0, atol=OPT)
     np.testing.assert_allclose(npy(res.objective), ref.objective, rtol=0, atol=OPT)
     assert npy(res.objective).shape == (kwargs.get("steps", 90) + 1,)
@@ -420,7 +431,7 @@ def test_aces_o_matches_torch_adam(backend):
 # consensus methods
 
 
-@pytest.mark.parametrize("exponent, method", [(0.5, "codet"), (1.0, "codet-linear")])
+@pytest.mark.parametrize(("exponent", "method"), [(0.5, "codet"), (1.0, "codet-linear")])
 @pytest.mark.parametrize("name", CASE_IDS)
 def test_codet(backend, name, exponent, method):
     B = CASES[name]
@@ -436,8 +447,9 @@ def test_b4(backend, name):
     res = af.b4(B, backend=backend)
     check_result_fields(res, B, backend, "b4", has_weights=False)
     np.testing.assert_allclose(npy(res.scores), brute.b4(B), rtol=EXACT, atol=1e-9)
-    np.testing.assert_allclose(npy(res.scores), af.b4(B, backend="numpy").scores,
-                               rtol=EXACT, atol=1e-9)
+    np.testing.assert_allclose(
+        npy(res.scores), af.b4(B, backend="numpy").scores, rtol=EXACT, atol=1e-9
+    )
     res = af.b4(B, alpha=2.0, beta0=5.0, backend=backend)
     np.testing.assert_allclose(npy(res.scores), brute.b4(B, 2.0, 5.0), rtol=EXACT, atol=1e-9)
 
@@ -504,8 +516,10 @@ def test_rerank_dispatch(backend, method):
 def test_rerank_method_name_is_the_requested_name(backend):
     B = CASES["rand1"]
     for name in af.METHODS:
-        assert af.rerank(B, name, backend=backend, **({"steps": 2} if "aces-o" in name else {})
-                         ).method == name
+        assert (
+            af.rerank(B, name, backend=backend, **({"steps": 2} if "aces-o" in name else {})).method
+            == name
+        )
 
 
 def test_rerank_passes_parameters(backend):
@@ -530,11 +544,13 @@ def test_every_computing_function_accepts_backend(choice):
 
 def test_numpy_computed_functions_reject_unknown_backend():
     s = np.array([2.0, 1.0, 1.0])
-    for call in (lambda: af.pass_at_k(s, [0, 1, 0], 1, backend="fortran"),
-                 lambda: af.pass_at_k_unbiased(5, 2, 1, backend="fortran"),
-                 lambda: af.diagnostics(EXAMPLE, EXAMPLE_LABELS, backend="fortran"),
-                 lambda: af.mbr_exec(np.eye(3, dtype=int), backend="fortran"),
-                 lambda: af.combine(s, np.zeros(3), np.eye(3), backend="fortran")):
+    for call in (
+        lambda: af.pass_at_k(s, [0, 1, 0], 1, backend="fortran"),
+        lambda: af.pass_at_k_unbiased(5, 2, 1, backend="fortran"),
+        lambda: af.diagnostics(EXAMPLE, EXAMPLE_LABELS, backend="fortran"),
+        lambda: af.mbr_exec(np.eye(3, dtype=int), backend="fortran"),
+        lambda: af.combine(s, np.zeros(3), np.eye(3), backend="fortran"),
+    ):
         with pytest.raises(ValueError, match="unknown backend 'fortran'"):
             call()
 

@@ -88,7 +88,7 @@ def test_pass_at_k_bad_input():
 
 def test_pass_at_k_unbiased_scalar_grid():
     for n in range(1, 13):
-        for c in range(0, n + 1):
+        for c in range(n + 1):
             for k in range(1, n + 1):
                 got = af.pass_at_k_unbiased(n, c, k)
                 assert isinstance(got, float)
@@ -105,13 +105,16 @@ def test_pass_at_k_unbiased_arrays():
     c = np.array([[0, 3, 20], [1, 6, 2]])
     got = af.pass_at_k_unbiased(n, c, 4)
     assert got.shape == (2, 3) and got.dtype == np.float64
-    want = [[float(brute.pass_at_k_unbiased(int(a), int(b), 4)) for a, b in zip(r1, r2)]
-            for r1, r2 in zip(n, c)]
+    want = [
+        [float(brute.pass_at_k_unbiased(int(a), int(b), 4)) for a, b in zip(r1, r2)]
+        for r1, r2 in zip(n, c)
+    ]
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
     # broadcasting a scalar n against an array of c
     got = af.pass_at_k_unbiased(10, np.arange(11), 3)
-    np.testing.assert_allclose(got, [float(brute.pass_at_k_unbiased(10, c, 3)) for c in range(11)],
-                               rtol=0, atol=1e-12)
+    np.testing.assert_allclose(
+        got, [float(brute.pass_at_k_unbiased(10, c, 3)) for c in range(11)], rtol=0, atol=1e-12
+    )
 
 
 def test_pass_at_k_unbiased_bad_input():

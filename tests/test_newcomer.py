@@ -39,8 +39,11 @@ def test_rerank_reads_parquet_as_evaluate_does(tmp_path, capsys):
 
 def test_a_dataset_index_out_of_range_names_the_size():
     ds = load_dataset("humaneval-gpt35")
-    with pytest.raises(IndexError, match=r"problem 999 is out of range: dataset "
-                                         r"'humaneval-gpt35' holds 164 problems \(0 to 163"):
+    with pytest.raises(
+        IndexError,
+        match=r"problem 999 is out of range: dataset "
+        r"'humaneval-gpt35' holds 164 problems \(0 to 163",
+    ):
         ds[999]
     assert ds[-1].task_id == ds.task_ids[-1]
 
@@ -74,25 +77,39 @@ def test_every_output_option_creates_missing_folders(tmp_path, capsys):
     assert pq_out.is_file()
     res = tmp_path / "c" / "d" / "o.parquet"
     errs = tmp_path / "e" / "f" / "errors.jsonl"
-    assert main(["rerank-dataset", str(pq_out), "-o", str(res), "--errors", str(errs),
-                 "-q"]) == 0
+    assert main(["rerank-dataset", str(pq_out), "-o", str(res), "--errors", str(errs), "-q"]) == 0
     assert res.is_dir()
     if importlib.util.find_spec("matplotlib") is not None:
         plot = tmp_path / "g" / "h" / "p.png"
-        assert main(["evaluate", "humaneval-gpt35", "--methods", "majority", "--plot",
-                     str(plot), "-q"]) == 0
+        assert (
+            main(
+                ["evaluate", "humaneval-gpt35", "--methods", "majority", "--plot", str(plot), "-q"]
+            )
+            == 0
+        )
         assert plot.is_file()
 
 
-@pytest.mark.parametrize("argv, expected", [
-    (["rerank", "humaneval-gpt35", "--method", "acesc"],
-     "aces-fast: error: rerank: argument --method: invalid choice: 'acesc'; did you mean "
-     "'aces-c'"),
-    (["rerun", "x"], "aces-fast: error: argument COMMAND: invalid choice: 'rerun'; did you mean "
-                     "'rerank'?"),
-    (["rerank", "humaneval-gpt35", "--top", "0"],
-     "aces-fast: error: rerank: argument --top: expected a positive integer, got '0'"),
-])
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (
+            ["rerank", "humaneval-gpt35", "--method", "acesc"],
+            (
+                "aces-fast: error: rerank: argument --method: invalid choice: 'acesc'; did you mean "
+                "'aces-c'"
+            ),
+        ),
+        (
+            ["rerun", "x"],
+            ("aces-fast: error: argument COMMAND: invalid choice: 'rerun'; did you mean 'rerank'?"),
+        ),
+        (
+            ["rerank", "humaneval-gpt35", "--top", "0"],
+            "aces-fast: error: rerank: argument --top: expected a positive integer, got '0'",
+        ),
+    ],
+)
 def test_usage_errors_are_one_line_with_a_suggestion(argv, expected, capsys):
     with pytest.raises(SystemExit) as info:
         main(argv)

@@ -19,12 +19,12 @@ import pytest
 
 pytest.importorskip("numba", reason="numba is not installed")
 
-import aces_fast as af  # noqa: E402
-from aces_fast._registry import method_params  # noqa: E402
-from aces_fast.backends import get_backend  # noqa: E402
-from aces_fast.backends import numba as numba_backend  # noqa: E402
-from aces_fast.backends import numpy as numpy_ref  # noqa: E402
-from helpers import EXAMPLE, NARROW_SIZES, narrow_lane_inputs, random_matrix  # noqa: E402
+import aces_fast as af
+from aces_fast._registry import method_params
+from aces_fast.backends import get_backend
+from aces_fast.backends import numba as numba_backend
+from aces_fast.backends import numpy as numpy_ref
+from helpers import EXAMPLE, NARROW_SIZES, narrow_lane_inputs, random_matrix
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXACT = dict(rtol=0, atol=1e-12)
@@ -111,8 +111,9 @@ def test_uniform_loo_auc_in_narrow_lanes_is_exact(nb):
         for with_counts in (False, True):
             B, counts = narrow_lane_inputs(n, with_counts)
             want = numpy_ref.loo_auc(B, None, 0.0, counts)
-            np.testing.assert_array_equal(nb.loo_auc(B, None, 0.0, counts), want,
-                                          err_msg=f"n={n} counts={with_counts}")
+            np.testing.assert_array_equal(
+                nb.loo_auc(B, None, 0.0, counts), want, err_msg=f"n={n} counts={with_counts}"
+            )
             rows = B if counts is None else np.repeat(B, counts, axis=0)
             L, colsum, _ = nb.loo_auc_uniform(rows)
             np.testing.assert_array_equal(L, want, err_msg=f"n={n} repeated={with_counts}")
@@ -145,12 +146,13 @@ def test_counts_act_as_repeated_rows(nb):
     w = rng.random(15)
     w /= w.sum()
     for weights in (None, w):
-        np.testing.assert_allclose(nb.loo_auc(B, weights, 1e-9, counts),
-                                   nb.loo_auc(repeated, weights, 1e-9), **EXACT)
+        np.testing.assert_allclose(
+            nb.loo_auc(B, weights, 1e-9, counts), nb.loo_auc(repeated, weights, 1e-9), **EXACT
+        )
     L1, J1, g1 = nb.surrogate(B, w, 10.0, counts)
     L2, J2, g2 = nb.surrogate(repeated, w, 10.0)
     np.testing.assert_allclose(L1, L2, **EXACT)
-    assert J1 == pytest.approx(J2, abs=1e-12)
+    assert pytest.approx(J2, abs=1e-12) == J1
     np.testing.assert_allclose(g1, g2, **EXACT)
     active = (rng.random(15) < 0.8).astype(np.uint8)
     W1, obj1 = nb.aces_o_fit(B, np.zeros(15), active, 10.0, 0.05, 40, counts)
@@ -179,7 +181,7 @@ def test_surrogate_matches_reference(nb, case):
     Lr, Jr, gr = numpy_ref.surrogate(B, w, 10.0, counts)
     np.testing.assert_allclose(L, Lr, **EXACT)
     np.testing.assert_array_equal(np.isnan(L), np.isnan(Lr))
-    assert isinstance(J, float) and J == pytest.approx(Jr, abs=1e-12)
+    assert isinstance(J, float) and pytest.approx(Jr, abs=1e-12) == J
     np.testing.assert_allclose(g, gr, **EXACT)
 
 
@@ -195,7 +197,7 @@ def test_surrogate_wide_score_range(nb, scale):
     Lr, Jr, gr = numpy_ref.surrogate(B, w, 20.0)
     assert np.all(np.isfinite(g))
     np.testing.assert_allclose(L, Lr, **EXACT)
-    assert J == pytest.approx(Jr, rel=1e-12, abs=1e-12)
+    assert pytest.approx(Jr, rel=1e-12, abs=1e-12) == J
     # dJ/dw sums terms as large as gamma * w_j ~ 1e4 that cancel to O(1): two
     # summation orders agree to ~1e-16 of the terms, not of the result
     tol = 1e-15 * 20.0 * w.sum()
@@ -218,7 +220,7 @@ def test_surrogate_gradient_is_the_derivative(nb):
 
 @pytest.mark.parametrize("case", range(12))
 def test_aces_o_fit_matches_reference(nb, case):
-    B, w, counts = _cases(2)[case]
+    B, _w, counts = _cases(2)[case]
     m = B.shape[1]
     rng = np.random.default_rng(case)
     active = (B.sum(axis=0) % B.shape[0] != 0).astype(np.uint8)
@@ -252,11 +254,13 @@ def test_aces_o_fit_degenerate(nb):
     np.testing.assert_array_equal(W, np.zeros(3))
     np.testing.assert_array_equal(obj, np.zeros(6))
     W, obj = nb.aces_o_fit(B, np.array([0.0, 1.0, 2.0]), np.ones(3, np.uint8), 10.0, 0.01, 0)
-    np.testing.assert_allclose(W, numpy_ref.softmax_masked(np.array([0.0, 1.0, 2.0]),
-                                                           np.ones(3, bool)), **EXACT)
+    np.testing.assert_allclose(
+        W, numpy_ref.softmax_masked(np.array([0.0, 1.0, 2.0]), np.ones(3, bool)), **EXACT
+    )
     assert obj.shape == (1,)
-    W, obj = nb.aces_o_fit(np.zeros((3, 0), np.uint8), np.zeros(0), np.zeros(0, np.uint8),
-                           10.0, 0.01, 3)
+    W, obj = nb.aces_o_fit(
+        np.zeros((3, 0), np.uint8), np.zeros(0), np.zeros(0, np.uint8), 10.0, 0.01, 3
+    )
     assert W.shape == (0,) and np.all(obj == 0)
 
 
@@ -286,8 +290,11 @@ def _forced_kernels(B, w, gamma, counts, parallel):
 def _kernel_cases():
     """The cases of :func:`_cases` with a test and a present row (the row-pair
     kernel needs both; its layout is never chosen otherwise)."""
-    return [(B, w, c) for B, w, c in _cases(3)
-            if B.shape[1] > 0 and (B.shape[0] if c is None else np.count_nonzero(c)) > 0]
+    return [
+        (B, w, c)
+        for B, w, c in _cases(3)
+        if B.shape[1] > 0 and (B.shape[0] if c is None else np.count_nonzero(c)) > 0
+    ]
 
 
 @pytest.mark.parametrize("case", range(len(_kernel_cases())))
@@ -300,7 +307,7 @@ def test_both_surrogate_kernels_match_reference(warm, case):
     for name, (L, J, g) in serial.items():
         np.testing.assert_allclose(L, Lr, **EXACT, err_msg=name)
         np.testing.assert_array_equal(np.isnan(L), np.isnan(Lr))
-        assert J == pytest.approx(Jr, abs=1e-12), name
+        assert pytest.approx(Jr, abs=1e-12) == J, name
         np.testing.assert_allclose(g, gr, **EXACT, err_msg=name)
     for name, got in _forced_kernels(B, w, 10.0, counts, True).items():
         for a, b in zip(got, serial[name]):
@@ -322,13 +329,15 @@ def test_row_pair_kernel_several_blocks(warm):
     for parallel in (False, True):
         L, J, g = _forced_kernels(B, w, 10.0, counts, parallel)["rows"]
         np.testing.assert_allclose(L, Lr, **EXACT)
-        assert J == pytest.approx(Jr, abs=1e-12)
+        assert pytest.approx(Jr, abs=1e-12) == J
         np.testing.assert_allclose(g, gr, **EXACT)
     serial = numba_backend.NumbaBackend(parallel_min_work=10**18)
     parallel = numba_backend.NumbaBackend(parallel_min_work=0)
     active = np.ones(m, np.uint8)
-    for a, b in zip(serial.aces_o_fit(B, np.zeros(m), active, 10.0, 0.01, 5, counts),
-                    parallel.aces_o_fit(B, np.zeros(m), active, 10.0, 0.01, 5, counts)):
+    for a, b in zip(
+        serial.aces_o_fit(B, np.zeros(m), active, 10.0, 0.01, 5, counts),
+        parallel.aces_o_fit(B, np.zeros(m), active, 10.0, 0.01, 5, counts),
+    ):
         np.testing.assert_array_equal(a, b)
 
 
@@ -340,7 +349,7 @@ def test_row_pair_kernel_declines_overflow(warm):
     B = random_matrix(rng, 12, 40, density=0.5)
     w = rng.random(40) * 2.0
     c = np.ones(12)
-    BT, X, PF = k._surrogate_layout(B, np.arange(40), c)
+    _BT, X, PF = k._surrogate_layout(B, np.arange(40), c)
     assert X.shape[0] == 13  # few rows: the row-pair layout (and its zero row)
     L, grad = np.full(40, 7.0), np.full(40, 7.0)
     J, done = k._surrogate_rows(X, PF, w, 100.0, c, L, grad, False)
@@ -348,7 +357,7 @@ def test_row_pair_kernel_declines_overflow(warm):
     L, J, g = numba_backend.NumbaBackend().surrogate(B, w, 100.0)
     Lr, Jr, gr = numpy_ref.surrogate(B, w, 100.0)
     np.testing.assert_allclose(L, Lr, **EXACT)
-    assert J == pytest.approx(Jr, rel=1e-12, abs=1e-12)
+    assert pytest.approx(Jr, rel=1e-12, abs=1e-12) == J
     np.testing.assert_allclose(g, gr, rtol=0, atol=1e-15 * 100.0 * w.sum())
 
 
@@ -371,22 +380,21 @@ def test_snap_classes_matches_reference(warm, size):
     base = rng.integers(0, 6, size=m).astype(np.float64)
     x = base + rng.choice([0.0, 3e-11, 2e-10], size=m)  # ties, near-ties, chains
     x[rng.choice(m, size=max(1, m // 10), replace=False)] = rng.choice(
-        [np.nan, np.inf, -np.inf], size=max(1, m // 10))
+        [np.nan, np.inf, -np.inf], size=max(1, m // 10)
+    )
     perm = rng.permutation(m)
-    classes = [perm[:size], perm[size:2 * size], perm[2 * size:2 * size + 2]]
+    classes = [perm[:size], perm[size : 2 * size], perm[2 * size : 2 * size + 2]]
     members = np.concatenate(classes).astype(np.int64)
     bounds = np.cumsum([0] + [len(c) for c in classes]).astype(np.int64)
     got = x.copy()
     next_members = np.empty(m, np.int64)
     next_bounds = np.zeros(m + 1, np.int64)
-    n_next = k._snap_classes(got, members, bounds, len(classes), 1e-10, next_members,
-                             next_bounds)
+    n_next = k._snap_classes(got, members, bounds, len(classes), 1e-10, next_members, next_bounds)
     want = x.copy()
     refined = numpy_ref.snap_classes(want, [c.copy() for c in classes], 1e-10)
     np.testing.assert_array_equal(got, want)
     assert n_next == len(refined)
-    got_classes = [sorted(next_members[next_bounds[i]:next_bounds[i + 1]])
-                   for i in range(n_next)]
+    got_classes = [sorted(next_members[next_bounds[i] : next_bounds[i + 1]]) for i in range(n_next)]
     assert sorted(got_classes) == sorted(sorted(c) for c in refined)
 
 
@@ -457,13 +465,16 @@ def test_serial_and_parallel_builds_agree_bitwise(warm):
     w /= w.sum()
     counts = rng.integers(0, 3, size=300)
     for backend_args in [(None, 1e-9), (w, 1e-9)]:
-        np.testing.assert_array_equal(serial.loo_auc(B, *backend_args, counts),
-                                      parallel.loo_auc(B, *backend_args, counts))
+        np.testing.assert_array_equal(
+            serial.loo_auc(B, *backend_args, counts), parallel.loo_auc(B, *backend_args, counts)
+        )
     for a, b in zip(serial.surrogate(B, w, 10.0, counts), parallel.surrogate(B, w, 10.0, counts)):
         np.testing.assert_array_equal(a, b)
     active = np.ones(200, np.uint8)
-    for a, b in zip(serial.aces_o_fit(B[:24], np.zeros(200), active, 10.0, 0.01, 20),
-                    parallel.aces_o_fit(B[:24], np.zeros(200), active, 10.0, 0.01, 20)):
+    for a, b in zip(
+        serial.aces_o_fit(B[:24], np.zeros(200), active, 10.0, 0.01, 20),
+        parallel.aces_o_fit(B[:24], np.zeros(200), active, 10.0, 0.01, 20),
+    ):
         np.testing.assert_array_equal(a, b)
     for init in ("uniform", "aces-c"):
         values = method_params("aces-o", dict(steps=20, init=init))
@@ -527,8 +538,9 @@ def test_warmup_compiles_every_signature(warm):
     again = numba_backend.warmup()
     assert again["compiled"] == 0 and again["loaded"] == 0  # a second warmup is a no-op
     facts = ("compiled", "loaded", "steps")  # what this call did, not the settings
-    assert {k: v for k, v in again.items() if k not in facts} == \
-        {k: v for k, v in warm.items() if k not in facts}
+    assert {k: v for k, v in again.items() if k not in facts} == {
+        k: v for k, v in warm.items() if k not in facts
+    }
     assert set(again["steps"]) == set(warm["steps"])
     # (kernels called only from other kernels have no signature of their own
     # when their callers were loaded from the disk cache)
@@ -583,13 +595,17 @@ def test_read_only_inputs_reuse_the_warm_signatures(warm):
             (be.loo_auc(Br, None, 1e-9, cr), be.loo_auc(B, None, 1e-9, counts)),
             (be.loo_auc(Br, wr, 1e-9, cr), be.loo_auc(B, w, 1e-9, counts)),
             (be.surrogate(Br, wr, 10.0, cr), be.surrogate(B, w, 10.0, counts)),
-            (be.aces_o_fit(Br, lr, ar, 10.0, 0.01, 3, cr),
-             be.aces_o_fit(B, logits0, active, 10.0, 0.01, 3, counts)),
+            (
+                be.aces_o_fit(Br, lr, ar, 10.0, 0.01, 3, cr),
+                be.aces_o_fit(B, logits0, active, 10.0, 0.01, 3, counts),
+            ),
             (be.row_scores(Br, wr), be.row_scores(B, w)),
         ]
         for got, want in pairs:
-            for a, b in zip(got if isinstance(got, tuple) else (got,),
-                            want if isinstance(want, tuple) else (want,)):
+            for a, b in zip(
+                got if isinstance(got, tuple) else (got,),
+                want if isinstance(want, tuple) else (want,),
+            ):
                 np.testing.assert_array_equal(a, b)
     for method in ("majority", "aces-c", "aces-o", "aces-o-warm"):
         got = af.rerank(Br, method=method, backend="numba")
@@ -600,8 +616,12 @@ def test_read_only_inputs_reuse_the_warm_signatures(warm):
     after = {name: len(d.signatures) for name, d in _dispatchers().items()}
     assert after == before
     assert numba_backend._compile_counts() == work  # nothing compiled or loaded
-    read_only = [(name, sig) for name, d in _dispatchers().items() for sig in d.signatures
-                 if any(isinstance(t, types.Array) and not t.mutable for t in sig)]
+    read_only = [
+        (name, sig)
+        for name, d in _dispatchers().items()
+        for sig in d.signatures
+        if any(isinstance(t, types.Array) and not t.mutable for t in sig)
+    ]
     assert not read_only
 
 
@@ -613,8 +633,9 @@ def test_registry_and_public_api(warm):
     res = af.aces_c(EXAMPLE, backend="numba")
     assert res.backend == "numba"
     np.testing.assert_allclose(res.weights, np.array([5, 5, 0, 5, 0, 0, 2, 0, 0, 0]) / 17, **EXACT)
-    np.testing.assert_allclose(af.loo_auc(EXAMPLE, backend="numba"),
-                               af.loo_auc(EXAMPLE, backend="numpy"), **EXACT)
+    np.testing.assert_allclose(
+        af.loo_auc(EXAMPLE, backend="numba"), af.loo_auc(EXAMPLE, backend="numpy"), **EXACT
+    )
 
 
 def test_bad_inputs_raise(warm):
@@ -637,10 +658,17 @@ def test_bad_inputs_raise(warm):
 
 
 def _run_python(code: str, **env) -> subprocess.CompletedProcess:
-    full_env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""),
-                    **env)
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=REPO,
-                          env=full_env, capture_output=True, text=True, timeout=600)
+    full_env = dict(
+        os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""), **env
+    )
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        cwd=REPO,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def test_import_does_not_import_numba():
@@ -683,7 +711,8 @@ def test_missing_numba_is_reported():
 def test_workqueue_layer_concurrent_calls():
     # The workqueue layer aborts the process on concurrent parallel launches;
     # the backend must serialize them (or run the serial build) under it.
-    proc = _run_python("""
+    proc = _run_python(
+        """
         import threading
         import numpy as np
         import numba
@@ -706,7 +735,10 @@ def test_workqueue_layer_concurrent_calls():
         assert not errors, errors
         assert len(out) == 80 and all(np.array_equal(o, expected) for o in out)
         print('ok')
-    """, NUMBA_THREADING_LAYER="workqueue", NUMBA_NUM_THREADS="2")
+    """,
+        NUMBA_THREADING_LAYER="workqueue",
+        NUMBA_NUM_THREADS="2",
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "ok" in proc.stdout
 
@@ -727,7 +759,7 @@ def test_row_sums_and_reps_merges_passing_patterns(warm):
             first.setdefault(passes[i].tobytes(), i)
             assert rep[i] == first[passes[i].tobytes()]
     assert c.sum() == cnt.sum()
-    for key, i in first.items():
+    for _key, i in first.items():
         same = kept & (passes == passes[i]).all(axis=1)
         assert c[i] == cnt[same].sum()
     assert (c[kept & (rep != np.arange(90))] == 0).all()
@@ -784,8 +816,9 @@ def _scalar_row_sums(B, w):
     return np.array(out, dtype=np.float64).reshape(len(out))
 
 
-@pytest.mark.parametrize("n, m", [(1, 0), (1, 1), (3, 7), (63, 5), (64, 64), (65, 9),
-                                  (130, 33), (200, 101)])
+@pytest.mark.parametrize(
+    ("n", "m"), [(1, 0), (1, 1), (3, 7), (63, 5), (64, 64), (65, 9), (130, 33), (200, 101)]
+)
 def test_row_scores_are_the_ascending_scalar_sums(warm, n, m):
     """The 64-lane scores kernel against a scalar loop, bit for bit: every group
     size (n around 64), odd and even m, and weights of very different sizes (each
@@ -802,8 +835,8 @@ def test_row_scores_are_the_ascending_scalar_sums(warm, n, m):
     np.testing.assert_array_equal(got.view(np.int64), want.view(np.int64))
     rep = numba_backend.NumbaBackend().loo_auc_uniform(B)[2]  # None: no rows merged
     rep = np.arange(n) if rep is None else rep
-    np.testing.assert_array_equal(k.row_scores_rep(B, w, rep).view(np.int64),
-                                  want.view(np.int64))
+    np.testing.assert_array_equal(k.row_scores_rep(B, w, rep).view(np.int64), want.view(np.int64))
     idx = np.flatnonzero(rng.random(n) < 0.6)
-    np.testing.assert_array_equal(k._row_scores_of(B, w, idx).view(np.int64),
-                                  want[idx].view(np.int64))
+    np.testing.assert_array_equal(
+        k._row_scores_of(B, w, idx).view(np.int64), want[idx].view(np.int64)
+    )

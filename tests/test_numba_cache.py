@@ -24,8 +24,8 @@ import pytest
 
 pytest.importorskip("numba", reason="numba is not installed")
 
-import aces_fast as af  # noqa: E402
-from aces_fast.backends.numba import _cache  # noqa: E402
+import aces_fast as af
+from aces_fast.backends.numba import _cache
 
 # A child: the LOO-AUC and surrogate kernels (serial and parallel builds, the
 # parallel surrogate being where a shared cache used to crash), and a method;
@@ -67,17 +67,23 @@ CHILD = textwrap.dedent(r"""
 
 
 def _env(cache_dir, **extra) -> dict:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("NUMBA_", "ACES_FAST_"))}
-    env.update(ACES_FAST_NUMBA_CACHE_DIR=str(cache_dir), NUMBA_NUM_THREADS="2",
-               PYTHONUNBUFFERED="1")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NUMBA_", "ACES_FAST_"))}
+    env.update(
+        ACES_FAST_NUMBA_CACHE_DIR=str(cache_dir), NUMBA_NUM_THREADS="2", PYTHONUNBUFFERED="1"
+    )
     env.update(extra)
     return env
 
 
 def _start(cache_dir, *args, cwd=None, **extra) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", CHILD, *args], env=_env(cache_dir, **extra),
-                            cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", CHILD, *args],
+        env=_env(cache_dir, **extra),
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _finish(proc: subprocess.Popen) -> dict:
@@ -120,8 +126,11 @@ SETTINGS = {"default": {}, "workqueue": WORKQUEUE, "opt0": {"NUMBA_OPT": "0"}}
 def test_concurrent_full_warmups(tmp_path):
     # two full warm-ups per setting at once; NUMBA_OPT=0 compiles without the
     # reassociated sums, so its bits may differ from the optimized builds'
-    procs = {(name, k): _start(tmp_path, "warmup", **extra)
-             for name, extra in SETTINGS.items() for k in range(2)}
+    procs = {
+        (name, k): _start(tmp_path, "warmup", **extra)
+        for name, extra in SETTINGS.items()
+        for k in range(2)
+    }
     first = {key: _finish(p) for key, p in procs.items()}
     for name in SETTINGS:
         assert first[(name, 0)]["digest"] == first[(name, 1)]["digest"]
@@ -138,25 +147,29 @@ def test_concurrent_full_warmups(tmp_path):
 
 
 def _tree(root: Path) -> dict:
-    return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns)
-            for p in root.rglob("*")}
+    return {
+        str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*")
+    }
 
 
 def test_read_only_install(tmp_path):
     site = tmp_path / "site"
     package = Path(af.__file__).parent
-    shutil.copytree(package, site / "aces_fast",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    shutil.copytree(
+        package, site / "aces_fast", ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+    )
     for p in [site, *site.rglob("*")]:
         mode = p.stat().st_mode
         p.chmod(mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
     before = _tree(site)
     cache = tmp_path / "cache"
     try:
-        r = _run(cache, "light", cwd=str(tmp_path), PYTHONPATH=str(site),
-                 PYTHONDONTWRITEBYTECODE="1")
-        again = _run(cache, "light", cwd=str(tmp_path), PYTHONPATH=str(site),
-                     PYTHONDONTWRITEBYTECODE="1")
+        r = _run(
+            cache, "light", cwd=str(tmp_path), PYTHONPATH=str(site), PYTHONDONTWRITEBYTECODE="1"
+        )
+        again = _run(
+            cache, "light", cwd=str(tmp_path), PYTHONPATH=str(site), PYTHONDONTWRITEBYTECODE="1"
+        )
     finally:
         for p in [site, *site.rglob("*")]:
             p.chmod(p.stat().st_mode | stat.S_IWUSR)
@@ -254,8 +267,15 @@ def test_keyed_directory_follows_codegen_settings(monkeypatch):
     monkeypatch.setattr(config, "OPT", 0)
     assert _cache._key_directory(_cache.settings()) != key
     monkeypatch.undo()
-    assert _cache._key_directory(dict(base, threading_layer="workqueue" if
-                                      base["threading_layer"] != "workqueue" else "omp")) != key
+    assert (
+        _cache._key_directory(
+            dict(
+                base,
+                threading_layer="workqueue" if base["threading_layer"] != "workqueue" else "omp",
+            )
+        )
+        != key
+    )
     assert _cache._key_directory(dict(base, numba="0.0.0")) != key
     assert _cache._key_directory(dict(base, sources="0")) != key
 
@@ -300,10 +320,15 @@ def test_cold_and_warm_runs_count_the_same_signatures(tmp_path):
 @pytest.mark.slow
 def test_warmup_counts_the_same_total_cold_and_warm(tmp_path):
     """The audit saw "71 compiled" cold but "18 loaded" warm for the same work."""
+
     def warmup() -> dict:
-        proc = subprocess.run([sys.executable, "-m", "aces_fast", "warmup", "--backend", "numba",
-                               "--json"], env=_env(tmp_path), capture_output=True, text=True,
-                              timeout=900)
+        proc = subprocess.run(
+            [sys.executable, "-m", "aces_fast", "warmup", "--backend", "numba", "--json"],
+            env=_env(tmp_path),
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
         assert proc.returncode == 0, proc.stderr
         return json.loads(proc.stdout)[0]
 
@@ -313,12 +338,20 @@ def test_warmup_counts_the_same_total_cold_and_warm(tmp_path):
 
 
 def test_warmup_cli():
-    proc = subprocess.run([sys.executable, "-m", "aces_fast", "warmup", "--backend", "numba",
-                           "--json"], capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [sys.executable, "-m", "aces_fast", "warmup", "--backend", "numba", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stderr
     facts = json.loads(proc.stdout)
     assert facts[0]["backend"] == "numba" and "compiled" in facts[0]
     assert proc.stderr == ""  # --json: no progress
-    bad = subprocess.run([sys.executable, "-m", "aces_fast", "warmup", "--backend", "nope"],
-                         capture_output=True, text=True, timeout=300)
+    bad = subprocess.run(
+        [sys.executable, "-m", "aces_fast", "warmup", "--backend", "nope"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert bad.returncode == 1 and bad.stderr.startswith("aces-fast: error: unknown backend")

@@ -14,15 +14,14 @@ import pytest
 
 pytest.importorskip("numba", reason="numba is not installed")
 
-from aces_fast import _registry, _semantics  # noqa: E402
-from aces_fast.backends import numba as numba_backend  # noqa: E402
-from aces_fast.backends.numba import semantics  # noqa: E402
-from aces_fast.datasets import load_dataset  # noqa: E402
-from helpers import EXAMPLE, assert_same_result, random_matrix  # noqa: E402
+from aces_fast import _registry, _semantics
+from aces_fast.backends import numba as numba_backend
+from aces_fast.backends.numba import semantics
+from aces_fast.datasets import load_dataset
+from helpers import EXAMPLE, assert_same_result, random_matrix
 
 #: the registered methods whose semantics numba compiles
-COMPILED_METHODS = [spec.name for spec in _registry.specs()
-                    if spec.semantics in semantics.COMPILED]
+COMPILED_METHODS = [spec.name for spec in _registry.specs() if spec.semantics in semantics.COMPILED]
 
 
 @pytest.fixture(scope="module")
@@ -35,8 +34,18 @@ def be():
 def _matrices():
     rng = np.random.default_rng(7)
     out = [("example", EXAMPLE)]
-    for n, m, dup in [(1, 5, 0), (1, 0, 0), (2, 1, 0), (7, 0, 0), (9, 6, 4), (30, 12, 12),
-                      (64, 40, 20), (200, 50, 150), (24, 100, 0), (130, 33, 0)]:
+    for n, m, dup in [
+        (1, 5, 0),
+        (1, 0, 0),
+        (2, 1, 0),
+        (7, 0, 0),
+        (9, 6, 4),
+        (30, 12, 12),
+        (64, 40, 20),
+        (200, 50, 150),
+        (24, 100, 0),
+        (130, 33, 0),
+    ]:
         out.append((f"random-{n}x{m}-dup{dup}", random_matrix(rng, n, m, 0.45, dup)))
     constant = random_matrix(rng, 12, 8)
     constant[:, :3] = 1
@@ -53,7 +62,7 @@ MATRICES = _matrices()
 
 
 @pytest.mark.parametrize("method", COMPILED_METHODS)
-@pytest.mark.parametrize("name,B", MATRICES, ids=[name for name, _ in MATRICES])
+@pytest.mark.parametrize(("name", "B"), MATRICES, ids=[name for name, _ in MATRICES])
 def test_compiled_equals_python_semantics(be, method, name, B):
     spec = _registry.get(method)
     values = _registry.method_params(method)

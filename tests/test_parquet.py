@@ -14,12 +14,19 @@ import pytest
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 
-import aces_fast  # noqa: E402
-from aces_fast.datasets import BUNDLED, Dataset, Problem, load_dataset  # noqa: E402
-from aces_fast.parquet import (LAYOUT_VERSION, InvalidRowError, check_schema,  # noqa: E402
-                               decode_batch, load_parquet, pack_rows, save_parquet, schema)
-
-from helpers import EXAMPLE, EXAMPLE_LABELS  # noqa: E402
+import aces_fast
+from aces_fast.datasets import BUNDLED, Dataset, Problem, load_dataset
+from aces_fast.parquet import (
+    LAYOUT_VERSION,
+    InvalidRowError,
+    check_schema,
+    decode_batch,
+    load_parquet,
+    pack_rows,
+    save_parquet,
+    schema,
+)
+from helpers import EXAMPLE, EXAMPLE_LABELS
 
 
 def _same(a, b) -> None:
@@ -56,7 +63,13 @@ def test_schema_and_metadata(tmp_path):
     sch = pq.ParquetFile(path).schema_arrow
     assert sch.names == ["task_id", "n", "m", "B", "labels", "test_count"]
     assert [str(sch.field(c).type) for c in sch.names] == [
-        "string", "int32", "int32", "binary", "list<element: uint8>", "list<element: int32>"]
+        "string",
+        "int32",
+        "int32",
+        "binary",
+        "list<element: uint8>",
+        "list<element: int32>",
+    ]
     meta = json.loads(sch.metadata[b"aces_fast"])
     assert meta == {"format": "pass-matrix", "version": LAYOUT_VERSION}
 
@@ -74,13 +87,15 @@ def test_bits_are_packed_big_endian_row_by_row(tmp_path):
 
 def test_odd_shapes_and_optional_columns_round_trip(tmp_path):
     rng = np.random.default_rng(3)
-    problems = [Problem("spec", EXAMPLE, EXAMPLE_LABELS,
-                        {"test_count": np.arange(10, dtype=np.int32)})]
+    problems = [
+        Problem("spec", EXAMPLE, EXAMPLE_LABELS, {"test_count": np.arange(10, dtype=np.int32)})
+    ]
     for k, (n, m) in enumerate([(1, 1), (3, 0), (5, 8), (7, 16), (2, 17), (40, 63), (1, 200)]):
         labels = (rng.random(n) < 0.5).astype(np.uint8) if k % 2 else None
         extras = {"test_count": rng.integers(1, 9, m).astype(np.int32)} if k % 3 == 0 else {}
-        problems.append(Problem(f"p{k}", (rng.random((n, m)) < 0.5).astype(np.uint8), labels,
-                                extras))
+        problems.append(
+            Problem(f"p{k}", (rng.random((n, m)) < 0.5).astype(np.uint8), labels, extras)
+        )
     ds = Dataset("odd", problems)
     for rg in (1, 3, 100):
         path = tmp_path / f"odd{rg}.parquet"
@@ -130,13 +145,21 @@ def _table(rows, with_labels=True, with_tc=True):
 
 def _good(tid="ok", n=3, m=10):
     B = np.random.default_rng(len(tid)).integers(0, 2, (n, m)).astype(np.uint8)
-    return {"task_id": tid, "n": n, "m": m, "B": pack_rows(B), "labels": [1] + [0] * (n - 1),
-            "test_count": [1] * m}
+    return {
+        "task_id": tid,
+        "n": n,
+        "m": m,
+        "B": pack_rows(B),
+        "labels": [1] + [0] * (n - 1),
+        "test_count": [1] * m,
+    }
 
 
 BAD_ROWS = [
-    (dict(B=b"\x00" * 5), "B has 5 bytes, but n x m = 3 x 10 packed by row needs "
-                          "n * ceil(m / 8) = 6"),
+    (
+        dict(B=b"\x00" * 5),
+        ("B has 5 bytes, but n x m = 3 x 10 packed by row needs n * ceil(m / 8) = 6"),
+    ),
     (dict(n=-2), "n is -2; need n >= 1 candidates"),
     (dict(n=0, B=b""), "n is 0; need n >= 1 candidates"),
     (dict(m=-1, B=b""), "m is -1; need m >= 0 tests"),
@@ -152,7 +175,7 @@ BAD_ROWS = [
 ]
 
 
-@pytest.mark.parametrize("change,reason", BAD_ROWS, ids=[r for _, r in BAD_ROWS])
+@pytest.mark.parametrize(("change", "reason"), BAD_ROWS, ids=[r for _, r in BAD_ROWS])
 def test_bad_row_is_reported_with_row_and_task_id(change, reason):
     bad = {**_good("bad"), **change}
     table = _table([_good("a"), _good("b"), bad, _good("c")])
@@ -166,8 +189,9 @@ def test_bad_row_is_reported_with_row_and_task_id(change, reason):
     assert err.message().startswith(f"row 42 (task_id {tid}): ")
     # the good rows decode to their matrices all the same
     for k, tid in enumerate(["a", "b", "c"]):
-        want = np.unpackbits(np.frombuffer(_good(tid)["B"], np.uint8).reshape(3, 2), axis=1,
-                             count=10)
+        want = np.unpackbits(
+            np.frombuffer(_good(tid)["B"], np.uint8).reshape(3, 2), axis=1, count=10
+        )
         np.testing.assert_array_equal(dec.B[k], want)
 
 
@@ -180,8 +204,13 @@ def test_row_numbers_from_a_list_or_a_row_column():
 
 
 def test_every_bad_row_of_a_batch_is_listed():
-    rows = [_good("a"), {**_good("b"), "n": -1}, {**_good("c"), "labels": [3, 3, 3]},
-            _good("d"), {**_good("e"), "B": b""}]
+    rows = [
+        _good("a"),
+        {**_good("b"), "n": -1},
+        {**_good("c"), "labels": [3, 3, 3]},
+        _good("d"),
+        {**_good("e"), "B": b""},
+    ]
     dec = decode_batch(_table(rows), 0)
     assert [(e.row, e.task_id) for e in dec.errors] == [(1, "b"), (2, "c"), (4, "e")]
     assert dec.errors[1].reason == "labels entry 0 is 3; only 0 and 1 are allowed"
@@ -192,8 +221,10 @@ def test_mixed_shapes_interleaved_decode_to_the_right_matrices():
     rng = np.random.default_rng(11)
     shapes = [(3, 10), (5, 4), (3, 10), (5, 4), (2, 0), (3, 10)]
     mats = [(rng.random(s) < 0.5).astype(np.uint8) for s in shapes]
-    rows = [{"task_id": f"t{i}", "n": B.shape[0], "m": B.shape[1], "B": pack_rows(B)}
-            for i, B in enumerate(mats)]
+    rows = [
+        {"task_id": f"t{i}", "n": B.shape[0], "m": B.shape[1], "B": pack_rows(B)}
+        for i, B in enumerate(mats)
+    ]
     dec = decode_batch(_table(rows, with_labels=False, with_tc=False), 0)
     assert dec.labels is None and not dec.errors
     for got, want in zip(dec.B, mats):
@@ -214,8 +245,13 @@ def test_whole_file_problems(tmp_path):
         check_schema(ok.drop_columns(["B"]).schema, "f")
     with pytest.raises(ValueError, match="column 'n' has type string; expected an integer"):
         check_schema(ok.set_column(1, "n", pa.array(["3"])).schema, "f")
-    newer = ok.schema.with_metadata({b"aces_fast": json.dumps(
-        {"format": "pass-matrix", "version": LAYOUT_VERSION + 1}).encode()})
+    newer = ok.schema.with_metadata(
+        {
+            b"aces_fast": json.dumps(
+                {"format": "pass-matrix", "version": LAYOUT_VERSION + 1}
+            ).encode()
+        }
+    )
     with pytest.raises(ValueError, match="layout version 2; this aces_fast reads versions up"):
         check_schema(newer, "f")
     results = ok.schema.with_metadata({b"aces_fast": b'{"format": "rerank-results"}'})
@@ -233,11 +269,15 @@ def test_whole_file_problems(tmp_path):
 
 def test_wider_integer_and_large_types_are_read(tmp_path):
     B = EXAMPLE
-    table = pa.table({"task_id": pa.array(["x"], pa.large_string()),
-                      "n": pa.array([8], pa.int64()), "m": pa.array([10], pa.uint16()),
-                      "B": pa.array([pack_rows(B)], pa.large_binary()),
-                      "labels": pa.array([EXAMPLE_LABELS.astype(bool).tolist()],
-                                         pa.list_(pa.bool_()))})
+    table = pa.table(
+        {
+            "task_id": pa.array(["x"], pa.large_string()),
+            "n": pa.array([8], pa.int64()),
+            "m": pa.array([10], pa.uint16()),
+            "B": pa.array([pack_rows(B)], pa.large_binary()),
+            "labels": pa.array([EXAMPLE_LABELS.astype(bool).tolist()], pa.list_(pa.bool_())),
+        }
+    )
     path = tmp_path / "wide.parquet"
     pq.write_table(table, path)
     p = load_parquet(path)[0]
@@ -251,23 +291,30 @@ def test_wider_integer_and_large_types_are_read(tmp_path):
 def _child(code: str) -> subprocess.CompletedProcess:
     root = os.path.dirname(os.path.dirname(os.path.abspath(aces_fast.__file__)))
     env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                          timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300
+    )
 
 
 def test_import_aces_fast_imports_neither_pyarrow_nor_ray():
-    proc = _child("import sys, aces_fast, aces_fast.cli, aces_fast.datasets\n"
-                  "aces_fast.cli.build_parser()\n"
-                  "bad = [m for m in ('pyarrow', 'ray') if m in sys.modules]\n"
-                  "assert not bad, bad\n")
+    proc = _child(
+        "import sys, aces_fast, aces_fast.cli, aces_fast.datasets\n"
+        "aces_fast.cli.build_parser()\n"
+        "bad = [m for m in ('pyarrow', 'ray') if m in sys.modules]\n"
+        "assert not bad, bad\n"
+    )
     assert proc.returncode == 0, proc.stderr
 
 
 def test_missing_pyarrow_is_a_clear_error():
-    proc = _child("import sys; sys.modules['pyarrow'] = None\n"
-                  "from aces_fast.datasets import load_dataset\n"
-                  "try:\n    import aces_fast.parquet\n"
-                  "except ImportError as e:\n    print(e)\n")
+    proc = _child(
+        "import sys; sys.modules['pyarrow'] = None\n"
+        "from aces_fast.datasets import load_dataset\n"
+        "try:\n    import aces_fast.parquet\n"
+        "except ImportError as e:\n    print(e)\n"
+    )
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == ("reading and writing Parquet needs pyarrow, which is not "
-                                   "installed: pip install 'aces_fast[arrow]'")
+    assert proc.stdout.strip() == (
+        "reading and writing Parquet needs pyarrow, which is not "
+        "installed: pip install 'aces_fast[arrow]'"
+    )

@@ -17,8 +17,12 @@ from brute import nonconstant_mask
 from helpers import npy
 
 # the backend fixture only returns a name, so reusing it across examples is safe
-SETTINGS = settings(max_examples=20, deadline=None, derandomize=True,
-                    suppress_health_check=[HealthCheck.function_scoped_fixture])
+SETTINGS = settings(
+    max_examples=20,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
 EXACT = 1e-12
 
 
@@ -59,8 +63,9 @@ def test_row_permutation_keeps_loo_auc(backend, data, seed):
     B, w = data
     perm = np.random.default_rng(seed).permutation(B.shape[0])
     for weights in (None, w):
-        assert_same(af.loo_auc(B[perm], weights, backend=backend),
-                    af.loo_auc(B, weights, backend=backend))
+        assert_same(
+            af.loo_auc(B[perm], weights, backend=backend), af.loo_auc(B, weights, backend=backend)
+        )
 
 
 @SETTINGS
@@ -69,7 +74,9 @@ def test_repeating_rows_keeps_loo_auc_and_aces_c(backend, data, r):
     B, w = data
     R = np.repeat(B, r, axis=0)
     for weights in (None, w):
-        assert_same(af.loo_auc(R, weights, backend=backend), af.loo_auc(B, weights, backend=backend))
+        assert_same(
+            af.loo_auc(R, weights, backend=backend), af.loo_auc(B, weights, backend=backend)
+        )
     a, b = af.aces_c(R, backend=backend), af.aces_c(B, backend=backend)
     assert a.fallback == b.fallback
     assert_same(a.weights, b.weights)
@@ -128,8 +135,12 @@ def test_loo_auc_range_and_nan_exactly_at_constant_tests(backend, data):
 
 
 @SETTINGS
-@given(B=pass_matrices(), method=st.sampled_from(
-    ["majority", "aces-c", "aces-c-filter", "aces-o", "codet", "codet-linear", "b4"]))
+@given(
+    B=pass_matrices(),
+    method=st.sampled_from(
+        ["majority", "aces-c", "aces-c-filter", "aces-o", "codet", "codet-linear", "b4"]
+    ),
+)
 def test_identical_rows_get_equal_scores(backend, B, method):
     B = np.vstack([B, B[:1]])  # guarantee a duplicate
     params = {"steps": 5} if method == "aces-o" else {}

@@ -15,17 +15,15 @@ pytest.importorskip("pyarrow")
 ray = pytest.importorskip("ray")
 pytest.importorskip("ray.data")
 
-import pyarrow as pa  # noqa: E402
-import pyarrow.parquet as pq  # noqa: E402
+import pyarrow as pa
+import pyarrow.parquet as pq
 
-import aces_fast as af  # noqa: E402
-import aces_fast.ray as afray  # noqa: E402
-from aces_fast.datasets import load_dataset  # noqa: E402
-from aces_fast.parquet import InvalidRowError, save_parquet  # noqa: E402
-from aces_fast.stream import rerank_dataset  # noqa: E402
-
-from test_stream import (FAST_O, _start, _wait_for_parts, _with_bad_rows,  # noqa: E402
-                         assert_results_equal)
+import aces_fast as af
+import aces_fast.ray as afray
+from aces_fast.datasets import load_dataset
+from aces_fast.parquet import InvalidRowError, save_parquet
+from aces_fast.stream import rerank_dataset
+from test_stream import FAST_O, _start, _wait_for_parts, _with_bad_rows, assert_results_equal
 
 
 @pytest.fixture(scope="module")
@@ -57,8 +55,10 @@ def test_ray_engine_equals_local_engine(cluster, small, tmp_path):
     assert (s.engine, s.rows, s.written, s.invalid) == ("ray", 40, 40, 0)
     got = pq.read_table(tmp_path / "ray")
     assert _plain(got).equals(_plain(pq.read_table(local)))
-    assert json.loads(got.schema.metadata[b"aces_fast"])["backend"] == "cpp" or \
-        "cpp" not in af.available_backends()
+    assert (
+        json.loads(got.schema.metadata[b"aces_fast"])["backend"] == "cpp"
+        or "cpp" not in af.available_backends()
+    )
     # the public API on a Dataset from Ray's own Parquet reader gives the same rows
     ds = afray.rerank_dataset(ray.data.read_parquet(str(path)), "aces-c", batch_size=6)
     table = pa.concat_tables(ds.iter_batches(batch_format="pyarrow", batch_size=None))
@@ -96,37 +96,46 @@ def test_ray_engine_damaged_row_group_and_duplicates(cluster, tmp_path):
         rerank_dataset(path2, tmp_path / "r1", engine="ray", batch_size=8)
     outs = {}
     for engine in ("local", "ray"):
-        s = rerank_dataset(path, tmp_path / engine, engine=engine, batch_size=8,
-                           skip_invalid=True, errors_path=tmp_path / f"{engine}.jsonl")
+        s = rerank_dataset(
+            path,
+            tmp_path / engine,
+            engine=engine,
+            batch_size=8,
+            skip_invalid=True,
+            errors_path=tmp_path / f"{engine}.jsonl",
+        )
         assert (s.written, s.invalid) == (39, 21)
-        errs = sorted((json.loads(x)["row"], json.loads(x)["task_id"], json.loads(x)["reason"])
-                      for x in (tmp_path / f"{engine}.jsonl").read_text().splitlines())
+        errs = sorted(
+            (json.loads(x)["row"], json.loads(x)["task_id"], json.loads(x)["reason"])
+            for x in (tmp_path / f"{engine}.jsonl").read_text().splitlines()
+        )
         outs[engine] = (_plain(pq.read_table(tmp_path / engine)), errs)
     assert outs["ray"][0].equals(outs["local"][0])
     assert outs["ray"][1] == outs["local"][1]
-    assert [e[0] for e in outs["ray"][1]] == list(range(20, 40)) + [45]
+    assert [e[0] for e in outs["ray"][1]] == [*list(range(20, 40)), 45]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("method,params", [("aces-o", FAST_O), ("codet", {}), ("b4", {})])
+@pytest.mark.parametrize(("method", "params"), [("aces-o", FAST_O), ("codet", {}), ("b4", {})])
 def test_ray_engine_other_methods(cluster, small, tmp_path, method, params):
-    path, problems = small
+    path, _problems = small
     rerank_dataset(path, tmp_path / "local", method, batch_size=7, **params)
-    rerank_dataset(path, tmp_path / "ray", method, engine="ray", batch_size=7, n_threads=2,
-                   **params)
-    assert _plain(pq.read_table(tmp_path / "ray")).equals(
-        _plain(pq.read_table(tmp_path / "local")))
+    rerank_dataset(
+        path, tmp_path / "ray", method, engine="ray", batch_size=7, n_threads=2, **params
+    )
+    assert _plain(pq.read_table(tmp_path / "ray")).equals(_plain(pq.read_table(tmp_path / "local")))
 
 
 @pytest.mark.slow
 def test_ray_engine_bad_rows(cluster, tmp_path):
-    path, good = _with_bad_rows(tmp_path)
+    path, _good = _with_bad_rows(tmp_path)
     with pytest.raises(InvalidRowError, match=r"row (3|7|10) \(task_id 't(3|7|10)'\)"):
         rerank_dataset(path, tmp_path / "o1", engine="ray", batch_size=4)
     s = rerank_dataset(path, tmp_path / "o2", engine="ray", batch_size=4, skip_invalid=True)
     assert (s.written, s.invalid) == (12, 3)
-    lines = sorted((json.loads(x) for x in s.errors_path.read_text().splitlines()),
-                   key=lambda e: e["row"])
+    lines = sorted(
+        (json.loads(x) for x in s.errors_path.read_text().splitlines()), key=lambda e: e["row"]
+    )
     assert [(e["task_id"], e["row"]) for e in lines] == [("t3", 3), ("t7", 7), ("t10", 10)]
     rerank_dataset(path, tmp_path / "o3", skip_invalid=True)
     assert _plain(pq.read_table(tmp_path / "o2")).equals(_plain(pq.read_table(tmp_path / "o3")))
@@ -150,8 +159,7 @@ def test_ray_engine_resume(cluster, tmp_path):
     for f in sorted(part.glob("part-*.parquet"))[2:]:
         f.unlink()  # an operator deletes committed parts: resume warns and redoes them
     with pytest.warns(UserWarning, match="committed part is missing; its rows are ranked again"):
-        s = rerank_dataset(path, part, "aces-o", engine="ray", resume=True, batch_size=16,
-                           **FAST_O)
+        s = rerank_dataset(path, part, "aces-o", engine="ray", resume=True, batch_size=16, **FAST_O)
     assert (s.resumed, s.written) == (100, 64)
     assert _plain(pq.read_table(part)).equals(_plain(pq.read_table(full)))
 
@@ -165,9 +173,12 @@ def test_worker_errors_arrive_as_one_message(cluster, tmp_path):
     # Ray keeps the worker's exception as text only; the driver recovers its message
     assert afray._task_error(info.value) in [
         "row 3 (task_id 't3'): labels entry 2 is 7; only 0 and 1 are allowed",
-        "row 7 (task_id 't7'): B has 9 bytes, but n x m = 5 x 11 packed by row needs "
-        "n * ceil(m / 8) = 10",
-        "row 10 (task_id 't10'): n is -5; need n >= 1 candidates"]
+        (
+            "row 7 (task_id 't7'): B has 9 bytes, but n x m = 5 x 11 packed by row needs "
+            "n * ceil(m / 8) = 10"
+        ),
+        "row 10 (task_id 't10'): n is -5; need n >= 1 candidates",
+    ]
     with pytest.raises(ValueError, match="^unknown backend 'nope'"):
         rerank_dataset(path, tmp_path / "o", engine="ray", backend="nope")
     assert not (tmp_path / "o").exists()
@@ -178,9 +189,25 @@ def test_cli_ray_engine_starts_its_own_cluster(small, tmp_path):
     path, problems = small
     out = tmp_path / "o.parquet"
     code = "import sys\nfrom aces_fast.cli import main\nsys.exit(main(sys.argv[1:]))"
-    proc = subprocess.run([sys.executable, "-c", code, "rerank-dataset", str(path), "-o",
-                           str(out), "--engine", "ray", "--batch-size", "5", "--json"],
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            code,
+            "rerank-dataset",
+            str(path),
+            "-o",
+            str(out),
+            "--engine",
+            "ray",
+            "--batch-size",
+            "5",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["written"] == 40
     ref = af.rerank_batch([p.B for p in problems])
@@ -199,8 +226,18 @@ def test_cli_ray_engine_interrupted_and_resumed(tmp_path):
     path = tmp_path / "in.parquet"
     write_synthetic(path, 2000, 30, 40, seed=2, row_group_size=100)
     out = tmp_path / "o.parquet"
-    args = ["rerank-dataset", path, "-o", out, "--engine", "ray", "--method", "aces-o",
-            "--batch-size", "50"]
+    args = [
+        "rerank-dataset",
+        path,
+        "-o",
+        out,
+        "--engine",
+        "ray",
+        "--method",
+        "aces-o",
+        "--batch-size",
+        "50",
+    ]
     proc = _start(args)
     _wait_for_parts(out, proc, count=1, timeout=300)
     proc.send_signal(signal.SIGINT)
@@ -209,7 +246,7 @@ def test_cli_ray_engine_interrupted_and_resumed(tmp_path):
     assert "rerun with --resume" in err
     kept = pq.read_table(out).num_rows
     assert 0 < kept < 2000
-    proc = _start(args + ["--resume", "-q"])
+    proc = _start([*args, "--resume", "-q"])
     _, err = proc.communicate(timeout=900)
     assert proc.returncode == 0, err
     done = pq.read_table(out)

@@ -22,7 +22,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Dict, List
 
 import pytest
 
@@ -30,16 +29,16 @@ pytest.importorskip("pyarrow")
 ray = pytest.importorskip("ray")
 pytest.importorskip("ray.data")
 
-import pyarrow.parquet as pq  # noqa: E402
+import pyarrow.parquet as pq
+from benchmarks.harness.stream_scale import write_synthetic
 
-import aces_fast.ray as afray  # noqa: E402
-from aces_fast.stream import rerank_dataset  # noqa: E402
+import aces_fast.ray as afray
+from aces_fast.stream import rerank_dataset
+from test_stream import _wait_for_parts, _with_bad_rows
 
-from benchmarks.harness.stream_scale import write_synthetic  # noqa: E402
-from test_stream import _wait_for_parts, _with_bad_rows  # noqa: E402
-
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
-                                reason="finds a cluster's processes through /proc")
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="finds a cluster's processes through /proc"
+)
 
 _RUN = "import sys\nfrom aces_fast.cli import main\nsys.exit(main(sys.argv[1:]))"
 _RAY = str(Path(sys.executable).with_name("ray"))
@@ -50,7 +49,7 @@ ONE_CPU = json.dumps({"CPU": 1})
 # helpers
 
 
-def _holders(root: str) -> List[int]:
+def _holders(root: str) -> list[int]:
     """Live processes (not this one) naming ``root`` in their command line or
     holding a file open under it."""
     found = []
@@ -74,7 +73,7 @@ def _holders(root: str) -> List[int]:
     return found
 
 
-def _kill_all(root: str) -> List[int]:
+def _kill_all(root: str) -> list[int]:
     """SIGKILL every process under ``root`` (a test's last resort); returns them."""
     killed = []
     for _ in range(5):
@@ -91,7 +90,7 @@ def _kill_all(root: str) -> List[int]:
     return killed
 
 
-def _wait_gone(root: str, timeout: float = 60) -> List[int]:
+def _wait_gone(root: str, timeout: float = 60) -> list[int]:
     """Wait until no process is under ``root``; the ones still there at the end."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -102,7 +101,7 @@ def _wait_gone(root: str, timeout: float = 60) -> List[int]:
     return _holders(root)
 
 
-def _names(pids: List[int]) -> List[str]:
+def _names(pids: list[int]) -> list[str]:
     out = []
     for pid in pids:
         try:
@@ -124,7 +123,7 @@ def root():
     shutil.rmtree(path, ignore_errors=True)
 
 
-def _env(**extra: str) -> Dict[str, str]:
+def _env(**extra: str) -> dict[str, str]:
     env = dict(os.environ)
     for key in ("RAY_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
         env.pop(key, None)
@@ -133,15 +132,25 @@ def _env(**extra: str) -> Dict[str, str]:
 
 
 def _cli(args, env, timeout=300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", _RUN, *map(str, args)], env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-c", _RUN, *map(str, args)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def _start_cli(args, env) -> subprocess.Popen:
     # its own session: a SIGINT sent to its group is what Ctrl-C at a terminal does
-    return subprocess.Popen([sys.executable, "-c", _RUN, *map(str, args)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", _RUN, *map(str, args)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def _plain(path):
@@ -174,10 +183,14 @@ def test_engine_ray_owns_a_private_cluster_and_removes_it(data, root, tmp_path):
     own cluster instead, under RAY_TMPDIR, and leave nothing there."""
     path, local = data
     out = tmp_path / "o.parquet"
-    env = _env(RAY_ADDRESS=f"127.0.0.1:{_closed_port()}", RAY_TMPDIR=root,
-               RAY_OVERRIDE_RESOURCES=ONE_CPU)
-    proc = _cli(["rerank-dataset", path, "-o", out, "--engine", "ray", "--batch-size", "50",
-                 "--json"], env, timeout=180)
+    env = _env(
+        RAY_ADDRESS=f"127.0.0.1:{_closed_port()}", RAY_TMPDIR=root, RAY_OVERRIDE_RESOURCES=ONE_CPU
+    )
+    proc = _cli(
+        ["rerank-dataset", path, "-o", out, "--engine", "ray", "--batch-size", "50", "--json"],
+        env,
+        timeout=180,
+    )
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout)
     assert (summary["engine"], summary["written"]) == ("ray", 600)
@@ -190,21 +203,28 @@ def test_engine_ray_owns_a_private_cluster_and_removes_it(data, root, tmp_path):
 def test_unreachable_address_is_one_line_naming_ray(data, tmp_path):
     path, _ = data
     port = _closed_port()
-    for args, env in [(["--address", f"127.0.0.1:{port}"], _env()),
-                      (["--address", "auto"], _env(RAY_ADDRESS=f"127.0.0.1:{port}"))]:
+    for args, env in [
+        (["--address", f"127.0.0.1:{port}"], _env()),
+        (["--address", "auto"], _env(RAY_ADDRESS=f"127.0.0.1:{port}")),
+    ]:
         tick = time.monotonic()
-        proc = _cli(["rerank-dataset", path, "-o", tmp_path / "o.parquet", "--engine", "ray",
-                     *args], env, timeout=120)
+        proc = _cli(
+            ["rerank-dataset", path, "-o", tmp_path / "o.parquet", "--engine", "ray", *args],
+            env,
+            timeout=120,
+        )
         assert proc.returncode == 1
         assert proc.stderr.splitlines() == [
-            f"aces-fast: error: Ray: nothing answers at 127.0.0.1:{port} (Connection refused): "
-            f"start the head there with 'ray start --head --port {port}', or check the "
-            "address and that the port is reachable from here"], proc.stderr
+            (
+                f"aces-fast: error: Ray: nothing answers at 127.0.0.1:{port} (Connection refused): "
+                f"start the head there with 'ray start --head --port {port}', or check the "
+                "address and that the port is reachable from here"
+            )
+        ], proc.stderr
         assert time.monotonic() - tick < 60  # ray.init alone retries for over ten minutes
     assert not ray.is_initialized()
     with pytest.raises(afray.RayEngineError, match="^Ray: nothing answers at"):
-        rerank_dataset(path, tmp_path / "o2.parquet", engine="ray",
-                       address=f"localhost:{port}")
+        rerank_dataset(path, tmp_path / "o2.parquet", engine="ray", address=f"localhost:{port}")
     with pytest.raises(ValueError, match="num_cpus applies only to a new local cluster"):
         afray.init(address="auto", num_cpus=1)
     with pytest.raises(ValueError, match="address must be"):
@@ -213,28 +233,31 @@ def test_unreachable_address_is_one_line_naming_ray(data, tmp_path):
 
 def test_connection_failures_name_the_likely_cause(monkeypatch):
     """The cause Ray buries two exceptions down becomes the one line."""
+
     def failed(inner: str) -> BaseException:
         try:
             try:
                 raise RuntimeError(f"Failed to connect to GCS. Last connection error: {inner}")
             except RuntimeError as exc:
-                raise ConnectionError("Failed to connect to Ray cluster at 10.0.0.1:6379") \
-                    from exc
+                raise ConnectionError("Failed to connect to Ray cluster at 10.0.0.1:6379") from exc
         except ConnectionError as exc:
             return exc
 
     auth = failed("ray.exceptions.AuthenticationError: RPC error: InvalidAuthToken: ...")
     monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
     msg = str(afray._connect_error(auth, "10.0.0.1:6379"))
-    assert msg.startswith("Ray: the cluster at 10.0.0.1:6379 uses token authentication and "
-                          "this process sent no token (RAY_AUTH_MODE is unset here): set "
-                          "RAY_AUTH_MODE=token here and on every node")
+    assert msg.startswith(
+        "Ray: the cluster at 10.0.0.1:6379 uses token authentication and "
+        "this process sent no token (RAY_AUTH_MODE is unset here): set "
+        "RAY_AUTH_MODE=token here and on every node"
+    )
     monkeypatch.setenv("RAY_AUTH_MODE", "token")
     assert "refused this process's token" in str(afray._connect_error(auth, "10.0.0.1:6379"))
     other = failed("ray.exceptions.RpcError: Timed out")
     assert str(afray._connect_error(other, "10.0.0.1:6379")) == (
         "Ray: cannot connect to the cluster at 10.0.0.1:6379: Failed to connect to Ray "
-        "cluster at 10.0.0.1:6379")
+        "cluster at 10.0.0.1:6379"
+    )
     assert "\n" not in msg
     # failures while the job runs: a task's ValueError stays one, the rest is Ray's
     lost = afray._run_error(RuntimeError("object lost\nsecond line"))
@@ -248,14 +271,27 @@ def test_connection_failures_name_the_likely_cause(monkeypatch):
 
 @pytest.mark.slow
 def test_ctrl_c_and_errors_leave_no_cluster_behind(data, root, tmp_path):
-    path, _ = data
+    _path, _ = data
     env = _env(RAY_TMPDIR=root, RAY_OVERRIDE_RESOURCES=ONE_CPU)
     # Ctrl-C at a terminal: SIGINT to the whole foreground process group
     big = tmp_path / "big.parquet"
     write_synthetic(big, 6000, 30, 40, seed=4, row_group_size=500)
     out = tmp_path / "o.parquet"
-    proc = _start_cli(["rerank-dataset", big, "-o", out, "--engine", "ray", "--method",
-                       "aces-o", "--batch-size", "100"], env)
+    proc = _start_cli(
+        [
+            "rerank-dataset",
+            big,
+            "-o",
+            out,
+            "--engine",
+            "ray",
+            "--method",
+            "aces-o",
+            "--batch-size",
+            "100",
+        ],
+        env,
+    )
     _wait_for_parts(out, proc)
     os.killpg(proc.pid, signal.SIGINT)
     _, err = proc.communicate(timeout=120)
@@ -264,15 +300,16 @@ def test_ctrl_c_and_errors_leave_no_cluster_behind(data, root, tmp_path):
     assert _names(_holders(root)) == [] and os.listdir(root) == []
     # an error (a bad row, found by a worker) ends the run the same way
     bad, _ = _with_bad_rows(tmp_path)
-    proc = _cli(["rerank-dataset", bad, "-o", tmp_path / "o2.parquet", "--engine", "ray"],
-                env, timeout=180)
+    proc = _cli(
+        ["rerank-dataset", bad, "-o", tmp_path / "o2.parquet", "--engine", "ray"], env, timeout=180
+    )
     assert proc.returncode == 1
     assert len(proc.stderr.splitlines()) == 1, proc.stderr
     assert proc.stderr.startswith("aces-fast: error: ") and "(task_id 't" in proc.stderr
     assert _names(_holders(root)) == [] and os.listdir(root) == []
 
 
-def _worker_pids(root: str, title: str) -> List[int]:
+def _worker_pids(root: str, title: str) -> list[int]:
     pids = []
     for pid in _holders(root):
         try:
@@ -296,7 +333,7 @@ def test_worker_kills_and_a_driver_kill_then_resume(root, tmp_path):
     # Ray retries the tasks of a killed worker: the run still gives every result
     out = tmp_path / "w.parquet"
     proc = _start_cli(["rerank-dataset", big, "-o", out, *args], env)
-    killed: List[int] = []
+    killed: list[int] = []
     deadline = time.monotonic() + 180
     while len(killed) < 2 and proc.poll() is None and time.monotonic() < deadline:
         for pid in _worker_pids(root, "ray::MapBatches"):
@@ -334,7 +371,7 @@ def test_worker_kills_and_a_driver_kill_then_resume(root, tmp_path):
     assert _holders(root) == [] and os.listdir(root) == []
 
 
-def _ports(n: int) -> List[int]:
+def _ports(n: int) -> list[int]:
     """``n`` consecutive free TCP ports."""
     import random
 
@@ -360,13 +397,23 @@ class _Node:
     process (which stops its children), then SIGKILL of whatever of its process
     group or temporary root is left."""
 
-    def __init__(self, args: List[str], temp_dir: str, env: Dict[str, str], log: Path):
+    def __init__(self, args: list[str], temp_dir: str, env: dict[str, str], log: Path):
         self.temp_dir, self.log = temp_dir, log
         with open(log, "wb") as fh:
-            self.proc = subprocess.Popen([_RAY, "start", *args, f"--temp-dir={temp_dir}",
-                                          "--disable-usage-stats", "--block"], env=env,
-                                         stdout=fh, stderr=subprocess.STDOUT,
-                                         start_new_session=True)
+            self.proc = subprocess.Popen(
+                [
+                    _RAY,
+                    "start",
+                    *args,
+                    f"--temp-dir={temp_dir}",
+                    "--disable-usage-stats",
+                    "--block",
+                ],
+                env=env,
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
 
     def wait_started(self, timeout: float = 120) -> None:
         deadline = time.monotonic() + timeout
@@ -378,7 +425,7 @@ class _Node:
             time.sleep(0.2)
         pytest.fail(f"ray start failed:\n{self.log.read_text(errors='replace')[-3000:]}")
 
-    def stop(self) -> List[int]:
+    def stop(self) -> list[int]:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -399,7 +446,7 @@ class _Node:
         for f in Path(self.temp_dir).glob("session_*/logs/worker-*.out"):
             for line in f.read_text(errors="replace").splitlines():
                 if line.startswith(":task_name:"):
-                    names.add(line[len(":task_name:"):])
+                    names.add(line[len(":task_name:") :])
         return names
 
 
@@ -413,8 +460,9 @@ def test_two_node_cluster_as_the_readme_starts_it(data, root):
     home = os.path.join(root, "home")
     os.makedirs(home)
     base = _env(HOME=home)
-    token = subprocess.run([_RAY, "get-auth-token", "--generate"], env=base,
-                           capture_output=True, text=True, timeout=60)
+    token = subprocess.run(
+        [_RAY, "get-auth-token", "--generate"], env=base, capture_output=True, text=True, timeout=60
+    )
     assert token.returncode == 0 and (Path(home) / ".ray" / "auth_token").exists(), token.stderr
     # a head stopped by SIGTERM drains for 30 s by default; nothing here needs that
     env = dict(base, RAY_AUTH_MODE="token", RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S="5")
@@ -422,36 +470,88 @@ def test_two_node_cluster_as_the_readme_starts_it(data, root):
     head_dir, worker_dir = os.path.join(root, "h"), os.path.join(root, "w")
     address = f"127.0.0.1:{p[0]}"
 
-    def ports(q: List[int]) -> List[str]:
-        return [f"--node-manager-port={q[0]}", f"--object-manager-port={q[1]}",
-                f"--runtime-env-agent-port={q[2]}", f"--dashboard-agent-grpc-port={q[3]}",
-                f"--dashboard-agent-listen-port={q[4]}", f"--metrics-export-port={q[5]}",
-                f"--min-worker-port={q[6]}", f"--max-worker-port={q[6] + 12}",
-                "--num-cpus=1"]
+    def ports(q: list[int]) -> list[str]:
+        return [
+            f"--node-manager-port={q[0]}",
+            f"--object-manager-port={q[1]}",
+            f"--runtime-env-agent-port={q[2]}",
+            f"--dashboard-agent-grpc-port={q[3]}",
+            f"--dashboard-agent-listen-port={q[4]}",
+            f"--metrics-export-port={q[5]}",
+            f"--min-worker-port={q[6]}",
+            f"--max-worker-port={q[6] + 12}",
+            "--num-cpus=1",
+        ]
 
-    nodes: List[_Node] = []
+    nodes: list[_Node] = []
     try:
-        nodes.append(_Node(["--head", f"--port={p[0]}",
-                            f"--dashboard-port={p[2]}", "--include-dashboard=false",
-                            *ports(p[3:10])], head_dir, env, Path(root) / "head.log"))
+        nodes.append(
+            _Node(
+                [
+                    "--head",
+                    f"--port={p[0]}",
+                    f"--dashboard-port={p[2]}",
+                    "--include-dashboard=false",
+                    *ports(p[3:10]),
+                ],
+                head_dir,
+                env,
+                Path(root) / "head.log",
+            )
+        )
         nodes[0].wait_started()
-        nodes.append(_Node([f"--address={address}", *ports(p[20:27])], worker_dir, env,
-                           Path(root) / "worker.log"))
+        nodes.append(
+            _Node(
+                [f"--address={address}", *ports(p[20:27])],
+                worker_dir,
+                env,
+                Path(root) / "worker.log",
+            )
+        )
         nodes[1].wait_started()
 
         # without RAY_AUTH_MODE the driver sends no token: one line saying so, at once
         tick = time.monotonic()
-        proc = _cli(["rerank-dataset", path, "-o", Path(root) / "x.parquet", "--engine", "ray",
-                     "--address", address], base, timeout=120)
+        proc = _cli(
+            [
+                "rerank-dataset",
+                path,
+                "-o",
+                Path(root) / "x.parquet",
+                "--engine",
+                "ray",
+                "--address",
+                address,
+            ],
+            base,
+            timeout=120,
+        )
         assert proc.returncode == 1
         assert len(proc.stderr.splitlines()) == 1, proc.stderr
-        assert proc.stderr.startswith(f"aces-fast: error: Ray: the cluster at {address} uses "
-                                      "token authentication and this process sent no token")
+        assert proc.stderr.startswith(
+            f"aces-fast: error: Ray: the cluster at {address} uses "
+            "token authentication and this process sent no token"
+        )
         assert time.monotonic() - tick < 30
 
         out = Path(root) / "o.parquet"
-        proc = _cli(["rerank-dataset", path, "-o", out, "--engine", "ray", "--address",
-                     address, "--batch-size", "20", "--json"], env, timeout=300)
+        proc = _cli(
+            [
+                "rerank-dataset",
+                path,
+                "-o",
+                out,
+                "--engine",
+                "ray",
+                "--address",
+                address,
+                "--batch-size",
+                "20",
+                "--json",
+            ],
+            env,
+            timeout=300,
+        )
         assert proc.returncode == 0, proc.stderr
         assert json.loads(proc.stdout)["written"] == 600
         assert _plain(out).equals(local)

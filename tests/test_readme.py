@@ -12,7 +12,6 @@ import re
 import shlex
 from importlib import resources
 from pathlib import Path
-from typing import List, Optional, Tuple
 
 import pytest
 
@@ -25,7 +24,7 @@ NOT_RUN = re.compile(r"<!-- readme-test: not run \((?P<why>.+)\) -->")
 FENCE = re.compile(r"^```(\w*)\s*$")
 
 
-def fenced_blocks(text: str) -> List[Tuple[str, str, Optional[str], int]]:
+def fenced_blocks(text: str) -> list[tuple[str, str, str | None, int]]:
     """``(language, code, the line before the fence, line number)`` of every
     fenced block, in order."""
     blocks = []
@@ -48,7 +47,7 @@ def fenced_blocks(text: str) -> List[Tuple[str, str, Optional[str], int]]:
     return blocks
 
 
-def _run_python_blocks(path: Path, tmp_path: Path, monkeypatch) -> List[int]:
+def _run_python_blocks(path: Path, tmp_path: Path, monkeypatch) -> list[int]:
     monkeypatch.chdir(tmp_path)  # anything a block writes lands here
     monkeypatch.delenv("ACES_FAST_BACKEND", raising=False)
     namespace: dict = {"__name__": "__readme__"}
@@ -60,9 +59,10 @@ def _run_python_blocks(path: Path, tmp_path: Path, monkeypatch) -> List[int]:
             continue
         try:
             exec(compile(code, f"{path.name}, block at line {line}", "exec"), namespace)
-        except Exception as exc:  # noqa: BLE001 -- name the block that failed
-            pytest.fail(f"{path.name}: the Python block at line {line} fails: "
-                        f"{type(exc).__name__}: {exc}")
+        except Exception as exc:
+            pytest.fail(
+                f"{path.name}: the Python block at line {line} fails: {type(exc).__name__}: {exc}"
+            )
         ran.append(line)
     return ran
 
@@ -80,8 +80,11 @@ def test_readme_python_blocks_run(tmp_path, monkeypatch, compiled):
     # the API tour runs in a fresh namespace, so it defines everything it uses
     first = text.count("\n", 0, text.index("```python", tour)) + 1
     assert ran and ran[0] == first
-    skipped = [b for b in fenced_blocks(text) if b[0] == "python" and b[2] is not None
-               and NOT_RUN.search(b[2])]
+    skipped = [
+        b
+        for b in fenced_blocks(text)
+        if b[0] == "python" and b[2] is not None and NOT_RUN.search(b[2])
+    ]
     assert len(skipped) <= 1, "skip a README block only when it truly cannot run here"
 
 
@@ -102,16 +105,20 @@ def test_bundled_data_readme_runs_and_names_only_shipped_files(tmp_path, monkeyp
     text = path.read_text(encoding="utf-8")
     # a file named in backticks without a folder is one of ours (paths with a folder
     # are the upstream sources of the data)
-    named = {span for span in re.findall(r"`([^`/\s]+)`", text)
-             if re.search(r"^\w[\w.-]*\.(?:npz|npy|json|jsonl|gz|md|csv|txt|parquet)$", span)}
+    named = {
+        span
+        for span in re.findall(r"`([^`/\s]+)`", text)
+        if re.search(r"^\w[\w.-]*\.(?:npz|npy|json|jsonl|gz|md|csv|txt|parquet)$", span)
+    }
     assert {"humaneval_codet_codegen16b.npz", "humaneval_agentcoder_gpt35turbo1106.npz"} <= named
     shipped = {entry.name for entry in data.iterdir()}
-    assert named <= shipped, f"the data README names files that are not shipped: " \
-                             f"{sorted(named - shipped)}"
+    assert named <= shipped, (
+        f"the data README names files that are not shipped: {sorted(named - shipped)}"
+    )
     assert "shared" not in text.lower()
 
 
-def _command_lines(text: str) -> List[Tuple[int, List[str]]]:
+def _command_lines(text: str) -> list[tuple[int, list[str]]]:
     """Every ``aces-fast ...`` invocation in the README's bash blocks, as argv."""
     found = []
     for lang, code, _, line in fenced_blocks(text):
@@ -138,26 +145,27 @@ def test_readme_command_lines_parse():
         try:
             parser.parse_args(argv)
         except SystemExit:
-            pytest.fail(f"README block at line {line}: `aces-fast {' '.join(argv)}` does not "
-                        "parse")
+            pytest.fail(f"README block at line {line}: `aces-fast {' '.join(argv)}` does not parse")
         seen.add(argv[0])
     assert {"evaluate", "rerank", "config", "convert", "rerank-dataset"} <= seen
 
 
 def _first_screen() -> str:
     text = README.read_text(encoding="utf-8")
-    return text[:text.index("## API tour")]
+    return text[: text.index("## API tour")]
 
 
 def test_first_screen_says_what_it_is_what_to_install_and_what_next():
     screen = _first_screen()
     assert "pass matrix" in screen and "ACES" in screen
     # prerequisites, read from the build files so they cannot drift
-    requires = re.search(r'requires-python = ">=(\d+\.\d+)"',
-                         (ROOT / "pyproject.toml").read_text()).group(1)
+    requires = re.search(
+        r'requires-python = ">=(\d+\.\d+)"', (ROOT / "pyproject.toml").read_text()
+    ).group(1)
     assert f"Python {requires} or newer" in screen
-    cmake = re.search(r"cmake_minimum_required\(VERSION (\d+\.\d+)",
-                      (ROOT / "CMakeLists.txt").read_text()).group(1)
+    cmake = re.search(
+        r"cmake_minimum_required\(VERSION (\d+\.\d+)", (ROOT / "CMakeLists.txt").read_text()
+    ).group(1)
     assert f"CMake ≥ {cmake}" in screen
     assert re.search(r"CMAKE_CXX_STANDARD 17", (ROOT / "CMakeLists.txt").read_text())
     assert "C++17 compiler" in screen
@@ -172,10 +180,13 @@ def test_first_screen_commands_and_the_ci_block():
     blocks = [(code, before) for lang, code, before, _ in fenced_blocks(screen) if lang == "bash"]
     assert len(blocks) == 3  # from a wheel, from source, the test suite
     (wheel, _), (first, _), (ci, marker) = blocks
-    assert wheel.strip() == ("python3 -m venv .venv && . .venv/bin/activate && pip install "
-                             "aces_fast && aces-fast evaluate all")
-    assert first.strip() == ("python3 -m venv .venv && . .venv/bin/activate && pip install . "
-                             "&& aces-fast evaluate all")
+    assert wheel.strip() == (
+        "python3 -m venv .venv && . .venv/bin/activate && pip install "
+        "aces_fast && aces-fast evaluate all"
+    )
+    assert first.strip() == (
+        "python3 -m venv .venv && . .venv/bin/activate && pip install . && aces-fast evaluate all"
+    )
     assert screen.index("From a wheel") < screen.index("From source") < screen.index(marker)
     # .ci/run executes the block right after the marker verbatim
     assert marker == "<!-- ci:test -->"
@@ -197,7 +208,12 @@ def test_readme_stays_short_and_links_the_moved_material():
     for named in re.findall(r"`((?:docs/|CONTRIBUTING)[\w./-]+)`", text):
         assert (ROOT / named).is_file(), named
     # what a user must still find on the front page
-    for kept in ("**Platforms.**", "manylinux_2_28", "**Exactly once.**", "--resume",
-                 "| operation | family | size | cpp |"):
+    for kept in (
+        "**Platforms.**",
+        "manylinux_2_28",
+        "**Exactly once.**",
+        "--resume",
+        "| operation | family | size | cpp |",
+    ):
         assert kept in text, kept
     assert "Measured throughput" in (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8")

@@ -74,13 +74,32 @@ def test_brute_auc_definition():
 
 
 def test_brute_reproduces_spec_example():
-    assert brute.loo_auc(EXAMPLE) == [Fraction(2, 3), Fraction(2, 3), Fraction(1, 2),
-                                           Fraction(2, 3), Fraction(1, 2), Fraction(2, 5),
-                                           Fraction(7, 12), Fraction(7, 24), 0, 0]
+    assert brute.loo_auc(EXAMPLE) == [
+        Fraction(2, 3),
+        Fraction(2, 3),
+        Fraction(1, 2),
+        Fraction(2, 3),
+        Fraction(1, 2),
+        Fraction(2, 5),
+        Fraction(7, 12),
+        Fraction(7, 24),
+        0,
+        0,
+    ]
     w, fallback = brute.aces_c_weights(EXAMPLE)
     assert not fallback
-    assert w == [Fraction(5, 17), Fraction(5, 17), 0, Fraction(5, 17), 0, 0,
-                 Fraction(2, 17), 0, 0, 0]
+    assert w == [
+        Fraction(5, 17),
+        Fraction(5, 17),
+        0,
+        Fraction(5, 17),
+        0,
+        0,
+        Fraction(2, 17),
+        0,
+        0,
+        0,
+    ]
 
 
 def test_brute_pass_at_k_enumeration_small_case():
@@ -102,7 +121,7 @@ def test_loo_auc_uniform_random(seed, shape):
     assert_matches_exact(numpy_ref.loo_auc(B, None, TOL), brute.loo_auc(B))
 
 
-@pytest.mark.parametrize("name, B", list(structured_matrices().items()))
+@pytest.mark.parametrize(("name", "B"), list(structured_matrices().items()))
 def test_loo_auc_structured(name, B):
     got = numpy_ref.loo_auc(B, None, TOL)
     assert got.shape == (B.shape[1],)
@@ -111,7 +130,7 @@ def test_loo_auc_structured(name, B):
     np.testing.assert_array_equal(np.isnan(got), ~nonconstant_mask(B))
 
 
-@pytest.mark.parametrize("name, B", list(structured_matrices().items()))
+@pytest.mark.parametrize(("name", "B"), list(structured_matrices().items()))
 def test_loo_auc_weighted_structured(name, B):
     m = B.shape[1]
     wq = [Fraction(1 + (3 * j) % 5, 4) for j in range(m)]
@@ -127,8 +146,9 @@ def test_spec_example_loo_auc():
 
 def test_spec_example_aces_c_and_ranking_auc():
     res = ref("aces-c", EXAMPLE, tie_tol=TOL)
-    np.testing.assert_allclose(res.weights, np.array([5, 5, 0, 5, 0, 0, 2, 0, 0, 0]) / 17,
-                               rtol=0, atol=1e-15)
+    np.testing.assert_allclose(
+        res.weights, np.array([5, 5, 0, 5, 0, 0, 2, 0, 0, 0]) / 17, rtol=0, atol=1e-15
+    )
     assert not res.fallback
     # ranking AUC = AUC(scores, labels); ties between float scores must be exact
     assert brute.auc(list(res.scores), list(EXAMPLE_LABELS)) == Fraction(14, 15)
@@ -155,8 +175,7 @@ def test_loo_auc_one_over_m_weights_equal_uniform():
     assert_matches_exact(numpy_ref.loo_auc(EXAMPLE, w, TOL), exact)
     # the naive float computation breaks ties (0.53 instead of 0.5): the test is meaningful
     s = EXAMPLE @ w
-    naive = [brute.auc(list(s - w[j] * EXAMPLE[:, j]), list(EXAMPLE[:, j]))
-             for j in range(10)]
+    naive = [brute.auc(list(s - w[j] * EXAMPLE[:, j]), list(EXAMPLE[:, j])) for j in range(10)]
     assert naive != exact
 
 
@@ -172,11 +191,15 @@ def test_loo_auc_point_one_two_three_tie():
     assert 0.1 + 0.2 != 0.3
     wq = [Fraction(1, 10), Fraction(2, 10), Fraction(3, 10), Fraction(4, 10)]
     w = np.array([0.1, 0.2, 0.3, 0.4])
-    B = np.array([[1, 1, 0, 1],    # passes test 3; others' sum 0.1 + 0.2
-                  [0, 0, 1, 0],    # fails test 3; others' sum 0.3
-                  [1, 1, 0, 0],    # fails test 3; 0.3 again
-                  [0, 0, 1, 1]],   # passes test 3; 0.3
-                 dtype=np.uint8)
+    B = np.array(
+        [
+            [1, 1, 0, 1],  # passes test 3; others' sum 0.1 + 0.2
+            [0, 0, 1, 0],  # fails test 3; others' sum 0.3
+            [1, 1, 0, 0],  # fails test 3; 0.3 again
+            [0, 0, 1, 1],
+        ],  # passes test 3; 0.3
+        dtype=np.uint8,
+    )
     exact = brute.loo_auc(B, wq)
     assert exact[3] == Fraction(1, 2)
     assert_matches_exact(numpy_ref.loo_auc(B, w, TOL), exact)
@@ -213,9 +236,8 @@ def test_surrogate_matches_pairs(seed, gamma):
     w = rng.dirichlet(np.ones(5))
     L, J, _ = numpy_ref.surrogate(B, w, gamma)
     L_b, J_b = brute.surrogate(B, w, gamma)
-    np.testing.assert_allclose(L, [math.nan if v is None else v for v in L_b],
-                               rtol=0, atol=1e-12)
-    assert J == pytest.approx(J_b, abs=1e-12)
+    np.testing.assert_allclose(L, [math.nan if v is None else v for v in L_b], rtol=0, atol=1e-12)
+    assert pytest.approx(J_b, abs=1e-12) == J
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -231,8 +253,9 @@ def test_surrogate_gradient_finite_differences(seed, gamma):
     for k in range(6):
         e = np.zeros(6)
         e[k] = h
-        fd[k] = (numpy_ref.surrogate(B, w + e, gamma)[1]
-                 - numpy_ref.surrogate(B, w - e, gamma)[1]) / (2 * h)
+        fd[k] = (
+            numpy_ref.surrogate(B, w + e, gamma)[1] - numpy_ref.surrogate(B, w - e, gamma)[1]
+        ) / (2 * h)
     np.testing.assert_allclose(grad, fd, rtol=1e-6, atol=1e-7)
 
 
@@ -274,7 +297,7 @@ def test_counts_equal_repeated_rows_surrogate(seed):
     L, J, g = numpy_ref.surrogate(B, w, 10.0, counts)
     L2, J2, g2 = numpy_ref.surrogate(R, w, 10.0)
     np.testing.assert_allclose(L, L2, rtol=0, atol=1e-12)
-    assert J == pytest.approx(J2, abs=1e-12)
+    assert pytest.approx(J2, abs=1e-12) == J
     np.testing.assert_allclose(g, g2, rtol=0, atol=1e-10)
 
 
@@ -302,18 +325,19 @@ def _all_cases():
 
 
 @pytest.mark.parametrize("variant", ["weighted", "filter"])
-@pytest.mark.parametrize("name, B", list(_all_cases().items()))
+@pytest.mark.parametrize(("name", "B"), list(_all_cases().items()))
 def test_aces_c_matches_formula(name, B, variant):
     res = ref("aces-c" if variant == "weighted" else "aces-c-filter", B, tie_tol=TOL)
     w, fallback = brute.aces_c_weights(B, variant)
     assert res.fallback == fallback
     np.testing.assert_allclose(res.weights, [float(x) for x in w], rtol=0, atol=1e-12)
-    np.testing.assert_allclose(res.scores, [float(x) for x in brute.weighted_scores(B, w)],
-                               rtol=0, atol=1e-12)
+    np.testing.assert_allclose(
+        res.scores, [float(x) for x in brute.weighted_scores(B, w)], rtol=0, atol=1e-12
+    )
     assert_matches_exact(res.loo_auc, brute.loo_auc(B))
 
 
-@pytest.mark.parametrize("name, B", list(_all_cases().items()))
+@pytest.mark.parametrize(("name", "B"), list(_all_cases().items()))
 def test_majority_matches_definition(name, B):
     res = ref("majority", B)
     w = brute.majority_weights(B)
@@ -324,14 +348,14 @@ def test_majority_matches_definition(name, B):
 
 
 @pytest.mark.parametrize("exponent", [0.5, 1.0])
-@pytest.mark.parametrize("name, B", list(_all_cases().items()))
+@pytest.mark.parametrize(("name", "B"), list(_all_cases().items()))
 def test_codet_matches_grouping(name, B, exponent):
     res = ref("codet", B, exponent=exponent)
     np.testing.assert_allclose(res.scores, brute.codet(B, exponent), rtol=1e-14, atol=0)
     assert res.weights is None
 
 
-@pytest.mark.parametrize("name, B", list(_all_cases().items()))
+@pytest.mark.parametrize(("name", "B"), list(_all_cases().items()))
 def test_b4_matches_formula(name, B):
     res = ref("b4", B, alpha=1e3, beta0=1e4)
     np.testing.assert_allclose(res.scores, brute.b4(B), rtol=1e-12, atol=1e-9)

@@ -54,8 +54,12 @@ def test_method_names_are_spelled_in_the_registry_only():
         tree = ast.parse(path.read_text(), filename=str(path))
         exported = _all_names(tree)  # e.g. "codet", "b4": the functions' names
         for node in ast.walk(tree):
-            if (isinstance(node, ast.Constant) and isinstance(node.value, str)
-                    and node.value in names and id(node) not in exported):
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and node.value in names
+                and id(node) not in exported
+            ):
                 found.append(f"{rel}:{node.lineno}: {node.value!r}")
     assert not found, "method names outside _registry.py:\n" + "\n".join(found)
     registry_text = (PACKAGE / "_registry.py").read_text()
@@ -64,8 +68,12 @@ def test_method_names_are_spelled_in_the_registry_only():
 
 
 def test_public_defaults_come_from_the_registry():
-    spec_of = {"aces_c": _registry.ACES_C, "aces_o": _registry.ACES_O, "codet": _registry.CODET,
-               "b4": _registry.B4}
+    spec_of = {
+        "aces_c": _registry.ACES_C,
+        "aces_o": _registry.ACES_O,
+        "codet": _registry.CODET,
+        "b4": _registry.B4,
+    }
     for fn_name, spec in spec_of.items():
         sig = inspect.signature(getattr(af, fn_name))
         for p in spec.params:
@@ -78,7 +86,11 @@ def test_public_defaults_come_from_the_registry():
 def test_method_params_validates_and_fills_in():
     assert _registry.method_params("aces-o-warm", {"lr": 0.05})["init"] == "aces-c"
     assert _registry.method_params("aces-o", tunable=True) == {
-        "gamma": 10.0, "lr": 0.01, "steps": 90, "top_k": 24}
+        "gamma": 10.0,
+        "lr": 0.01,
+        "steps": 90,
+        "top_k": 24,
+    }
     with pytest.raises(TypeError, match="unexpected parameter.*lr"):
         _registry.method_params("aces-c", {"lr": 0.1})
     with pytest.raises(ValueError, match="unknown hyperparameter.*aces-o: tie_tol"):
@@ -89,10 +101,16 @@ def test_method_params_validates_and_fills_in():
         _registry.method_params("aces-x")
     assert _registry.ACES_O.result_name({"init": "aces-c"}) == "aces-o-warm"
     from aces_fast._compiled import core
+
     if core is not None:  # compiled codes come from the extension, by the spec's core_method
         assert _registry.ACES_O_WARM.code == core.METHOD_CODES["aces-o"]
         assert {s.name: s.code for s in _registry.specs() if s.code is not None} == {
-            "majority": 0, "aces-c": 1, "aces-c-filter": 2, "aces-o": 3, "aces-o-warm": 3}
+            "majority": 0,
+            "aces-c": 1,
+            "aces-c-filter": 2,
+            "aces-o": 3,
+            "aces-o-warm": 3,
+        }
     assert _registry.CODET.code is None and _registry.B4.code is None
     assert _registry.CODET.result_name({"exponent": 1.0}) == "codet-linear"
     assert _registry.CODET_LINEAR.result_name({"exponent": 2.0}) == "codet"
@@ -145,10 +163,16 @@ def _toy(nx, B, scale):
 TOY = MethodSpec(
     name="toy-passes",
     summary="test only: scale x passes over the non-constant tests",
-    semantics=_toy, args=lambda v: (v["scale"],),
-    params=(Param("scale", 1.0, Real(positive=True), "multiplies the passes", tunable=True,
-                  metavar="S"),),
-    weights=False, info=("scale",))
+    semantics=_toy,
+    args=lambda v: (v["scale"],),
+    params=(
+        Param(
+            "scale", 1.0, Real(positive=True), "multiplies the passes", tunable=True, metavar="S"
+        ),
+    ),
+    weights=False,
+    info=("scale",),
+)
 
 
 @pytest.fixture
@@ -202,13 +226,42 @@ def test_registered_method_reaches_evaluate(toy):
 
 def test_registered_method_reaches_the_cli(toy, tmp_path, capsys):
     np.save(tmp_path / "m.npy", EXAMPLE)
-    assert cli.main(["rerank", str(tmp_path / "m.npy"), "--method", toy, "--toy-passes-scale",
-                     "4", "--json", "--backend", "numpy"]) == 0
+    assert (
+        cli.main(
+            [
+                "rerank",
+                str(tmp_path / "m.npy"),
+                "--method",
+                toy,
+                "--toy-passes-scale",
+                "4",
+                "--json",
+                "--backend",
+                "numpy",
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     assert out["method"] == toy and out["params"] == {"scale": 4.0}
     np.testing.assert_array_equal(out["scores"], _expected(EXAMPLE, 4.0))
-    assert cli.main(["evaluate", "humaneval-gpt35", "--methods", f"majority,{toy}", "--json",
-                     "-q", "--backend", "numpy", "--toy-passes-scale", "2"]) == 0
+    assert (
+        cli.main(
+            [
+                "evaluate",
+                "humaneval-gpt35",
+                "--methods",
+                f"majority,{toy}",
+                "--json",
+                "-q",
+                "--backend",
+                "numpy",
+                "--toy-passes-scale",
+                "2",
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)["datasets"][0]
     assert out["params"][toy] == {"scale": 2.0}
     assert out["all"][toy] == out["all"]["majority"]

@@ -35,8 +35,24 @@ LEVELS = ("none", "avx2", "avx512")
 # (4, 8, 16, 32, 64 lanes or bytes, the 512-column blocks), rows with and without
 # repeats, bytes other than 1; 32 rows is the most the per-column surrogate keeps
 # in registers (one to four vectors of inner rows).
-SHAPES = [(1, 1), (3, 7), (9, 8), (17, 15), (24, 16), (30, 31), (40, 32), (33, 33),
-          (50, 63), (64, 64), (70, 65), (24, 100), (120, 129), (200, 500), (11, 517), (32, 41)]
+SHAPES = [
+    (1, 1),
+    (3, 7),
+    (9, 8),
+    (17, 15),
+    (24, 16),
+    (30, 31),
+    (40, 32),
+    (33, 33),
+    (50, 63),
+    (64, 64),
+    (70, 65),
+    (24, 100),
+    (120, 129),
+    (200, 500),
+    (11, 517),
+    (32, 41),
+]
 
 # Runs the workload at the SIMD level of its environment and prints
 # {"level": ..., "<shape index>": {"<output name>": "<dtype>:<hex bytes>"}}.
@@ -154,8 +170,12 @@ print(json.dumps(result))
 
 # Outputs of float kernels whose bits depend on the summation order: permuting
 # the columns must change some of them (see test_the_comparison_sees_one_rounding).
-_ORDER_SENSITIVE = ("loo_auc tenths tie_tol=0", "surrogate L", "surrogate grad",
-                    "aces-c dedup=False scores")
+_ORDER_SENSITIVE = (
+    "loo_auc tenths tie_tol=0",
+    "surrogate L",
+    "surrogate grad",
+    "aces-c dedup=False scores",
+)
 
 
 def _supported_levels():
@@ -166,8 +186,13 @@ def _supported_levels():
 def _run(level: str, *args: str) -> dict:
     env = dict(os.environ, ACES_FAST_SIMD=level, OMP_NUM_THREADS="1")
     env.pop("ACES_FAST_SURROGATE_KERNEL", None)
-    proc = subprocess.run([sys.executable, "-c", _WORKER, json.dumps(SHAPES), *args], env=env,
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", _WORKER, json.dumps(SHAPES), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
@@ -224,8 +249,9 @@ def test_the_comparison_sees_one_rounding(runs):
         for name, a in permuted[str(t)].items():
             if name.startswith(("surrogate L", "surrogate grad")):
                 b = runs[level][str(t)][name]
-                np.testing.assert_allclose(_decode(a), _decode(b), rtol=1e-9, atol=1e-12,
-                                           err_msg=f"{name} at {shape}")
+                np.testing.assert_allclose(
+                    _decode(a), _decode(b), rtol=1e-9, atol=1e-12, err_msg=f"{name} at {shape}"
+                )
     # integer-valued results do not depend on the order at all
     for t in range(len(SHAPES)):
         for name in permuted[str(t)]:
@@ -255,9 +281,11 @@ def _dot_nibbles(row: np.ndarray, w: np.ndarray) -> float:
 # Row counts cover the kernels' blocks (32 rows, then 8 with a padded last one)
 # and, at 600, several 256-row chunks on two threads, each packing its own rows
 # when there is no dedup plan.
-@pytest.mark.parametrize("shape", [(12, 1), (20, 31), (25, 64), (30, 97), (41, 300), (70, 1029),
-                                   (600, 77)],
-                         ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize(
+    "shape",
+    [(12, 1), (20, 31), (25, 64), (30, 97), (41, 300), (70, 1029), (600, 77)],
+    ids=lambda s: f"{s[0]}x{s[1]}",
+)
 def test_aces_c_scores_follow_the_documented_association(shape):
     from aces_fast._semantics import snap_ties
     from aces_fast.backends.base import ArrayBackend
@@ -265,8 +293,17 @@ def test_aces_c_scores_follow_the_documented_association(shape):
     B = random_matrix(np.random.default_rng(shape[1]), *shape, density=0.5, dup_rows=5)
     for dedup, threads in ((True, 1), (False, 1), (True, 2), (False, 2)):
         scores, weights, order, *_ = _core.rerank(
-            B=B, method=_core.METHOD_CODES["aces-c"], tie_tol=1e-9, gamma=10.0, lr=0.01, steps=0,
-            top_k=None, warm=False, dedup=dedup, n_threads=threads)
+            B=B,
+            method=_core.METHOD_CODES["aces-c"],
+            tie_tol=1e-9,
+            gamma=10.0,
+            lr=0.01,
+            steps=0,
+            top_k=None,
+            warm=False,
+            dedup=dedup,
+            n_threads=threads,
+        )
         raw = np.array([_dot_nibbles(row, weights) for row in B])
         expected = snap_ties(ArrayBackend, raw, 1e-9 * float(np.sum(weights)))
         np.testing.assert_array_equal(scores, expected)
@@ -284,8 +321,17 @@ def test_large_scores_follow_the_documented_association():
     runs = []
     for dedup, threads in ((True, 1), (False, 1), (True, 2), (False, 2)):
         scores, weights, *_ = _core.rerank(
-            B=B, method=_core.METHOD_CODES["aces-c"], tie_tol=0.0, gamma=10.0, lr=0.01, steps=0,
-            top_k=None, warm=False, dedup=dedup, n_threads=threads)
+            B=B,
+            method=_core.METHOD_CODES["aces-c"],
+            tie_tol=0.0,
+            gamma=10.0,
+            lr=0.01,
+            steps=0,
+            top_k=None,
+            warm=False,
+            dedup=dedup,
+            n_threads=threads,
+        )
         expected = [_dot_nibbles(B[i], weights) for i in sample]
         np.testing.assert_array_equal(scores[sample], expected)
         runs.append(scores)
@@ -354,8 +400,13 @@ def test_rerank_finds_every_bad_byte_at_every_level(level):
         pytest.skip(f"this CPU does not run the {level} variants")
     shapes = [(2, 1), (3, 7), (9, 64), (12, 130), (40, 500), (17, 517)]
     env = dict(os.environ, ACES_FAST_SIMD=level, OMP_NUM_THREADS="1")
-    proc = subprocess.run([sys.executable, "-c", _CHECK_WORKER, json.dumps(shapes)], env=env,
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", _CHECK_WORKER, json.dumps(shapes)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["level"] == level
@@ -367,8 +418,9 @@ def test_rerank_check_on_threads_and_in_batches():
     rows; a batch reports its lowest bad task, whichever thread ran it."""
     rng = np.random.default_rng(7)
     B = (rng.random((600, 700)) < 0.5).astype(np.uint8)  # n m above the parallel threshold
-    kw = dict(tie_tol=1e-9, gamma=10.0, lr=0.05, steps=2, top_k=24, warm=True, dedup=True,
-              n_threads=2)
+    kw = dict(
+        tie_tol=1e-9, gamma=10.0, lr=0.05, steps=2, top_k=24, warm=True, dedup=True, n_threads=2
+    )
     for code in (_core.METHOD_CODES["aces-c"], _core.METHOD_CODES["aces-o"]):
         _core.rerank(B=B, method=code, **kw)
         for pos in (0, B.size // 2 + 3, B.size - 1):
@@ -382,10 +434,14 @@ def test_rerank_check_on_threads_and_in_batches():
         for k in bad_tasks:
             tasks[k][k, 2 * k] = 4 + k
         first = bad_tasks[0]
-        with pytest.raises(ValueError, match=rf"^task {first}: B must contain only 0 and 1; "
-                                             rf"found value {4 + first}$"):
-            _core.rerank_batch(tasks=tasks, method=_core.METHOD_CODES["aces-c"],
-                               **{**kw, "dedup": None})
+        with pytest.raises(
+            ValueError,
+            match=rf"^task {first}: B must contain only 0 and 1; "
+            rf"found value {4 + first}$",
+        ):
+            _core.rerank_batch(
+                tasks=tasks, method=_core.METHOD_CODES["aces-c"], **{**kw, "dedup": None}
+            )
 
 
 # The uniform LOO-AUC of the inputs of test_uniform_loo_auc_in_narrow_lanes_is_exact
@@ -405,6 +461,7 @@ for n in json.loads(sys.argv[1]):
 print(json.dumps(out))
 """
 
+
 @pytest.mark.parametrize("level", LEVELS)
 def test_uniform_loo_auc_in_narrow_lanes_is_exact(level):
     """AVX-512 and AVX2 count the uniform LOO-AUC in 16-bit lanes while the total
@@ -417,8 +474,13 @@ def test_uniform_loo_auc_in_narrow_lanes_is_exact(level):
         pytest.skip(f"this CPU does not run the {level} variants")
     env = dict(os.environ, ACES_FAST_SIMD=level, OMP_NUM_THREADS="1")
     here = os.path.dirname(os.path.abspath(__file__))
-    proc = subprocess.run([sys.executable, "-c", _NARROW_WORKER, json.dumps(NARROW_SIZES), here],
-                          env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", _NARROW_WORKER, json.dumps(NARROW_SIZES), here],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr
     got = json.loads(proc.stdout)
     assert got["level"] == level

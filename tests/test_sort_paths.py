@@ -39,8 +39,11 @@ def check(B):
 @pytest.mark.parametrize("seed", range(8))
 def test_order_of_crowded_scores(seed):
     rng = np.random.default_rng(seed)
-    check(narrow_band(rng, int(rng.integers(60, 300)), int(rng.integers(20, 200)),
-                      int(rng.integers(20, 300))))
+    check(
+        narrow_band(
+            rng, int(rng.integers(60, 300)), int(rng.integers(20, 200)), int(rng.integers(20, 300))
+        )
+    )
 
 
 @pytest.mark.parametrize("n", [5, 31, 32, 33, 200, 700])

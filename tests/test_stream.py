@@ -16,17 +16,17 @@ import pytest
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 
-import aces_fast as af  # noqa: E402
-from benchmarks.harness.stream_scale import write_synthetic  # noqa: E402
-from aces_fast.cli import main  # noqa: E402
-from aces_fast._registry import method_params  # noqa: E402
-from aces_fast.datasets import Problem, load_dataset  # noqa: E402
-from aces_fast.parquet import InvalidRowError, pack_rows, save_parquet, schema  # noqa: E402
-from aces_fast.stream import (PASS_KS, default_errors_path, pass_at_ks,  # noqa: E402
-                              rerank_dataset)
-from helpers import stop_after  # noqa: E402
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from benchmarks.harness.stream_scale import write_synthetic
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import aces_fast as af
+from aces_fast._registry import method_params
+from aces_fast.cli import main
+from aces_fast.datasets import Problem, load_dataset
+from aces_fast.parquet import InvalidRowError, pack_rows, save_parquet, schema
+from aces_fast.stream import PASS_KS, default_errors_path, pass_at_ks, rerank_dataset
+from helpers import stop_after
 
 #: few ACES-O steps: the tests check plumbing, not the optimizer
 FAST_O = dict(steps=5)
@@ -66,9 +66,17 @@ def assert_results_equal(table, problems, results, with_labels=True):
         assert not any(c.startswith("pass@") for c in table.column_names)
 
 
-@pytest.mark.parametrize("method,params", [("aces-c", {}), ("majority", {}), ("codet", {}),
-                                           ("b4", {}), ("aces-o", FAST_O),
-                                           ("aces-c-filter", {})])
+@pytest.mark.parametrize(
+    ("method", "params"),
+    [
+        ("aces-c", {}),
+        ("majority", {}),
+        ("codet", {}),
+        ("b4", {}),
+        ("aces-o", FAST_O),
+        ("aces-c-filter", {}),
+    ],
+)
 def test_bundled_equals_rerank_batch_bit_for_bit(tmp_path, bundled, method, params):
     path, ds = bundled
     out = tmp_path / "out.parquet"
@@ -114,8 +122,10 @@ def test_labels_absent_or_partial(tmp_path):
     rerank_dataset(tmp_path / "plain.parquet", tmp_path / "o1", "aces-c")
     ref = af.rerank_batch(mats, "aces-c")
     assert_results_equal(pq.read_table(tmp_path / "o1"), plain, ref, with_labels=False)
-    mixed = [Problem(f"p{i}", B, (rng.random(6) < 0.5).astype(np.uint8) if i % 2 else None)
-             for i, B in enumerate(mats)]
+    mixed = [
+        Problem(f"p{i}", B, (rng.random(6) < 0.5).astype(np.uint8) if i % 2 else None)
+        for i, B in enumerate(mats)
+    ]
     save_parquet(mixed, tmp_path / "mixed.parquet")
     rerank_dataset(tmp_path / "mixed.parquet", tmp_path / "o2", "aces-c")
     assert_results_equal(pq.read_table(tmp_path / "o2"), mixed, ref)
@@ -128,8 +138,11 @@ def test_directory_input_and_empty_input(tmp_path, bundled):
     save_parquet(ds.problems[:50], d / "000.parquet")
     save_parquet(ds.problems[50:60], d / "001.parquet")
     rerank_dataset(d, tmp_path / "o", "majority", batch_size=32)
-    assert_results_equal(pq.read_table(tmp_path / "o"), ds.problems[:60],
-                         af.rerank_batch([p.B for p in ds.problems[:60]], "majority"))
+    assert_results_equal(
+        pq.read_table(tmp_path / "o"),
+        ds.problems[:60],
+        af.rerank_batch([p.B for p in ds.problems[:60]], "majority"),
+    )
     save_parquet([], tmp_path / "empty.parquet")
     s = rerank_dataset(tmp_path / "empty.parquet", tmp_path / "oe")
     assert s.written == 0 and pq.read_table(tmp_path / "oe").num_rows == 0
@@ -165,8 +178,12 @@ def _rankings(draw):
         levels = draw(st.integers(1, 4))
         s = draw(st.lists(st.integers(0, levels - 1), min_size=n, max_size=n))
         y = draw(st.lists(st.integers(0, 1), min_size=n, max_size=n))
-        out.append((np.array(s, np.float64) / 3.0, np.array(y, np.uint8)
-                    if draw(st.booleans()) or T == 1 else None))
+        out.append(
+            (
+                np.array(s, np.float64) / 3.0,
+                np.array(y, np.uint8) if draw(st.booleans()) or T == 1 else None,
+            )
+        )
     return out
 
 
@@ -227,12 +244,15 @@ def test_a_million_problems_in_a_gibibyte(tmp_path):
     path = tmp_path / "million.parquet"
     write_synthetic(path, 1_000_000, 100, 50, seed=3)
     try:
-        res = run_stream_child(path_in=path, path_out=tmp_path / "out.parquet",
-                               method="aces-c", progress=False)
+        res = run_stream_child(
+            path_in=path, path_out=tmp_path / "out.parquet", method="aces-c", progress=False
+        )
         assert res["written"] == 1_000_000
         assert res["peak_rss"] <= 2**30, res
-        print(f"\n1e6 x (100 x 50): {res['written'] / res['seconds']:,.0f} tasks/s, peak RSS "
-              f"{res['peak_rss'] / 2**20:.0f} MiB, stages {res['timings']}")
+        print(
+            f"\n1e6 x (100 x 50): {res['written'] / res['seconds']:,.0f} tasks/s, peak RSS "
+            f"{res['peak_rss'] / 2**20:.0f} MiB, stages {res['timings']}"
+        )
     finally:
         shutil.rmtree(tmp_path)
 
@@ -260,16 +280,22 @@ def _with_bad_rows(tmp_path):
             good.append(Problem(f"t{i}", B, y))
         rows.append(row)
     path = tmp_path / "bad.parquet"
-    pq.write_table(pa.table({c: [r.get(c) for r in rows] for c in sch.names}, schema=sch), path,
-                   row_group_size=4)
+    pq.write_table(
+        pa.table({c: [r.get(c) for r in rows] for c in sch.names}, schema=sch),
+        path,
+        row_group_size=4,
+    )
     return path, good
 
 
 def test_bad_row_stops_the_run_by_default(tmp_path):
-    path, good = _with_bad_rows(tmp_path)
+    path, _good = _with_bad_rows(tmp_path)
     out = tmp_path / "o.parquet"
-    with pytest.raises(InvalidRowError, match=r"bad.parquet: row 3 \(task_id 't3'\): labels "
-                                              r"entry 2 is 7; only 0 and 1"):
+    with pytest.raises(
+        InvalidRowError,
+        match=r"bad.parquet: row 3 \(task_id 't3'\): labels "
+        r"entry 2 is 7; only 0 and 1",
+    ):
         rerank_dataset(path, out, batch_size=2)
     # the batch before it was written and is readable
     assert pq.read_table(out).column("task_id").to_pylist() == ["t0", "t1"]
@@ -300,7 +326,7 @@ def test_skip_invalid_writes_the_errors_file(tmp_path):
 
 
 def test_resume_finishes_a_partial_output(tmp_path, bundled, monkeypatch):
-    path, ds = bundled
+    path, _ds = bundled
     full = tmp_path / "full"
     rerank_dataset(path, full, "aces-o", batch_size=30, **FAST_O)
     part = tmp_path / "part"
@@ -341,8 +367,12 @@ def slowish(tmp_path_factory):
 
 
 def _start(args):
-    return subprocess.Popen([sys.executable, "-c", _RUN, *map(str, args)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", _RUN, *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _wait_for_parts(out, proc, count=2, timeout=120):
@@ -359,8 +389,18 @@ def _wait_for_parts(out, proc, count=2, timeout=120):
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
 def test_interrupted_run_keeps_its_batches_and_resumes(tmp_path, slowish, sig):
     out = tmp_path / "o.parquet"
-    args = ["rerank-dataset", slowish, "-o", out, "--method", "aces-o", "--batch-size", "100",
-            "--threads", "1"]
+    args = [
+        "rerank-dataset",
+        slowish,
+        "-o",
+        out,
+        "--method",
+        "aces-o",
+        "--batch-size",
+        "100",
+        "--threads",
+        "1",
+    ]
     proc = _start(args)
     _wait_for_parts(out, proc)
     proc.send_signal(sig)
@@ -372,14 +412,14 @@ def test_interrupted_run_keeps_its_batches_and_resumes(tmp_path, slowish, sig):
         assert proc.returncode == -signal.SIGKILL
     kept = pq.read_table(out)  # what was written stays a readable dataset
     assert 200 <= kept.num_rows < 3000 and kept.num_rows % 100 == 0
-    proc = _start(args + ["--resume", "-q"])
+    proc = _start([*args, "--resume", "-q"])
     _, err = proc.communicate(timeout=600)
     assert proc.returncode == 0, err
     done = pq.read_table(out)
     assert done.num_rows == 3000 and len(set(done.column("task_id").to_pylist())) == 3000
     assert not list(out.glob(".*"))
     # the first batches are those of an uninterrupted run
-    ref = af.rerank_batch([B for B in _matrices(slowish, 200)], "aces-o")
+    ref = af.rerank_batch(list(_matrices(slowish, 200)), "aces-o")
     head = done.sort_by([("task_id", "ascending")])
     first = {t: i for i, t in enumerate(head.column("task_id").to_pylist())}
     for j, r in enumerate(ref):
@@ -405,8 +445,24 @@ def test_cli_convert_and_rerank_dataset(tmp_path, capsys, bundled):
     assert "cand_uid, t_ok are not columns of the Parquet layout" in cap.err
     assert pq.ParquetFile(pq_path).num_row_groups == 2
     out = tmp_path / "res.parquet"
-    assert main(["rerank-dataset", str(pq_path), "-o", str(out), "--method", "aces-o",
-                 "--aces-o-steps", "5", "--aces-o-lr", "0.05", "--json"]) == 0
+    assert (
+        main(
+            [
+                "rerank-dataset",
+                str(pq_path),
+                "-o",
+                str(out),
+                "--method",
+                "aces-o",
+                "--aces-o-steps",
+                "5",
+                "--aces-o-lr",
+                "0.05",
+                "--json",
+            ]
+        )
+        == 0
+    )
     summary = json.loads(capsys.readouterr().out)
     assert summary["written"] == 164 and summary["invalid"] == 0
     assert set(summary["timings"]) == {"read", "decode", "rerank", "pass@k", "encode", "write"}
@@ -427,15 +483,19 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
     assert main(["rerank-dataset", str(path), "-o", str(out)]) == 1
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
-    assert err == (f"aces-fast: error: {path}: row 3 (task_id 't3'): labels entry 2 is 7; only 0 "
-                   f"and 1 are allowed (--skip-invalid writes bad rows to "
-                   f"{tmp_path / 'o.errors.jsonl'} and goes on)")
+    assert err == (
+        f"aces-fast: error: {path}: row 3 (task_id 't3'): labels entry 2 is 7; only 0 "
+        f"and 1 are allowed (--skip-invalid writes bad rows to "
+        f"{tmp_path / 'o.errors.jsonl'} and goes on)"
+    )
     assert main(["rerank-dataset", str(path), "-o", str(out), "--skip-invalid", "--resume"]) == 0
     assert "3 invalid rows in" in capsys.readouterr().out
     for argv, msg in [
         (["rerank-dataset", str(path), "-o", str(out)], "already holds results"),
-        (["rerank-dataset", str(path), "-o", str(tmp_path / "x"), "--address", "a:1"],
-         "--address needs --engine ray"),
+        (
+            ["rerank-dataset", str(path), "-o", str(tmp_path / "x"), "--address", "a:1"],
+            "--address needs --engine ray",
+        ),
         (["convert", "nope.npz", str(tmp_path / "y.parquet")], "no dataset 'nope.npz'"),
         (["rerank-dataset", "humaneval-gpt35", "-o", str(tmp_path / "z")], "no such file"),
     ]:
@@ -456,11 +516,15 @@ def test_progress_counter_without_tqdm(tmp_path, bundled, monkeypatch, capsys):
 
 
 def test_missing_pyarrow_in_the_cli(tmp_path):
-    code = ("import sys; sys.modules['pyarrow'] = None\n"
-            "from aces_fast.cli import main\n"
-            "sys.exit(main(sys.argv[1:]))")
-    for argv in (["convert", "humaneval-gpt35", str(tmp_path / "x.parquet")],
-                 ["rerank-dataset", str(tmp_path / "x.parquet"), "-o", str(tmp_path / "o")]):
+    code = (
+        "import sys; sys.modules['pyarrow'] = None\n"
+        "from aces_fast.cli import main\n"
+        "sys.exit(main(sys.argv[1:]))"
+    )
+    for argv in (
+        ["convert", "humaneval-gpt35", str(tmp_path / "x.parquet")],
+        ["rerank-dataset", str(tmp_path / "x.parquet"), "-o", str(tmp_path / "o")],
+    ):
         proc = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True)
         assert proc.returncode == 1
         assert proc.stderr.strip().startswith("aces-fast: error: ")

@@ -38,7 +38,7 @@ def assert_close(res, ref, tol=1e-12):
     L, J, g = res
     Lr, Jr, gr = ref
     np.testing.assert_allclose(L, Lr, atol=tol, rtol=0)  # NaN positions must agree too
-    assert J == pytest.approx(Jr, abs=tol)
+    assert pytest.approx(Jr, abs=tol) == J
     np.testing.assert_allclose(g, gr, atol=tol, rtol=0)
 
 
@@ -61,8 +61,9 @@ def test_both_kernels_match_brute_force(monkeypatch, seed):
     # the hook really switches kernels: their summation orders differ somewhere
     # (a 20 x 60 problem whose pair sums do not all round alike)
     if n >= 6 and m >= 20:
-        assert any(not np.array_equal(a, b, equal_nan=True)
-                   for a, b in zip(out["rows"], out["columns"]))
+        assert any(
+            not np.array_equal(a, b, equal_nan=True) for a, b in zip(out["rows"], out["columns"])
+        )
 
 
 def test_row_pairs_counts_equal_expanded_rows(monkeypatch):
@@ -163,8 +164,9 @@ def test_auto_choice_equals_a_forced_kernel(monkeypatch):
         w = rng.random(m) / m
         auto = kc.surrogate_loo_auc(B, w, 10.0, dedup=False)
         forced = [surrogate_with(monkeypatch, k, B, w, 10.0, dedup=False) for k in KERNELS]
-        assert any(all(np.array_equal(a, b, equal_nan=True) for a, b in zip(auto, f))
-                   for f in forced)
+        assert any(
+            all(np.array_equal(a, b, equal_nan=True) for a, b in zip(auto, f)) for f in forced
+        )
 
 
 def test_many_distinct_rows_pick_the_per_column_kernel(monkeypatch):
@@ -199,7 +201,7 @@ def test_fast_path_exponentials_near_the_limit(monkeypatch, kernel, span):
     L, J, g = surrogate_with(monkeypatch, kernel, B, w, gamma, dedup=False)
     Lr, Jr, gr = brute_surrogate(B, w, gamma)
     np.testing.assert_allclose(L, Lr, rtol=1e-12, atol=1e-300)
-    assert J == pytest.approx(Jr, rel=1e-12)
+    assert pytest.approx(Jr, rel=1e-12) == J
     np.testing.assert_allclose(g, gr, rtol=1e-10, atol=1e-12 * max(1.0, np.abs(gr).max()))
 
 
@@ -212,8 +214,9 @@ def test_fit_softmax_far_into_underflow(monkeypatch):
     active = np.ones(40, dtype=np.uint8)
     logits0 = -np.linspace(0.0, 800.0, 40)
     for kernel in KERNELS:
-        w, obj = fit_with(monkeypatch, kernel, B, logits0, active, 10.0, 0.05, 20, None,
-                          dedup=False)
+        w, obj = fit_with(
+            monkeypatch, kernel, B, logits0, active, 10.0, 0.05, 20, None, dedup=False
+        )
         wr, objr = numpy_aces_o_fit(B, logits0, active, 10.0, 0.05, 20, None)
         np.testing.assert_allclose(w, wr, atol=1e-12, rtol=1e-9)
         np.testing.assert_allclose(obj, objr, atol=1e-12, rtol=0)

@@ -59,10 +59,18 @@ def _backend_threads(env_threads):
     env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
     if env_threads is not None:
         env["OMP_NUM_THREADS"] = env_threads
-    code = ("import json, aces_fast.backends as b; from aces_fast._compiled import core; "
-            "print(json.dumps([b.get_backend('cpp').n_threads, core.max_threads()]))")
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                         text=True, timeout=120, check=True).stdout
+    code = (
+        "import json, aces_fast.backends as b; from aces_fast._compiled import core; "
+        "print(json.dumps([b.get_backend('cpp').n_threads, core.max_threads()]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
     return json.loads(out)
 
 
@@ -86,8 +94,11 @@ def test_the_auto_choice_gives_the_bits_of_one_thread():
     try:
         for nt in (-2, 1, 2):
             cpp.n_threads = nt
-            got[nt] = (af.aces_c(B, backend="cpp"), af.aces_o(B[:200], steps=5, backend="cpp"),
-                       af.rerank_batch(tasks, "aces-c", backend="cpp"))
+            got[nt] = (
+                af.aces_c(B, backend="cpp"),
+                af.aces_o(B[:200], steps=5, backend="cpp"),
+                af.rerank_batch(tasks, "aces-c", backend="cpp"),
+            )
     finally:
         cpp.n_threads = before
     for nt in (1, 2):

@@ -18,20 +18,25 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import aces_fast as af  # noqa: E402
-import brute  # noqa: E402
-from aces_fast import _semantics  # noqa: E402
-from aces_fast._registry import method_params  # noqa: E402
-from aces_fast._validation import as_pass_matrix, as_weights  # noqa: E402
-from aces_fast.backends import BackendUnavailableError, get_backend  # noqa: E402
-from aces_fast.backends import numpy as numpy_ref  # noqa: E402
-from aces_fast.backends import torch as torch_backend  # noqa: E402
-from aces_fast.backends.base import ArrayBackend  # noqa: E402
-from aces_fast.backends.torch import chunks, validate  # noqa: E402
-from aces_fast.backends.torch import (FLOAT32_RTOL, FLOAT32_WEIGHT_ATOL,  # noqa: E402
-                                      TorchBackend, to_device, to_output)
-
-from helpers import EXAMPLE, EXAMPLE_LABELS, random_matrix  # noqa: E402
+import aces_fast as af
+import brute
+from aces_fast import _semantics
+from aces_fast._registry import method_params
+from aces_fast._validation import as_pass_matrix, as_weights
+from aces_fast.backends import BackendUnavailableError, get_backend
+from aces_fast.backends import numpy as numpy_ref
+from aces_fast.backends import torch as torch_backend
+from aces_fast.backends.base import ArrayBackend
+from aces_fast.backends.torch import (
+    FLOAT32_RTOL,
+    FLOAT32_WEIGHT_ATOL,
+    TorchBackend,
+    chunks,
+    to_device,
+    to_output,
+    validate,
+)
+from helpers import EXAMPLE, EXAMPLE_LABELS, random_matrix
 
 NP = numpy_ref.NumpyBackend()
 TB = TorchBackend()
@@ -70,8 +75,13 @@ def _weights(rng, m):
 
 
 def _assert_same(a, b, atol=0.0, rtol=0.0):
-    np.testing.assert_allclose(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64),
-                               rtol=rtol, atol=atol, equal_nan=True)
+    np.testing.assert_allclose(
+        np.asarray(a, dtype=np.float64),
+        np.asarray(b, dtype=np.float64),
+        rtol=rtol,
+        atol=atol,
+        equal_nan=True,
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -93,9 +103,11 @@ def _child_env():
 
 
 def test_import_aces_fast_does_not_import_torch():
-    code = ("import sys, numpy as np, aces_fast as af; "
-            "af.loo_auc(np.eye(3, dtype=np.uint8), backend='numpy'); "
-            "assert 'torch' not in sys.modules, 'torch imported'")
+    code = (
+        "import sys, numpy as np, aces_fast as af; "
+        "af.loo_auc(np.eye(3, dtype=np.uint8), backend='numpy'); "
+        "assert 'torch' not in sys.modules, 'torch imported'"
+    )
     env = _child_env()
     env.pop("ACES_FAST_BACKEND", None)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
@@ -104,10 +116,12 @@ def test_import_aces_fast_does_not_import_torch():
 
 def test_missing_torch_reason():
     # sys.modules[name] = None makes "import torch" raise ImportError in the child
-    code = ("import sys; sys.modules['torch'] = None\n"
-            "from aces_fast.backends import get_backend, BackendUnavailableError\n"
-            "try:\n    get_backend('torch')\nexcept BackendUnavailableError as e:\n"
-            "    print(e.reason)\nelse:\n    print('loaded')\n")
+    code = (
+        "import sys; sys.modules['torch'] = None\n"
+        "from aces_fast.backends import get_backend, BackendUnavailableError\n"
+        "try:\n    get_backend('torch')\nexcept BackendUnavailableError as e:\n"
+        "    print(e.reason)\nelse:\n    print('loaded')\n"
+    )
     env = _child_env()
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert proc.returncode == 0, proc.stderr
@@ -130,7 +144,7 @@ def test_dtype_option_from_environment(monkeypatch):
 # kernels against the NumPy reference (NumPy in -> NumPy out)
 
 
-@pytest.mark.parametrize("name,B", CASES, ids=CASE_IDS)
+@pytest.mark.parametrize(("name", "B"), CASES, ids=CASE_IDS)
 def test_loo_auc_matches_reference_exactly(name, B):
     rng = np.random.default_rng(1)
     n, m = B.shape
@@ -144,18 +158,30 @@ def test_loo_auc_matches_reference_exactly(name, B):
 
 
 def test_loo_auc_spec_example_exact_values():
-    expected = [Fraction(2, 3), Fraction(2, 3), Fraction(1, 2), Fraction(2, 3), Fraction(1, 2),
-                Fraction(2, 5), Fraction(7, 12), Fraction(7, 24), 0, 0]
+    expected = [
+        Fraction(2, 3),
+        Fraction(2, 3),
+        Fraction(1, 2),
+        Fraction(2, 3),
+        Fraction(1, 2),
+        Fraction(2, 5),
+        Fraction(7, 12),
+        Fraction(7, 24),
+        0,
+        0,
+    ]
     got = af.loo_auc(EXAMPLE, backend="torch")
     assert isinstance(got, np.ndarray)
     np.testing.assert_array_equal(got, [float(x) for x in expected])
     # float weights 1/m: the paper's rounding artefacts must not appear
     m = EXAMPLE.shape[1]
-    np.testing.assert_array_equal(af.loo_auc(EXAMPLE, np.full(m, 1 / m), backend="torch"),
-                                  [float(x) for x in expected])
+    np.testing.assert_array_equal(
+        af.loo_auc(EXAMPLE, np.full(m, 1 / m), backend="torch"), [float(x) for x in expected]
+    )
     res = af.aces_c(EXAMPLE, backend="torch")
-    np.testing.assert_allclose(res.weights, np.array([5, 5, 0, 5, 0, 0, 2, 0, 0, 0]) / 17,
-                               rtol=0, atol=1e-15)
+    np.testing.assert_allclose(
+        res.weights, np.array([5, 5, 0, 5, 0, 0, 2, 0, 0, 0]) / 17, rtol=0, atol=1e-15
+    )
 
 
 def test_weighted_ties_follow_tolerance_rule():
@@ -175,7 +201,7 @@ def test_weighted_ties_follow_tolerance_rule():
     assert got[3] == 0.5 and no_tol[3] > 0.5
 
 
-@pytest.mark.parametrize("name,B", CASES, ids=CASE_IDS)
+@pytest.mark.parametrize(("name", "B"), CASES, ids=CASE_IDS)
 def test_surrogate_matches_reference(name, B):
     rng = np.random.default_rng(2)
     n, m = B.shape
@@ -191,8 +217,11 @@ def test_surrogate_matches_reference(name, B):
         _assert_same(g, gr, atol=1e-12)
 
 
-@pytest.mark.parametrize("gamma,scale", [(100.0, 1.0), (1000.0, 1.0), (2.0, 50.0)],
-                         ids=["exp_overflow", "sigmoid_path", "large_weights"])
+@pytest.mark.parametrize(
+    ("gamma", "scale"),
+    [(100.0, 1.0), (1000.0, 1.0), (2.0, 50.0)],
+    ids=["exp_overflow", "sigmoid_path", "large_weights"],
+)
 def test_surrogate_extreme_arguments(gamma, scale):
     # exp(-gamma (s_p - s_f)) overflows to inf / underflows to 0 in the first case;
     # gamma * max(w) is too large for the exp(gamma w_j) shortcut in the others.
@@ -203,7 +232,7 @@ def test_surrogate_extreme_arguments(gamma, scale):
     Lr, Jr, gr = NP.surrogate(B, w, gamma)
     assert np.isfinite(g).all()
     _assert_same(L, Lr, atol=1e-12)
-    assert J == pytest.approx(Jr, rel=1e-12, abs=1e-12)
+    assert pytest.approx(Jr, rel=1e-12, abs=1e-12) == J
     np.testing.assert_allclose(g, gr, rtol=1e-12, atol=1e-9)
 
 
@@ -244,8 +273,9 @@ def test_counts_act_as_repeated_rows():
     counts = np.array([1, 0, 3, 1, 2, 0, 1, 4, 1])
     expanded = np.repeat(B, counts, axis=0)
     w = rng.random(8)
-    np.testing.assert_array_equal(TB.loo_auc(B, None, 1e-9, counts),
-                                  TB.loo_auc(expanded, None, 1e-9))
+    np.testing.assert_array_equal(
+        TB.loo_auc(B, None, 1e-9, counts), TB.loo_auc(expanded, None, 1e-9)
+    )
     np.testing.assert_array_equal(TB.loo_auc(B, w, 1e-9, counts), TB.loo_auc(expanded, w, 1e-9))
     L, J, g = TB.surrogate(B, w, 5.0, counts)
     Le, Je, ge = TB.surrogate(expanded, w, 5.0)
@@ -254,7 +284,7 @@ def test_counts_act_as_repeated_rows():
     _assert_same(g, ge, atol=1e-11)
 
 
-@pytest.mark.parametrize("name,B", CASES, ids=CASE_IDS)
+@pytest.mark.parametrize(("name", "B"), CASES, ids=CASE_IDS)
 def test_aces_o_fit_matches_reference_adam(name, B):
     rng = np.random.default_rng(4)
     n, m = B.shape
@@ -287,8 +317,8 @@ METHOD_CALLS = [
 ]
 
 
-@pytest.mark.parametrize("name,B", CASES, ids=CASE_IDS)
-@pytest.mark.parametrize("method,call", METHOD_CALLS, ids=[m for m, _ in METHOD_CALLS])
+@pytest.mark.parametrize(("name", "B"), CASES, ids=CASE_IDS)
+@pytest.mark.parametrize(("method", "call"), METHOD_CALLS, ids=[m for m, _ in METHOD_CALLS])
 def test_methods_match_numpy_backend(name, B, method, call):
     got = call(B, "torch")
     ref = call(B, "numpy")
@@ -318,19 +348,21 @@ def test_spec_example_rankings():
         res = af.rerank(B, method, backend="torch")
         s = res.scores.numpy()
         pos, neg = s[EXAMPLE_LABELS == 1], s[EXAMPLE_LABELS == 0]
-        auc = ((pos[:, None] > neg[None, :]).sum() + 0.5 * (pos[:, None] == neg[None, :]).sum())
+        auc = (pos[:, None] > neg[None, :]).sum() + 0.5 * (pos[:, None] == neg[None, :]).sum()
         assert auc / (pos.size * neg.size) == float(expected_auc)
 
 
 def test_scores_are_tie_exact():
     # rows 0 and 1 reach 0.3 along different float sums; rows 2 and 3 are identical
-    B = np.array([[1, 1, 0, 0], [0, 0, 1, 0], [0, 1, 1, 1], [0, 1, 1, 1], [1, 0, 0, 1]],
-                 dtype=np.uint8)
+    B = np.array(
+        [[1, 1, 0, 0], [0, 0, 1, 0], [0, 1, 1, 1], [0, 1, 1, 1], [1, 0, 0, 1]], dtype=np.uint8
+    )
     w = np.array([0.1, 0.2, 0.3, 0.4])
     raw = TB.row_scores(B, w)
     assert raw[0] != raw[1]  # rounding noise the snapping must remove
-    _, scores, order = _semantics.weighted_ranking(TB, torch.from_numpy(B), torch.from_numpy(w),
-                                                   1e-9)
+    _, scores, order = _semantics.weighted_ranking(
+        TB, torch.from_numpy(B), torch.from_numpy(w), 1e-9
+    )
     assert scores[0] == scores[1] and scores[2] == scores[3]
     # stable descending: the lower index first among ties
     assert order.tolist() == [2, 3, 4, 0, 1]
@@ -366,8 +398,11 @@ def test_tensor_in_tensor_out():
     assert res.best == int(res.order[0])
     res = af.aces_c(B.bool(), backend="torch")
     assert isinstance(res.loo_auc, torch.Tensor) and res.loo_auc.dtype == torch.float64
-    for call in (lambda x: af.codet(x, backend="torch"), lambda x: af.b4(x, backend="torch"),
-                 lambda x: af.majority_vote(x, backend="torch")):
+    for call in (
+        lambda x: af.codet(x, backend="torch"),
+        lambda x: af.b4(x, backend="torch"),
+        lambda x: af.majority_vote(x, backend="torch"),
+    ):
         r = call(B)
         assert isinstance(r.scores, torch.Tensor) and isinstance(r.order, torch.Tensor)
     L = af.loo_auc(B, torch.ones(10), backend="torch")
@@ -382,8 +417,10 @@ def test_tensor_in_tensor_out():
 def test_numpy_and_list_in_numpy_out():
     for B in (EXAMPLE, EXAMPLE.tolist(), EXAMPLE.astype(bool)):
         res = af.aces_c(B, backend="torch")
-        assert all(isinstance(getattr(res, f), np.ndarray)
-                   for f in ("scores", "weights", "order", "loo_auc"))
+        assert all(
+            isinstance(getattr(res, f), np.ndarray)
+            for f in ("scores", "weights", "order", "loo_auc")
+        )
         sr = af.surrogate_loo_auc(B, [0.1] * 10, backend="torch")
         assert isinstance(sr.values, np.ndarray) and isinstance(sr.objective, float)
 
@@ -412,8 +449,13 @@ def test_requires_grad_input_is_detached():
 def test_device_helpers_on_cpu():
     dev = torch.device("cpu")
     # lists, tensors, big-endian and strided arrays all arrive as native tensors
-    for x in (np.arange(3), [0, 1, 2], torch.arange(3), np.arange(3, dtype=">f8"),
-              np.array([0, 9, 1, 9, 2, 9])[::2]):
+    for x in (
+        np.arange(3),
+        [0, 1, 2],
+        torch.arange(3),
+        np.arange(3, dtype=">f8"),
+        np.array([0, 9, 1, 9, 2, 9])[::2],
+    ):
         t = to_device(x, dev, torch.float64)
         assert t.device == dev and t.dtype == torch.float64 and t.tolist() == [0.0, 1.0, 2.0]
     assert to_device(np.arange(3)[::-1], dev, torch.int64).tolist() == [2, 1, 0]
@@ -423,9 +465,10 @@ def test_device_helpers_on_cpu():
     assert to_output(src, False) is src and to_output(None, True) is None
     # weights given as tensor with a NumPy matrix: computed where the matrix lives
     w = torch.full((10,), 0.1)
-    np.testing.assert_array_equal(TB.loo_auc(EXAMPLE, w, 1e-9),
-                                  NP.loo_auc(EXAMPLE, np.full(10, 0.1, np.float32)
-                                             .astype(np.float64), 1e-9))
+    np.testing.assert_array_equal(
+        TB.loo_auc(EXAMPLE, w, 1e-9),
+        NP.loo_auc(EXAMPLE, np.full(10, 0.1, np.float32).astype(np.float64), 1e-9),
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -445,8 +488,9 @@ def test_column_chunking_gives_same_results(chunk):
     _assert_same(L, Lr, atol=1e-13)
     assert abs(J - Jr) <= 1e-13
     _assert_same(g, gr, atol=1e-12)
-    assert list(chunks.column_chunks(5, 4, chunk)) == [(a, min(5, a + max(1, chunk // 4)))
-                                                      for a in range(0, 5, max(1, chunk // 4))]
+    assert list(chunks.column_chunks(5, 4, chunk)) == [
+        (a, min(5, a + max(1, chunk // 4))) for a in range(0, 5, max(1, chunk // 4))
+    ]
 
 
 def test_float32_mode_within_documented_tolerance():
@@ -480,8 +524,12 @@ def test_float32_mode_within_documented_tolerance():
 BAD_MATRICES = [
     ("nan", lambda: torch.tensor([[0.0, float("nan")], [1.0, 0.0]]), ValueError, "NaN"),
     ("two_float", lambda: torch.tensor([[0.0, 2.0], [1.0, 0.0]]), ValueError, "only 0 and 1"),
-    ("two_uint8", lambda: torch.tensor([[0, 2], [1, 0]], dtype=torch.uint8), ValueError,
-     "found value 2"),
+    (
+        "two_uint8",
+        lambda: torch.tensor([[0, 2], [1, 0]], dtype=torch.uint8),
+        ValueError,
+        "found value 2",
+    ),
     ("minus_one_int", lambda: torch.tensor([[0, -1], [1, 0]]), ValueError, "only 0 and 1"),
     ("three_d", lambda: torch.zeros((2, 2, 2)), ValueError, "2-D"),
     ("one_d", lambda: torch.zeros(4), ValueError, "2-D"),
@@ -490,7 +538,9 @@ BAD_MATRICES = [
 ]
 
 
-@pytest.mark.parametrize("name,make,exc,match", BAD_MATRICES, ids=[b[0] for b in BAD_MATRICES])
+@pytest.mark.parametrize(
+    ("name", "make", "exc", "match"), BAD_MATRICES, ids=[b[0] for b in BAD_MATRICES]
+)
 def test_bad_matrix_errors(name, make, exc, match):
     with pytest.raises(exc, match=match):
         af.aces_c(make(), backend="torch")
@@ -503,8 +553,14 @@ def test_bad_matrix_errors(name, make, exc, match):
 
 
 def test_on_device_validator_accepts_and_converts():
-    for dtype in (torch.bool, torch.uint8, torch.int64, torch.float32, torch.float64,
-                  torch.bfloat16):
+    for dtype in (
+        torch.bool,
+        torch.uint8,
+        torch.int64,
+        torch.float32,
+        torch.float64,
+        torch.bfloat16,
+    ):
         B = torch.from_numpy(EXAMPLE).to(dtype)
         out = validate.check_pass_tensor(B)
         assert out.dtype == torch.uint8 and out.is_contiguous()
@@ -525,7 +581,9 @@ BAD_WEIGHTS = [
 ]
 
 
-@pytest.mark.parametrize("name,make,exc,match", BAD_WEIGHTS, ids=[b[0] for b in BAD_WEIGHTS])
+@pytest.mark.parametrize(
+    ("name", "make", "exc", "match"), BAD_WEIGHTS, ids=[b[0] for b in BAD_WEIGHTS]
+)
 def test_bad_weights_errors(name, make, exc, match):
     with pytest.raises(exc, match=match):
         af.loo_auc(torch.from_numpy(EXAMPLE), make(), backend="torch")

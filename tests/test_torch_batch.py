@@ -20,21 +20,20 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import aces_fast as af  # noqa: E402
-from aces_fast import _semantics  # noqa: E402
-from aces_fast._registry import METHOD_PARAMS, method_params  # noqa: E402
-from aces_fast.backends import torch as torch_backend  # noqa: E402
-from aces_fast.backends.torch import aces_o as torch_aces_o  # noqa: E402
-from aces_fast.backends.torch import dedup as torch_dedup  # noqa: E402
-from aces_fast.backends.torch import loo_auc as torch_loo_auc  # noqa: E402
-from aces_fast.backends.torch import surrogate as torch_surrogate  # noqa: E402
-from aces_fast.backends.torch import FLOAT32_WEIGHT_ATOL, TorchBackend  # noqa: E402
-from aces_fast.backends.torch.batch import PaddedTasks  # noqa: E402
-from aces_fast.backends.torch.batch import pad as _pad  # noqa: E402
-from aces_fast.backends.shapes import shape_chunks  # noqa: E402
-from aces_fast.datasets import load_dataset  # noqa: E402
-
-from helpers import EXAMPLE, npy, random_matrix  # noqa: E402
+import aces_fast as af
+from aces_fast import _semantics
+from aces_fast._registry import METHOD_PARAMS, method_params
+from aces_fast.backends import torch as torch_backend
+from aces_fast.backends.shapes import shape_chunks
+from aces_fast.backends.torch import FLOAT32_WEIGHT_ATOL, TorchBackend
+from aces_fast.backends.torch import aces_o as torch_aces_o
+from aces_fast.backends.torch import dedup as torch_dedup
+from aces_fast.backends.torch import loo_auc as torch_loo_auc
+from aces_fast.backends.torch import surrogate as torch_surrogate
+from aces_fast.backends.torch.batch import PaddedTasks
+from aces_fast.backends.torch.batch import pad as _pad
+from aces_fast.datasets import load_dataset
+from helpers import EXAMPLE, npy, random_matrix
 
 TB = TorchBackend()
 
@@ -51,14 +50,14 @@ def _tasks(seed: int = 0):
     const_cols[:, [0, 5]] = 1
     const_cols[:, 7] = 0
     tasks = [
-        EXAMPLE,                                   # n = 8 < top_k
-        np.array([[1, 0, 1, 1]], np.uint8),             # n = 1: every test constant
-        np.zeros((5, 0), np.uint8),                     # no tests
-        np.ones((4, 6), np.uint8),                      # every test constant
-        const_cols,                                     # constant columns inside, n > top_k
-        np.repeat(EXAMPLE[:4], 3, axis=0),         # only duplicate rows
-        np.array([[1, 1], [0, 1], [1, 1]], np.uint8),   # one active test: its weight is 1
-        random_matrix(rng, 50, 25, 0.6, dup_rows=30),   # duplicates among the top-k rows
+        EXAMPLE,  # n = 8 < top_k
+        np.array([[1, 0, 1, 1]], np.uint8),  # n = 1: every test constant
+        np.zeros((5, 0), np.uint8),  # no tests
+        np.ones((4, 6), np.uint8),  # every test constant
+        const_cols,  # constant columns inside, n > top_k
+        np.repeat(EXAMPLE[:4], 3, axis=0),  # only duplicate rows
+        np.array([[1, 1], [0, 1], [1, 1]], np.uint8),  # one active test: its weight is 1
+        random_matrix(rng, 50, 25, 0.6, dup_rows=30),  # duplicates among the top-k rows
     ]
     for _ in range(7):
         n, m = int(rng.integers(2, 45)), int(rng.integers(1, 30))
@@ -152,7 +151,7 @@ def test_batch_matches_reference(name):
 
 
 def test_warm_method_name_and_paper_defaults():
-    """"aces-o-warm" defaults to init="aces-c"; 90 steps at the defaults stay within 1e-12."""
+    """ "aces-o-warm" defaults to init="aces-c"; 90 steps at the defaults stay within 1e-12."""
     tasks = TASKS[:6]
     got = af.rerank_batch(tasks, "aces-o-warm", backend="torch")
     for g, w in zip(got, _per_task(tasks, {"init": "aces-c"})):
@@ -233,8 +232,9 @@ def test_chunking_does_not_change_results(chunk, monkeypatch):
     want = _per_task(TASKS, params)
     calls = []
     fit = torch_aces_o.aces_o_fit_padded
-    monkeypatch.setattr(torch_aces_o, "aces_o_fit_padded",
-                        lambda *a, **k: calls.append(1) or fit(*a, **k))
+    monkeypatch.setattr(
+        torch_aces_o, "aces_o_fit_padded", lambda *a, **k: calls.append(1) or fit(*a, **k)
+    )
     got = be.rerank_batch(prepared, "aces-o", method_params("aces-o", params), None)
     for g, w in zip(got, want):
         assert_close(g, w, atol=1e-12)
@@ -253,22 +253,24 @@ def test_pair_tensors_split_over_tests_are_exact():
     B, n_rows = _pad(mats)
     rows, valid = _padded_top_k(B, n_rows, None)
     Bk = B.gather(1, rows[:, :, None].expand(*rows.shape, B.shape[2]))
-    Bu, counts, distinct = torch_dedup.distinct_rows_padded(Bk, valid, torch.float64)
+    Bu, counts, _distinct = torch_dedup.distinct_rows_padded(Bk, valid, torch.float64)
     data = torch_surrogate.PaddedSurrogateData(Bu.contiguous(), counts.contiguous())
     w = torch.from_numpy(rng.random(B.shape[::2]))
     for t, (_, m) in enumerate(shapes):
         w[t, m:] = 0  # padding columns are inactive: weight 0
     w = w / w.sum(dim=1, keepdim=True)
     for exp_trick in (True, False):
-        J1, g1 = torch_surrogate.surrogate_core_padded(data, w, 10.0, exp_trick,
-                                                       chunk_elements=1)
+        J1, g1 = torch_surrogate.surrogate_core_padded(data, w, 10.0, exp_trick, chunk_elements=1)
         J2, g2 = torch_surrogate.surrogate_core_padded(data, w, 10.0, exp_trick)
         np.testing.assert_allclose(J1.numpy(), J2.numpy(), rtol=0, atol=1e-14)
         np.testing.assert_allclose(g1.numpy(), g2.numpy(), rtol=0, atol=1e-13)
-        for t, (n, m) in enumerate(shapes):
+        for t, (_n, m) in enumerate(shapes):
             _, J, g = torch_surrogate.surrogate_core(
                 torch_surrogate.SurrogateData(mats[t], None, torch.float64),
-                w[t, :m].contiguous(), 10.0, max_w=1.0 if exp_trick else None)
+                w[t, :m].contiguous(),
+                10.0,
+                max_w=1.0 if exp_trick else None,
+            )
             assert abs(float(J2[t]) - float(J)) <= 1e-14
             np.testing.assert_allclose(g2[t, :m].numpy(), g.numpy(), rtol=0, atol=1e-13)
             np.testing.assert_array_equal(g2[t, m:].numpy(), 0.0)
@@ -321,16 +323,18 @@ def test_consensus_methods_still_run_task_by_task():
 
 def test_top_k_rows_padded_matches_per_task():
     rng = np.random.default_rng(5)
-    mats = [torch.from_numpy(random_matrix(rng, n, m, 0.5, dup_rows=n // 2))
-            for n, m in [(1, 4), (6, 3), (30, 8), (12, 0), (25, 5)]]
+    mats = [
+        torch.from_numpy(random_matrix(rng, n, m, 0.5, dup_rows=n // 2))
+        for n, m in [(1, 4), (6, 3), (30, 8), (12, 0), (25, 5)]
+    ]
     B, n_rows = _pad(mats)
     for top_k in (None, 1, 5, 24, 100):
         rows, valid = _padded_top_k(B, n_rows, top_k)
         for t, Bt in enumerate(mats):
             want = _top_k_rows(TB, Bt, top_k)
             assert int(valid[t].sum()) == want.shape[0]
-            assert valid[t, :want.shape[0]].all()
-            np.testing.assert_array_equal(rows[t, :want.shape[0]].numpy(), want.numpy())
+            assert valid[t, : want.shape[0]].all()
+            np.testing.assert_array_equal(rows[t, : want.shape[0]].numpy(), want.numpy())
 
 
 def test_distinct_rows_padded_matches_unique():
@@ -370,9 +374,9 @@ def test_softmax_masked_padded_without_active_tests_gives_zeros():
     w = torch_aces_o.softmax_masked_padded(logits, active, active.any(dim=1, keepdim=True))
     assert not torch.isnan(w).any()
     np.testing.assert_array_equal(w[1].numpy(), 0.0)
-    np.testing.assert_allclose(w[0].numpy(),
-                               torch_aces_o.softmax_masked(logits[0], active[0]).numpy(),
-                               rtol=0, atol=1e-16)
+    np.testing.assert_allclose(
+        w[0].numpy(), torch_aces_o.softmax_masked(logits[0], active[0]).numpy(), rtol=0, atol=1e-16
+    )
     assert float(w[0, 1]) == 0.0
 
 

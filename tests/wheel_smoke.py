@@ -28,7 +28,7 @@ def main() -> int:
     assert _core.__version__ == af.__version__, (_core.__version__, af.__version__)
     assert "cpp" in af.available_backends(), af.backend_status()
     want_openmp = not sys.platform.startswith("darwin")
-    assert _core.has_openmp() is want_openmp, "OpenMP in this wheel: %s" % _core.has_openmp()
+    assert _core.has_openmp() is want_openmp, f"OpenMP in this wheel: {_core.has_openmp()}"
 
     problems = [p.B for p in load_dataset("humaneval-gpt35")][:40]
     for method in ("majority", "aces-c", "aces-o"):
@@ -40,9 +40,11 @@ def main() -> int:
             np.testing.assert_array_equal(a.order, ref.order)
             np.testing.assert_allclose(a.scores, ref.scores, rtol=1e-9, atol=1e-12)
     cfg = af.config()["backends"]["cpp"]
-    print(f"aces_fast {af.__version__} from {os.path.dirname(af.__file__)}: "
-          f"simd={cfg['simd']} openmp={cfg['openmp']} threads={cfg['max_threads']}; "
-          f"{len(problems)} problems ranked, cpp == numpy reference")
+    print(
+        f"aces_fast {af.__version__} from {os.path.dirname(af.__file__)}: "
+        f"simd={cfg['simd']} openmp={cfg['openmp']} threads={cfg['max_threads']}; "
+        f"{len(problems)} problems ranked, cpp == numpy reference"
+    )
     return 0
 
 

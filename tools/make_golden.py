@@ -29,7 +29,10 @@ from aces_fast.evaluation import evaluate
 OUT = Path(__file__).resolve().parent.parent / "tests" / "golden" / "bundled.json"
 FIELDS = ("scores", "weights", "order", "loo_auc", "objective")
 # numpy's ACES-O takes ~0.3-1 s per CodeGen problem: pinned on the small dataset only
-SKIP = {("numpy", "humaneval-codegen16b", "aces-o"), ("numpy", "humaneval-codegen16b", "aces-o-warm")}
+SKIP = {
+    ("numpy", "humaneval-codegen16b", "aces-o"),
+    ("numpy", "humaneval-codegen16b", "aces-o-warm"),
+}
 
 
 def digests(dataset, method: str, backend: str) -> dict:
@@ -49,8 +52,9 @@ def digests(dataset, method: str, backend: str) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", metavar="BACKEND",
-                        help="recompute this backend's entries, keep the others")
+    parser.add_argument(
+        "--only", metavar="BACKEND", help="recompute this backend's entries, keep the others"
+    )
     args = parser.parse_args(argv)
     backends = [b for b in ("cpp", "numba", "torch", "numpy") if b in af.available_backends()]
     if args.only is not None:
@@ -68,11 +72,12 @@ def main(argv: list[str] | None = None) -> int:
             old = entry["digests"].get(backend, {})
             entry["digests"][backend] = {m: digests(ds, m, backend) for m in methods}
             for m in methods:
-                changed = [f for f in FIELDS
-                           if old.get(m, {}).get(f) != entry["digests"][backend][m][f]]
+                changed = [
+                    f for f in FIELDS if old.get(m, {}).get(f) != entry["digests"][backend][m][f]
+                ]
                 if changed:
                     print(f"{name} {backend} {m}: changed {', '.join(changed)}", file=sys.stderr)
-            ev = evaluate(ds, ["random"] + methods + ["oracle"], backend=backend)
+            ev = evaluate(ds, ["random", *methods, "oracle"], backend=backend)
             d = ev.to_dict()
             new_ev = {"all": d["all"], "mixed": d["mixed"]}
             if entry["evaluate"].get(backend, new_ev) != new_ev:

@@ -40,10 +40,18 @@ def old_rerank_batch(Bs, method: str, n_threads: int):
     be = resolve_backend("cpp", items[0])
     prepared = [be.prepare(B) for B in items]
     args = spec.core_args(values)
-    outs = core.rerank_batch(tasks=prepared, method=core.METHOD_CODES[spec.core_method],
-                             tie_tol=args.tie_tol, gamma=args.gamma, lr=args.lr,
-                             steps=args.steps, top_k=args.top_k, warm=args.warm, dedup=None,
-                             n_threads=n_threads)
+    outs = core.rerank_batch(
+        tasks=prepared,
+        method=core.METHOD_CODES[spec.core_method],
+        tie_tol=args.tie_tol,
+        gamma=args.gamma,
+        lr=args.lr,
+        steps=args.steps,
+        top_k=args.top_k,
+        warm=args.warm,
+        dedup=None,
+        n_threads=n_threads,
+    )
     return [spec.pack(_semantics.Outputs._make(out), values, "cpp") for out in outs]
 
 
@@ -51,8 +59,7 @@ def cell(label: str, Bs, method: str, n_threads: int, repeats: int) -> None:
     runs = {
         "old": lambda: old_rerank_batch(Bs, method, n_threads),
         "new": lambda: af.rerank_batch(Bs, method, backend="cpp", n_threads=n_threads),
-        "new+items": lambda: list(af.rerank_batch(Bs, method, backend="cpp",
-                                                  n_threads=n_threads)),
+        "new+items": lambda: list(af.rerank_batch(Bs, method, backend="cpp", n_threads=n_threads)),
     }
     times = {k: [] for k in runs}
     for fn in runs.values():
@@ -66,8 +73,10 @@ def cell(label: str, Bs, method: str, n_threads: int, repeats: int) -> None:
     print(f"{label} ({len(Bs)} tasks, {n_threads} thread(s), median of {repeats})")
     for k, ts in times.items():
         med = statistics.median(ts)
-        print(f"  {k:10s} {med * 1e3:8.1f} ms  {len(Bs) / med:>10,.0f} tasks/s  "
-              f"x{old / med:5.2f} vs old")
+        print(
+            f"  {k:10s} {med * 1e3:8.1f} ms  {len(Bs) / med:>10,.0f} tasks/s  "
+            f"x{old / med:5.2f} vs old"
+        )
 
 
 def main() -> None:
@@ -76,8 +85,7 @@ def main() -> None:
     args = ap.parse_args()
     get_backend("cpp")
     cell("ACES-C 24x100", tasks(20_000, 24, 100), "aces-c", 1, args.repeats)
-    cell("ACES-C 200x500 distinct", tasks(2_000, 200, 500, seed=1), "aces-c", 2,
-         args.repeats)
+    cell("ACES-C 200x500 distinct", tasks(2_000, 200, 500, seed=1), "aces-c", 2, args.repeats)
 
 
 if __name__ == "__main__":

@@ -46,20 +46,27 @@ def planted_distinct(n: int, m: int, seed: int = 0) -> np.ndarray:
 
 def dup_heavy(n: int, m: int, seed: int = 0) -> np.ndarray:
     from benchmarks.harness.workloads import make_pass_matrix
+
     return make_pass_matrix(n, m, seed=seed)
 
 
 def baselines():
     from benchmarks.harness import baselines as b
+
     return b
 
 
 def header():
     import platform
+
     import aces_fast as af
     from aces_fast import _core
-    print(f"# aces_fast {af.__file__} simd={_core.simd_level()} python {platform.python_version()} "
-          f"load {os.getloadavg()} {time.strftime('%Y-%m-%d %H:%M:%S')}", flush=True)
+
+    print(
+        f"# aces_fast {af.__file__} simd={_core.simd_level()} python {platform.python_version()} "
+        f"load {os.getloadavg()} {time.strftime('%Y-%m-%d %H:%M:%S')}",
+        flush=True,
+    )
 
 
 def timeit(fn, number: int) -> float:
@@ -94,16 +101,20 @@ def report(name: str, times: dict, ref: str | None = None):
         q = np.percentile(v, [10, 90])
         extra = ""
         if ref and k != ref:
-            extra = f"  ratio {med[ref] / med[k]:.0f}x (p10-p90 of per-repeat ratios " \
-                    f"{np.percentile(np.array(times[ref]) / np.array(v), 10):.0f}-" \
-                    f"{np.percentile(np.array(times[ref]) / np.array(v), 90):.0f})"
-        print(f"{name:44s} {k:10s} median {fmt(med[k]):>10s}  p10-p90 {fmt(q[0])}-{fmt(q[1])}{extra}",
-              flush=True)
+            extra = (
+                f"  ratio {med[ref] / med[k]:.0f}x (p10-p90 of per-repeat ratios "
+                f"{np.percentile(np.array(times[ref]) / np.array(v), 10):.0f}-"
+                f"{np.percentile(np.array(times[ref]) / np.array(v), 90):.0f})"
+            )
+        print(
+            f"{name:44s} {k:10s} median {fmt(med[k]):>10s}  p10-p90 {fmt(q[0])}-{fmt(q[1])}{extra}",
+            flush=True,
+        )
 
 
 def cells(repeats: int, only):
     import aces_fast as af
-    from aces_fast import _core
+
     b = baselines()
     mats = {}
     for fam, gen in (("distinct", planted_distinct), ("dup-heavy", dup_heavy)):
@@ -116,36 +127,57 @@ def cells(repeats: int, only):
     for (fam, n, m), B in mats.items():
         c = f"aces-c {fam} {n}x{m}"
         if want(c):
-            impls = {"cpp": lambda B=B: af.aces_c(B, backend="cpp"),
-                     "numpy-rank": lambda B=B: b.numpy_aces_c(B)}
+            impls = {
+                "cpp": lambda B=B: af.aces_c(B, backend="cpp"),
+                "numpy-rank": lambda B=B: b.numpy_aces_c(B),
+            }
             fast = n * m < 10000
-            report(c, interleave(impls, repeats, {"cpp": 2000 if fast else 300,
-                                                  "numpy-rank": 20 if fast else 3}), "numpy-rank")
+            report(
+                c,
+                interleave(
+                    impls, repeats, {"cpp": 2000 if fast else 300, "numpy-rank": 20 if fast else 3}
+                ),
+                "numpy-rank",
+            )
     for (fam, n, m), B in mats.items():
         c = f"aces-o K=24 T=90 {fam} {n}x{m}"
         if want(c):
-            impls = {"cpp": lambda B=B: af.aces_o(B, backend="cpp"),
-                     "torch-ag": lambda B=B: b.torch_aces_o(B)}
+            impls = {
+                "cpp": lambda B=B: af.aces_o(B, backend="cpp"),
+                "torch-ag": lambda B=B: b.torch_aces_o(B),
+            }
             if os.environ.get("WITH_NUMBA"):
                 impls["numba"] = lambda B=B: af.aces_o(B, backend="numba")
-            report(c, interleave(impls, max(3, repeats // 3),
-                                 {"cpp": 10, "torch-ag": 1, "numba": 3}), "torch-ag")
+            report(
+                c,
+                interleave(impls, max(3, repeats // 3), {"cpp": 10, "torch-ag": 1, "numba": 3}),
+                "torch-ag",
+            )
     for fam in ("distinct", "dup-heavy"):
         B = mats[(fam, 200, 500)]
         c = f"aces-o top_k=None T=90 {fam} 200x500"
         if want(c):
-            impls = {"cpp": lambda B=B: af.aces_o(B, top_k=None, backend="cpp"),
-                     "torch-ag": lambda B=B: b.torch_aces_o(B, top_k=None)}
+            impls = {
+                "cpp": lambda B=B: af.aces_o(B, top_k=None, backend="cpp"),
+                "torch-ag": lambda B=B: b.torch_aces_o(B, top_k=None),
+            }
             # the torch baseline takes ~70 s a call here: two rounds
-            report(c, interleave(impls, int(os.environ.get("TOPK_NONE_REPEATS", "2")),
-                                 {"cpp": 1, "torch-ag": 1}), "torch-ag")
+            report(
+                c,
+                interleave(
+                    impls, int(os.environ.get("TOPK_NONE_REPEATS", "2")), {"cpp": 1, "torch-ag": 1}
+                ),
+                "torch-ag",
+            )
     for fam in ("distinct", "dup-heavy"):
         B = mats[(fam, 200, 500)]
         w = np.random.default_rng(2).random(500)
         c = f"loo-auc weighted {fam} 200x500"
         if want(c):
-            impls = {"cpp": lambda B=B, w=w: af.loo_auc(B, w, backend="cpp"),
-                     "numpy-rank": lambda B=B, w=w: b.numpy_loo_auc(B, w)}
+            impls = {
+                "cpp": lambda B=B, w=w: af.loo_auc(B, w, backend="cpp"),
+                "numpy-rank": lambda B=B, w=w: b.numpy_loo_auc(B, w),
+            }
             report(c, interleave(impls, repeats, {"cpp": 200, "numpy-rank": 3}), "numpy-rank")
     for fam, gen in (("distinct", planted_distinct), ("dup-heavy", dup_heavy)):
         c = f"batch {fam} 200x500"
@@ -154,14 +186,19 @@ def cells(repeats: int, only):
         tasks = [gen(200, 500, seed=100 + k) for k in range(200)]
         for method, reps in (("aces-c", repeats), ("aces-o", 3)):
             for nt in (1, 2):
-                impls = {f"{method} {nt}t": lambda tasks=tasks, method=method, nt=nt:
-                         af.rerank_batch(tasks, method, backend="cpp", n_threads=nt)}
-                t = interleave(impls, reps, {k: 3 if method == "aces-c" else 1 for k in impls})
+                impls = {
+                    f"{method} {nt}t": lambda tasks=tasks, method=method, nt=nt: af.rerank_batch(
+                        tasks, method, backend="cpp", n_threads=nt
+                    )
+                }
+                t = interleave(impls, reps, dict.fromkeys(impls, 3 if method == "aces-c" else 1))
                 for k, v in t.items():
                     rates = [len(tasks) / x for x in v]
-                    print(f"{c:44s} {k:10s} median {statistics.median(rates):,.0f} tasks/s  "
-                          f"p10-p90 {np.percentile(rates, 10):,.0f}-{np.percentile(rates, 90):,.0f}",
-                          flush=True)
+                    print(
+                        f"{c:44s} {k:10s} median {statistics.median(rates):,.0f} tasks/s  "
+                        f"p10-p90 {np.percentile(rates, 10):,.0f}-{np.percentile(rates, 90):,.0f}",
+                        flush=True,
+                    )
 
 
 if __name__ == "__main__":

@@ -19,16 +19,13 @@ when a baseline runs.
 
 from __future__ import annotations
 
-from typing import Optional, Tuple
-
 import numpy as np
-
 
 # ---------------------------------------------------------------------------
 # baseline (a): vectorized NumPy + scipy.stats.rankdata
 
 
-def numpy_loo_auc(B: np.ndarray, weights: Optional[np.ndarray] = None) -> np.ndarray:
+def numpy_loo_auc(B: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
     """LOO-AUC of every test via per-column midranks of the leave-one-out scores.
 
     ``S = s[:, None] - w * B`` is the full ``(n, m)`` leave-one-out score matrix
@@ -60,7 +57,7 @@ def numpy_loo_auc(B: np.ndarray, weights: Optional[np.ndarray] = None) -> np.nda
     return auc
 
 
-def numpy_aces_c(B: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+def numpy_aces_c(B: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """ACES-C from :func:`numpy_loo_auc`: ``(weights (m,) summing to 1, scores (n,))``.
 
     ``w_j = max(0, LOO-AUC_j - 1/2) p_j (1 - p_j)``; majority vote over
@@ -83,7 +80,7 @@ def numpy_aces_c(B: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
 # baseline (b): vectorized PyTorch autograd ACES-O
 
 
-def top_k_rows(B: np.ndarray, top_k: Optional[int]) -> np.ndarray:
+def top_k_rows(B: np.ndarray, top_k: int | None) -> np.ndarray:
     """The ``top_k`` rows with the largest row sums (ties by lower index), ascending."""
     n = B.shape[0]
     if top_k is None or top_k >= n:
@@ -97,8 +94,9 @@ def torch_aces_o_bytes(k: int, m: int) -> int:
     return 6 * 8 * k * k * m
 
 
-def torch_aces_o(B: np.ndarray, gamma: float = 10.0, lr: float = 0.01, steps: int = 90,
-                 top_k: Optional[int] = 24) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+def torch_aces_o(
+    B: np.ndarray, gamma: float = 10.0, lr: float = 0.01, steps: int = 90, top_k: int | None = 24
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """ACES-O with autograd on the dense pair tensor: ``(weights (m,), scores (n,), objective)``.
 
     Per step: ``w = softmax(logits)`` over non-constant tests (of the full

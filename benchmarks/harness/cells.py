@@ -22,8 +22,9 @@ from __future__ import annotations
 import importlib.util
 import math
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any
 
 import numpy as np
 
@@ -31,7 +32,7 @@ from . import workloads
 from .runtime import backend_unavailable_reason
 
 #: per-call operation -> (description, baseline implementation)
-CALL_OPS: Dict[str, Tuple[str, str]] = {
+CALL_OPS: dict[str, tuple[str, str]] = {
     "loo-auc": ("LOO-AUC, uniform weights", "numpy-rankdata"),
     "loo-auc-weighted": ("LOO-AUC, float weights", "numpy-rankdata"),
     "aces-c": ("ACES-C", "numpy-rankdata"),
@@ -39,21 +40,21 @@ CALL_OPS: Dict[str, Tuple[str, str]] = {
     "aces-o-all": ("ACES-O, top_k=None, 90 steps", "torch-autograd"),
 }
 #: batch operation -> (description, method given to rerank_batch)
-BATCH_OPS: Dict[str, Tuple[str, str]] = {
+BATCH_OPS: dict[str, tuple[str, str]] = {
     "batch-aces-c": ("rerank_batch ACES-C", "aces-c"),
     "batch-aces-o": ("rerank_batch ACES-O, top_k=24, 90 steps", "aces-o"),
 }
-OPS: Tuple[str, ...] = tuple(CALL_OPS) + tuple(BATCH_OPS)
-SIZES: Tuple[str, ...] = ("24x100", "200x500", "2000x1000", "20000x1000")
+OPS: tuple[str, ...] = tuple(CALL_OPS) + tuple(BATCH_OPS)
+SIZES: tuple[str, ...] = ("24x100", "200x500", "2000x1000", "20000x1000")
 #: tasks per batch cell, and their shape
 BATCH_TASKS = 200
 BATCH_SIZE = "200x500"
-BACKENDS: Tuple[str, ...] = ("cpp", "numba", "torch", "numpy")
+BACKENDS: tuple[str, ...] = ("cpp", "numba", "torch", "numpy")
 #: backends with a whole-batch path in rerank_batch (numpy runs tasks one by one)
-BATCH_BACKENDS: Tuple[str, ...] = ("cpp", "numba", "torch")
-BASELINES: Tuple[str, ...] = ("numpy-rankdata", "torch-autograd")
-IMPLS: Tuple[str, ...] = BACKENDS + BASELINES
-THREADS: Tuple[int, ...] = (1, 2)
+BATCH_BACKENDS: tuple[str, ...] = ("cpp", "numba", "torch")
+BASELINES: tuple[str, ...] = ("numpy-rankdata", "torch-autograd")
+IMPLS: tuple[str, ...] = BACKENDS + BASELINES
+THREADS: tuple[int, ...] = (1, 2)
 ACES_O_STEPS = 90
 ACES_O_TOP_K = 24
 #: cells with at least this many candidates are ``slow``
@@ -95,12 +96,12 @@ class Case:
         return "real" if self.family == "real" else "call"
 
     @property
-    def shape(self) -> Optional[Tuple[int, int]]:
+    def shape(self) -> tuple[int, int] | None:
         """``(n, m)`` of a synthetic matrix; ``None`` for a real dataset."""
         return None if self.family == "real" else parse_size(self.size)
 
     @property
-    def cell(self) -> Tuple[str, str, str, str, int]:
+    def cell(self) -> tuple[str, str, str, str, int]:
         """The cell without the repetition: ``(op, family, size, impl, threads)``."""
         return (self.op, self.family, self.size, self.impl, self.threads)
 
@@ -127,7 +128,7 @@ class Case:
         return (shape is not None and shape[0] >= SLOW_ROWS) or estimate_seconds(self) > limit
 
 
-def parse_size(text: str) -> Tuple[int, int]:
+def parse_size(text: str) -> tuple[int, int]:
     """``"200x500"`` -> ``(200, 500)``; ValueError for anything else."""
     match = re.fullmatch(r"\s*(\d+)\s*[xX]\s*(\d+)\s*", text)
     if not match or int(match.group(1)) < 1 or int(match.group(2)) < 1:
@@ -135,14 +136,14 @@ def parse_size(text: str) -> Tuple[int, int]:
     return int(match.group(1)), int(match.group(2))
 
 
-def impls_for(op: str) -> Tuple[str, ...]:
+def impls_for(op: str) -> tuple[str, ...]:
     """The implementations competing in an operation's groups."""
     if op in BATCH_OPS:
         return BATCH_BACKENDS
-    return BACKENDS + (CALL_OPS[op][1],)
+    return (*BACKENDS, CALL_OPS[op][1])
 
 
-def threads_for(op: str, family: str, size: str, impl: str) -> Tuple[int, ...]:
+def threads_for(op: str, family: str, size: str, impl: str) -> tuple[int, ...]:
     """Thread counts of a cell: one only for the NumPy reference (pure Python
     loops), the smallest size and the real problems (too small to split)."""
     if impl == "numpy" or family == "real" or size == SIZES[0]:
@@ -150,9 +151,14 @@ def threads_for(op: str, family: str, size: str, impl: str) -> Tuple[int, ...]:
     return THREADS
 
 
-def all_cases(ops: Sequence[str] = OPS, families: Sequence[str] = workloads.FAMILIES,
-              sizes: Optional[Sequence[str]] = None, impls: Optional[Sequence[str]] = None,
-              threads: Optional[Sequence[int]] = None, reps: int = 1) -> List[Case]:
+def all_cases(
+    ops: Sequence[str] = OPS,
+    families: Sequence[str] = workloads.FAMILIES,
+    sizes: Sequence[str] | None = None,
+    impls: Sequence[str] | None = None,
+    threads: Sequence[int] | None = None,
+    reps: int = 1,
+) -> list[Case]:
     """Every cell of the matrix restricted to the given axes, ``reps`` times.
 
     Order: group by group (operation, family, size, threads); inside a group the
@@ -162,13 +168,13 @@ def all_cases(ops: Sequence[str] = OPS, families: Sequence[str] = workloads.FAMI
     ``sizes`` filters synthetic sizes (and batch shapes); ``real`` cells have
     dataset names as sizes and are kept unless ``families`` drops ``real``.
     """
-    out: List[Case] = []
+    out: list[Case] = []
     for op in ops:
         for family in families:
             if op in BATCH_OPS:
                 if family == "real":
                     continue
-                op_sizes: Tuple[str, ...] = (BATCH_SIZE,)
+                op_sizes: tuple[str, ...] = (BATCH_SIZE,)
             else:
                 op_sizes = workloads.REAL_DATASETS if family == "real" else SIZES
             for size in op_sizes:
@@ -180,8 +186,11 @@ def all_cases(ops: Sequence[str] = OPS, families: Sequence[str] = workloads.FAMI
                     if threads is not None and t not in threads:
                         continue
                     for rep in range(reps):
-                        out += [Case(op, family, size, i, t, rep) for i in chosen
-                                if t in threads_for(op, family, size, i)]
+                        out += [
+                            Case(op, family, size, i, t, rep)
+                            for i in chosen
+                            if t in threads_for(op, family, size, i)
+                        ]
     return out
 
 
@@ -189,8 +198,9 @@ def all_cases(ops: Sequence[str] = OPS, families: Sequence[str] = workloads.FAMI
 # what a cell calls
 
 
-def make_call(op: str, impl: str, B: Any, w: Optional[np.ndarray] = None,
-              threads: Optional[int] = None) -> Callable[[], Any]:
+def make_call(
+    op: str, impl: str, B: Any, w: np.ndarray | None = None, threads: int | None = None
+) -> Callable[[], Any]:
     """A zero-argument callable running per-call ``op`` with ``impl`` on ``(B, w)``,
     or batch ``op`` on the task list ``B`` with ``threads`` threads."""
     if op in BATCH_OPS:
@@ -225,7 +235,7 @@ def make_call(op: str, impl: str, B: Any, w: Optional[np.ndarray] = None,
     raise ValueError(f"implementation {impl!r} does not compute {op!r}")
 
 
-def inputs(case: Case, batch_tasks: int = BATCH_TASKS) -> List[Tuple[Any, np.ndarray]]:
+def inputs(case: Case, batch_tasks: int = BATCH_TASKS) -> list[tuple[Any, np.ndarray]]:
     """The ``(B, weights)`` inputs of a cell: one for a ``call`` cell, one per
     problem for a ``real`` cell, and ``(tasks, empty)`` for a batch cell."""
     if case.kind == "real":
@@ -274,8 +284,9 @@ def estimate_seconds(case: Case, batch_tasks: int = BATCH_TASKS) -> float:
     over the problems, or one batch. Only ACES-O, the NumPy reference and the
     rankdata baseline at large sizes can be expensive."""
     if case.kind == "call":
-        return _call_seconds(case.op, case.impl, workloads.workload(case.family,
-                                                                    *parse_size(case.size))[0])
+        return _call_seconds(
+            case.op, case.impl, workloads.workload(case.family, *parse_size(case.size))[0]
+        )
     if case.kind == "real":
         return sum(_call_seconds(case.op, case.impl, B) for B, _ in inputs(case))
     first = workloads.batch_tasks(case.family, 1, *parse_size(case.size))[0]  # no need for all
@@ -294,8 +305,9 @@ def _available_memory() -> float:
     return 4e9
 
 
-def skip_reason(case: Case, max_call_s: float = 300.0,
-                batch_tasks: int = BATCH_TASKS) -> Optional[str]:
+def skip_reason(
+    case: Case, max_call_s: float = 300.0, batch_tasks: int = BATCH_TASKS
+) -> str | None:
     """Why ``case`` cannot or should not run here (``None`` when it runs).
 
     Reasons: an unavailable backend or missing baseline dependency; the
@@ -317,16 +329,23 @@ def skip_reason(case: Case, max_call_s: float = 300.0,
             need = max(need, torch_aces_o_bytes(k, B.shape[1]))
         budget = _MEM_SHARE * _available_memory()
         if need > budget:
-            return (f"infeasible: the autograd pair tensors (k x k x m float64) need "
-                    f"~{need / 1e9:.0f} GB, over {budget / 1e9:.1f} GB (O(k^2 m) memory)")
-    elif case.impl == "numpy-rankdata":
-        if importlib.util.find_spec("scipy") is None:
-            return "baseline (a) needs scipy, which is not installed"
+            return (
+                f"infeasible: the autograd pair tensors (k x k x m float64) need "
+                f"~{need / 1e9:.0f} GB, over {budget / 1e9:.1f} GB (O(k^2 m) memory)"
+            )
+    elif case.impl == "numpy-rankdata" and importlib.util.find_spec("scipy") is None:
+        return "baseline (a) needs scipy, which is not installed"
     est = estimate_seconds(case, batch_tasks)
     if est > max_call_s:
-        why = ("O(k^2 m) pair-test triples per step" if "aces-o" in case.op
-               else "one Python iteration per test" if case.impl == "numpy"
-               else "a sort per test")
-        return (f"over the time budget: ~{est:.3g} s per timed call estimated ({why}) "
-                f"> {max_call_s:g} s")
+        why = (
+            "O(k^2 m) pair-test triples per step"
+            if "aces-o" in case.op
+            else "one Python iteration per test"
+            if case.impl == "numpy"
+            else "a sort per test"
+        )
+        return (
+            f"over the time budget: ~{est:.3g} s per timed call estimated ({why}) "
+            f"> {max_call_s:g} s"
+        )
     return None

@@ -32,8 +32,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any
 
 from . import cells, report, targets, workloads
 from .memory import MMAP_THRESHOLD_ENV
@@ -45,18 +46,21 @@ SUITE_DIR = Path(__file__).resolve().parents[1]
 
 
 def _choices(allowed: Sequence[Any], what: str, cast: Callable[[str], Any] = str):
-    def parse(text: str) -> List[Any]:
+    def parse(text: str) -> list[Any]:
         try:
             items = [cast(s.strip()) for s in text.split(",") if s.strip()]
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{what} must be a comma-separated list; "
-                                             f"got {text!r}") from None
+            raise argparse.ArgumentTypeError(
+                f"{what} must be a comma-separated list; got {text!r}"
+            ) from None
         bad = [str(s) for s in items if s not in allowed]
         if bad or not items:
             raise argparse.ArgumentTypeError(
                 f"unknown {what} {', '.join(bad) or '(none)'}; choose from "
-                f"{', '.join(map(str, allowed))}")
+                f"{', '.join(map(str, allowed))}"
+            )
         return items
+
     return parse
 
 
@@ -69,6 +73,7 @@ def _positive(cast: Callable[[str], Any], what: str):
         if not value > 0:
             raise argparse.ArgumentTypeError(f"{what} must be > 0; got {text!r}")
         return value
+
     return parse
 
 
@@ -84,40 +89,80 @@ def check_output(path: str, flag: str, plot: bool = False) -> None:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``bench`` options."""
     mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--quick", action="store_true",
-                      help="the default: every cell not marked slow, plus the cells the speed "
-                           "goals read (LOO-AUC at 20000x1000)")
-    mode.add_argument("--full", action="store_true",
-                      help="every cell, up to 20000x1000 (an hour or more on 2 cores)")
-    parser.add_argument("--rounds", type=_positive(int, "--rounds"), default=3, metavar="N",
-                        help="repetitions of every cell, interleaved group by group (default 3)")
-    parser.add_argument("--max-time", type=_positive(float, "--max-time"), metavar="SECONDS",
-                        help="pytest-benchmark time budget per measurement "
-                             "(default 0.1 quick, 0.5 full)")
-    parser.add_argument("--ops", type=_choices(cells.OPS, "operation"), metavar="OP,...",
-                        help=f"operations ({', '.join(cells.OPS)}); default all")
-    parser.add_argument("--families", type=_choices(workloads.FAMILIES, "family"),
-                        metavar="FAMILY,...",
-                        help=f"workload families ({', '.join(workloads.FAMILIES)}); default all")
-    parser.add_argument("--sizes", type=_choices(cells.SIZES, "size"), metavar="NxM,...",
-                        help=f"synthetic sizes ({', '.join(cells.SIZES)}); given sizes run "
-                             "even when marked slow")
-    parser.add_argument("--impls", type=_choices(cells.IMPLS, "implementation"),
-                        metavar="NAME,...", help=f"implementations ({', '.join(cells.IMPLS)}); "
-                        "default all (a speed-up needs the operation's baseline)")
-    parser.add_argument("--threads", type=_choices(cells.THREADS, "thread count", int),
-                        metavar="T,...", help="thread counts (1, 2); default both")
-    parser.add_argument("--no-memory", action="store_true",
-                        help="skip the memory run (peak working memory per cell)")
-    parser.add_argument("--no-import-time", action="store_true",
-                        help="do not measure the import time of aces_fast")
+    mode.add_argument(
+        "--quick",
+        action="store_true",
+        help="the default: every cell not marked slow, plus the cells the speed "
+        "goals read (LOO-AUC at 20000x1000)",
+    )
+    mode.add_argument(
+        "--full",
+        action="store_true",
+        help="every cell, up to 20000x1000 (an hour or more on 2 cores)",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=_positive(int, "--rounds"),
+        default=3,
+        metavar="N",
+        help="repetitions of every cell, interleaved group by group (default 3)",
+    )
+    parser.add_argument(
+        "--max-time",
+        type=_positive(float, "--max-time"),
+        metavar="SECONDS",
+        help="pytest-benchmark time budget per measurement (default 0.1 quick, 0.5 full)",
+    )
+    parser.add_argument(
+        "--ops",
+        type=_choices(cells.OPS, "operation"),
+        metavar="OP,...",
+        help=f"operations ({', '.join(cells.OPS)}); default all",
+    )
+    parser.add_argument(
+        "--families",
+        type=_choices(workloads.FAMILIES, "family"),
+        metavar="FAMILY,...",
+        help=f"workload families ({', '.join(workloads.FAMILIES)}); default all",
+    )
+    parser.add_argument(
+        "--sizes",
+        type=_choices(cells.SIZES, "size"),
+        metavar="NxM,...",
+        help=f"synthetic sizes ({', '.join(cells.SIZES)}); given sizes run even when marked slow",
+    )
+    parser.add_argument(
+        "--impls",
+        type=_choices(cells.IMPLS, "implementation"),
+        metavar="NAME,...",
+        help=f"implementations ({', '.join(cells.IMPLS)}); "
+        "default all (a speed-up needs the operation's baseline)",
+    )
+    parser.add_argument(
+        "--threads",
+        type=_choices(cells.THREADS, "thread count", int),
+        metavar="T,...",
+        help="thread counts (1, 2); default both",
+    )
+    parser.add_argument(
+        "--no-memory",
+        action="store_true",
+        help="skip the memory run (peak working memory per cell)",
+    )
+    parser.add_argument(
+        "--no-import-time", action="store_true", help="do not measure the import time of aces_fast"
+    )
     parser.add_argument("--json", metavar="FILE", help="write the report as JSON")
     parser.add_argument("--plot", metavar="FILE.png", help="write a log-scale plot (matplotlib)")
-    parser.add_argument("--keep", metavar="DIR",
-                        help="keep the raw pytest-benchmark JSON and pytest logs in DIR")
-    parser.add_argument("--benchmarks", metavar="DIR", type=Path,
-                        help="the benchmarks/ directory of a checkout (default: found from the "
-                             "current directory)")
+    parser.add_argument(
+        "--keep", metavar="DIR", help="keep the raw pytest-benchmark JSON and pytest logs in DIR"
+    )
+    parser.add_argument(
+        "--benchmarks",
+        metavar="DIR",
+        type=Path,
+        help="the benchmarks/ directory of a checkout (default: found from the current directory)",
+    )
     parser.add_argument("-q", "--quiet", action="store_true", help="no pytest progress output")
 
 
@@ -144,25 +189,41 @@ Details: benchmarks/README.md."""
 def build_parser() -> argparse.ArgumentParser:
     from aces_fast.cli import Parser
 
-    parser = Parser(prog=PROG, description=DESCRIPTION,
-                    formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = Parser(
+        prog=PROG, description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     add_arguments(parser)
     return parser
 
 
-def pytest_command(suite_dir: Path, args: argparse.Namespace, json_path: Path,
-                   memory: bool) -> List[str]:
+def pytest_command(
+    suite_dir: Path, args: argparse.Namespace, json_path: Path, memory: bool
+) -> list[str]:
     """The pytest command line of the timing (``memory=False``) or memory run."""
     max_time = args.max_time if args.max_time is not None else (0.5 if args.full else 0.1)
     # hypothesis's plugin only slows the start-up: the suite has no property tests
-    cmd = [sys.executable, "-m", "pytest", str(suite_dir), "-p", "no:cacheprovider",
-           "-p", "no:hypothesispytest", "-q",
-           "--benchmark-enable", f"--benchmark-json={json_path}",
-           f"--benchmark-max-time={max_time}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        str(suite_dir),
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:hypothesispytest",
+        "-q",
+        "--benchmark-enable",
+        f"--benchmark-json={json_path}",
+        f"--benchmark-max-time={max_time}",
+    ]
     cmd.append("--bench-memory" if memory else f"--bench-rounds={args.rounds}")
-    for option, values in (("ops", args.ops), ("families", args.families),
-                           ("sizes", args.sizes), ("impls", args.impls),
-                           ("threads", args.threads)):
+    for option, values in (
+        ("ops", args.ops),
+        ("families", args.families),
+        ("sizes", args.sizes),
+        ("impls", args.impls),
+        ("threads", args.threads),
+    ):
         if values:
             cmd.append(f"--bench-{option}={','.join(map(str, values))}")
     if not args.full and not args.sizes:
@@ -170,13 +231,13 @@ def pytest_command(suite_dir: Path, args: argparse.Namespace, json_path: Path,
     return cmd
 
 
-def _run_pytest(cmd: List[str], env: Dict[str, str], cwd: Path, log: Path,
-                echo: bool) -> int:
+def _run_pytest(cmd: list[str], env: dict[str, str], cwd: Path, log: Path, echo: bool) -> int:
     """Run pytest, saving its output to ``log``; echo the progress lines (not
     pytest-benchmark's own table: the report below replaces it)."""
     with open(log, "w") as fh:
-        proc = subprocess.Popen(cmd, env=env, cwd=str(cwd), stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True)
+        proc = subprocess.Popen(
+            cmd, env=env, cwd=str(cwd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
         assert proc.stdout is not None
         echoing = echo
         for line in proc.stdout:
@@ -188,8 +249,9 @@ def _run_pytest(cmd: List[str], env: Dict[str, str], cwd: Path, log: Path,
         return proc.wait()
 
 
-def _suite_run(kind: str, cmd: List[str], env: Dict[str, str], workdir: Path, suite_dir: Path,
-               echo: bool) -> Dict[str, Any]:
+def _suite_run(
+    kind: str, cmd: list[str], env: dict[str, str], workdir: Path, suite_dir: Path, echo: bool
+) -> dict[str, Any]:
     """Run the suite (``kind``: ``timing`` or ``memory``); its JSON report."""
     log = workdir / f"{kind}.log"
     if echo:
@@ -200,12 +262,14 @@ def _suite_run(kind: str, cmd: List[str], env: Dict[str, str], workdir: Path, su
     if rc != 0:
         tail = log.read_text().splitlines()[-25:]
         print("\n".join(tail), file=sys.stderr)
-        raise ValueError(f"the benchmark suite's {kind} run failed (pytest exit status {rc}); "
-                         f"its output is in {log}")
+        raise ValueError(
+            f"the benchmark suite's {kind} run failed (pytest exit status {rc}); "
+            f"its output is in {log}"
+        )
     return json.loads((workdir / f"{kind}.json").read_text())
 
 
-def run(args: argparse.Namespace, suite_dir: Optional[Path] = None) -> int:
+def run(args: argparse.Namespace, suite_dir: Path | None = None) -> int:
     """Run the benchmark described by parsed ``args``; print the report; 0 on success.
 
     Raises ValueError for what the user must fix (missing pytest-benchmark or
@@ -214,8 +278,10 @@ def run(args: argparse.Namespace, suite_dir: Optional[Path] = None) -> int:
     suite_dir = Path(args.benchmarks or suite_dir or SUITE_DIR).resolve()
     for module, why in (("pytest", "pytest"), ("pytest_benchmark", "pytest-benchmark")):
         if importlib.util.find_spec(module) is None:
-            raise ValueError(f"the benchmark suite needs {why} (pip install pytest "
-                             "pytest-benchmark, or the project's test extra)")
+            raise ValueError(
+                f"the benchmark suite needs {why} (pip install pytest "
+                "pytest-benchmark, or the project's test extra)"
+            )
     if args.plot and importlib.util.find_spec("matplotlib") is None:
         raise ValueError("--plot needs matplotlib (pip install matplotlib)")
     # the report is written after minutes of measuring: refuse a bad path now
@@ -239,8 +305,9 @@ def run(args: argparse.Namespace, suite_dir: Optional[Path] = None) -> int:
     memory = None
     if not args.no_memory:
         name, value = MMAP_THRESHOLD_ENV
-        memory = _suite_run("memory", commands["memory"], dict(env, **{name: value}), workdir,
-                            suite_dir, echo)
+        memory = _suite_run(
+            "memory", commands["memory"], dict(env, **{name: value}), workdir, suite_dir, echo
+        )
     import_time = None if args.no_import_time else measure_import_time(cwd=str(workdir))
     facts = timing.get(report.HARNESS_KEY, {})
     rows = report.aggregate(timing, memory)
@@ -250,12 +317,16 @@ def run(args: argparse.Namespace, suite_dir: Optional[Path] = None) -> int:
         "date": date,
         "machine": facts.get("machine", {}),
         "versions": versions,
-        "settings": {"mode": "full" if args.full else "quick", "rounds": args.rounds,
-                     "max_time_s": facts.get("max_time_s"), "runtimes": facts.get("runtimes"),
-                     "thread_pinning": facts.get("thread_pinning"),
-                     "thread_libraries": facts.get("thread_libraries"),
-                     "numba_cache": env.get("ACES_FAST_NUMBA_CACHE"),
-                     "commands": {k: " ".join(v[1:]) for k, v in commands.items()}},
+        "settings": {
+            "mode": "full" if args.full else "quick",
+            "rounds": args.rounds,
+            "max_time_s": facts.get("max_time_s"),
+            "runtimes": facts.get("runtimes"),
+            "thread_pinning": facts.get("thread_pinning"),
+            "thread_libraries": facts.get("thread_libraries"),
+            "numba_cache": env.get("ACES_FAST_NUMBA_CACHE"),
+            "commands": {k: " ".join(v[1:]) for k, v in commands.items()},
+        },
         "import_time": import_time,
         "cells": rows,
         "targets": goals,
@@ -286,31 +357,44 @@ def _cpp_build(info: Any) -> str:
     caps the level, so a run can stand in for a CPU without AVX-512 or AVX2)."""
     if not isinstance(info, dict):
         return f"cpp {info}"
-    return (f"cpp kernels at SIMD level {info.get('simd')} "
-            f"(ACES_FAST_SIMD={os.environ.get('ACES_FAST_SIMD', 'unset')}), "
-            f"openmp={info.get('openmp')}")
+    return (
+        f"cpp kernels at SIMD level {info.get('simd')} "
+        f"(ACES_FAST_SIMD={os.environ.get('ACES_FAST_SIMD', 'unset')}), "
+        f"openmp={info.get('openmp')}"
+    )
 
 
-def _header(full: Dict[str, Any]) -> str:
+def _header(full: dict[str, Any]) -> str:
     m, v, s = full["machine"], full["versions"], full["settings"]
-    libs = "  ".join(f"{k} {v[k]}" for k in ("python", "numpy", "scipy", "numba", "torch",
-                                               "pytest_benchmark") if v.get(k))
-    return "\n".join([
-        "",
-        f"aces_fast {v.get('aces_fast')}  {full['date']}  {m.get('cpu')} "
-        f"({m.get('usable_cores')} cores, load average "
-        f"{' '.join(f'{x:.1f}' for x in m.get('load_average') or [])})",
-        f"  {libs}",
-        f"  default backend {v.get('default_backend')}; {_cpp_build(v.get('cpp_backend'))}",
-        f"  threads pinned per cell via {s.get('thread_pinning')}",
-        f"  timing: pytest-benchmark, {s['rounds']} repetition(s) per cell interleaved group by "
-        f"group, <= {s.get('max_time_s')} s each; median over repetitions",
-        "  quick mode: cells marked slow are left out (--full runs them)"
-        if s["mode"] == "quick" else "  full mode: every cell",
-        ""])
+    libs = "  ".join(
+        f"{k} {v[k]}"
+        for k in ("python", "numpy", "scipy", "numba", "torch", "pytest_benchmark")
+        if v.get(k)
+    )
+    return "\n".join(
+        [
+            "",
+            (
+                f"aces_fast {v.get('aces_fast')}  {full['date']}  {m.get('cpu')} "
+                f"({m.get('usable_cores')} cores, load average "
+                f"{' '.join(f'{x:.1f}' for x in m.get('load_average') or [])})"
+            ),
+            f"  {libs}",
+            f"  default backend {v.get('default_backend')}; {_cpp_build(v.get('cpp_backend'))}",
+            f"  threads pinned per cell via {s.get('thread_pinning')}",
+            (
+                f"  timing: pytest-benchmark, {s['rounds']} repetition(s) per cell interleaved group by "
+                f"group, <= {s.get('max_time_s')} s each; median over repetitions"
+            ),
+            "  quick mode: cells marked slow are left out (--full runs them)"
+            if s["mode"] == "quick"
+            else "  full mode: every cell",
+            "",
+        ]
+    )
 
 
-def main(argv: Optional[Sequence[str]] = None, suite_dir: Optional[Path] = None) -> int:
+def main(argv: Sequence[str] | None = None, suite_dir: Path | None = None) -> int:
     """Parse ``argv`` and :func:`run`; usage errors exit 2 through argparse."""
     return run(build_parser().parse_args(argv), suite_dir)
 

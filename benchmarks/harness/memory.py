@@ -16,7 +16,8 @@ from __future__ import annotations
 import os
 import resource
 import sys
-from typing import Any, Callable, Optional, Tuple
+from collections.abc import Callable
+from typing import Any
 
 #: the environment variable and value the memory-measuring process needs
 MMAP_THRESHOLD_ENV = ("MALLOC_MMAP_THRESHOLD_", "131072")
@@ -56,7 +57,7 @@ def mmap_threshold_fixed() -> bool:
     return os.environ.get(name) == value
 
 
-def peak_extra_bytes(fn: Callable[[], Any]) -> Tuple[int, Optional[Any]]:
+def peak_extra_bytes(fn: Callable[[], Any]) -> tuple[int, Any | None]:
     """``(bytes, result)``: the peak resident memory of one ``fn()`` call above what
     was resident just before it (outputs included, the inputs already resident
     excluded). Raises ``OSError`` where the peak cannot be reset (not Linux)."""

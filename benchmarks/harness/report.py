@@ -17,19 +17,20 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from .cells import BACKENDS, BASELINES, BATCH_OPS, CALL_OPS, OPS, SIZES
 
-Cell = Tuple[str, str, str, str, int]
+Cell = tuple[str, str, str, str, int]
 HARNESS_KEY = "aces_fast_harness"
 
 
-def _cell(info: Dict[str, Any]) -> Cell:
+def _cell(info: dict[str, Any]) -> Cell:
     return (info["op"], info["family"], info["size"], info["impl"], int(info["threads"]))
 
 
-def _value(bench: Dict[str, Any]) -> float:
+def _value(bench: dict[str, Any]) -> float:
     """The number a repetition contributes: per-problem median latency for a
     ``real`` cell, else pytest-benchmark's median time per call."""
     info = bench["extra_info"]
@@ -38,17 +39,16 @@ def _value(bench: Dict[str, Any]) -> float:
     return float(bench["stats"]["median"])
 
 
-def _baseline_of(op: str) -> Optional[str]:
+def _baseline_of(op: str) -> str | None:
     return CALL_OPS[op][1] if op in CALL_OPS else None
 
 
-def _ratios(own: Dict[int, float], other: Dict[int, float]) -> List[float]:
+def _ratios(own: dict[int, float], other: dict[int, float]) -> list[float]:
     """other / own per repetition present in both."""
     return [other[r] / own[r] for r in sorted(own) if r in other and own[r] > 0]
 
 
-def aggregate(timing: Dict[str, Any],
-              memory: Optional[Dict[str, Any]] = None) -> List[Dict[str, Any]]:
+def aggregate(timing: dict[str, Any], memory: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """One row per cell of a timing run (plus its skipped cells), with the
     memory run's peaks attached.
 
@@ -59,7 +59,7 @@ def aggregate(timing: Dict[str, Any],
     ``tasks`` and ``tasks_per_s`` (batch), ``peak_extra_bytes`` and
     ``input_bytes`` (memory run), ``skipped`` (the reason, or ``None``).
     """
-    per_rep: Dict[Cell, Dict[int, Dict[str, Any]]] = {}
+    per_rep: dict[Cell, dict[int, dict[str, Any]]] = {}
     for bench in timing.get("benchmarks", []):
         info = bench.get("extra_info", {})
         if "op" not in info:
@@ -67,16 +67,26 @@ def aggregate(timing: Dict[str, Any],
         per_rep.setdefault(_cell(info), {})[int(info.get("rep", 0))] = bench
     values = {c: {r: _value(b) for r, b in reps.items()} for c, reps in per_rep.items()}
 
-    rows: List[Dict[str, Any]] = []
+    rows: list[dict[str, Any]] = []
     for cell, reps in per_rep.items():
         op, family, size, impl, threads = cell
         vals = list(values[cell].values())
         first = reps[min(reps)]["extra_info"]
-        row: Dict[str, Any] = {
-            "op": op, "family": family, "size": size, "impl": impl, "threads": threads,
-            "kind": first.get("kind", "call"), "baseline": impl in BASELINES, "reps": len(vals),
-            "median_s": statistics.median(vals), "spread_s": [min(vals), max(vals)],
-            "ratio": None, "vs_cpp": None, "skipped": None}
+        row: dict[str, Any] = {
+            "op": op,
+            "family": family,
+            "size": size,
+            "impl": impl,
+            "threads": threads,
+            "kind": first.get("kind", "call"),
+            "baseline": impl in BASELINES,
+            "reps": len(vals),
+            "median_s": statistics.median(vals),
+            "spread_s": [min(vals), max(vals)],
+            "ratio": None,
+            "vs_cpp": None,
+            "skipped": None,
+        }
         base = _baseline_of(op)
         if base and impl != base and (op, family, size, base, threads) in values:
             ratios = _ratios(values[cell], values[(op, family, size, base, threads)])
@@ -86,7 +96,8 @@ def aggregate(timing: Dict[str, Any],
             row["vs_cpp"] = statistics.median(inverse) if inverse else None
         if row["kind"] == "real":
             row["p99_s"] = statistics.median(
-                float(b["extra_info"]["problem_p99_s"]) for b in reps.values())
+                float(b["extra_info"]["problem_p99_s"]) for b in reps.values()
+            )
             row["problems"] = first.get("problems")
         if row["kind"] == "batch":
             row["tasks"] = first.get("tasks")
@@ -98,11 +109,20 @@ def aggregate(timing: Dict[str, Any],
         cell = _cell(skip)
         if cell not in seen:
             seen.add(cell)
-            rows.append({"op": cell[0], "family": cell[1], "size": cell[2], "impl": cell[3],
-                         "threads": cell[4], "kind": skip.get("kind", "call"),
-                         "baseline": cell[3] in BASELINES, "skipped": skip["reason"]})
+            rows.append(
+                {
+                    "op": cell[0],
+                    "family": cell[1],
+                    "size": cell[2],
+                    "impl": cell[3],
+                    "threads": cell[4],
+                    "kind": skip.get("kind", "call"),
+                    "baseline": cell[3] in BASELINES,
+                    "skipped": skip["reason"],
+                }
+            )
     if memory is not None:
-        peaks: Dict[Cell, Dict[str, Any]] = {}
+        peaks: dict[Cell, dict[str, Any]] = {}
         for bench in memory.get("benchmarks", []):
             info = bench.get("extra_info", {})
             if "peak_extra_bytes" in info:
@@ -116,18 +136,24 @@ def aggregate(timing: Dict[str, Any],
     return rows
 
 
-def _order(row: Dict[str, Any]) -> Tuple[Any, ...]:
+def _order(row: dict[str, Any]) -> tuple[Any, ...]:
     impls = BACKENDS + BASELINES
     size = SIZES.index(row["size"]) if row["size"] in SIZES else len(SIZES)
-    return (OPS.index(row["op"]) if row["op"] in OPS else len(OPS), row["family"], size,
-            row["size"], row["threads"], impls.index(row["impl"]) if row["impl"] in impls else 99)
+    return (
+        OPS.index(row["op"]) if row["op"] in OPS else len(OPS),
+        row["family"],
+        size,
+        row["size"],
+        row["threads"],
+        impls.index(row["impl"]) if row["impl"] in impls else 99,
+    )
 
 
 # ---------------------------------------------------------------------------
 # text tables
 
 
-def fmt_time(s: Optional[float]) -> str:
+def fmt_time(s: float | None) -> str:
     """``1.23ms``-style text for seconds (``-`` for ``None``)."""
     if s is None or (isinstance(s, float) and math.isnan(s)):
         return "-"
@@ -137,29 +163,31 @@ def fmt_time(s: Optional[float]) -> str:
     return f"{s / 1e-9:.3g}ns"
 
 
-def fmt_bytes(b: Optional[float]) -> str:
+def fmt_bytes(b: float | None) -> str:
     """``12.3MiB``-style text (``-`` for ``None``; ``<4KiB`` below one page, the
     resolution of a resident-memory measurement)."""
     if b is None:
         return "-"
     if b < 4096:
         return "<4KiB"
-    for unit, scale in (("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if b >= scale:
             return f"{b / scale:.3g}{unit}"
     return f"{int(b)}B"
 
 
-def _grid(header: List[str], rows: List[List[str]]) -> List[str]:
-    widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(header, widths)).rstrip(),
-             "  ".join("-" * w for w in widths)]
+def _grid(header: list[str], rows: list[list[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    lines = [
+        "  ".join(c.ljust(w) for c, w in zip(header, widths)).rstrip(),
+        "  ".join("-" * w for w in widths),
+    ]
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
     return lines
 
 
-def _groups(rows: Iterable[Dict[str, Any]]) -> List[Tuple[str, str, str, int]]:
-    keys: List[Tuple[str, str, str, int]] = []
+def _groups(rows: Iterable[dict[str, Any]]) -> list[tuple[str, str, str, int]]:
+    keys: list[tuple[str, str, str, int]] = []
     for r in rows:
         key = (r["op"], r["family"], r["size"], r["threads"])
         if key not in keys:
@@ -167,7 +195,7 @@ def _groups(rows: Iterable[Dict[str, Any]]) -> List[Tuple[str, str, str, int]]:
     return keys
 
 
-def _table(rows: Sequence[Dict[str, Any]], kind: str, text, notes: List[str]) -> List[str]:
+def _table(rows: Sequence[dict[str, Any]], kind: str, text, notes: list[str]) -> list[str]:
     """One line per group of ``kind``; ``text(row)`` renders a measured cell."""
     mine = [r for r in rows if r["kind"] == kind]
     if not mine:
@@ -178,11 +206,15 @@ def _table(rows: Sequence[Dict[str, Any]], kind: str, text, notes: List[str]) ->
     body = []
     for op, family, size, threads in _groups(mine):
         line = [op, family, size, str(threads)]
-        group = [r for r in mine if (r["op"], r["family"], r["size"], r["threads"]) ==
-                 (op, family, size, threads)]
+        group = [
+            r
+            for r in mine
+            if (r["op"], r["family"], r["size"], r["threads"]) == (op, family, size, threads)
+        ]
         for impl in impls + (["*base"] if has_base else []):
-            cell = next((r for r in group if r["impl"] == impl or
-                         (impl == "*base" and r["baseline"])), None)
+            cell = next(
+                (r for r in group if r["impl"] == impl or (impl == "*base" and r["baseline"])), None
+            )
             if cell is None:
                 line.append("")
                 continue
@@ -202,39 +234,68 @@ def fmt_ratio(r: float) -> str:
     return f"{r:.0f}x" if r >= 10 else f"{r:.2g}x"
 
 
-def _with_ratio(text: str, row: Dict[str, Any]) -> str:
+def _with_ratio(text: str, row: dict[str, Any]) -> str:
     return text + (f" ({fmt_ratio(row['ratio'])})" if row.get("ratio") else "")
 
 
-def format_tables(rows: Sequence[Dict[str, Any]]) -> str:
+def format_tables(rows: Sequence[dict[str, Any]]) -> str:
     """The per-call, real-problem, batch and memory tables, with footnotes for skips."""
-    notes: List[str] = []
-    out: List[str] = []
+    notes: list[str] = []
+    out: list[str] = []
     call = _table(rows, "call", lambda r: _with_ratio(fmt_time(r["median_s"]), r), notes)
     if call:
-        out += ["Per call: median time; (Nx) = speed-up over the group's baseline, "
-                "measured in the same run", ""] + call + [""]
-    real = _table(rows, "real", lambda r: _with_ratio(
-        f"{fmt_time(r['median_s'])}/{fmt_time(r.get('p99_s'))}", r), notes)
+        out += [
+            (
+                "Per call: median time; (Nx) = speed-up over the group's baseline, "
+                "measured in the same run"
+            ),
+            "",
+            *call,
+            "",
+        ]
+    real = _table(
+        rows,
+        "real",
+        lambda r: _with_ratio(f"{fmt_time(r['median_s'])}/{fmt_time(r.get('p99_s'))}", r),
+        notes,
+    )
     if real:
-        out += ["Real problems (bundled HumanEval), latency per problem: median/p99 over "
-                "problems; (Nx) = speed-up of the median", ""] + real + [""]
-    batch = _table(rows, "batch", lambda r: f"{r['tasks_per_s']:,.0f}/s" if r.get(
-        "tasks_per_s") else fmt_time(r["median_s"]), notes)
+        out += [
+            (
+                "Real problems (bundled HumanEval), latency per problem: median/p99 over "
+                "problems; (Nx) = speed-up of the median"
+            ),
+            "",
+            *real,
+            "",
+        ]
+    batch = _table(
+        rows,
+        "batch",
+        lambda r: f"{r['tasks_per_s']:,.0f}/s" if r.get("tasks_per_s") else fmt_time(r["median_s"]),
+        notes,
+    )
     if batch:
-        tasks = next((r.get("tasks") for r in rows if r["kind"] == "batch" and r.get("tasks")),
-                     None)
-        out += [f"rerank_batch on {tasks} tasks: tasks per second", ""] + batch + [""]
+        tasks = next(
+            (r.get("tasks") for r in rows if r["kind"] == "batch" and r.get("tasks")), None
+        )
+        out += [f"rerank_batch on {tasks} tasks: tasks per second", "", *batch, ""]
     if any("peak_extra_bytes" in r for r in rows):
         mem_rows = [dict(r, kind="memory") for r in rows if "peak_extra_bytes" in r]
         mem = _table(mem_rows, "memory", lambda r: fmt_bytes(r["peak_extra_bytes"]), notes)
-        out += ["Peak working memory beyond the input: peak RSS during one call above the "
+        out += [
+            (
+                "Peak working memory beyond the input: peak RSS during one call above the "
                 "RSS before it (outputs included; memory the process already held and reuses "
-                "is not seen); real: the largest over problems; batch: the whole call", ""]
-        out += mem + [""]
+                "is not seen); real: the largest over problems; batch: the whole call"
+            ),
+            "",
+        ]
+        out += [*mem, ""]
     ratios_of = ", ".join(f"{op} vs {base}" for op, (_, base) in CALL_OPS.items())
-    out.append(f"baselines: {ratios_of}; numpy-rankdata = baseline (a), torch-autograd = "
-               "baseline (b)")
+    out.append(
+        f"baselines: {ratios_of}; numpy-rankdata = baseline (a), torch-autograd = baseline (b)"
+    )
     out += [f"[{i + 1}] {note}" for i, note in enumerate(notes)]
     return "\n".join(out)
 
@@ -243,7 +304,7 @@ def format_tables(rows: Sequence[Dict[str, Any]]) -> str:
 # plot
 
 
-def plot(report: Dict[str, Any], path: str) -> None:
+def plot(report: dict[str, Any], path: str) -> None:
     """Median time per implementation, one log-scale panel per operation (x: family
     and size; solid: 1 thread, dashed: 2 threads; real cells at their median)."""
     import matplotlib
@@ -260,18 +321,28 @@ def plot(report: Dict[str, Any], path: str) -> None:
     colors = dict(zip(BACKENDS + BASELINES, plt.rcParams["axes.prop_cycle"].by_key()["color"]))
     for ax, op in zip(flat, ops):
         here = [r for r in rows if r["op"] == op]
-        xs: List[str] = []
+        xs: list[str] = []
         for r in sorted(here, key=_order):
             label = f"{r['family']}\n{r['size']}"
             if label not in xs:
                 xs.append(label)
         for impl in BACKENDS + BASELINES:
             for threads, style, face in ((1, "-", None), (2, "--", "none")):
-                pts = sorted((xs.index(f"{r['family']}\n{r['size']}"), r["median_s"])
-                             for r in here if r["impl"] == impl and r["threads"] == threads)
+                pts = sorted(
+                    (xs.index(f"{r['family']}\n{r['size']}"), r["median_s"])
+                    for r in here
+                    if r["impl"] == impl and r["threads"] == threads
+                )
                 if pts:
-                    ax.plot([p[0] for p in pts], [p[1] for p in pts], style, marker="o",
-                            color=colors[impl], markerfacecolor=face, label=f"{impl} {threads}t")
+                    ax.plot(
+                        [p[0] for p in pts],
+                        [p[1] for p in pts],
+                        style,
+                        marker="o",
+                        color=colors[impl],
+                        markerfacecolor=face,
+                        label=f"{impl} {threads}t",
+                    )
         ax.set_yscale("log")
         ax.set_xticks(range(len(xs)))
         ax.set_xticklabels(xs, fontsize=6)
@@ -284,14 +355,26 @@ def plot(report: Dict[str, Any], path: str) -> None:
     text_ax.axis("off")
     lines = ["Targets (measured):"] + [
         f"{t['target']}\n    {t['shown']}  (goal {t['goal']}): {t['status']}"
-        for t in report.get("targets", [])]
-    text_ax.text(0.0, 1.0, "\n".join(lines), va="top", ha="left", fontsize=6,
-                 family="monospace", transform=text_ax.transAxes)
-    for ax in flat[len(ops) + 1:]:
+        for t in report.get("targets", [])
+    ]
+    text_ax.text(
+        0.0,
+        1.0,
+        "\n".join(lines),
+        va="top",
+        ha="left",
+        fontsize=6,
+        family="monospace",
+        transform=text_ax.transAxes,
+    )
+    for ax in flat[len(ops) + 1 :]:
         ax.axis("off")
     m = report["machine"]
-    fig.suptitle(f"aces_fast {report['versions']['aces_fast']} -- {m['cpu']}, "
-                 f"{m['usable_cores']} cores -- {report['date']}", fontsize=10)
+    fig.suptitle(
+        f"aces_fast {report['versions']['aces_fast']} -- {m['cpu']}, "
+        f"{m['usable_cores']} cores -- {report['date']}",
+        fontsize=10,
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

@@ -17,7 +17,8 @@ import re
 import subprocess
 import sys
 import time
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -32,7 +33,7 @@ def _backend(name: str) -> Any:
     return get(name)
 
 
-def backend_unavailable_reason(name: str) -> Optional[str]:
+def backend_unavailable_reason(name: str) -> str | None:
     """``None`` when backend ``name`` loads here, else the library's reason."""
     import aces_fast
 
@@ -50,13 +51,13 @@ def default_backend() -> str:
     return str(aces_fast.aces_c(np.array([[1, 0], [0, 1]], dtype=np.uint8)).backend)
 
 
-def load_runtimes(impls: Sequence[str]) -> Dict[str, Any]:
+def load_runtimes(impls: Sequence[str]) -> dict[str, Any]:
     """Import what the implementations use and JIT-compile numba; return warm-up facts.
 
     Must run before :func:`thread_limit` so threadpoolctl sees every OpenMP and
     BLAS library, and before any timing so no import or JIT cost is measured.
     """
-    facts: Dict[str, Any] = {}
+    facts: dict[str, Any] = {}
     for name in impls:
         if name in ("cpp", "numba", "torch", "numpy") and backend_unavailable_reason(name) is None:
             backend = _backend(name)
@@ -85,7 +86,7 @@ def _pin_cpp_threads(stack: contextlib.ExitStack, n: int) -> bool:
 
 
 @contextlib.contextmanager
-def thread_limit(n: int) -> Iterator[Dict[str, Any]]:
+def thread_limit(n: int) -> Iterator[dict[str, Any]]:
     """Pin every threaded library in this process to ``n`` threads, then restore.
 
     threadpoolctl (if installed) limits the loaded BLAS and OpenMP runtimes;
@@ -95,7 +96,7 @@ def thread_limit(n: int) -> Iterator[Dict[str, Any]]:
     """
     if n < 1:
         raise ValueError(f"threads must be >= 1; got {n}")
-    how: Dict[str, Any] = {"threads": n}
+    how: dict[str, Any] = {"threads": n}
     with contextlib.ExitStack() as stack:
         env_keys = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
         saved_env = {k: os.environ.get(k) for k in env_keys}
@@ -139,30 +140,36 @@ def thread_limit(n: int) -> Iterator[Dict[str, Any]]:
 # facts for the report
 
 
-def machine_info() -> Dict[str, Any]:
+def machine_info() -> dict[str, Any]:
     """CPU model (from /proc/cpuinfo), cores, memory, load, platform."""
     from .cells import _available_memory
 
     cpu = platform.processor() or platform.machine()
-    with contextlib.suppress(OSError):
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as fh:
+        for line in fh:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return {"cpu": cpu, "logical_cores": os.cpu_count(), "usable_cores": usable,
-            "memory_available_gb": round(_available_memory() / 1e9, 1),
-            "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
-            "platform": platform.platform()}
+    return {
+        "cpu": cpu,
+        "logical_cores": os.cpu_count(),
+        "usable_cores": usable,
+        "memory_available_gb": round(_available_memory() / 1e9, 1),
+        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+        "platform": platform.platform(),
+    }
 
 
-def versions() -> Dict[str, Any]:
+def versions() -> dict[str, Any]:
     """Versions of aces_fast, Python and every library the benchmark touches."""
     import aces_fast
 
-    out: Dict[str, Any] = {"aces_fast": aces_fast.__version__,
-                           "python": sys.version.split()[0], "numpy": np.__version__}
+    out: dict[str, Any] = {
+        "aces_fast": aces_fast.__version__,
+        "python": sys.version.split()[0],
+        "numpy": np.__version__,
+    }
     # from the distributions' metadata: importing torch only for its version costs seconds
     for dist in ("scipy", "numba", "torch", "pytest-benchmark", "matplotlib", "threadpoolctl"):
         try:
@@ -175,17 +182,19 @@ def versions() -> Dict[str, Any]:
     return out
 
 
-def thread_libraries() -> List[Dict[str, Any]]:
+def thread_libraries() -> list[dict[str, Any]]:
     """The BLAS / OpenMP runtimes threadpoolctl sees in this process."""
     try:
         from threadpoolctl import threadpool_info
     except ImportError:
         return []
-    return [{k: lib.get(k) for k in ("user_api", "internal_api", "prefix", "version")}
-            for lib in threadpool_info()]
+    return [
+        {k: lib.get(k) for k in ("user_api", "internal_api", "prefix", "version")}
+        for lib in threadpool_info()
+    ]
 
 
-def measure_import_time(repeats: int = 5, cwd: Optional[str] = None) -> Dict[str, float]:
+def measure_import_time(repeats: int = 5, cwd: str | None = None) -> dict[str, float]:
     """Seconds to ``import aces_fast`` in fresh interpreters (best of ``repeats``).
 
     ``importtime_s``: the package's cumulative time from ``python -X importtime``;
@@ -197,16 +206,28 @@ def measure_import_time(repeats: int = 5, cwd: Optional[str] = None) -> Dict[str
 
     def wall(code: str) -> float:
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-c", code], env=env, check=True, cwd=cwd,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(
+            [sys.executable, "-c", code],
+            env=env,
+            check=True,
+            cwd=cwd,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         return time.perf_counter() - t0
 
-    runs: List[Tuple[float, float]] = []  # (aces_fast cumulative, numpy cumulative)
-    walls: List[Tuple[float, float]] = []  # (import aces_fast, pass)
+    runs: list[tuple[float, float]] = []  # (aces_fast cumulative, numpy cumulative)
+    walls: list[tuple[float, float]] = []  # (import aces_fast, pass)
     for _ in range(repeats):
-        proc = subprocess.run([sys.executable, "-X", "importtime", "-c", "import aces_fast"],
-                              env=env, check=True, capture_output=True, text=True, cwd=cwd)
-        found: Dict[str, float] = {}
+        proc = subprocess.run(
+            [sys.executable, "-X", "importtime", "-c", "import aces_fast"],
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+            cwd=cwd,
+        )
+        found: dict[str, float] = {}
         for line in proc.stderr.splitlines():
             match = re.match(r"import time:\s*\d+\s*\|\s*(\d+)\s*\|\s*(\S+)\s*$", line)
             if match and match.group(2).strip() in ("aces_fast", "numpy"):

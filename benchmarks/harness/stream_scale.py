@@ -26,7 +26,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 import numpy as np
 
@@ -40,9 +40,17 @@ def planted_chunk(rng: np.random.Generator, count: int, n: int, m: int):
     return B, y.astype(np.uint8)
 
 
-def write_synthetic(path: Any, problems: int, n: int = 100, m: int = 50, *, seed: int = 0,
-                    labels: bool = True, row_group_size: int = 4096,
-                    compression: str = "zstd") -> None:
+def write_synthetic(
+    path: Any,
+    problems: int,
+    n: int = 100,
+    m: int = 50,
+    *,
+    seed: int = 0,
+    labels: bool = True,
+    row_group_size: int = 4096,
+    compression: str = "zstd",
+) -> None:
     """Write ``problems`` planted problems of shape (n, m) in the Parquet layout."""
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -52,8 +60,9 @@ def write_synthetic(path: Any, problems: int, n: int = 100, m: int = 50, *, seed
     sch = schema(labels=labels, test_count=False)
     rng = np.random.default_rng(seed)
     nb = (m + 7) // 8
-    with pq.ParquetWriter(str(path), sch, compression=compression,
-                          write_page_checksum=True) as writer:
+    with pq.ParquetWriter(
+        str(path), sch, compression=compression, write_page_checksum=True
+    ) as writer:
         for start in range(0, problems, row_group_size):
             count = min(row_group_size, problems - start)
             packed, ys = [], []
@@ -62,23 +71,31 @@ def write_synthetic(path: Any, problems: int, n: int = 100, m: int = 50, *, seed
                 packed.append(np.packbits(B, axis=2).reshape(-1))
                 ys.append(y.reshape(-1))
             offsets = (np.arange(count + 1, dtype=np.int64) * n * nb).astype(np.int32)
-            cols = [pa.array([f"task/{start + i}" for i in range(count)], pa.string()),
-                    pa.array(np.full(count, n, np.int32)), pa.array(np.full(count, m, np.int32)),
-                    pa.Array.from_buffers(pa.binary(), count,
-                                          [None, pa.py_buffer(offsets),
-                                           pa.py_buffer(np.concatenate(packed))])]
+            cols = [
+                pa.array([f"task/{start + i}" for i in range(count)], pa.string()),
+                pa.array(np.full(count, n, np.int32)),
+                pa.array(np.full(count, m, np.int32)),
+                pa.Array.from_buffers(
+                    pa.binary(),
+                    count,
+                    [None, pa.py_buffer(offsets), pa.py_buffer(np.concatenate(packed))],
+                ),
+            ]
             if labels:
                 loff = (np.arange(count + 1, dtype=np.int64) * n).astype(np.int32)
-                cols.append(pa.ListArray.from_arrays(pa.array(loff),
-                                                     pa.array(np.concatenate(ys), pa.uint8())))
+                cols.append(
+                    pa.ListArray.from_arrays(
+                        pa.array(loff), pa.array(np.concatenate(ys), pa.uint8())
+                    )
+                )
             writer.write_table(pa.Table.from_arrays(cols, schema=sch))
 
 
-def read_matrices(path: Any, limit: Optional[int] = None) -> List[np.ndarray]:
+def read_matrices(path: Any, limit: int | None = None) -> list[np.ndarray]:
     """The pass matrices of a Parquet file, unpacked in memory (for comparisons)."""
     from aces_fast.parquet import decode_batch, open_file
 
-    out: List[np.ndarray] = []
+    out: list[np.ndarray] = []
     for batch in open_file(path).iter_batches(batch_size=8192):
         out.extend(decode_batch(batch, 0).B)
         if limit is not None and len(out) >= limit:
@@ -126,15 +143,21 @@ print(json.dumps({"seconds": s.seconds, "written": s.written, "timings": s.timin
 """
 
 
-def run_stream_child(**kwargs: Any) -> Dict[str, Any]:
+def run_stream_child(**kwargs: Any) -> dict[str, Any]:
     """One streaming run in a fresh interpreter: its summary and peak RSS (bytes)."""
     kwargs = {k: str(v) if isinstance(v, Path) else v for k, v in kwargs.items()}
     # the child imports the harness, which is importable from the checkout's root
     root = str(Path(__file__).resolve().parents[2])
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        p for p in (root, os.environ.get("PYTHONPATH")) if p))
-    proc = subprocess.run([sys.executable, "-c", _CHILD, json.dumps(kwargs)],
-                          capture_output=True, text=True, check=False, env=env)
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", _CHILD, json.dumps(kwargs)],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+    )
     if proc.returncode != 0:
         raise RuntimeError(proc.stderr)
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -157,9 +180,10 @@ def _in_memory(path: Path, method: str, threads: int, chunk: int) -> float:
     return count / total
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--problems", type=int, default=100_000)
     ap.add_argument("--n", type=int, default=100)
     ap.add_argument("--m", type=int, default=50)
@@ -167,11 +191,18 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--batch-size", type=int, default=None)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--no-labels", action="store_true")
-    ap.add_argument("--engines", default="memory,local1,local2,ray1,ray2",
-                    help="any of memory, local1, local2, ray1, ray2, resume (a run stopped at "
-                         "--resume-done, then the --resume alone timed)")
-    ap.add_argument("--resume-done", type=float, default=0.99,
-                    help="fraction of the batches done before the timed --resume")
+    ap.add_argument(
+        "--engines",
+        default="memory,local1,local2,ray1,ray2",
+        help="any of memory, local1, local2, ray1, ray2, resume (a run stopped at "
+        "--resume-done, then the --resume alone timed)",
+    )
+    ap.add_argument(
+        "--resume-done",
+        type=float,
+        default=0.99,
+        help="fraction of the batches done before the timed --resume",
+    )
     ap.add_argument("--dir", default="/tmp/aces_fast_stream_bench")
     ap.add_argument("--json", help="write all measurements to this file")
     args = ap.parse_args(argv)
@@ -185,9 +216,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     if not src.exists():
         tick = time.perf_counter()
         write_synthetic(src, args.problems, args.n, args.m, labels=not args.no_labels)
-        print(f"wrote {src} ({src.stat().st_size / 1e6:.0f} MB) in "
-              f"{time.perf_counter() - tick:.1f} s", flush=True)
-    rows: Dict[str, List[Dict[str, Any]]] = {}
+        print(
+            f"wrote {src} ({src.stat().st_size / 1e6:.0f} MB) in "
+            f"{time.perf_counter() - tick:.1f} s",
+            flush=True,
+        )
+    rows: dict[str, list[dict[str, Any]]] = {}
     for rep in range(args.repeat):
         for engine in args.engines.split(","):
             out = work / f"out_{engine}.parquet"
@@ -195,26 +229,46 @@ def main(argv: Optional[List[str]] = None) -> int:
             if engine == "memory":
                 for t in (1, 2):
                     tps = _in_memory(src, args.method, t, batch)
-                    rows.setdefault(f"memory{t}", []).append({"tasks_per_s": tps,
-                                                              "load": os.getloadavg()[0]})
-                    print(f"[{rep}] rerank_batch in memory, {t} thread(s): {tps:,.0f} tasks/s "
-                          f"(load {os.getloadavg()[0]:.1f})", flush=True)
+                    rows.setdefault(f"memory{t}", []).append(
+                        {"tasks_per_s": tps, "load": os.getloadavg()[0]}
+                    )
+                    print(
+                        f"[{rep}] rerank_batch in memory, {t} thread(s): {tps:,.0f} tasks/s "
+                        f"(load {os.getloadavg()[0]:.1f})",
+                        flush=True,
+                    )
                 continue
-            kw: Dict[str, Any] = dict(path_in=src, path_out=out, method=args.method,
-                                      batch_size=batch, progress=False)
+            kw: dict[str, Any] = dict(
+                path_in=src, path_out=out, method=args.method, batch_size=batch, progress=False
+            )
             if engine == "resume":  # a run stopped at --resume-done, then --resume timed
                 commits = -(-args.problems // batch)
-                run_stream_child(path_in=src, path_out=out, method=args.method,
-                                 batch_size=batch, progress=False,
-                                 stop_after=int(commits * args.resume_done))
-                res = run_stream_child(path_in=src, path_out=out, method=args.method,
-                                       batch_size=batch, progress=False, resume=True)
+                run_stream_child(
+                    path_in=src,
+                    path_out=out,
+                    method=args.method,
+                    batch_size=batch,
+                    progress=False,
+                    stop_after=int(commits * args.resume_done),
+                )
+                res = run_stream_child(
+                    path_in=src,
+                    path_out=out,
+                    method=args.method,
+                    batch_size=batch,
+                    progress=False,
+                    resume=True,
+                )
                 res["load"] = os.getloadavg()[0]
-                rows.setdefault(engine, []).append(dict(res, tasks_per_s=res["written"] /
-                                                        res["seconds"]))
-                print(f"[{rep}] resume at {args.resume_done:.0%} done: {res['seconds']:.2f} s "
-                      f"({res['written']:,} ranked), peak RSS {res['peak_rss'] / 2**20:.0f} MiB, "
-                      f"load {res['load']:.1f}", flush=True)
+                rows.setdefault(engine, []).append(
+                    dict(res, tasks_per_s=res["written"] / res["seconds"])
+                )
+                print(
+                    f"[{rep}] resume at {args.resume_done:.0%} done: {res['seconds']:.2f} s "
+                    f"({res['written']:,} ranked), peak RSS {res['peak_rss'] / 2**20:.0f} MiB, "
+                    f"load {res['load']:.1f}",
+                    flush=True,
+                )
                 continue
             if engine.startswith("local"):
                 kw["n_threads"] = int(engine[5:])
@@ -225,9 +279,12 @@ def main(argv: Optional[List[str]] = None) -> int:
             rows.setdefault(engine, []).append(res)
             stages = ", ".join(f"{k} {v:.1f}" for k, v in res["timings"].items())
             res["load"] = os.getloadavg()[0]
-            print(f"[{rep}] {engine}: {res['tasks_per_s']:,.0f} tasks/s, {res['seconds']:.1f} s, "
-                  f"peak RSS {res['peak_rss'] / 2**20:.0f} MiB, load {res['load']:.1f}; "
-                  f"stages (s): {stages}", flush=True)
+            print(
+                f"[{rep}] {engine}: {res['tasks_per_s']:,.0f} tasks/s, {res['seconds']:.1f} s, "
+                f"peak RSS {res['peak_rss'] / 2**20:.0f} MiB, load {res['load']:.1f}; "
+                f"stages (s): {stages}",
+                flush=True,
+            )
     print("\nsummary (tasks/s: median, min-max over repeats)")
     for name, rs in rows.items():
         v = sorted(r["tasks_per_s"] for r in rs)

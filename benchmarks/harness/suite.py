@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import time
 import warnings
-from typing import Any, Callable, Dict, List, Sequence, Tuple
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -82,7 +83,7 @@ def _timed(benchmark: Any, fn: Callable[[], Any], warm_s: float, reps: int) -> A
     return benchmark(fn)
 
 
-def _warm(fn: Callable[[], Any], warmed: Dict[Any, float], key: Any) -> Tuple[float, Any]:
+def _warm(fn: Callable[[], Any], warmed: dict[Any, float], key: Any) -> tuple[float, Any]:
     """Run ``fn`` once untimed unless ``key`` was warmed: ``(its duration, its result
     or None)``. The duration only plans the measurement."""
     if key in warmed:
@@ -93,7 +94,7 @@ def _warm(fn: Callable[[], Any], warmed: Dict[Any, float], key: Any) -> Tuple[fl
     return warmed[key], out
 
 
-def run_case(case: Case, benchmark: Any, mode: Mode, warmed: Dict[Any, float]) -> None:
+def run_case(case: Case, benchmark: Any, mode: Mode, warmed: dict[Any, float]) -> None:
     """Run one cell (see the module docstring); results go to ``benchmark.extra_info``.
 
     The library's :class:`~aces_fast.CostWarning` is silenced here: the large cells
@@ -106,10 +107,17 @@ def run_case(case: Case, benchmark: Any, mode: Mode, warmed: Dict[Any, float]) -
         _run_case(case, benchmark, mode, warmed)
 
 
-def _run_case(case: Case, benchmark: Any, mode: Mode, warmed: Dict[Any, float]) -> None:
+def _run_case(case: Case, benchmark: Any, mode: Mode, warmed: dict[Any, float]) -> None:
     benchmark.group = case.group
-    benchmark.extra_info.update(op=case.op, family=case.family, size=case.size, impl=case.impl,
-                                threads=case.threads, rep=case.rep, kind=case.kind)
+    benchmark.extra_info.update(
+        op=case.op,
+        family=case.family,
+        size=case.size,
+        impl=case.impl,
+        threads=case.threads,
+        rep=case.rep,
+        kind=case.kind,
+    )
     if case.kind == "real":
         _run_real(case, benchmark, mode, warmed)
         return
@@ -124,7 +132,7 @@ def _run_case(case: Case, benchmark: Any, mode: Mode, warmed: Dict[Any, float]) 
             out = benchmark(fn)
         elif mode.name == "memory":
             fn()
-            peak: List[int] = []
+            peak: list[int] = []
 
             def measured() -> Any:
                 extra, result = peak_extra_bytes(fn)
@@ -138,14 +146,14 @@ def _run_case(case: Case, benchmark: Any, mode: Mode, warmed: Dict[Any, float]) 
     check_output(case, out, B)
 
 
-def _run_real(case: Case, benchmark: Any, mode: Mode, warmed: Dict[Any, float]) -> None:
+def _run_real(case: Case, benchmark: Any, mode: Mode, warmed: dict[Any, float]) -> None:
     problems = inputs(case)
     if mode.name == "smoke":
         problems = problems[:SMOKE_PROBLEMS]
     fns = [make_call(case.op, case.impl, B, w) for B, w in problems]
     benchmark.extra_info["problems"] = len(problems)
 
-    def sweep() -> List[Any]:
+    def sweep() -> list[Any]:
         return [fn() for fn in fns]
 
     with thread_limit(case.threads):
@@ -153,9 +161,9 @@ def _run_real(case: Case, benchmark: Any, mode: Mode, warmed: Dict[Any, float]) 
             outs = benchmark(sweep)
         elif mode.name == "memory":
             sweep()
-            peaks: List[int] = []
+            peaks: list[int] = []
 
-            def measured() -> List[Any]:
+            def measured() -> list[Any]:
                 results = []
                 for fn in fns:
                     extra, result = peak_extra_bytes(fn)
@@ -165,13 +173,14 @@ def _run_real(case: Case, benchmark: Any, mode: Mode, warmed: Dict[Any, float]) 
 
             outs = benchmark.pedantic(measured, rounds=1, iterations=1)
             worst = int(np.argmax(peaks))
-            benchmark.extra_info.update(peak_extra_bytes=peaks[worst],
-                                        input_bytes=problems[worst][0].nbytes)
+            benchmark.extra_info.update(
+                peak_extra_bytes=peaks[worst], input_bytes=problems[worst][0].nbytes
+            )
         else:
             sweep_s, outs = _warm(sweep, warmed, case.cell)  # outputs checked once per cell
             repeats = int(min(MAX_PROBLEM_REPEATS, max(1, mode.max_time // max(sweep_s, 1e-9))))
             order = [i for _ in range(repeats) for i in range(len(fns))]
-            handed: List[int] = []
+            handed: list[int] = []
 
             def setup() -> Any:
                 i = order[len(handed)]
@@ -180,13 +189,15 @@ def _run_real(case: Case, benchmark: Any, mode: Mode, warmed: Dict[Any, float]) 
 
             benchmark.pedantic(lambda fn: fn(), setup=setup, rounds=len(order))
             data = list(benchmark.stats.stats.data)
-            per_problem = [float(np.median([t for t, i in zip(data, handed) if i == k]))
-                           for k in range(len(fns))]
+            per_problem = [
+                float(np.median([t for t, i in zip(data, handed) if i == k]))
+                for k in range(len(fns))
+            ]
             benchmark.extra_info.update(
                 repeats_per_problem=repeats,
                 problem_median_s=float(np.median(per_problem)),
                 problem_p99_s=float(np.percentile(per_problem, 99)),
-                problem_max_s=float(max(per_problem)))
+                problem_max_s=float(max(per_problem)),
+            )
     for out, (B, _) in zip(outs or [], problems):
         check_output(case, out, B)
-

@@ -10,53 +10,106 @@ the case users hit, not the favourable one).
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from collections.abc import Sequence
+from typing import Any
 
 from .report import fmt_ratio
 
 #: (name, op, family, size, threads, kind of goal, goal value); ratio goals are
 #: baseline time / aces_fast time, in the same group of the same run
-GOALS: Tuple[Tuple[str, str, str, str, int, str, float], ...] = (
-    ("ACES-C 200x500 distinct, 1 thread, vs baseline (a) numpy-rankdata",
-     "aces-c", "distinct", "200x500", 1, "ratio", 250.0),
-    ("ACES-O K=24 T=90 200x500 distinct, 1 thread, vs baseline (b) torch-autograd",
-     "aces-o", "distinct", "200x500", 1, "ratio", 100.0),
-    ("end-to-end ACES-C 24x100 distinct, 1 thread, median per call",
-     "aces-c", "distinct", "24x100", 1, "max_s", 20e-6),
-    ("rerank_batch ACES-C 200 tasks of 200x500 distinct, 2 threads",
-     "batch-aces-c", "distinct", "200x500", 2, "tasks_per_s", 30000.0),
-    ("LOO-AUC 20000x1000 distinct, 1 thread, vs baseline (a) numpy-rankdata",
-     "loo-auc", "distinct", "20000x1000", 1, "ratio", 100.0),
+GOALS: tuple[tuple[str, str, str, str, int, str, float], ...] = (
+    (
+        "ACES-C 200x500 distinct, 1 thread, vs baseline (a) numpy-rankdata",
+        "aces-c",
+        "distinct",
+        "200x500",
+        1,
+        "ratio",
+        250.0,
+    ),
+    (
+        "ACES-O K=24 T=90 200x500 distinct, 1 thread, vs baseline (b) torch-autograd",
+        "aces-o",
+        "distinct",
+        "200x500",
+        1,
+        "ratio",
+        100.0,
+    ),
+    (
+        "end-to-end ACES-C 24x100 distinct, 1 thread, median per call",
+        "aces-c",
+        "distinct",
+        "24x100",
+        1,
+        "max_s",
+        20e-6,
+    ),
+    (
+        "rerank_batch ACES-C 200 tasks of 200x500 distinct, 2 threads",
+        "batch-aces-c",
+        "distinct",
+        "200x500",
+        2,
+        "tasks_per_s",
+        30000.0,
+    ),
+    (
+        "LOO-AUC 20000x1000 distinct, 1 thread, vs baseline (a) numpy-rankdata",
+        "loo-auc",
+        "distinct",
+        "20000x1000",
+        1,
+        "ratio",
+        100.0,
+    ),
 )
 NUMBA_WITHIN = 3.0
 IMPORT_MS = 150.0
 
 
-def target_groups() -> List[Tuple[str, str, str, int]]:
+def target_groups() -> list[tuple[str, str, str, int]]:
     """``(op, family, size, threads)`` of every group a goal reads (the ``target``
     marker of the suite selects them)."""
     return [(op, family, size, threads) for _, op, family, size, threads, _, _ in GOALS]
 
 
-def _find(rows: Sequence[Dict[str, Any]], op: str, family: str, size: str, impl: str,
-          threads: int) -> Optional[Dict[str, Any]]:
+def _find(
+    rows: Sequence[dict[str, Any]], op: str, family: str, size: str, impl: str, threads: int
+) -> dict[str, Any] | None:
     for r in rows:
         if (r["op"], r["family"], r["size"], r["impl"], r["threads"]) == (
-                op, family, size, impl, threads) and not r.get("skipped"):
+            op,
+            family,
+            size,
+            impl,
+            threads,
+        ) and not r.get("skipped"):
             return r
     return None
 
 
-def _entry(name: str, goal: str, value: Optional[float], shown: str, met: bool) -> Dict[str, Any]:
+def _entry(name: str, goal: str, value: float | None, shown: str, met: bool) -> dict[str, Any]:
     if value is None:
-        return {"target": name, "goal": goal, "measured": None, "shown": "-",
-                "status": "not measured"}
-    return {"target": name, "goal": goal, "measured": value, "shown": shown,
-            "status": "met" if met else "not met"}
+        return {
+            "target": name,
+            "goal": goal,
+            "measured": None,
+            "shown": "-",
+            "status": "not measured",
+        }
+    return {
+        "target": name,
+        "goal": goal,
+        "measured": value,
+        "shown": shown,
+        "status": "met" if met else "not met",
+    }
 
 
-def evaluate(rows: Sequence[Dict[str, Any]], default_backend: str,
-             import_time: Optional[Dict[str, float]]) -> List[Dict[str, Any]]:
+def evaluate(
+    rows: Sequence[dict[str, Any]], default_backend: str, import_time: dict[str, float] | None
+) -> list[dict[str, Any]]:
     """Every goal on the aggregated cells ``rows`` (see :func:`.report.aggregate`)."""
     out = []
     for name, op, family, size, threads, kind, goal in GOALS:
@@ -65,24 +118,39 @@ def evaluate(rows: Sequence[Dict[str, Any]], default_backend: str,
         if kind == "ratio":
             value = cell.get("ratio") if cell else None
             shown = "-" if not value else f"{value:.1f}x" if value >= 1 else fmt_ratio(value)
-            out.append(_entry(label, f">= {goal:g}x", value, shown,
-                              bool(value and value >= goal)))
+            out.append(_entry(label, f">= {goal:g}x", value, shown, bool(value and value >= goal)))
         elif kind == "max_s":
             value = cell["median_s"] if cell else None
-            out.append(_entry(label, f"<= {goal * 1e6:g} us", value,
-                              f"{value * 1e6:.1f} us" if value else "-",
-                              bool(value and value <= goal)))
+            out.append(
+                _entry(
+                    label,
+                    f"<= {goal * 1e6:g} us",
+                    value,
+                    f"{value * 1e6:.1f} us" if value else "-",
+                    bool(value and value <= goal),
+                )
+            )
         else:
             value = cell.get("tasks_per_s") if cell else None
-            out.append(_entry(label, f">= {goal:,.0f} tasks/s", value,
-                              f"{value:,.0f} tasks/s" if value else "-",
-                              bool(value and value >= goal)))
+            out.append(
+                _entry(
+                    label,
+                    f">= {goal:,.0f} tasks/s",
+                    value,
+                    f"{value:,.0f} tasks/s" if value else "-",
+                    bool(value and value >= goal),
+                )
+            )
 
-    def worst_numba(threads: Optional[int]) -> Optional[Tuple[float, str]]:
-        worst: Optional[Tuple[float, str]] = None
+    def worst_numba(threads: int | None) -> tuple[float, str] | None:
+        worst: tuple[float, str] | None = None
         for r in rows:  # vs_cpp: numba time / cpp time, per repetition of the same run
-            if (r["impl"] == "numba" and not r.get("skipped") and r.get("vs_cpp")
-                    and threads in (None, r["threads"])):
+            if (
+                r["impl"] == "numba"
+                and not r.get("skipped")
+                and r.get("vs_cpp")
+                and threads in (None, r["threads"])
+            ):
                 where = f"{r['op']} {r['family']} {r['size']} {r['threads']}t"
                 if worst is None or r["vs_cpp"] > worst[0]:
                     worst = (r["vs_cpp"], where)
@@ -92,27 +160,42 @@ def evaluate(rows: Sequence[Dict[str, Any]], default_backend: str,
     shown = f"{worst[0]:.2f}x ({worst[1]})" if worst else "-"
     if worst and one and one != worst:  # two threads on a busy machine measure contention
         shown += f"; 1 thread: {one[0]:.2f}x ({one[1]})"
-    out.append(_entry(f"numba within {NUMBA_WITHIN:g}x of cpp on every cell (worst cell)",
-                      f"<= {NUMBA_WITHIN:g}x", worst[0] if worst else None, shown,
-                      bool(worst and worst[0] <= NUMBA_WITHIN)))
+    out.append(
+        _entry(
+            f"numba within {NUMBA_WITHIN:g}x of cpp on every cell (worst cell)",
+            f"<= {NUMBA_WITHIN:g}x",
+            worst[0] if worst else None,
+            shown,
+            bool(worst and worst[0] <= NUMBA_WITHIN),
+        )
+    )
 
     ms = None
     if import_time and not math.isnan(import_time.get("importtime_s", math.nan)):
         ms = import_time["importtime_s"] * 1e3
-    out.append(_entry("import aces_fast (python -X importtime, best of 5)", f"<= {IMPORT_MS:g} ms",
-                      ms, f"{ms:.0f} ms (numpy {import_time['numpy_s'] * 1e3:.0f} ms)"
-                      if ms is not None and import_time else "-",
-                      bool(ms is not None and ms <= IMPORT_MS)))
+    out.append(
+        _entry(
+            "import aces_fast (python -X importtime, best of 5)",
+            f"<= {IMPORT_MS:g} ms",
+            ms,
+            f"{ms:.0f} ms (numpy {import_time['numpy_s'] * 1e3:.0f} ms)"
+            if ms is not None and import_time
+            else "-",
+            bool(ms is not None and ms <= IMPORT_MS),
+        )
+    )
     return out
 
 
-def format_targets(targets: Sequence[Dict[str, Any]]) -> str:
+def format_targets(targets: Sequence[dict[str, Any]]) -> str:
     """A fixed-width table: target, measured, goal, status."""
     width = max(len(t["target"]) for t in targets)
     mw = max([len("measured")] + [len(t["shown"]) for t in targets])
     gw = max([len("goal")] + [len(t["goal"]) for t in targets])
     lines = [f"{'target'.ljust(width)}  {'measured'.ljust(mw)}  {'goal'.ljust(gw)}  status"]
     for t in targets:
-        lines.append(f"{t['target'].ljust(width)}  {t['shown'].ljust(mw)}  "
-                     f"{t['goal'].ljust(gw)}  {t['status']}")
+        lines.append(
+            f"{t['target'].ljust(width)}  {t['shown'].ljust(mw)}  "
+            f"{t['goal'].ljust(gw)}  {t['status']}"
+        )
     return "\n".join(lines)

@@ -20,13 +20,13 @@ inside a measurement). Cached arrays are shared: callers must not modify them.
 from __future__ import annotations
 
 import functools
-from typing import NamedTuple, Tuple
+from typing import NamedTuple
 
 import numpy as np
 
 #: the synthetic families; ``real`` has named datasets instead of sizes
 SYNTHETIC = ("distinct", "dup-heavy")
-FAMILIES = SYNTHETIC + ("real",)
+FAMILIES = (*SYNTHETIC, "real")
 #: the bundled datasets of the ``real`` family
 REAL_DATASETS = ("humaneval-codegen16b", "humaneval-gpt35")
 
@@ -34,10 +34,10 @@ REAL_DATASETS = ("humaneval-codegen16b", "humaneval-gpt35")
 class Planted(NamedTuple):
     """A planted pass matrix and the hidden truth it was drawn from."""
 
-    B: np.ndarray           #: uint8 (n, m), C-contiguous, rows pairwise distinct
-    correct: np.ndarray     #: bool (n,): the candidate is correct
-    alpha: np.ndarray       #: float64 (m,): pass probability of a correct candidate
-    beta: np.ndarray        #: float64 (m,): pass probability of an incorrect candidate
+    B: np.ndarray  #: uint8 (n, m), C-contiguous, rows pairwise distinct
+    correct: np.ndarray  #: bool (n,): the candidate is correct
+    alpha: np.ndarray  #: float64 (m,): pass probability of a correct candidate
+    beta: np.ndarray  #: float64 (m,): pass probability of an incorrect candidate
     misleading: np.ndarray  #: bool (m,): the test was drawn as misleading
 
 
@@ -69,13 +69,13 @@ def make_distinct_matrix(n: int, m: int, seed: int = 0) -> Planted:
     """
     if n < 1 or m < 1:
         raise ValueError(f"need n >= 1 and m >= 1; got n={n}, m={m}")
-    if m < 63 and n > 2 ** m:
+    if m < 63 and n > 2**m:
         raise ValueError(f"{n} distinct rows of {m} tests do not exist (at most 2**{m})")
     rng = np.random.default_rng(seed)
     correct = np.zeros(n, dtype=bool)
-    correct[rng.permutation(n)[:int(round(0.3 * n))]] = True
+    correct[rng.permutation(n)[: round(0.3 * n)]] = True
     misleading = np.zeros(m, dtype=bool)
-    misleading[rng.permutation(m)[:int(round(0.2 * m))]] = True
+    misleading[rng.permutation(m)[: round(0.2 * m)]] = True
     alpha = np.where(misleading, rng.uniform(0.0, 0.4, m), rng.uniform(0.5, 1.0, m))
     beta = np.where(misleading, rng.uniform(0.5, 1.0, m), rng.uniform(0.0, 0.6, m))
     p = np.where(correct[:, None], alpha[None, :], beta[None, :])
@@ -89,8 +89,9 @@ def make_distinct_matrix(n: int, m: int, seed: int = 0) -> Planted:
     raise ValueError(f"could not draw {n} distinct rows of {m} tests (seed {seed})")
 
 
-def make_pass_matrix(n: int, m: int, seed: int = 0, dup_frac: float = 0.5,
-                     const_frac: float = 0.05) -> np.ndarray:
+def make_pass_matrix(
+    n: int, m: int, seed: int = 0, dup_frac: float = 0.5, const_frac: float = 0.05
+) -> np.ndarray:
     """A planted pass matrix with duplicate rows and some constant columns.
 
     About 30% of candidates are "correct" and 70% of tests "valid"; correct
@@ -109,17 +110,16 @@ def make_pass_matrix(n: int, m: int, seed: int = 0, dup_frac: float = 0.5,
     if not 0.0 <= dup_frac < 1.0:
         raise ValueError(f"dup_frac must be in [0, 1); got {dup_frac}")
     rng = np.random.default_rng(seed)
-    n_distinct = max(1, min(n, int(round(n * (1.0 - dup_frac)))))
+    n_distinct = max(1, min(n, round(n * (1.0 - dup_frac))))
     correct = rng.random(n_distinct) < 0.3
     valid = rng.random(m) < 0.7
-    p = np.where(correct[:, None],
-                 np.where(valid[None, :], 0.9, 0.3),
-                 np.where(valid[None, :], 0.4, 0.35))
+    p = np.where(
+        correct[:, None], np.where(valid[None, :], 0.9, 0.3), np.where(valid[None, :], 0.4, 0.35)
+    )
     distinct = (rng.random((n_distinct, m)) < p).astype(np.uint8)
-    rows = np.concatenate([np.arange(n_distinct),
-                           rng.integers(0, n_distinct, size=n - n_distinct)])
+    rows = np.concatenate([np.arange(n_distinct), rng.integers(0, n_distinct, size=n - n_distinct)])
     B = distinct[rng.permutation(rows)]
-    n_const = int(round(m * const_frac))
+    n_const = round(m * const_frac)
     if n_const:
         cols = rng.choice(m, size=n_const, replace=False)
         B[:, cols] = (rng.random(n_const) < 0.5).astype(np.uint8)
@@ -135,7 +135,7 @@ def _matrix(family: str, n: int, m: int, seed: int) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=16)
-def workload(family: str, n: int, m: int) -> Tuple[np.ndarray, np.ndarray]:
+def workload(family: str, n: int, m: int) -> tuple[np.ndarray, np.ndarray]:
     """``(B uint8 (n, m), weights float64 (m,))`` of a synthetic family; cached.
 
     The seeds depend on the size only, so the families differ by construction,
@@ -147,13 +147,13 @@ def workload(family: str, n: int, m: int) -> Tuple[np.ndarray, np.ndarray]:
 
 
 @functools.lru_cache(maxsize=8)
-def batch_tasks(family: str, count: int, n: int, m: int) -> Tuple[np.ndarray, ...]:
+def batch_tasks(family: str, count: int, n: int, m: int) -> tuple[np.ndarray, ...]:
     """``count`` different ``n x m`` matrices of a synthetic family (a batch); cached."""
     return tuple(_matrix(family, n, m, seed=7919 * k + 1) for k in range(count))
 
 
 @functools.lru_cache(maxsize=4)
-def real_problems(dataset: str) -> Tuple[Tuple[np.ndarray, np.ndarray], ...]:
+def real_problems(dataset: str) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
     """``(B, weights)`` per problem of a bundled dataset, in dataset order.
 
     ``B`` is a writable uint8 copy of the problem's pass matrix (some problems
@@ -163,8 +163,9 @@ def real_problems(dataset: str) -> Tuple[Tuple[np.ndarray, np.ndarray], ...]:
     import aces_fast.datasets
 
     if dataset not in REAL_DATASETS:
-        raise ValueError(f"unknown real dataset {dataset!r}; choose from "
-                         f"{', '.join(REAL_DATASETS)}")
+        raise ValueError(
+            f"unknown real dataset {dataset!r}; choose from {', '.join(REAL_DATASETS)}"
+        )
     out: list = []
     for k, problem in enumerate(aces_fast.datasets.load_dataset(dataset)):
         B = np.array(problem.B, dtype=np.uint8, order="C", copy=True)

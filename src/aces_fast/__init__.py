@@ -4,8 +4,8 @@ Given a pass matrix ``B`` (n candidates x m tests, ``B[i, j] = 1`` iff candidate
 ``i`` passes test ``j``), rank the candidates so a correct one comes first:
 
 >>> import aces_fast as af
->>> res = af.aces_c(B)            # doctest: +SKIP
->>> res.order[0], res.weights     # doctest: +SKIP
+>>> res = af.aces_c(B)  # doctest: +SKIP
+>>> res.order[0], res.weights  # doctest: +SKIP
 
 The methods of ``docs/contract.rst``: :func:`majority_vote`, :func:`aces_c`,
 :func:`aces_o`, :func:`codet`, :func:`b4`, :func:`mbr_exec`, :func:`combine`,
@@ -20,8 +20,10 @@ __version__ = "0.1.0"
 
 import sys as _sys
 
-if _sys.argv[:1] and (_sys.argv[0] == "-m"
-                      or _sys.argv[0].replace("\\", "/").rsplit("/", 1)[-1].startswith("aces-fast")):
+if _sys.argv[:1] and (
+    _sys.argv[0] == "-m"
+    or _sys.argv[0].replace("\\", "/").rsplit("/", 1)[-1].startswith("aces-fast")
+):
     # Started as the command line: a Ctrl-C during the imports below (a few
     # hundred ms) exits as one during a command does, without a traceback.
     # aces_fast.cli.main puts Python's own handler back.
@@ -34,20 +36,31 @@ from .backends import BackendUnavailableError, available_backends, backend_statu
 from .batch import rerank_batch
 from .batch_result import BatchResult
 from .config import config, show_config, warmup
-from .methods import (METHODS, aces_c, aces_o, b4, codet, combine, loo_auc, majority_vote,
-                      mbr_exec, rerank, surrogate_loo_auc)
+from .methods import (
+    METHODS,
+    aces_c,
+    aces_o,
+    b4,
+    codet,
+    combine,
+    loo_auc,
+    majority_vote,
+    mbr_exec,
+    rerank,
+    surrogate_loo_auc,
+)
 from .metrics import Diagnostics, diagnostics, pass_at_k, pass_at_k_unbiased
 from .result import RerankResult, SurrogateResult
 
 __all__ = [
-    "__version__",
+    "METHODS",
     "BackendUnavailableError",
     "BatchResult",
     "CostWarning",
     "Diagnostics",
-    "METHODS",
     "RerankResult",
     "SurrogateResult",
+    "__version__",
     "aces_c",
     "aces_o",
     "available_backends",

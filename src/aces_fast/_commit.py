@@ -62,16 +62,24 @@ import secrets
 import shutil
 import sys
 import warnings
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any
 
 import numpy as np
 
-__all__ = ["DirLock", "DiskFullError", "Intervals", "OutputBusyError", "ResultsDir",
-           "file_identity",
-           "META_DIR", "write_fully"]
+__all__ = [
+    "META_DIR",
+    "DirLock",
+    "DiskFullError",
+    "Intervals",
+    "OutputBusyError",
+    "ResultsDir",
+    "file_identity",
+    "write_fully",
+]
 
 META_DIR = "_aces_fast"
 MANIFEST_FORMAT = "aces-fast-results-manifest"
@@ -109,7 +117,7 @@ def write_fully(path: Path, data: Any, *, mode: int = 0o644) -> None:
     try:
         view = memoryview(data).cast("B")
         while view:
-            view = view[os.write(fd, view):]
+            view = view[os.write(fd, view) :]
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -127,13 +135,13 @@ def _atomic_json(path: Path, obj: Any, tmp_suffix: str) -> None:
     _fsync_dir(path.parent)
 
 
-def sha256_file(path: Path, limit: Optional[int] = None) -> str:
+def sha256_file(path: Path, limit: int | None = None) -> str:
     """SHA-256 of a file (of its first ``limit`` bytes); hashlib releases the GIL,
     so several files hash in parallel on threads."""
     return _sha256_prefix(path, limit).hexdigest()
 
 
-def _sha256_prefix(path: Path, limit: Optional[int] = None) -> Any:
+def _sha256_prefix(path: Path, limit: int | None = None) -> Any:
     """The running hash object of a file's first ``limit`` bytes (all: ``None``),
     to check and then go on appending to."""
     h = hashlib.sha256()
@@ -149,14 +157,21 @@ def _sha256_prefix(path: Path, limit: Optional[int] = None) -> Any:
     return h
 
 
-def file_identity(paths: Sequence[Path]) -> List[Dict[str, Any]]:
+def file_identity(paths: Sequence[Path]) -> list[dict[str, Any]]:
     """What identifies an input: each file's name, size and SHA-256 (hashed on
     threads, about 1.4 GB/s per core with SHA extensions). The path is recorded
     for the reader but not compared: a moved dataset is the same dataset."""
     with ThreadPoolExecutor(max_workers=max(1, min(len(paths), os.cpu_count() or 1))) as pool:
         digests = list(pool.map(sha256_file, paths))
-    return [{"path": str(Path(p).resolve()), "name": Path(p).name, "size": os.path.getsize(p),
-             "sha256": d} for p, d in zip(paths, digests)]
+    return [
+        {
+            "path": str(Path(p).resolve()),
+            "name": Path(p).name,
+            "size": os.path.getsize(p),
+            "sha256": d,
+        }
+        for p, d in zip(paths, digests)
+    ]
 
 
 class DiskFullError(OSError):
@@ -167,9 +182,11 @@ def disk_full_hint(exc: OSError, path: Any) -> OSError:
     """An ``ENOSPC``/``EDQUOT`` error as one sentence naming ``path`` and the way on."""
     if isinstance(exc, DiskFullError):
         return exc
-    out = DiskFullError(f"{path}: no space left on the device ({os.strerror(exc.errno or 0)}); "
-                        "the committed results are intact: free some space and rerun with "
-                        "--resume (resume=True)")
+    out = DiskFullError(
+        f"{path}: no space left on the device ({os.strerror(exc.errno or 0)}); "
+        "the committed results are intact: free some space and rerun with "
+        "--resume (resume=True)"
+    )
     out.errno = exc.errno
     return out
 
@@ -198,13 +215,14 @@ class DirLock:
                 holder = _read_pid(fd)
                 raise OutputBusyError(
                     f"{what}: another run (pid {holder or 'unknown'}) is writing there; wait for "
-                    "it to finish or stop it, then rerun (with --resume to continue its work)")
+                    "it to finish or stop it, then rerun (with --resume to continue its work)"
+                )
             if not _same_file(fd, path):  # unlinked by the holder we waited behind
                 raise _StaleLock()
         except BaseException:
             os.close(fd)
             raise
-        self._fd: Optional[int] = fd
+        self._fd: int | None = fd
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())  # a new descriptor: at offset 0
 
@@ -251,7 +269,7 @@ def _try_lock(fd: int) -> bool:
         return False
 
 
-def _read_pid(fd: int) -> Optional[int]:
+def _read_pid(fd: int) -> int | None:
     try:
         text = os.pread(fd, 64, 0).decode(errors="replace") if hasattr(os, "pread") else ""
         return int(text.split()[0])
@@ -268,7 +286,7 @@ class Intervals:
     ``[starts[i], ends[i])``; membership is a binary search (O(log k))."""
 
     def __init__(self, pairs: Iterable[Sequence[int]] = ()):
-        merged: List[List[int]] = []
+        merged: list[list[int]] = []
         for a, b in sorted((int(a), int(b)) for a, b in pairs if b > a):
             if merged and a <= merged[-1][1]:
                 merged[-1][1] = max(merged[-1][1], b)
@@ -278,7 +296,7 @@ class Intervals:
         self.ends = np.array([b for _, b in merged], dtype=np.int64)
 
     @staticmethod
-    def of_rows(rows: np.ndarray) -> List[List[int]]:
+    def of_rows(rows: np.ndarray) -> list[list[int]]:
         """The ranges of a set of row numbers (any order, duplicates allowed)."""
         r = np.unique(np.asarray(rows, dtype=np.int64))
         if r.size == 0:
@@ -323,20 +341,20 @@ class Commit:
     """One committed batch (a record of the log / an entry of the manifest)."""
 
     seq: int
-    part: Optional[str]  # None: the batch had only bad rows
+    part: str | None  # None: the batch had only bad rows
     rows: int = 0
     bytes: int = 0
     sha256: str = ""
-    first_task_id: Optional[str] = None
-    last_task_id: Optional[str] = None
-    covers: List[List[int]] = field(default_factory=list)  # input rows with results here
-    error_covers: List[List[int]] = field(default_factory=list)  # ... in the errors file
+    first_task_id: str | None = None
+    last_task_id: str | None = None
+    covers: list[list[int]] = field(default_factory=list)  # input rows with results here
+    error_covers: list[list[int]] = field(default_factory=list)  # ... in the errors file
     errors: int = 0
     errors_end: int = 0  # the errors file's length after this commit
     errors_sha256: str = ""  # ... and the SHA-256 of that prefix
 
 
-def _describe_input(identity: List[Dict[str, Any]]) -> str:
+def _describe_input(identity: list[dict[str, Any]]) -> str:
     return ", ".join(f"{i['name']} ({i['size']} bytes)" for i in identity)
 
 
@@ -366,18 +384,20 @@ class ResultsDir:
         self.dir = Path(path)
         self.meta = self.dir / META_DIR
         self.errors_path = Path(errors_path)
-        self.header: Dict[str, Any] = {}
+        self.header: dict[str, Any] = {}
         self.run = secrets.token_hex(4)
-        self.commits: List[Commit] = []
+        self.commits: list[Commit] = []
         self.written = self.invalid = 0
-        self.warnings: List[str] = []
-        self._lock: Optional[DirLock] = None
+        self.warnings: list[str] = []
+        self._lock: DirLock | None = None
         self._errors_fh: Any = None
         self._errors_hash = hashlib.sha256()
         self._errors_end = 0
         if self.dir.exists() and not self.dir.is_dir():
-            raise ValueError(f"{self.dir}: exists and is not a directory; rerank-dataset writes "
-                             "a directory of part files there")
+            raise ValueError(
+                f"{self.dir}: exists and is not a directory; rerank-dataset writes "
+                "a directory of part files there"
+            )
         # Only the lock holder may ever remove the directory: a run that loses
         # the lock leaves everything alone, even a directory it saw created.
         # The holder re-checks that its lock file is still the one at the path
@@ -392,14 +412,19 @@ class ResultsDir:
             except (_StaleLock, FileNotFoundError):
                 continue
         else:  # pragma: no cover - needs a directory removed 20 times in a row
-            raise OutputBusyError(f"{self.dir}: another process keeps removing this "
-                                  "directory; choose another one")
+            raise OutputBusyError(
+                f"{self.dir}: another process keeps removing this directory; choose another one"
+            )
 
-    def begin(self, header: Dict[str, Any], *, resume: bool, restart: bool) -> None:
+    def begin(self, header: dict[str, Any], *, resume: bool, restart: bool) -> None:
         """Start or continue the run described by ``header`` (see the class
         docstring); on any error the lock is released."""
-        self.header = dict(header, format=MANIFEST_FORMAT, version=MANIFEST_VERSION,
-                           errors_path=str(self.errors_path.resolve()))
+        self.header = dict(
+            header,
+            format=MANIFEST_FORMAT,
+            version=MANIFEST_VERSION,
+            errors_path=str(self.errors_path.resolve()),
+        )
         try:
             self._open(resume, restart)
         except BaseException:
@@ -425,26 +450,34 @@ class ResultsDir:
             self._start_fresh()
             return
         if not resume:
-            what = (f"{len(commits)} committed batches" if old_header is not None
-                    else f"{len(visible)} files not written by this version of aces-fast")
-            raise ValueError(f"{self.dir}: already holds results ({what}); pass --resume "
-                             "(resume=True) to continue that run, --restart (restart=True) to "
-                             "discard it and start over, or choose another directory")
+            what = (
+                f"{len(commits)} committed batches"
+                if old_header is not None
+                else f"{len(visible)} files not written by this version of aces-fast"
+            )
+            raise ValueError(
+                f"{self.dir}: already holds results ({what}); pass --resume "
+                "(resume=True) to continue that run, --restart (restart=True) to "
+                "discard it and start over, or choose another directory"
+            )
         if old_header is None:
-            raise ValueError(f"{self.dir}: holds files but no commit record of aces-fast "
-                             f"({', '.join(p.name for p in visible[:3])}"
-                             f"{', ...' if len(visible) > 3 else ''}); nothing to resume: "
-                             "pass --restart (restart=True) to move them aside and start over")
+            raise ValueError(
+                f"{self.dir}: holds files but no commit record of aces-fast "
+                f"({', '.join(p.name for p in visible[:3])}"
+                f"{', ...' if len(visible) > 3 else ''}); nothing to resume: "
+                "pass --restart (restart=True) to move them aside and start over"
+            )
         self._check_same_run(old_header)
         self.commits = self._verify(commits)
         ours = {self.dir / c.part for c in self.commits if c.part}
-        self._move_aside([p for p in self._visible() if p not in ours],
-                         "not a committed part of this run")
+        self._move_aside(
+            [p for p in self._visible() if p not in ours], "not a committed part of this run"
+        )
         self._resume_errors_file()
         self._compact()
         self._clear_staging()
 
-    def _visible(self) -> List[Path]:
+    def _visible(self) -> list[Path]:
         """What a Parquet reader of the directory would look at."""
         return [p for p in sorted(self.dir.iterdir()) if not p.name.startswith((".", "_"))]
 
@@ -457,26 +490,32 @@ class ResultsDir:
             self.errors_path.unlink()  # it belongs to an earlier run of this output
         self._compact()
 
-    def _read_log(self) -> Tuple[Optional[Dict[str, Any]], List[Commit]]:
+    def _read_log(self) -> tuple[dict[str, Any] | None, list[Commit]]:
         """The manifest and the commits after it, in order (a torn or unreadable
         record ends the log: nothing after it was committed)."""
         manifest = self.meta / "manifest.json"
-        header: Optional[Dict[str, Any]] = None
-        commits: List[Commit] = []
+        header: dict[str, Any] | None = None
+        commits: list[Commit] = []
         if manifest.exists():
             try:
                 obj = json.loads(manifest.read_bytes())
                 header = obj["header"]
                 commits = [Commit(**c) for c in obj["commits"]]
             except (OSError, ValueError, KeyError, TypeError) as exc:
-                raise ValueError(f"{manifest}: unreadable commit record ({exc}); the directory "
-                                 "cannot be resumed: pass --restart (restart=True) to start "
-                                 "over") from None
-            if header.get("format") != MANIFEST_FORMAT or \
-                    not isinstance(header.get("version"), int) or \
-                    header["version"] > MANIFEST_VERSION:
-                raise ValueError(f"{manifest}: written by a newer aces-fast (manifest version "
-                                 f"{header.get('version')!r}); upgrade aces_fast to resume it")
+                raise ValueError(
+                    f"{manifest}: unreadable commit record ({exc}); the directory "
+                    "cannot be resumed: pass --restart (restart=True) to start "
+                    "over"
+                ) from None
+            if (
+                header.get("format") != MANIFEST_FORMAT
+                or not isinstance(header.get("version"), int)
+                or header["version"] > MANIFEST_VERSION
+            ):
+                raise ValueError(
+                    f"{manifest}: written by a newer aces-fast (manifest version "
+                    f"{header.get('version')!r}); upgrade aces_fast to resume it"
+                )
         seq = commits[-1].seq if commits else -1
         for f in sorted((self.meta / "log").glob("*.json")):
             try:
@@ -491,36 +530,49 @@ class ResultsDir:
             seq = c.seq
         return header, commits
 
-    def _check_same_run(self, old: Dict[str, Any]) -> None:
+    def _check_same_run(self, old: dict[str, Any]) -> None:
         new = self.header
-        for key, what in (("method", "method"), ("params", "params"),
-                          ("backend", "backend"), ("aces_fast", "aces_fast version")):
+        for key, what in (
+            ("method", "method"),
+            ("params", "params"),
+            ("backend", "backend"),
+            ("aces_fast", "aces_fast version"),
+        ):
             if old.get(key) != new[key]:
-                raise ValueError(f"{self.dir}: was written with {what} {old.get(key)!r}, this "
-                                 f"run has {new[key]!r}; --resume needs the same method, "
-                                 "parameters, backend and aces_fast version (or --restart to "
-                                 "start over, or write to a new directory)")
+                raise ValueError(
+                    f"{self.dir}: was written with {what} {old.get(key)!r}, this "
+                    f"run has {new[key]!r}; --resume needs the same method, "
+                    "parameters, backend and aces_fast version (or --restart to "
+                    "start over, or write to a new directory)"
+                )
         same = [(i["name"], i["size"], i["sha256"]) for i in old.get("input", [])]
         now = [(i["name"], i["size"], i["sha256"]) for i in new["input"]]
         if same != now:
-            raise ValueError(f"{self.dir}: the input changed since this run began (then: "
-                             f"{_describe_input(old.get('input', []))}; now: "
-                             f"{_describe_input(new['input'])}, or the same sizes with other "
-                             "content); its results would mix two inputs: pass --restart "
-                             "(restart=True) to start over")
+            raise ValueError(
+                f"{self.dir}: the input changed since this run began (then: "
+                f"{_describe_input(old.get('input', []))}; now: "
+                f"{_describe_input(new['input'])}, or the same sizes with other "
+                "content); its results would mix two inputs: pass --restart "
+                "(restart=True) to start over"
+            )
         if old.get("errors_path") != new["errors_path"]:
-            raise ValueError(f"{self.dir}: this run's bad rows are in {old.get('errors_path')}; "
-                             f"resume with --errors {old.get('errors_path')} (this run has "
-                             f"{new['errors_path']})")
+            raise ValueError(
+                f"{self.dir}: this run's bad rows are in {old.get('errors_path')}; "
+                f"resume with --errors {old.get('errors_path')} (this run has "
+                f"{new['errors_path']})"
+            )
 
-    def _verify(self, commits: List[Commit]) -> List[Commit]:
+    def _verify(self, commits: list[Commit]) -> list[Commit]:
         """The commits whose part is whole (size and SHA-256); a part left in
         staging by a kill after its commit is renamed into place first."""
         for c in commits:
             if c.part and not (self.dir / c.part).exists():
                 staged = self.meta / "staging" / c.part
-                if staged.exists() and staged.stat().st_size == c.bytes \
-                        and sha256_file(staged) == c.sha256:
+                if (
+                    staged.exists()
+                    and staged.stat().st_size == c.bytes
+                    and sha256_file(staged) == c.sha256
+                ):
                     os.replace(staged, self.dir / c.part)
                     _fsync_dir(self.dir)
         with_part = [c for c in commits if c.part]
@@ -535,19 +587,31 @@ class ResultsDir:
         workers = max(1, min(len(with_part), os.cpu_count() or 1))
         with ThreadPoolExecutor(max_workers=workers) as pool:
             ok = dict(zip((c.seq for c in with_part), pool.map(whole, with_part)))
-        kept: List[Commit] = []
+        kept: list[Commit] = []
         for c in commits:
             if c.part and not ok[c.seq]:
                 if (self.dir / c.part).exists():
-                    self._move_aside([self.dir / c.part], "damaged (size or checksum differs "
-                                     "from its commit record); its rows are ranked again")
+                    self._move_aside(
+                        [self.dir / c.part],
+                        "damaged (size or checksum differs "
+                        "from its commit record); its rows are ranked again",
+                    )
                 else:
-                    self.warnings.append(f"{self.dir / c.part}: committed part is missing; its "
-                                         "rows are ranked again")
+                    self.warnings.append(
+                        f"{self.dir / c.part}: committed part is missing; its rows are ranked again"
+                    )
                 # Its bad rows stay committed in the errors file; only its ranked
                 # rows are redone.
-                kept.append(Commit(c.seq, None, error_covers=c.error_covers, errors=c.errors,
-                                   errors_end=c.errors_end, errors_sha256=c.errors_sha256))
+                kept.append(
+                    Commit(
+                        c.seq,
+                        None,
+                        error_covers=c.error_covers,
+                        errors=c.errors,
+                        errors_end=c.errors_end,
+                        errors_sha256=c.errors_sha256,
+                    )
+                )
                 continue
             kept.append(c)
         return kept
@@ -568,7 +632,7 @@ class ResultsDir:
             self.warnings.append(f"{p}: {why}; moved to {target}")
         _fsync_dir(self.dir)
 
-    def _discard(self, commits: List[Commit], visible: List[Path]) -> None:
+    def _discard(self, commits: list[Commit], visible: list[Path]) -> None:
         """--restart: our parts go, anything else is moved aside."""
         ours = {self.dir / c.part for c in commits if c.part}
         for p in visible:
@@ -584,13 +648,14 @@ class ResultsDir:
                 self.errors_path.unlink()  # only uncommitted lines
             return
         path = self.errors_path
-        prefix = _sha256_prefix(path, end) if path.exists() and path.stat().st_size >= end \
-            else None
+        prefix = _sha256_prefix(path, end) if path.exists() and path.stat().st_size >= end else None
         if prefix is None or prefix.hexdigest() != digest:
-            raise ValueError(f"{path}: the errors file does not hold what this run committed "
-                             "(changed, truncated or missing); the bad rows it recorded would "
-                             "be lost: restore it, or pass --restart (restart=True) to start "
-                             "over")
+            raise ValueError(
+                f"{path}: the errors file does not hold what this run committed "
+                "(changed, truncated or missing); the bad rows it recorded would "
+                "be lost: restore it, or pass --restart (restart=True) to start "
+                "over"
+            )
         with open(path, "r+b") as fh:  # cut what a kill left after the last commit
             fh.truncate(end)
             os.fsync(fh.fileno())
@@ -606,9 +671,11 @@ class ResultsDir:
 
     def _compact(self) -> None:
         """Write every commit into ``manifest.json`` and empty the log."""
-        _atomic_json(self.meta / "manifest.json",
-                     {"header": self.header, "commits": [asdict(c) for c in self.commits]},
-                     self.run)
+        _atomic_json(
+            self.meta / "manifest.json",
+            {"header": self.header, "commits": [asdict(c) for c in self.commits]},
+            self.run,
+        )
         for f in (self.meta / "log").glob("*.json"):
             f.unlink()
 
@@ -624,8 +691,15 @@ class ResultsDir:
 
     # -- writing ----------------------------------------------------------------
 
-    def commit(self, data: Optional[bytes], rows: int, task_ids: Tuple[Optional[str], ...],
-               covers: np.ndarray, error_lines: Sequence[str], error_rows: np.ndarray) -> None:
+    def commit(
+        self,
+        data: bytes | None,
+        rows: int,
+        task_ids: tuple[str | None, ...],
+        covers: np.ndarray,
+        error_lines: Sequence[str],
+        error_rows: np.ndarray,
+    ) -> None:
         """Commit one batch: ``data`` (a whole Parquet file, or ``None`` when the
         batch has no result rows) holding ``rows`` results of the input rows
         ``covers`` (first and last task id in ``task_ids``), and the bad input
@@ -638,12 +712,20 @@ class ResultsDir:
                 write_fully(staged, data)
             if error_lines:
                 self._append_errors(error_lines)
-            c = Commit(seq, name, rows=rows, bytes=len(data) if data is not None else 0,
-                       sha256=hashlib.sha256(data).hexdigest() if data is not None else "",
-                       first_task_id=task_ids[0], last_task_id=task_ids[1],
-                       covers=Intervals.of_rows(covers),
-                       error_covers=Intervals.of_rows(error_rows), errors=len(error_lines),
-                       errors_end=self._errors_end, errors_sha256=self._errors_hash.hexdigest())
+            c = Commit(
+                seq,
+                name,
+                rows=rows,
+                bytes=len(data) if data is not None else 0,
+                sha256=hashlib.sha256(data).hexdigest() if data is not None else "",
+                first_task_id=task_ids[0],
+                last_task_id=task_ids[1],
+                covers=Intervals.of_rows(covers),
+                error_covers=Intervals.of_rows(error_rows),
+                errors=len(error_lines),
+                errors_end=self._errors_end,
+                errors_sha256=self._errors_hash.hexdigest(),
+            )
             _atomic_json(self.meta / "log" / f"{seq:012d}.json", asdict(c), self.run)
         except OSError as exc:
             if staged is not None and staged.exists():
@@ -665,13 +747,14 @@ class ResultsDir:
         # flushed later, so _cut_errors leaves exactly the committed bytes.
         if self._errors_fh is None:
             self.errors_path.parent.mkdir(parents=True, exist_ok=True)
-            self._errors_fh = os.open(str(self.errors_path),
-                                      os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            self._errors_fh = os.open(
+                str(self.errors_path), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644
+            )
         data = "".join(line + "\n" for line in lines).encode()
         try:
             view = memoryview(data)
             while view:
-                view = view[os.write(self._errors_fh, view):]
+                view = view[os.write(self._errors_fh, view) :]
             os.fsync(self._errors_fh)
         except OSError as exc:
             if _is_disk_full(exc):
@@ -694,8 +777,9 @@ class ResultsDir:
             pass  # the next run cuts it
         if self._errors_end != committed:
             self._errors_end = committed
-            self._errors_hash = _sha256_prefix(self.errors_path, committed) if committed \
-                else hashlib.sha256()
+            self._errors_hash = (
+                _sha256_prefix(self.errors_path, committed) if committed else hashlib.sha256()
+            )
 
     def close(self, complete: bool) -> None:
         """Release the lock; after a complete run, fold the log into the manifest."""
@@ -724,4 +808,3 @@ class ResultsDir:
         """Warn about what opening the directory moved aside or found missing."""
         for w in self.warnings:
             warnings.warn(w, stacklevel=3)
-

@@ -15,20 +15,21 @@ import os
 import threading
 import warnings
 from types import ModuleType
-from typing import Optional
 
-core: Optional[ModuleType]
+core: ModuleType | None
 #: Why ``core`` is ``None`` and what to do about it (``None`` when it imported).
-import_error: Optional[str]
+import_error: str | None
 _remedy = ""  # import_error without the alternatives, for the fallback warning
 
 # The build needs what the README lists; said in every piece of advice because the
 # usual reader has just run a `pip install .` that did not build it.
-_BUILD = ("`pip install .` from a checkout of the repository (needs a C++17 compiler; "
-          "pip fetches CMake >= 3.15 if it is missing)")
+_BUILD = (
+    "`pip install .` from a checkout of the repository (needs a C++17 compiler; "
+    "pip fetches CMake >= 3.15 if it is missing)"
+)
 
 
-def _source_checkout(package_dir: str) -> Optional[str]:
+def _source_checkout(package_dir: str) -> str | None:
     """The checkout root when this package is the ``src/aces_fast`` folder of a
     source checkout (it has a ``pyproject.toml`` two levels up), else ``None``."""
     parent = os.path.dirname(package_dir)
@@ -45,17 +46,23 @@ def _advice(exc: ImportError) -> str:
     if not missing:
         # present but unloadable (built for another Python or CPU, a missing shared
         # library, ...): the error itself is the useful part
-        return (f"the compiled extension aces_fast._core in {package_dir} failed to import: "
-                f"{type(exc).__name__}: {exc}. Rebuild it for this Python with {_BUILD}.")
+        return (
+            f"the compiled extension aces_fast._core in {package_dir} failed to import: "
+            f"{type(exc).__name__}: {exc}. Rebuild it for this Python with {_BUILD}."
+        )
     root = _source_checkout(package_dir)
     if root is not None:
-        return (f"aces_fast was imported from the source folder {package_dir}, which holds no "
-                f"compiled extension aces_fast._core. Run `pip install .` in {root} (needs a "
-                "C++17 compiler; pip fetches CMake >= 3.15 if it is missing) and take src/ "
-                "off PYTHONPATH so the installed package is imported, or build the extension "
-                "into the source folder with tools/dev_build.sh.")
-    return (f"the compiled extension aces_fast._core is missing from {package_dir}. "
-            f"Install the package with {_BUILD}.")
+        return (
+            f"aces_fast was imported from the source folder {package_dir}, which holds no "
+            f"compiled extension aces_fast._core. Run `pip install .` in {root} (needs a "
+            "C++17 compiler; pip fetches CMake >= 3.15 if it is missing) and take src/ "
+            "off PYTHONPATH so the installed package is imported, or build the extension "
+            "into the source folder with tools/dev_build.sh."
+        )
+    return (
+        f"the compiled extension aces_fast._core is missing from {package_dir}. "
+        f"Install the package with {_BUILD}."
+    )
 
 
 try:
@@ -73,7 +80,7 @@ _warned = False
 _warn_lock = threading.Lock()
 
 
-def warn_fallback(chosen: str, reason: Optional[str] = None) -> None:
+def warn_fallback(chosen: str, reason: str | None = None) -> None:
     """Warn, once per process, that ``auto`` skipped the compiled backend.
 
     Parameters
@@ -100,4 +107,6 @@ def warn_fallback(chosen: str, reason: Optional[str] = None) -> None:
         f"aces_fast runs on the {chosen} backend ({slower} than the compiled cpp backend), "
         f"because cpp is unavailable: {reason} To choose {chosen} knowingly and silence "
         f"this warning, pass backend={chosen!r} or set ACES_FAST_BACKEND={chosen}.",
-        RuntimeWarning, stacklevel=2)
+        RuntimeWarning,
+        stacklevel=2,
+    )

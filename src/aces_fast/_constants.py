@@ -10,8 +10,16 @@ numbers that change once in a project's life.)
 
 from __future__ import annotations
 
-__all__ = ["ADAM_BETA1", "ADAM_BETA2", "ADAM_EPS", "DEFAULT_TIE_TOL", "NARROW_MAX_TOTAL",
-           "SNAP_RTOL", "SNAP_RTOL_FLOAT32", "WARM_EPS"]
+__all__ = [
+    "ADAM_BETA1",
+    "ADAM_BETA2",
+    "ADAM_EPS",
+    "DEFAULT_TIE_TOL",
+    "NARROW_MAX_TOTAL",
+    "SNAP_RTOL",
+    "SNAP_RTOL_FLOAT32",
+    "WARM_EPS",
+]
 
 #: Score ties within ``tie_tol * sum(w)`` are one tie (docs/contract.rst §2.3, §7.1).
 DEFAULT_TIE_TOL = 1e-9

@@ -17,7 +17,8 @@ choose by its work (``threads_for_work``), at most the OpenMP default or ``-n_th
 releases the GIL for the kernel.
 """
 
-from typing import Dict, List, Literal, Optional, Sequence, Tuple
+from collections.abc import Sequence
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -25,17 +26,28 @@ import numpy.typing as npt
 __version__: str
 
 #: rerank method name -> code accepted by :func:`rerank` / :func:`rerank_batch`
-METHOD_CODES: Dict[str, int]
+METHOD_CODES: dict[str, int]
 
 _F64 = npt.NDArray[np.float64]
 _I64 = npt.NDArray[np.int64]
 _Pass = npt.NDArray[np.uint8] | npt.NDArray[np.bool_]
-_RerankTuple = Tuple[_F64, _F64, _I64, Optional[_F64], bool, Optional[_F64], Optional[_I64]]
+_RerankTuple = tuple[_F64, _F64, _I64, _F64 | None, bool, _F64 | None, _I64 | None]
 #: (n_offsets, m_offsets, scores, weights, order, loo_auc, fallback (T,) bool,
 #: objective, objective_offsets, rows, rows_offsets): every task's outputs in
 #: slices of flat arrays; offsets are int64 (T + 1,)
-_FlatTuple = Tuple[_I64, _I64, _F64, _F64, _I64, Optional[_F64], npt.NDArray[np.bool_],
-                   Optional[_F64], Optional[_I64], Optional[_I64], Optional[_I64]]
+_FlatTuple = tuple[
+    _I64,
+    _I64,
+    _F64,
+    _F64,
+    _I64,
+    _F64 | None,
+    npt.NDArray[np.bool_],
+    _F64 | None,
+    _I64 | None,
+    _I64 | None,
+    _I64 | None,
+]
 
 def has_openmp() -> bool: ...
 def simd_level() -> str: ...
@@ -44,10 +56,10 @@ def threads_for_work(work: int, n_threads: int) -> int: ...
 def loo_auc(
     *,
     B: _Pass,
-    weights: Optional[npt.ArrayLike],
-    counts: Optional[npt.ArrayLike],
+    weights: npt.ArrayLike | None,
+    counts: npt.ArrayLike | None,
     tie_tol: float,
-    dedup: Optional[bool],
+    dedup: bool | None,
     n_threads: int,
 ) -> _F64: ...
 def surrogate_loo_auc(
@@ -55,10 +67,10 @@ def surrogate_loo_auc(
     B: _Pass,
     weights: npt.ArrayLike,
     gamma: float,
-    counts: Optional[npt.ArrayLike],
-    dedup: Optional[bool],
+    counts: npt.ArrayLike | None,
+    dedup: bool | None,
     n_threads: int,
-) -> Tuple[_F64, float, _F64]: ...
+) -> tuple[_F64, float, _F64]: ...
 def aces_o_fit(
     *,
     B: _Pass,
@@ -67,10 +79,10 @@ def aces_o_fit(
     gamma: float,
     lr: float,
     steps: int,
-    counts: Optional[npt.ArrayLike],
-    dedup: Optional[bool],
+    counts: npt.ArrayLike | None,
+    dedup: bool | None,
     n_threads: int,
-) -> Tuple[_F64, _F64]: ...
+) -> tuple[_F64, _F64]: ...
 def rerank(
     *,
     B: _Pass,
@@ -79,9 +91,9 @@ def rerank(
     gamma: float,
     lr: float,
     steps: int,
-    top_k: Optional[int],
+    top_k: int | None,
     warm: bool,
-    dedup: Optional[bool],
+    dedup: bool | None,
     n_threads: int,
 ) -> _RerankTuple: ...
 def rerank_batch(
@@ -92,11 +104,11 @@ def rerank_batch(
     gamma: float,
     lr: float,
     steps: int,
-    top_k: Optional[int],
+    top_k: int | None,
     warm: bool,
-    dedup: Optional[bool],
+    dedup: bool | None,
     n_threads: int,
-) -> List[_RerankTuple]: ...
+) -> list[_RerankTuple]: ...
 def prepared_prefix(*, tasks: Sequence[object]) -> int: ...
 def rerank_batch_flat(
     *,
@@ -106,9 +118,9 @@ def rerank_batch_flat(
     gamma: float,
     lr: float,
     steps: int,
-    top_k: Optional[int],
+    top_k: int | None,
     warm: bool,
-    dedup: Optional[bool],
+    dedup: bool | None,
     n_threads: int,
 ) -> _FlatTuple: ...
 def surrogate_loo_auc_binned(
@@ -117,10 +129,10 @@ def surrogate_loo_auc_binned(
     weights: npt.ArrayLike,
     gamma: float,
     bins: int,
-    counts: Optional[npt.ArrayLike],
+    counts: npt.ArrayLike | None,
     path: Literal["auto", "fft", "direct"],
     n_threads: int,
-) -> Tuple[_F64, float, _F64]: ...
+) -> tuple[_F64, float, _F64]: ...
 def aces_o_fit_binned(
     *,
     B: _Pass,
@@ -130,15 +142,17 @@ def aces_o_fit_binned(
     lr: float,
     steps: int,
     bins: int,
-    counts: Optional[npt.ArrayLike],
+    counts: npt.ArrayLike | None,
     path: Literal["auto", "fft", "direct"],
     n_threads: int,
-) -> Tuple[_F64, _F64]: ...
+) -> tuple[_F64, _F64]: ...
 def binned_grid_spacing(
     *,
     B: _Pass,
     weights: npt.ArrayLike,
     bins: int,
-    counts: Optional[npt.ArrayLike],
+    counts: npt.ArrayLike | None,
 ) -> float: ...
-def binned_error_bound(*, gamma: float, h: float, weight_sum: float) -> Tuple[float, float, float]: ...
+def binned_error_bound(
+    *, gamma: float, h: float, weight_sum: float
+) -> tuple[float, float, float]: ...

@@ -32,7 +32,8 @@ from __future__ import annotations
 
 import sys
 import warnings
-from typing import Any, Callable, Dict, NamedTuple, Optional, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -56,7 +57,7 @@ class Cost(NamedTuple):
 
 
 #: pair terms per second of the exact ACES-O surrogate, measured on 2 cores
-RATES: Dict[str, float] = {"cpp": 3e9, "numba": 4e8, "torch": 3e7, "numpy": 3e7}
+RATES: dict[str, float] = {"cpp": 3e9, "numba": 4e8, "torch": 3e7, "numpy": 3e7}
 #: the rate assumed for a backend missing from RATES (and for GPU devices)
 DEFAULT_RATE = 3e9
 #: warn when the estimate exceeds this many seconds at the backend's rate
@@ -65,7 +66,7 @@ WARN_SECONDS = 60.0
 #: ``(B, values, exact) -> Cost or None``: a spec's cost function on a prepared
 #: matrix (NumPy array or tensor) and complete parameters; ``exact`` False asks for
 #: the shape bound (a few integer operations), True for the tighter estimate
-CostFn = Callable[[Any, Dict[str, Any], bool], Optional[Cost]]
+CostFn = Callable[[Any, dict[str, Any], bool], Cost | None]
 
 
 def _pairs_bound(k: int, m: int) -> int:
@@ -80,7 +81,7 @@ def _column_sums(B: Any) -> Any:
     return np.asarray(B).sum(axis=-2, dtype=np.int64)
 
 
-def aces_o_cost(B: Any, values: Dict[str, Any], exact: bool) -> Optional[Cost]:
+def aces_o_cost(B: Any, values: dict[str, Any], exact: bool) -> Cost | None:
     """ACES-O's exact fit: ``(steps + 1) * sum_j |P_j||F_j|`` sigmoid pair terms on the
     ``k = min(top_k, n)`` optimized rows (``exact=False``: the bound
     ``m floor(k/2) ceil(k/2)`` per evaluation; ``exact=True`` with every row kept:
@@ -96,15 +97,19 @@ def aces_o_cost(B: Any, values: Dict[str, Any], exact: bool) -> Optional[Cost]:
     if exact and k == n and per:
         colsum = _column_sums(B)
         per = int((colsum * (n - colsum)).sum())
-    detail = (f"{per:.2g} per surrogate evaluation on {k} x {m} candidates x tests, "
-              f"{evaluations} evaluations (steps + 1)")
-    advice = ("The exact surrogate is quadratic in the optimized candidates: pass bins=2048 "
-              "(cpp backend; approximate, O(n m + m bins log bins) per step), a top_k of a "
-              "few dozen candidates, or fewer steps.")
+    detail = (
+        f"{per:.2g} per surrogate evaluation on {k} x {m} candidates x tests, "
+        f"{evaluations} evaluations (steps + 1)"
+    )
+    advice = (
+        "The exact surrogate is quadratic in the optimized candidates: pass bins=2048 "
+        "(cpp backend; approximate, O(n m + m bins log bins) per step), a top_k of a "
+        "few dozen candidates, or fewer steps."
+    )
     return Cost(float(per) * evaluations, "sigmoid pair terms", detail, advice)
 
 
-def _rate(backend: Any, B: Any) -> Optional[float]:
+def _rate(backend: Any, B: Any) -> float | None:
     """The backend's nominal rate, ``None`` on a GPU (not measured)."""
     device = tensor_device(B)
     if device is not None and device != "cpu":
@@ -119,8 +124,14 @@ def _duration(seconds: float) -> str:
     return f"{seconds:.0f} seconds"
 
 
-def warn_if_costly(cost: Optional[CostFn], name: str, backend: Any, Bs: Sequence[Any],
-                   values: Dict[str, Any], stacklevel: int = 3) -> None:
+def warn_if_costly(
+    cost: CostFn | None,
+    name: str,
+    backend: Any,
+    Bs: Sequence[Any],
+    values: dict[str, Any],
+    stacklevel: int = 3,
+) -> None:
     """Issue one :class:`CostWarning` when ranking the prepared matrices ``Bs`` with
     method ``name`` (cost function ``cost``) is estimated to take longer than
     :data:`WARN_SECONDS` on ``backend``. O(1) per matrix below the threshold."""
@@ -140,9 +151,17 @@ def warn_if_costly(cost: Optional[CostFn], name: str, backend: Any, Bs: Sequence
     if total <= limit:
         return
     first = costs[0]
-    when = ("" if rate is None else
-            f"; roughly {_duration(total / rate)} on the {backend.name!r} backend")
-    what = (first.detail if len(Bs) == 1 else
-            f"summed over {len(Bs)} tasks; the first: {first.detail}")
-    warnings.warn(f"{name}: this call evaluates about {total:.2g} {first.unit} ({what}){when}. "
-                  f"{first.advice}", CostWarning, stacklevel=stacklevel)
+    when = (
+        ""
+        if rate is None
+        else f"; roughly {_duration(total / rate)} on the {backend.name!r} backend"
+    )
+    what = (
+        first.detail if len(Bs) == 1 else f"summed over {len(Bs)} tasks; the first: {first.detail}"
+    )
+    warnings.warn(
+        f"{name}: this call evaluates about {total:.2g} {first.unit} ({what}){when}. "
+        f"{first.advice}",
+        CostWarning,
+        stacklevel=stacklevel,
+    )

@@ -17,39 +17,55 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tuple, Union
+from typing import Any, Protocol
 
 import numpy as np
 
-__all__ = ["DEFAULT_BATCH_SIZE", "PASS_KS", "RESULTS_VERSION", "Commit", "Engine", "Job",
-           "pass_at_ks", "require_arrow", "rerank_table", "results_schema"]
+__all__ = [
+    "DEFAULT_BATCH_SIZE",
+    "PASS_KS",
+    "RESULTS_VERSION",
+    "Commit",
+    "Engine",
+    "Job",
+    "pass_at_ks",
+    "require_arrow",
+    "rerank_table",
+    "results_schema",
+]
 
 DEFAULT_BATCH_SIZE = 2048
 PASS_KS = (1, 2, 5)
 RESULTS_VERSION = 1
 
 
-def require_arrow() -> Tuple[Any, Any]:
+def require_arrow() -> tuple[Any, Any]:
     """``(pyarrow, pyarrow.parquet)``, or a clear ``ImportError`` (pyarrow is an
     optional extra)."""
     try:
         import pyarrow as pa
-        import pyarrow.compute  # noqa: F401 - loaded up front, not inside a timed stage
+        import pyarrow.compute
         import pyarrow.parquet as pq
     except ImportError:
-        raise ImportError("rerank-dataset needs pyarrow, which is not installed: "
-                          "pip install 'aces_fast[arrow]'") from None
+        raise ImportError(
+            "rerank-dataset needs pyarrow, which is not installed: pip install 'aces_fast[arrow]'"
+        ) from None
     return pa, pq
 
 
-def results_schema(has_labels: bool, meta: Optional[Dict[str, Any]] = None) -> Any:
+def results_schema(has_labels: bool, meta: dict[str, Any] | None = None) -> Any:
     """The Arrow schema of the output (``meta`` goes into the ``aces_fast`` key)."""
     pa, _ = require_arrow()
-    fields = [pa.field("task_id", pa.string()), pa.field("order", pa.list_(pa.int32())),
-              pa.field("scores", pa.list_(pa.float64())),
-              pa.field("weights", pa.list_(pa.float64())), pa.field("fallback", pa.bool_())]
+    fields = [
+        pa.field("task_id", pa.string()),
+        pa.field("order", pa.list_(pa.int32())),
+        pa.field("scores", pa.list_(pa.float64())),
+        pa.field("weights", pa.list_(pa.float64())),
+        pa.field("fallback", pa.bool_()),
+    ]
     if has_labels:
         fields += [pa.field(f"pass@{k}", pa.float64()) for k in PASS_KS]
     info = {"format": "rerank-results", "version": RESULTS_VERSION, **(meta or {})}
@@ -74,8 +90,9 @@ def _lists(values: Any, offsets: np.ndarray, value_type: Any) -> Any:
     return list_array(values, offsets, value_type)
 
 
-def pass_at_ks(scores: Sequence[np.ndarray], labels: Sequence[Optional[np.ndarray]],
-               ks: Sequence[int] = PASS_KS) -> Dict[int, np.ndarray]:
+def pass_at_ks(
+    scores: Sequence[np.ndarray], labels: Sequence[np.ndarray | None], ks: Sequence[int] = PASS_KS
+) -> dict[int, np.ndarray]:
     """:func:`aces_fast.pass_at_k` for many rankings and several ``k`` at once.
 
     Parameters
@@ -97,7 +114,7 @@ def pass_at_ks(scores: Sequence[np.ndarray], labels: Sequence[Optional[np.ndarra
         of one ``numpy.unique`` per problem and ``k``.
     """
     out = {k: np.full(len(scores), np.nan) for k in ks}
-    by_n: Dict[int, List[Tuple[int, np.ndarray]]] = {}
+    by_n: dict[int, list[tuple[int, np.ndarray]]] = {}
     for t, y in enumerate(labels):
         if y is not None:
             by_n.setdefault(len(y), []).append((t, y))
@@ -108,8 +125,8 @@ def pass_at_ks(scores: Sequence[np.ndarray], labels: Sequence[Optional[np.ndarra
         desc = -np.sort(-S, axis=1)
         for k in ks:
             kk = min(k, n)
-            sk = desc[:, kk - 1: kk]
-            above, level = S > sk, S == sk
+            sk = desc[:, kk - 1 : kk]
+            above, level = sk < S, sk == S
             good_above = (above & Y).sum(axis=1)
             room = kk - above.sum(axis=1)
             g = level.sum(axis=1)
@@ -123,10 +140,18 @@ def pass_at_ks(scores: Sequence[np.ndarray], labels: Sequence[Optional[np.ndarra
     return out
 
 
-def rerank_table(table: Any, method: str, params: Dict[str, Any], *, rows: Any = 0,
-                 has_labels: bool, backend: Optional[str] = None,
-                 n_threads: Optional[int] = None, skip_invalid: bool = False,
-                 timings: Optional[Dict[str, float]] = None) -> Tuple[Any, List[Any], str]:
+def rerank_table(
+    table: Any,
+    method: str,
+    params: dict[str, Any],
+    *,
+    rows: Any = 0,
+    has_labels: bool,
+    backend: str | None = None,
+    n_threads: int | None = None,
+    skip_invalid: bool = False,
+    timings: dict[str, float] | None = None,
+) -> tuple[Any, list[Any], str]:
     """Rank every problem of one record batch: decode, rerank, Pass@k, encode.
 
     Parameters
@@ -166,15 +191,15 @@ def rerank_table(table: Any, method: str, params: Dict[str, Any], *, rows: Any =
     results = rerank_batch(dec.B, method, backend=backend, n_threads=n_threads, **params)
     t_rerank = time.perf_counter()
     T = len(results)
-    cols: Dict[str, Any] = {"task_id": pa.array(dec.task_ids, pa.string())}
+    cols: dict[str, Any] = {"task_id": pa.array(dec.task_ids, pa.string())}
     # the batch's flat columns (BatchResult): no RerankResult is built here
     n_off = results.n_offsets
     scores = _np(results.scores)
-    passk: Dict[int, Any] = {}
+    passk: dict[int, Any] = {}
     if has_labels:
         labels = dec.labels or [None] * T
         missing = np.array([y is None for y in labels], dtype=bool)
-        views = [scores[n_off[t]:n_off[t + 1]] for t in range(T)]
+        views = [scores[n_off[t] : n_off[t + 1]] for t in range(T)]
         for k, values in pass_at_ks(views, labels, PASS_KS).items():
             passk[k] = pa.array(values, pa.float64(), mask=missing)
     t_pass = time.perf_counter()
@@ -190,8 +215,12 @@ def rerank_table(table: Any, method: str, params: Dict[str, Any], *, rows: Any =
     out = pa.Table.from_pydict(cols, schema=results_schema(has_labels).remove_metadata())
     t_end = time.perf_counter()
     if timings is not None:
-        for key, dt in (("decode", t_decode - tick), ("rerank", t_rerank - t_decode),
-                        ("pass@k", t_pass - t_rerank), ("encode", t_end - t_pass)):
+        for key, dt in (
+            ("decode", t_decode - tick),
+            ("rerank", t_rerank - t_decode),
+            ("pass@k", t_pass - t_rerank),
+            ("encode", t_end - t_pass),
+        ):
             timings[key] = timings.get(key, 0.0) + dt
     return out, dec.errors, results.backend if T else ""
 
@@ -244,20 +273,20 @@ class Job:
         Seconds per stage, added to by the engine (see ``RunSummary.timings``).
     """
 
-    path_in: Union[str, Path]
-    files: List[Any]
+    path_in: str | Path
+    files: list[Any]
     has_labels: bool
     method: str
-    params: Dict[str, Any]
+    params: dict[str, Any]
     done: Any
-    duplicates: Dict[int, str]
+    duplicates: dict[int, str]
     batch_size: int
-    backend: Optional[str]
+    backend: str | None
     backend_name: str
-    n_threads: Optional[int]
+    n_threads: int | None
     skip_invalid: bool
-    address: Optional[str] = None
-    timings: Dict[str, float] = field(default_factory=dict)
+    address: str | None = None
+    timings: dict[str, float] = field(default_factory=dict)
 
 
 class Engine(Protocol):

@@ -18,14 +18,24 @@ identity checked on resume they name the same rows in every run.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any
 
 import numpy as np
 
 from ._commit import Intervals
-from .parquet import (OPTIONAL_COLUMNS, REQUIRED_COLUMNS, InputFile, RowError, check_schema,
-                      damaged_row_group, input_files, open_file, row_group_task_ids)
+from .parquet import (
+    OPTIONAL_COLUMNS,
+    REQUIRED_COLUMNS,
+    InputFile,
+    RowError,
+    check_schema,
+    damaged_row_group,
+    input_files,
+    open_file,
+    row_group_task_ids,
+)
 
 __all__ = ["Batch", "duplicate_rows", "open_inputs", "read_batches", "task_ids_at"]
 
@@ -38,13 +48,13 @@ class Batch:
 
     table: Any
     rows: np.ndarray
-    errors: List[Any] = field(default_factory=list)
+    errors: list[Any] = field(default_factory=list)
     seen: int = 0
 
 
-def open_inputs(path_in: Any) -> Tuple[List[InputFile], bool]:
+def open_inputs(path_in: Any) -> tuple[list[InputFile], bool]:
     """The input files (name order) and whether any has a ``labels`` column."""
-    files: List[InputFile] = []
+    files: list[InputFile] = []
     has_labels = False
     row = 0
     for f in input_files(path_in):
@@ -55,10 +65,10 @@ def open_inputs(path_in: Any) -> Tuple[List[InputFile], bool]:
     return files, has_labels
 
 
-def task_ids_at(files: Sequence[InputFile], rows: Any) -> Dict[int, Optional[str]]:
+def task_ids_at(files: Sequence[InputFile], rows: Any) -> dict[int, str | None]:
     """The task ids of some input rows (reads the ``task_id`` column of their
     files; for error messages, not a hot path)."""
-    out: Dict[int, Optional[str]] = {}
+    out: dict[int, str | None] = {}
     for f in files:
         mine = [int(r) for r in rows if f.first_row <= r < f.first_row + f.num_rows]
         if mine:
@@ -67,7 +77,7 @@ def task_ids_at(files: Sequence[InputFile], rows: Any) -> Dict[int, Optional[str
     return out
 
 
-def duplicate_rows(files: List[InputFile]) -> Dict[int, str]:
+def duplicate_rows(files: list[InputFile]) -> dict[int, str]:
     """``{row: reason}`` for every row whose task id occurred at an earlier row.
 
     Reads only the ``task_id`` column (a row group whose column cannot be read
@@ -77,7 +87,7 @@ def duplicate_rows(files: List[InputFile]) -> Dict[int, str]:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    chunks: List[Any] = []
+    chunks: list[Any] = []
     for f in files:
         for g in range(f.pf.metadata.num_row_groups):
             col = row_group_task_ids(f.pf, g)
@@ -93,8 +103,8 @@ def duplicate_rows(files: List[InputFile]) -> Dict[int, str]:
     if len(repeated) == 0:
         return {}
     rows = np.flatnonzero(pc.is_in(ids, value_set=repeated).to_numpy(zero_copy_only=False))
-    first: Dict[str, int] = {}
-    out: Dict[int, str] = {}
+    first: dict[str, int] = {}
+    out: dict[int, str] = {}
     for r, tid in zip(rows.tolist(), ids.take(pa.array(rows)).to_pylist()):
         if tid in first:
             out[r] = f"duplicate task_id: it already names row {first[tid]}"
@@ -103,9 +113,14 @@ def duplicate_rows(files: List[InputFile]) -> Dict[int, str]:
     return out
 
 
-def read_batches(files: List[InputFile], batch_size: int, done: Intervals,
-                 duplicates: Dict[int, str], skip_invalid: bool,
-                 timings: Dict[str, float]) -> Iterator[Batch]:
+def read_batches(
+    files: list[InputFile],
+    batch_size: int,
+    done: Intervals,
+    duplicates: dict[int, str],
+    skip_invalid: bool,
+    timings: dict[str, float],
+) -> Iterator[Batch]:
     """Batches of the rows still to do (see the module docstring).
 
     A batch never spans two files (their schemas may differ) and holds at most
@@ -119,9 +134,9 @@ def read_batches(files: List[InputFile], batch_size: int, done: Intervals,
     dup_rows = np.array(sorted(duplicates), dtype=np.int64)
     for f in files:
         cols = [c for c in REQUIRED_COLUMNS + OPTIONAL_COLUMNS if c in f.pf.schema_arrow.names]
-        pending: List[Any] = []
-        pending_rows: List[np.ndarray] = []
-        errors: List[Any] = []
+        pending: list[Any] = []
+        pending_rows: list[np.ndarray] = []
+        errors: list[Any] = []
         size = seen = 0
 
         def cut(limit: int) -> Batch:
@@ -153,12 +168,15 @@ def read_batches(files: List[InputFile], batch_size: int, done: Intervals,
                 except (OSError, pa.ArrowException) as exc:
                     message, ids = damaged_row_group(f, g, lo, hi, r, exc)
                     if not skip_invalid:
-                        raise ValueError(message + " (--skip-invalid reports its rows in the "
-                                         "errors file and goes on)") from None
+                        raise ValueError(
+                            message + " (--skip-invalid reports its rows in the "
+                            "errors file and goes on)"
+                        ) from None
                     todo = np.arange(r, hi, dtype=np.int64)
                     keep = ~done.contains(todo)
-                    errors.extend(RowError(int(row), ids[int(row) - r], message)
-                                  for row in todo[keep])
+                    errors.extend(
+                        RowError(int(row), ids[int(row) - r], message) for row in todo[keep]
+                    )
                     seen += int(keep.sum())
                     break
                 finally:
@@ -173,8 +191,10 @@ def read_batches(files: List[InputFile], batch_size: int, done: Intervals,
                     dup = keep & np.isin(rows, dup_rows)
                     if dup.any():
                         tids = batch.column("task_id").to_pylist()
-                        errors.extend(RowError(int(rows[i]), tids[i], duplicates[int(rows[i])])
-                                      for i in np.flatnonzero(dup).tolist())
+                        errors.extend(
+                            RowError(int(rows[i]), tids[i], duplicates[int(rows[i])])
+                            for i in np.flatnonzero(dup).tolist()
+                        )
                         keep &= ~dup
                 if not keep.all():
                     batch = batch.filter(pa.array(keep))

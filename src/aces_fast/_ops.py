@@ -15,7 +15,8 @@ the last axis.
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable, List, Optional, Protocol, Tuple, runtime_checkable
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
 
 from ._types import Array
 
@@ -26,13 +27,21 @@ class ArrayOps(Protocol):
 
     # -- kernels -----------------------------------------------------------------
 
-    def loo_auc_uniform(self, B: Array) -> Tuple[Array, Array, Any]:
+    def loo_auc_uniform(self, B: Array) -> tuple[Array, Array, Any]:
         """``(L (..., m) float64, passers per test (..., m) int64, plan)``."""
         ...
 
-    def aces_o_fit(self, B: Array, logits0: Array, active: Array, gamma: float, lr: float,
-                   steps: int, counts: Optional[Array] = None,
-                   bins: Optional[int] = None) -> Tuple[Array, Array]:
+    def aces_o_fit(
+        self,
+        B: Array,
+        logits0: Array,
+        active: Array,
+        gamma: float,
+        lr: float,
+        steps: int,
+        counts: Array | None = None,
+        bins: int | None = None,
+    ) -> tuple[Array, Array]:
         """ACES-O's Adam ascent: ``(weights (..., m), objective (..., steps + 1))``."""
         ...
 
@@ -52,7 +61,7 @@ class ArrayOps(Protocol):
         """Candidates: an int, or (..., 1) per task."""
         ...
 
-    def row_mask(self, B: Array) -> Optional[Array]:
+    def row_mask(self, B: Array) -> Array | None:
         """``None``, or bool (..., n): the real (non-padding) candidates."""
         ...
 
@@ -60,7 +69,7 @@ class ArrayOps(Protocol):
         """``B[rows]``, contiguous."""
         ...
 
-    def row_groups(self, B: Array) -> Tuple[Array, Array, Array]:
+    def row_groups(self, B: Array) -> tuple[Array, Array, Array]:
         """Distinct rows: ``(representatives, group of each row, group sizes)``."""
         ...
 
@@ -147,7 +156,7 @@ class ArrayOps(Protocol):
         ...
 
 
-def missing_ops(backend: object) -> List[str]:
+def missing_ops(backend: object) -> list[str]:
     """Names of :class:`ArrayOps` members ``backend`` lacks or cannot be called as
     the semantics call them. Empty for a conforming backend.
 
@@ -188,7 +197,7 @@ def missing_ops(backend: object) -> List[str]:
     return wrong
 
 
-def _accepts(fn: Callable[..., Any], want: List[inspect.Parameter]) -> bool:
+def _accepts(fn: Callable[..., Any], want: list[inspect.Parameter]) -> bool:
     try:
         got = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):  # a builtin without a signature: trust it
@@ -203,5 +212,7 @@ def _accepts(fn: Callable[..., Any], want: List[inspect.Parameter]) -> bool:
             return True
         if not (g.name == w.name or g.kind is g.POSITIONAL_ONLY):
             return False
-    return all(p.default is not p.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
-               for p in got[len(want):])
+    return all(
+        p.default is not p.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        for p in got[len(want) :]
+    )

@@ -11,8 +11,9 @@ each format module depends on the model alone; the public names are
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterator, List, Optional, Union
+from typing import Any
 
 import numpy as np
 
@@ -45,8 +46,8 @@ class Problem:
 
     task_id: str
     B: np.ndarray
-    labels: Optional[np.ndarray] = None
-    extras: Dict[str, Any] = field(default_factory=dict)
+    labels: np.ndarray | None = None
+    extras: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # Validate once here so every Problem in a Dataset is usable as is,
@@ -72,7 +73,7 @@ class Problem:
         return int(self.B.shape[1])
 
     @property
-    def n_correct(self) -> Optional[int]:
+    def n_correct(self) -> int | None:
         """Number of correct candidates, or ``None`` without labels."""
         return None if self.labels is None else int(self.labels.sum())
 
@@ -103,20 +104,23 @@ class Dataset:
     """
 
     name: str
-    problems: List[Problem]
+    problems: list[Problem]
     source: str = ""
-    meta: Dict[str, Any] = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.problems = list(self.problems)
-        seen: Dict[str, int] = {}
+        seen: dict[str, int] = {}
         for i, p in enumerate(self.problems):
             if not isinstance(p, Problem):
-                raise TypeError(f"dataset {self.name!r}: item {i} is {type(p).__name__}, "
-                                "not a Problem")
+                raise TypeError(
+                    f"dataset {self.name!r}: item {i} is {type(p).__name__}, not a Problem"
+                )
             if p.task_id in seen:
-                raise ValueError(f"dataset {self.name!r}: duplicate task_id {p.task_id!r} "
-                                 f"(problems {seen[p.task_id]} and {i})")
+                raise ValueError(
+                    f"dataset {self.name!r}: duplicate task_id {p.task_id!r} "
+                    f"(problems {seen[p.task_id]} and {i})"
+                )
             seen[p.task_id] = i
         self._index = seen
 
@@ -126,7 +130,7 @@ class Dataset:
     def __iter__(self) -> Iterator[Problem]:
         return iter(self.problems)
 
-    def __getitem__(self, key: Union[int, str]) -> Problem:
+    def __getitem__(self, key: int | str) -> Problem:
         """A problem by position or by ``task_id``."""
         if isinstance(key, str):
             if key not in self._index:
@@ -135,12 +139,14 @@ class Dataset:
         try:
             return self.problems[key]
         except IndexError:
-            raise IndexError(f"problem {key} is out of range: dataset {self.name!r} holds "
-                             f"{len(self.problems)} problems (0 to {len(self.problems) - 1}, "
-                             "or negative from the end)") from None
+            raise IndexError(
+                f"problem {key} is out of range: dataset {self.name!r} holds "
+                f"{len(self.problems)} problems (0 to {len(self.problems) - 1}, "
+                "or negative from the end)"
+            ) from None
 
     @property
-    def task_ids(self) -> List[str]:
+    def task_ids(self) -> list[str]:
         return [p.task_id for p in self.problems]
 
     def __repr__(self) -> str:
@@ -159,8 +165,10 @@ def _as_array(value: Any, where: str) -> np.ndarray:
         return np.asarray(value)
     except (ValueError, TypeError, OverflowError, RecursionError) as exc:
         detail = " ".join(str(exc).split())
-        raise ValueError(f"{where}: cannot be read as an array: rows have different "
-                         f"lengths or entries are not numbers ({detail})") from None
+        raise ValueError(
+            f"{where}: cannot be read as an array: rows have different "
+            f"lengths or entries are not numbers ({detail})"
+        ) from None
 
 
 def binary_matrix(value: Any, where: str) -> np.ndarray:
@@ -180,8 +188,9 @@ def binary_matrix(value: Any, where: str) -> np.ndarray:
     if arr.dtype.kind not in "biuf":
         raise ValueError(f"{where}: must hold 0/1 numbers, got dtype {arr.dtype}")
     if arr.ndim != 2:
-        raise ValueError(f"{where}: must be a 2-D (n candidates, m tests) matrix, "
-                         f"got shape {arr.shape}")
+        raise ValueError(
+            f"{where}: must be a 2-D (n candidates, m tests) matrix, got shape {arr.shape}"
+        )
     if arr.shape[0] == 0:
         raise ValueError(f"{where}: has no candidates (shape {arr.shape}); need n >= 1")
     _check_binary_values(arr, where)
@@ -198,8 +207,10 @@ def _check_binary_values(arr: np.ndarray, where: str) -> None:
     bad = ~((arr == 0) | (arr == 1))
     if bad.any():
         pos = tuple(int(i) for i in np.argwhere(bad)[0])
-        raise ValueError(f"{where}: must contain only 0 and 1, found {arr[pos].item()!r} at "
-                         f"index {pos if len(pos) > 1 else pos[0]}")
+        raise ValueError(
+            f"{where}: must contain only 0 and 1, found {arr[pos].item()!r} at "
+            f"index {pos if len(pos) > 1 else pos[0]}"
+        )
 
 
 def binary_vector(value: Any, length: int, where: str) -> np.ndarray:
@@ -226,15 +237,21 @@ def check_extra(name: str, value: Any, n: int, m: int, where: str) -> Any:
     if arr.dtype == np.bool_ or arr.dtype.kind not in "iu":
         # Whole floats become int64; only those int64 holds exactly (|x| < 2**63), so
         # a huge float is refused rather than wrapped around.
-        if arr.dtype.kind == "f" and arr.size and np.all(np.isfinite(arr)) \
-                and np.all(arr == np.round(arr)) and np.all(np.abs(arr) < 2.0 ** 63):
+        if (
+            arr.dtype.kind == "f"
+            and arr.size
+            and np.all(np.isfinite(arr))
+            and np.all(arr == np.round(arr))
+            and np.all(np.abs(arr) < 2.0**63)
+        ):
             arr = arr.astype(np.int64)
         elif arr.size or arr.dtype == object:
             raise ValueError(f"{where}: must hold integers, got dtype {arr.dtype}")
         else:
             arr = arr.astype(np.int64)
     if arr.ndim != 1 or arr.shape[0] != length:
-        raise ValueError(f"{where}: must have length {length} (the number of "
-                         f"{'candidates' if axis == 'n' else 'tests'}), got shape {arr.shape}")
+        raise ValueError(
+            f"{where}: must have length {length} (the number of "
+            f"{'candidates' if axis == 'n' else 'tests'}), got shape {arr.shape}"
+        )
     return arr
-

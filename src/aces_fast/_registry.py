@@ -20,9 +20,13 @@ kernels it needs in each backend, if any) and :func:`register` a spec below.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterator, Mapping, NamedTuple, Optional,
-                    Tuple)
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    NamedTuple,
+)
 
 if TYPE_CHECKING:  # the backends import this module
     from ._ops import ArrayOps
@@ -48,13 +52,11 @@ class Real:
     """A finite real number, optionally > 0 (``positive``) or >= 0 (``nonneg``),
     and <= ``maximum``."""
 
-    def __init__(self, positive: bool = False, nonneg: bool = False,
-                 maximum: Optional[float] = None):
+    def __init__(self, positive: bool = False, nonneg: bool = False, maximum: float | None = None):
         self.positive, self.nonneg, self.maximum = positive, nonneg, maximum
 
     def __call__(self, value: Any, name: str) -> float:
-        return check_real(value, name, positive=self.positive, nonneg=self.nonneg,
-                          hi=self.maximum)
+        return check_real(value, name, positive=self.positive, nonneg=self.nonneg, hi=self.maximum)
 
     @staticmethod
     def parse(text: str) -> float:
@@ -71,7 +73,7 @@ class Real:
 class Int:
     """An integer (``bool`` rejected) in ``[minimum, maximum]``."""
 
-    def __init__(self, minimum: int, maximum: Optional[int] = None):
+    def __init__(self, minimum: int, maximum: int | None = None):
         self.minimum, self.maximum = minimum, maximum
 
     def __call__(self, value: Any, name: str) -> int:
@@ -140,9 +142,10 @@ class Param:
     def validate(self, value: Any) -> Any:
         return self.check(value, self.name)
 
-    def with_default(self, default: Any) -> "Param":
-        return Param(self.name, default, self.check, self.help, self.tunable, self.compiled,
-                     self.metavar)
+    def with_default(self, default: Any) -> Param:
+        return Param(
+            self.name, default, self.check, self.help, self.tunable, self.compiled, self.metavar
+        )
 
 
 from ._constants import DEFAULT_TIE_TOL  # noqa: E402
@@ -170,30 +173,74 @@ MAX_EXPONENT = 16.0
 #: rounding noise of ulp(lgamma(a)) in the scores (2e-7 at 1e8; 1 at 1e15)
 MAX_PRIOR = 1e8
 
-TIE_TOL = Param("tie_tol", DEFAULT_TIE_TOL, Real(nonneg=True, maximum=MAX_TIE_TOL),
-                "float scores within tie_tol * sum(w) tie (rounding never breaks a tie); "
-                "in [0, 1]")
-GAMMA = Param("gamma", 10.0, Real(positive=True, maximum=MAX_GAMMA),
-              "sigmoid sharpness gamma, in (0, 1e4]", tunable=True, metavar="G")
-LR = Param("lr", 0.01, Real(nonneg=True, maximum=MAX_LR),
-           "Adam learning rate in [0, 1000] (paper: 0.05 on HumanEval+/MBPP)", tunable=True,
-           metavar="LR")
-STEPS = Param("steps", 90, Int(0, MAX_STEPS), "Adam steps, in [0, 10**6]", tunable=True,
-              metavar="N")
-TOP_K = Param("top_k", 24, OrNone(Int(1, MAX_TOP_K)),
-              "optimize on the K candidates with most passes; 'all' keeps every candidate",
-              tunable=True, metavar="K")
-INIT = Param("init", "uniform", Choice("uniform", "aces-c"),
-             "start from equal logits, or from the ACES-C weights (a warm start)")
-BINS = Param("bins", None, OrNone(Int(2, MAX_BINS)),
-             "binned surrogate with this many grid nodes in [2, 65536] (cpp only, approximate)",
-             compiled=False)
-EXPONENT = Param("exponent", 0.5, Real(nonneg=True, maximum=MAX_EXPONENT),
-                 "consensus-set size exponent, in [0, 16]")
-ALPHA = Param("alpha", 1e3, Real(positive=True, maximum=MAX_PRIOR), "prior a, in (0, 1e8]",
-              tunable=True, metavar="A")
-BETA0 = Param("beta0", 1e4, Real(positive=True, maximum=MAX_PRIOR), "prior b, in (0, 1e8]",
-              tunable=True, metavar="B")
+TIE_TOL = Param(
+    "tie_tol",
+    DEFAULT_TIE_TOL,
+    Real(nonneg=True, maximum=MAX_TIE_TOL),
+    "float scores within tie_tol * sum(w) tie (rounding never breaks a tie); in [0, 1]",
+)
+GAMMA = Param(
+    "gamma",
+    10.0,
+    Real(positive=True, maximum=MAX_GAMMA),
+    "sigmoid sharpness gamma, in (0, 1e4]",
+    tunable=True,
+    metavar="G",
+)
+LR = Param(
+    "lr",
+    0.01,
+    Real(nonneg=True, maximum=MAX_LR),
+    "Adam learning rate in [0, 1000] (paper: 0.05 on HumanEval+/MBPP)",
+    tunable=True,
+    metavar="LR",
+)
+STEPS = Param(
+    "steps", 90, Int(0, MAX_STEPS), "Adam steps, in [0, 10**6]", tunable=True, metavar="N"
+)
+TOP_K = Param(
+    "top_k",
+    24,
+    OrNone(Int(1, MAX_TOP_K)),
+    "optimize on the K candidates with most passes; 'all' keeps every candidate",
+    tunable=True,
+    metavar="K",
+)
+INIT = Param(
+    "init",
+    "uniform",
+    Choice("uniform", "aces-c"),
+    "start from equal logits, or from the ACES-C weights (a warm start)",
+)
+BINS = Param(
+    "bins",
+    None,
+    OrNone(Int(2, MAX_BINS)),
+    "binned surrogate with this many grid nodes in [2, 65536] (cpp only, approximate)",
+    compiled=False,
+)
+EXPONENT = Param(
+    "exponent",
+    0.5,
+    Real(nonneg=True, maximum=MAX_EXPONENT),
+    "consensus-set size exponent, in [0, 16]",
+)
+ALPHA = Param(
+    "alpha",
+    1e3,
+    Real(positive=True, maximum=MAX_PRIOR),
+    "prior a, in (0, 1e8]",
+    tunable=True,
+    metavar="A",
+)
+BETA0 = Param(
+    "beta0",
+    1e4,
+    Real(positive=True, maximum=MAX_PRIOR),
+    "prior b, in (0, 1e8]",
+    tunable=True,
+    metavar="B",
+)
 
 #: the ``init`` value that starts ACES-O from the ACES-C weights
 WARM_INIT = "aces-c"
@@ -201,7 +248,7 @@ WARM_INIT = "aces-c"
 # ---------------------------------------------------------------------------
 # method specs
 
-Values = Dict[str, Any]
+Values = dict[str, Any]
 
 
 class CoreArgs(NamedTuple):
@@ -217,7 +264,7 @@ class CoreArgs(NamedTuple):
     gamma: float
     lr: float
     steps: int
-    top_k: Optional[int]
+    top_k: int | None
     #: ACES-O starts from the ACES-C weights
     warm: bool
 
@@ -274,45 +321,50 @@ class MethodSpec:
 
     name: str
     summary: str
-    semantics: Callable[..., "_semantics.Outputs"]
-    args: Callable[[Values], Tuple[Any, ...]]
-    params: Tuple[Param, ...] = ()
+    semantics: Callable[..., _semantics.Outputs]
+    args: Callable[[Values], tuple[Any, ...]]
+    params: tuple[Param, ...] = ()
     fixed: Mapping[str, Any] = field(default_factory=dict)
     weights: bool = True
-    results: Tuple[str, ...] = ()
-    info: Tuple[str, ...] = ()
-    info_if_set: Tuple[str, ...] = ()
+    results: tuple[str, ...] = ()
+    info: tuple[str, ...] = ()
+    info_if_set: tuple[str, ...] = ()
     family: str = ""
-    key: Optional[str] = None
-    core_method: Optional[str] = None
-    core_args: Optional[Callable[[Values], Optional[CoreArgs]]] = None
+    key: str | None = None
+    core_method: str | None = None
+    core_args: Callable[[Values], CoreArgs | None] | None = None
     over_tasks: bool = False
-    cost: Optional[CostFn] = None
+    cost: CostFn | None = None
 
     def __post_init__(self) -> None:
         if not self.family:
             object.__setattr__(self, "family", self.name)
         names = tuple(p.name for p in self.params)
         object.__setattr__(self, "_names", frozenset(names))
-        object.__setattr__(self, "_checks", tuple((p.name, p.check, p.default)
-                                                  for p in self.params))
+        object.__setattr__(
+            self, "_checks", tuple((p.name, p.check, p.default) for p in self.params)
+        )
         object.__setattr__(self, "_defaults", {p.name: p.default for p in self.params})
         # what pack() needs, decided once
-        object.__setattr__(self, "_named_by", None if self.key is None or self.key in self.fixed
-                           else self.key)
-        object.__setattr__(self, "_fixed_info", {k: self.fixed[k] for k in self.info
-                                                 if k in self.fixed})
-        object.__setattr__(self, "_param_info", tuple(k for k in self.info
-                                                      if k not in self.fixed))
-        object.__setattr__(self, "_has", tuple(r in self.results for r in
-                                               ("loo_auc", "fallback", "objective", "rows")))
+        object.__setattr__(
+            self, "_named_by", None if self.key is None or self.key in self.fixed else self.key
+        )
+        object.__setattr__(
+            self, "_fixed_info", {k: self.fixed[k] for k in self.info if k in self.fixed}
+        )
+        object.__setattr__(self, "_param_info", tuple(k for k in self.info if k not in self.fixed))
+        object.__setattr__(
+            self,
+            "_has",
+            tuple(r in self.results for r in ("loo_auc", "fallback", "objective", "rows")),
+        )
 
-    def run(self, nx: ArrayOps, B: Any, values: Values) -> "_semantics.Outputs":
+    def run(self, nx: ArrayOps, B: Any, values: Values) -> _semantics.Outputs:
         """The method on backend ``nx``: ``semantics(nx, B, *args(values))``."""
         return self.semantics(nx, B, *self.args(values))
 
     @property
-    def code(self) -> Optional[int]:
+    def code(self) -> int | None:
         """The compiled method code (``_core.METHOD_CODES[core_method]``); ``None``
         without a compiled copy or without the extension."""
         from ._compiled import core
@@ -341,8 +393,10 @@ class MethodSpec:
         if given != len(params):
             unknown = sorted(set(params) - self._names)  # type: ignore[attr-defined]
             allowed = ", ".join(p.name for p in self.params) or "none"
-            raise TypeError(f"method {self.name!r} got unexpected parameter(s) "
-                            f"{', '.join(unknown)}; its parameters: {allowed}")
+            raise TypeError(
+                f"method {self.name!r} got unexpected parameter(s) "
+                f"{', '.join(unknown)}; its parameters: {allowed}"
+            )
         return values
 
     def result_name(self, values: Values) -> str:
@@ -352,8 +406,13 @@ class MethodSpec:
             return self.name
         return _FAMILY_NAMES.get((self.family, values[key]), self.family)
 
-    def pack(self, out: "_semantics.Outputs", values: Values, backend: str,
-             convert: Optional[Callable[[Any], Any]] = None) -> RerankResult:
+    def pack(
+        self,
+        out: _semantics.Outputs,
+        values: Values,
+        backend: str,
+        convert: Callable[[Any], Any] | None = None,
+    ) -> RerankResult:
         """A :class:`RerankResult` from a method's :class:`~aces_fast._semantics.Outputs`
         (its semantics', or a compiled path's); ``convert`` maps each array (e.g.
         tensors to NumPy).
@@ -381,13 +440,22 @@ class MethodSpec:
         for k in self.info_if_set:
             if values.get(k) is not None:
                 info[k] = values[k]
-        return RerankResult(scores, weights, order, self.result_name(values), backend, loo,
-                            bool(out.fallback) if has_fallback else False, objective, info)
+        return RerankResult(
+            scores,
+            weights,
+            order,
+            self.result_name(values),
+            backend,
+            loo,
+            bool(out.fallback) if has_fallback else False,
+            objective,
+            info,
+        )
 
 
-_SPECS: Dict[str, MethodSpec] = {}
+_SPECS: dict[str, MethodSpec] = {}
 #: (family, value of the family's key) -> the member's name
-_FAMILY_NAMES: Dict[Tuple[str, Any], str] = {}
+_FAMILY_NAMES: dict[tuple[str, Any], str] = {}
 
 
 def register(spec: MethodSpec) -> MethodSpec:
@@ -422,17 +490,18 @@ def get(method: Any) -> MethodSpec:
     return spec
 
 
-def names() -> Tuple[str, ...]:
+def names() -> tuple[str, ...]:
     """Every ``rerank`` name, in table order."""
     return tuple(_SPECS)
 
 
-def specs() -> Tuple[MethodSpec, ...]:
+def specs() -> tuple[MethodSpec, ...]:
     return tuple(_SPECS.values())
 
 
-def method_params(method: str, params: Optional[Mapping[str, Any]] = None, *,
-                  tunable: bool = False) -> Values:
+def method_params(
+    method: str, params: Mapping[str, Any] | None = None, *, tunable: bool = False
+) -> Values:
     """The parameters ``method`` runs with: ``params`` validated, defaults filled in.
 
     ``tunable=True`` (evaluate, the CLI): only the tunable hyperparameters, and
@@ -446,15 +515,15 @@ def method_params(method: str, params: Optional[Mapping[str, Any]] = None, *,
     allowed = [p for p in spec.params if p.tunable]
     unknown = set(params) - {p.name for p in allowed}
     if unknown:
-        raise ValueError(f"unknown hyperparameter(s) for {spec.family}: "
-                         f"{', '.join(sorted(unknown))}")
-    return {p.name: p.validate(params[p.name]) if p.name in params else p.default
-            for p in allowed}
+        raise ValueError(
+            f"unknown hyperparameter(s) for {spec.family}: {', '.join(sorted(unknown))}"
+        )
+    return {p.name: p.validate(params[p.name]) if p.name in params else p.default for p in allowed}
 
 
-def tunable_families() -> Dict[str, Tuple[Param, ...]]:
+def tunable_families() -> dict[str, tuple[Param, ...]]:
     """Family -> its tunable parameters (the first member's declarations), in table order."""
-    out: Dict[str, Tuple[Param, ...]] = {}
+    out: dict[str, tuple[Param, ...]] = {}
     for spec in _SPECS.values():
         tunables = tuple(p for p in spec.params if p.tunable)
         if tunables and spec.family not in out:
@@ -462,11 +531,11 @@ def tunable_families() -> Dict[str, Tuple[Param, ...]]:
     return out
 
 
-class _ParamTable(Mapping[str, Dict[str, Tuple[Any, Callable[[Any], Any]]]]):
+class _ParamTable(Mapping[str, dict[str, tuple[Any, Callable[[Any], Any]]]]):
     """``METHOD_PARAMS``: method -> {parameter: (default, validator of one value)},
     a live view of the registry."""
 
-    def __getitem__(self, method: str) -> Dict[str, Tuple[Any, Callable[[Any], Any]]]:
+    def __getitem__(self, method: str) -> dict[str, tuple[Any, Callable[[Any], Any]]]:
         spec = _SPECS[method]
         return {p.name: (p.default, p.validate) for p in spec.params}
 
@@ -483,81 +552,158 @@ METHOD_PARAMS = _ParamTable()
 # the methods (table order)
 
 
-MAJORITY = register(MethodSpec(
-    name="majority",
-    summary="majority vote: every non-constant test weighs the same",
-    semantics=_semantics.majority, args=lambda v: (DEFAULT_TIE_TOL,),
-    core_method="majority",
-    core_args=lambda v: CoreArgs(tie_tol=DEFAULT_TIE_TOL, gamma=GAMMA.default, lr=LR.default,
-                                 steps=0, top_k=None, warm=False),
-    over_tasks=True,
-))
-CODET = register(MethodSpec(
-    name="codet",
-    summary="CodeT: consensus sets score passes x size ** exponent (0.5)",
-    semantics=_semantics.codet, args=lambda v: (v["exponent"],),
-    params=(EXPONENT,), weights=False, info=("exponent",), key="exponent",
-))
-CODET_LINEAR = register(MethodSpec(
-    name="codet-linear",
-    summary="CodeT with exponent 1 (the paper's linear form)",
-    semantics=CODET.semantics, args=CODET.args, params=(EXPONENT.with_default(1.0),),
-    weights=False, info=("exponent",),
-    family="codet", key="exponent",
-))
-B4 = register(MethodSpec(
-    name="b4",
-    summary="B4: Bayesian posterior of each consensus set",
-    semantics=_semantics.b4, args=lambda v: (v["alpha"], v["beta0"]),
-    params=(ALPHA, BETA0), weights=False, info=("alpha", "beta0"),
-))
-ACES_C = register(MethodSpec(
-    name="aces-c",
-    summary="ACES-C: closed-form weights max(0, LOO-AUC - 1/2) p (1 - p)",
-    semantics=_semantics.aces_c, args=lambda v: (True, v["tie_tol"]),
-    params=(TIE_TOL,), fixed={"variant": "weighted"}, results=("loo_auc", "fallback"),
-    info=("variant",), key="variant", core_method="aces-c",
-    core_args=lambda v: CoreArgs(tie_tol=v["tie_tol"], gamma=GAMMA.default, lr=LR.default,
-                                 steps=0, top_k=None, warm=False),
-    over_tasks=True,
-))
-ACES_C_FILTER = register(MethodSpec(
-    name="aces-c-filter",
-    summary="ACES-C filter: weight 1 on tests with LOO-AUC > 1/2",
-    semantics=_semantics.aces_c, args=lambda v: (False, v["tie_tol"]),
-    params=(TIE_TOL,), fixed={"variant": "filter"},
-    results=("loo_auc", "fallback"), info=("variant",), family="aces-c", key="variant",
-    core_method="aces-c-filter", core_args=ACES_C.core_args, over_tasks=True,
-))
+MAJORITY = register(
+    MethodSpec(
+        name="majority",
+        summary="majority vote: every non-constant test weighs the same",
+        semantics=_semantics.majority,
+        args=lambda v: (DEFAULT_TIE_TOL,),
+        core_method="majority",
+        core_args=lambda v: CoreArgs(
+            tie_tol=DEFAULT_TIE_TOL,
+            gamma=GAMMA.default,
+            lr=LR.default,
+            steps=0,
+            top_k=None,
+            warm=False,
+        ),
+        over_tasks=True,
+    )
+)
+CODET = register(
+    MethodSpec(
+        name="codet",
+        summary="CodeT: consensus sets score passes x size ** exponent (0.5)",
+        semantics=_semantics.codet,
+        args=lambda v: (v["exponent"],),
+        params=(EXPONENT,),
+        weights=False,
+        info=("exponent",),
+        key="exponent",
+    )
+)
+CODET_LINEAR = register(
+    MethodSpec(
+        name="codet-linear",
+        summary="CodeT with exponent 1 (the paper's linear form)",
+        semantics=CODET.semantics,
+        args=CODET.args,
+        params=(EXPONENT.with_default(1.0),),
+        weights=False,
+        info=("exponent",),
+        family="codet",
+        key="exponent",
+    )
+)
+B4 = register(
+    MethodSpec(
+        name="b4",
+        summary="B4: Bayesian posterior of each consensus set",
+        semantics=_semantics.b4,
+        args=lambda v: (v["alpha"], v["beta0"]),
+        params=(ALPHA, BETA0),
+        weights=False,
+        info=("alpha", "beta0"),
+    )
+)
+ACES_C = register(
+    MethodSpec(
+        name="aces-c",
+        summary="ACES-C: closed-form weights max(0, LOO-AUC - 1/2) p (1 - p)",
+        semantics=_semantics.aces_c,
+        args=lambda v: (True, v["tie_tol"]),
+        params=(TIE_TOL,),
+        fixed={"variant": "weighted"},
+        results=("loo_auc", "fallback"),
+        info=("variant",),
+        key="variant",
+        core_method="aces-c",
+        core_args=lambda v: CoreArgs(
+            tie_tol=v["tie_tol"],
+            gamma=GAMMA.default,
+            lr=LR.default,
+            steps=0,
+            top_k=None,
+            warm=False,
+        ),
+        over_tasks=True,
+    )
+)
+ACES_C_FILTER = register(
+    MethodSpec(
+        name="aces-c-filter",
+        summary="ACES-C filter: weight 1 on tests with LOO-AUC > 1/2",
+        semantics=_semantics.aces_c,
+        args=lambda v: (False, v["tie_tol"]),
+        params=(TIE_TOL,),
+        fixed={"variant": "filter"},
+        results=("loo_auc", "fallback"),
+        info=("variant",),
+        family="aces-c",
+        key="variant",
+        core_method="aces-c-filter",
+        core_args=ACES_C.core_args,
+        over_tasks=True,
+    )
+)
 
 
-def _aces_o_core_args(v: Values) -> Optional[CoreArgs]:
+def _aces_o_core_args(v: Values) -> CoreArgs | None:
     if v["bins"] is not None:
         return None  # the binned fit runs through the Python semantics
-    return CoreArgs(tie_tol=v["tie_tol"], gamma=v["gamma"], lr=v["lr"], steps=v["steps"],
-                    top_k=v["top_k"], warm=v["init"] == WARM_INIT)
+    return CoreArgs(
+        tie_tol=v["tie_tol"],
+        gamma=v["gamma"],
+        lr=v["lr"],
+        steps=v["steps"],
+        top_k=v["top_k"],
+        warm=v["init"] == WARM_INIT,
+    )
 
 
-ACES_O = register(MethodSpec(
-    name="aces-o",
-    summary="ACES-O: simplex weights maximizing the surrogate LOO-AUC objective (Adam)",
-    semantics=_semantics.aces_o,
-    args=lambda v: (v["gamma"], v["lr"], v["steps"], v["top_k"], v["init"] == WARM_INIT,
-                    v["tie_tol"], v["bins"]),
-    params=(GAMMA, LR, STEPS, TOP_K, INIT, TIE_TOL, BINS),
-    results=("objective", "rows"), info=("gamma", "lr", "steps", "top_k", "init"),
-    info_if_set=("bins",), key="init", core_method="aces-o", core_args=_aces_o_core_args,
-    over_tasks=True, cost=aces_o_cost,
-))
-ACES_O_WARM = register(MethodSpec(
-    name="aces-o-warm",
-    summary="ACES-O started from the ACES-C weights (init='aces-c')",
-    semantics=ACES_O.semantics, args=ACES_O.args,
-    params=tuple(INIT.with_default(WARM_INIT) if p is INIT else p for p in ACES_O.params),
-    results=ACES_O.results, info=ACES_O.info, info_if_set=ACES_O.info_if_set,
-    family="aces-o", key="init", core_method="aces-o", core_args=_aces_o_core_args,
-    over_tasks=True, cost=aces_o_cost,
-))
+ACES_O = register(
+    MethodSpec(
+        name="aces-o",
+        summary="ACES-O: simplex weights maximizing the surrogate LOO-AUC objective (Adam)",
+        semantics=_semantics.aces_o,
+        args=lambda v: (
+            v["gamma"],
+            v["lr"],
+            v["steps"],
+            v["top_k"],
+            v["init"] == WARM_INIT,
+            v["tie_tol"],
+            v["bins"],
+        ),
+        params=(GAMMA, LR, STEPS, TOP_K, INIT, TIE_TOL, BINS),
+        results=("objective", "rows"),
+        info=("gamma", "lr", "steps", "top_k", "init"),
+        info_if_set=("bins",),
+        key="init",
+        core_method="aces-o",
+        core_args=_aces_o_core_args,
+        over_tasks=True,
+        cost=aces_o_cost,
+    )
+)
+ACES_O_WARM = register(
+    MethodSpec(
+        name="aces-o-warm",
+        summary="ACES-O started from the ACES-C weights (init='aces-c')",
+        semantics=ACES_O.semantics,
+        args=ACES_O.args,
+        params=tuple(INIT.with_default(WARM_INIT) if p is INIT else p for p in ACES_O.params),
+        results=ACES_O.results,
+        info=ACES_O.info,
+        info_if_set=ACES_O.info_if_set,
+        family="aces-o",
+        key="init",
+        core_method="aces-o",
+        core_args=_aces_o_core_args,
+        over_tasks=True,
+        cost=aces_o_cost,
+    )
+)
 
 #: the method ``rerank`` / ``rerank_batch`` / the CLI use when none is named
 DEFAULT_METHOD = ACES_C.name

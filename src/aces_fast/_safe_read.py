@@ -32,9 +32,10 @@ import sys
 import warnings
 import zipfile
 import zlib
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import IO, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+from typing import IO, NamedTuple
 
 import numpy as np
 
@@ -79,7 +80,7 @@ def parse_limit(text: str, what: str) -> int:
     return value
 
 
-def _one_limit(value: Optional[int], env: str, default: int, what: str) -> int:
+def _one_limit(value: int | None, env: str, default: int, what: str) -> int:
     if value is None:
         text = os.environ.get(env, "").strip()
         return parse_limit(text, f"the environment variable {env}") if text else default
@@ -90,7 +91,7 @@ def _one_limit(value: Optional[int], env: str, default: int, what: str) -> int:
     return int(value)
 
 
-def resolve_limits(max_cells: Optional[int] = None, max_bytes: Optional[int] = None) -> Limits:
+def resolve_limits(max_cells: int | None = None, max_bytes: int | None = None) -> Limits:
     """The limits in force: each argument, else its environment variable, else the default.
 
     Parameters
@@ -107,23 +108,34 @@ def resolve_limits(max_cells: Optional[int] = None, max_bytes: Optional[int] = N
     ValueError, TypeError
         For a limit (or an environment variable) that is not a positive integer.
     """
-    return Limits(_one_limit(max_cells, ENV_MAX_CELLS, DEFAULT_MAX_CELLS, "max_cells"),
-                  _one_limit(max_bytes, ENV_MAX_BYTES, DEFAULT_MAX_BYTES, "max_bytes"))
+    return Limits(
+        _one_limit(max_cells, ENV_MAX_CELLS, DEFAULT_MAX_CELLS, "max_cells"),
+        _one_limit(max_bytes, ENV_MAX_BYTES, DEFAULT_MAX_BYTES, "max_bytes"),
+    )
 
 
 def _cells_hint() -> str:
-    return (f"raise it with max_cells= (Python), the environment variable {ENV_MAX_CELLS} "
-            "or --max-cells (command line)")
+    return (
+        f"raise it with max_cells= (Python), the environment variable {ENV_MAX_CELLS} "
+        "or --max-cells (command line)"
+    )
 
 
 def _bytes_hint() -> str:
-    return (f"raise it with max_bytes= (Python), the environment variable {ENV_MAX_BYTES} "
-            "or --max-bytes (command line)")
+    return (
+        f"raise it with max_bytes= (Python), the environment variable {ENV_MAX_BYTES} "
+        "or --max-bytes (command line)"
+    )
 
 
-def check_size(where: str, *, shape: Optional[Sequence[int]] = None,
-               nbytes: Optional[int] = None, max_cells: Optional[int] = None,
-               max_bytes: Optional[int] = None) -> None:
+def check_size(
+    where: str,
+    *,
+    shape: Sequence[int] | None = None,
+    nbytes: int | None = None,
+    max_cells: int | None = None,
+    max_bytes: int | None = None,
+) -> None:
     """Refuse a pass matrix or a file's data beyond the limits, before allocating it.
 
     Parameters
@@ -152,11 +164,15 @@ def check_size(where: str, *, shape: Optional[Sequence[int]] = None,
         cells = math.prod(dims)
         if cells > lim.max_cells:
             shown = " x ".join(f"{d:,}" for d in dims)
-            raise ValueError(f"{where}: {shown} = {cells:,} cells is more than the limit of "
-                             f"{lim.max_cells:,} cells per pass matrix; {_cells_hint()}")
+            raise ValueError(
+                f"{where}: {shown} = {cells:,} cells is more than the limit of "
+                f"{lim.max_cells:,} cells per pass matrix; {_cells_hint()}"
+            )
     if nbytes is not None and int(nbytes) > lim.max_bytes:
-        raise ValueError(f"{where}: {int(nbytes):,} bytes is more than the limit of "
-                         f"{lim.max_bytes:,} bytes per file; {_bytes_hint()}")
+        raise ValueError(
+            f"{where}: {int(nbytes):,} bytes is more than the limit of "
+            f"{lim.max_bytes:,} bytes per file; {_bytes_hint()}"
+        )
 
 
 # ---------------------------------------------------------------------------
@@ -164,9 +180,13 @@ def check_size(where: str, *, shape: Optional[Sequence[int]] = None,
 
 
 def _kind(mode: int) -> str:
-    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-                       (stat.S_ISSOCK, "a socket")):
+    for test, name in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
         if test(mode):
             return name
     return "not a regular file"
@@ -174,11 +194,13 @@ def _kind(mode: int) -> str:
 
 def _refuse_special(label: str, mode: int) -> None:
     if not stat.S_ISREG(mode):
-        raise ValueError(f"{label}: is {_kind(mode)}, not a regular file; only regular files "
-                         "are read (use '-' to read standard input)")
+        raise ValueError(
+            f"{label}: is {_kind(mode)}, not a regular file; only regular files "
+            "are read (use '-' to read standard input)"
+        )
 
 
-def open_regular(path: "os.PathLike[str] | str", label: str) -> Tuple[IO[bytes], int]:
+def open_regular(path: os.PathLike[str] | str, label: str) -> tuple[IO[bytes], int]:
     """Open ``path`` for binary reading if it is a regular file; return (file, size).
 
     Directories, FIFOs, devices and sockets are refused before opening (a FIFO
@@ -191,11 +213,16 @@ def open_regular(path: "os.PathLike[str] | str", label: str) -> Tuple[IO[bytes],
     except FileNotFoundError:
         raise ValueError(f"{label}: no such file") from None
     except (OSError, ValueError) as exc:  # ValueError: embedded NUL in the path
-        raise ValueError(f"{label}: cannot access: {getattr(exc, 'strerror', None) or exc}") \
-            from None
+        raise ValueError(
+            f"{label}: cannot access: {getattr(exc, 'strerror', None) or exc}"
+        ) from None
     _refuse_special(label, st.st_mode)
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) \
+    flags = (
+        os.O_RDONLY
+        | getattr(os, "O_NONBLOCK", 0)
+        | getattr(os, "O_NOCTTY", 0)
         | getattr(os, "O_BINARY", 0)
+    )
     try:
         fd = os.open(path, flags)
     except OSError as exc:
@@ -219,14 +246,18 @@ def read_stdin(label: str, max_bytes: int) -> bytes:
         raise ValueError(f"{label}: there is no standard input to read")
     try:
         if stream.isatty():
-            raise ValueError(f"{label}: standard input is a terminal; pipe or redirect a "
-                             "file into it (e.g. 'aces-fast rerank - < matrix.csv')")
+            raise ValueError(
+                f"{label}: standard input is a terminal; pipe or redirect a "
+                "file into it (e.g. 'aces-fast rerank - < matrix.csv')"
+            )
     except (AttributeError, OSError):
         pass
     data = stream.read(max_bytes + 1)
     if len(data) > max_bytes:
-        raise ValueError(f"{label}: standard input holds more than {max_bytes:,} bytes, the "
-                         f"limit per file; {_bytes_hint()}")
+        raise ValueError(
+            f"{label}: standard input holds more than {max_bytes:,} bytes, the "
+            f"limit per file; {_bytes_hint()}"
+        )
     return data
 
 
@@ -261,8 +292,10 @@ class LimitedReader(io.RawIOBase):
         view[:n] = data
         self.count += n
         if self.count > self._limit:
-            raise ValueError(f"{self._label}: holds more than {self._limit:,} bytes of data "
-                             f"(after decompression), the limit per file; {_bytes_hint()}")
+            raise ValueError(
+                f"{self._label}: holds more than {self._limit:,} bytes of data "
+                f"(after decompression), the limit per file; {_bytes_hint()}"
+            )
         return n
 
 
@@ -279,7 +312,7 @@ def _describe(exc: BaseException) -> str:
 class NpyHeader:
     """What an ``.npy`` header declares; ``offset`` = bytes before the data."""
 
-    shape: Tuple[int, ...]
+    shape: tuple[int, ...]
     fortran_order: bool
     dtype: np.dtype
     offset: int
@@ -319,22 +352,29 @@ def read_npy_header(fp: IO[bytes], where: str) -> NpyHeader:
         if len(magic) < 8 and b"\x93NUMPY".startswith(magic[:6]):
             raise ValueError(f"{where}: truncated .npy header ({len(magic)} bytes)")
         if magic[:1] == b"\x80":
-            raise ValueError(f"{where}: is a Python pickle, not a .npy array; pickles are "
-                             "refused (loading one can run arbitrary code)")
-        raise ValueError(f"{where}: not a .npy array (the file does not start with the "
-                         "NumPy magic string)")
+            raise ValueError(
+                f"{where}: is a Python pickle, not a .npy array; pickles are "
+                "refused (loading one can run arbitrary code)"
+            )
+        raise ValueError(
+            f"{where}: not a .npy array (the file does not start with the NumPy magic string)"
+        )
     version = (magic[6], magic[7])
     if version not in ((1, 0), (2, 0)):
-        raise ValueError(f"{where}: unsupported .npy format version {version[0]}.{version[1]} "
-                         "(a pass matrix is written as version 1.0 or 2.0)")
+        raise ValueError(
+            f"{where}: unsupported .npy format version {version[0]}.{version[1]} "
+            "(a pass matrix is written as version 1.0 or 2.0)"
+        )
     size_fmt = "<H" if version == (1, 0) else "<I"
     raw_len = _read_up_to(fp, struct.calcsize(size_fmt))
     if len(raw_len) < struct.calcsize(size_fmt):
         raise ValueError(f"{where}: truncated .npy header")
     hlen = struct.unpack(size_fmt, raw_len)[0]
     if hlen > _MAX_HEADER:
-        raise ValueError(f"{where}: .npy header of {hlen:,} bytes is longer than the "
-                         f"{_MAX_HEADER:,} bytes numpy accepts without unpickling")
+        raise ValueError(
+            f"{where}: .npy header of {hlen:,} bytes is longer than the "
+            f"{_MAX_HEADER:,} bytes numpy accepts without unpickling"
+        )
     header = _read_up_to(fp, hlen)
     if len(header) < hlen:
         raise ValueError(f"{where}: truncated .npy header ({len(header)} of {hlen} bytes)")
@@ -342,26 +382,27 @@ def read_npy_header(fp: IO[bytes], where: str) -> NpyHeader:
     # bad header is reported as such, whatever its type (ast/tokenize errors too).
     buf = io.BytesIO(magic + raw_len + header)
     npformat.read_magic(buf)
-    reader = (npformat.read_array_header_1_0 if version == (1, 0)
-              else npformat.read_array_header_2_0)
+    reader = npformat.read_array_header_1_0 if version == (1, 0) else npformat.read_array_header_2_0
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # numpy warns on Python-2 headers
             shape, fortran, dtype = reader(buf)
-    except Exception as exc:  # noqa: BLE001 -- only numpy's header parser runs here
+    except Exception as exc:
         raise ValueError(f"{where}: corrupt .npy header ({_describe(exc)})") from None
     if any(d < 0 for d in shape):
         raise ValueError(f"{where}: .npy header declares negative dimensions {shape}")
     if dtype.hasobject:
-        raise ValueError(f"{where}: holds Python objects (dtype {dtype}); such arrays are "
-                         "stored as pickles and are refused (loading one can run arbitrary "
-                         "code)")
-    return NpyHeader(tuple(int(d) for d in shape), bool(fortran), dtype,
-                     8 + len(raw_len) + hlen)
+        raise ValueError(
+            f"{where}: holds Python objects (dtype {dtype}); such arrays are "
+            "stored as pickles and are refused (loading one can run arbitrary "
+            "code)"
+        )
+    return NpyHeader(tuple(int(d) for d in shape), bool(fortran), dtype, 8 + len(raw_len) + hlen)
 
 
-def read_npy(fp: IO[bytes], where: str, available: Optional[int], limits: Limits,
-             matrix: bool = False) -> np.ndarray:
+def read_npy(
+    fp: IO[bytes], where: str, available: int | None, limits: Limits, matrix: bool = False
+) -> np.ndarray:
     """Read one ``.npy`` array from ``fp``, checking what it declares before allocating.
 
     Parameters
@@ -384,31 +425,42 @@ def read_npy(fp: IO[bytes], where: str, available: Optional[int], limits: Limits
     head = read_npy_header(fp, where)
     shown = "x".join(str(d) for d in head.shape) or "scalar"
     if matrix:
-        check_size(f"{where}: pass matrix declared by the .npy header", shape=head.shape,
-                   max_cells=limits.max_cells)
-    check_size(f"{where}: data declared by the .npy header (shape {head.shape}, {head.dtype})",
-               nbytes=head.nbytes, max_bytes=limits.max_bytes)
+        check_size(
+            f"{where}: pass matrix declared by the .npy header",
+            shape=head.shape,
+            max_cells=limits.max_cells,
+        )
+    check_size(
+        f"{where}: data declared by the .npy header (shape {head.shape}, {head.dtype})",
+        nbytes=head.nbytes,
+        max_bytes=limits.max_bytes,
+    )
     if available is not None and head.nbytes > available - head.offset:
-        raise ValueError(f"{where}: truncated or corrupt: the header declares shape {shown} "
-                         f"of {head.dtype} ({head.nbytes:,} bytes) but only "
-                         f"{max(available - head.offset, 0):,} bytes follow it")
+        raise ValueError(
+            f"{where}: truncated or corrupt: the header declares shape {shown} "
+            f"of {head.dtype} ({head.nbytes:,} bytes) but only "
+            f"{max(available - head.offset, 0):,} bytes follow it"
+        )
     if head.nbytes == 0:
         try:
             return np.empty(head.shape, head.dtype, order="F" if head.fortran_order else "C")
         except (ValueError, TypeError, OverflowError, MemoryError) as exc:
-            raise ValueError(f"{where}: unusable shape {head.shape} of {head.dtype} "
-                             f"({_describe(exc)})") from None
+            raise ValueError(
+                f"{where}: unusable shape {head.shape} of {head.dtype} ({_describe(exc)})"
+            ) from None
     buf = bytearray(head.nbytes)
     view = memoryview(buf)
     got = 0
     while got < head.nbytes:
-        n = fp.readinto(view[got:got + _CHUNK])  # type: ignore[attr-defined]
+        n = fp.readinto(view[got : got + _CHUNK])  # type: ignore[attr-defined]
         if not n:
             break
         got += n
     if got < head.nbytes:
-        raise ValueError(f"{where}: truncated: the header declares {head.nbytes:,} bytes of "
-                         f"data ({shown} of {head.dtype}) but the data ends after {got:,}")
+        raise ValueError(
+            f"{where}: truncated: the header declares {head.nbytes:,} bytes of "
+            f"data ({shown} of {head.dtype}) but the data ends after {got:,}"
+        )
     arr = np.frombuffer(buf, dtype=head.dtype, count=head.count)
     if head.fortran_order:
         return arr.reshape(head.shape[::-1]).transpose()
@@ -419,8 +471,15 @@ def read_npy(fp: IO[bytes], where: str, available: Optional[int], limits: Limits
 # npz archives
 
 # What zipfile and its decompressors raise on a truncated or corrupt archive.
-_ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, OSError, struct.error,
-               NotImplementedError, UnicodeDecodeError)
+_ZIP_ERRORS = (
+    zipfile.BadZipFile,
+    zlib.error,
+    EOFError,
+    OSError,
+    struct.error,
+    NotImplementedError,
+    UnicodeDecodeError,
+)
 
 
 @contextmanager
@@ -430,8 +489,9 @@ def _zip_errors(where: str) -> Iterator[None]:
     except ValueError:
         raise
     except _ZIP_ERRORS as exc:
-        raise ValueError(f"{where}: cannot read as .npz: corrupt or truncated zip archive "
-                         f"({_describe(exc)})") from None
+        raise ValueError(
+            f"{where}: cannot read as .npz: corrupt or truncated zip archive ({_describe(exc)})"
+        ) from None
 
 
 class NpzArchive:
@@ -455,27 +515,32 @@ class NpzArchive:
             self._zip.close()
             raise
 
-    def _index(self, infos: List[zipfile.ZipInfo]) -> Dict[str, zipfile.ZipInfo]:
+    def _index(self, infos: list[zipfile.ZipInfo]) -> dict[str, zipfile.ZipInfo]:
         label = self.label
         total = sum(i.file_size for i in infos)
-        check_size(f"{label}: uncompressed size of its members", nbytes=total,
-                   max_bytes=self.limits.max_bytes)
-        members: Dict[str, zipfile.ZipInfo] = {}
+        check_size(
+            f"{label}: uncompressed size of its members",
+            nbytes=total,
+            max_bytes=self.limits.max_bytes,
+        )
+        members: dict[str, zipfile.ZipInfo] = {}
         for info in infos:
             key = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
             if info.flag_bits & 0x1:
                 raise ValueError(f"{label}: member {info.filename!r} is encrypted")
             if info.compress_type not in _ZIP_METHODS:
-                raise ValueError(f"{label}: member {info.filename!r} uses zip compression "
-                                 f"method {info.compress_type}; only stored and deflate (what "
-                                 "numpy writes) are read")
+                raise ValueError(
+                    f"{label}: member {info.filename!r} uses zip compression "
+                    f"method {info.compress_type}; only stored and deflate (what "
+                    "numpy writes) are read"
+                )
             if key in members:
                 raise ValueError(f"{label}: the key {key!r} appears twice in the archive")
             members[key] = info
         return members
 
     @property
-    def files(self) -> List[str]:
+    def files(self) -> list[str]:
         """Keys in archive order (member names without ``.npy``)."""
         return list(self._members)
 
@@ -498,7 +563,7 @@ class NpzArchive:
     def close(self) -> None:
         self._zip.close()
 
-    def __enter__(self) -> "NpzArchive":
+    def __enter__(self) -> NpzArchive:
         return self
 
     def __exit__(self, *exc: object) -> None:

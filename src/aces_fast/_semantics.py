@@ -24,7 +24,7 @@ turns it into a :class:`~aces_fast.result.RerankResult`.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Tuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:  # the backends import this module
     from ._ops import ArrayOps
@@ -45,18 +45,25 @@ class Outputs(NamedTuple):
     objective: Any = None
     rows: Any = None
 
-    def task(self, k: int, n: int, m: int) -> "Outputs":
+    def task(self, k: int, n: int, m: int) -> Outputs:
         """Task ``k`` (``n`` candidates, ``m`` tests) of outputs computed over a
         padded task axis: its rows of the arrays, cut to its own shape (views)."""
-        def cut(x: Any, size: Optional[int]) -> Any:
+
+        def cut(x: Any, size: int | None) -> Any:
             if x is None or isinstance(x, bool):
                 return x
             return x[k] if size is None else x[k, :size]
 
         rows = None if self.rows is None else cut(self.rows, min(n, self.rows.shape[1]))
-        return Outputs(cut(self.scores, n), cut(self.weights, m), cut(self.order, n),
-                       cut(self.loo_auc, m), cut(self.fallback, None), cut(self.objective, None),
-                       rows)
+        return Outputs(
+            cut(self.scores, n),
+            cut(self.weights, m),
+            cut(self.order, n),
+            cut(self.loo_auc, m),
+            cut(self.fallback, None),
+            cut(self.objective, None),
+            rows,
+        )
 
 
 # ---------------------------------------------------------------------------
@@ -75,7 +82,7 @@ def normalized(nx: ArrayOps, w: Any) -> Any:
     return w / nx.where(total > 0, total, 1.0)
 
 
-def snap_and_order(nx: ArrayOps, s: Any, tol: Any, valid: Any = None) -> Tuple[Any, Any]:
+def snap_and_order(nx: ArrayOps, s: Any, tol: Any, valid: Any = None) -> tuple[Any, Any]:
     """Tie-snapped scores and their descending order (docs/contract.rst §2).
 
     Scores that differ by at most ``tol`` become exactly equal: sums of float
@@ -120,8 +127,9 @@ def descending_order(nx: ArrayOps, scores: Any, valid: Any = None) -> Any:
     return nx.argsort(-scores)
 
 
-def weighted_ranking(nx: ArrayOps, B: Any, w: Any, tie_tol: float, plan: Any = None
-                     ) -> Tuple[Any, Any, Any]:
+def weighted_ranking(
+    nx: ArrayOps, B: Any, w: Any, tie_tol: float, plan: Any = None
+) -> tuple[Any, Any, Any]:
     """``(weights, scores, order)`` of unnormalized test weights ``w``.
 
     Weights normalized to sum 1, scores ``B w`` with ties snapped within
@@ -130,13 +138,15 @@ def weighted_ranking(nx: ArrayOps, B: Any, w: Any, tie_tol: float, plan: Any = N
     O(n m + n log n).
     """
     w = normalized(nx, w)
-    scores, order = snap_and_order(nx, nx.row_scores(B, w, plan), tie_tol * nx.sum(w),
-                                   nx.row_mask(B))
+    scores, order = snap_and_order(
+        nx, nx.row_scores(B, w, plan), tie_tol * nx.sum(w), nx.row_mask(B)
+    )
     return w, scores, order
 
 
-def aces_c_weights(nx: ArrayOps, L: Any, colsum: Any, n_rows: Any, weighted: bool
-                   ) -> Tuple[Any, Any]:
+def aces_c_weights(
+    nx: ArrayOps, L: Any, colsum: Any, n_rows: Any, weighted: bool
+) -> tuple[Any, Any]:
     """ACES-C weights (unnormalized) from the uniform LOO-AUC ``L``; ``(w, fallback)``.
 
     ``weighted``: ``w_j = max(0, L_j - 1/2) p_j (1 - p_j)`` with ``p_j`` the pass
@@ -155,7 +165,7 @@ def aces_c_weights(nx: ArrayOps, L: Any, colsum: Any, n_rows: Any, weighted: boo
     return w, fallback
 
 
-def top_k_rows(nx: ArrayOps, B: Any, top_k: Optional[int]) -> Any:
+def top_k_rows(nx: ArrayOps, B: Any, top_k: int | None) -> Any:
     """Ascending indices of the ``top_k`` candidates with most passes, ties by
     lower index; ``None`` when every candidate is kept (``top_k`` None or >= n).
     Padding rows rank last. O(n m + n log n)."""
@@ -190,8 +200,17 @@ def aces_c(nx: ArrayOps, B: Any, weighted: bool, tie_tol: float) -> Outputs:
     return Outputs(scores, weights, order, L, fallback)
 
 
-def aces_o(nx: ArrayOps, B: Any, gamma: float, lr: float, steps: int, top_k: Optional[int],
-           warm: bool, tie_tol: float, bins: Optional[int] = None) -> Outputs:
+def aces_o(
+    nx: ArrayOps,
+    B: Any,
+    gamma: float,
+    lr: float,
+    steps: int,
+    top_k: int | None,
+    warm: bool,
+    tie_tol: float,
+    bins: int | None = None,
+) -> Outputs:
     """ACES-O: Adam on the surrogate objective over the simplex (docs/contract.rst §3).
 
     Active tests are the non-constant ones. Logits start at 0, or (``warm``) at
@@ -216,13 +235,14 @@ def aces_o(nx: ArrayOps, B: Any, gamma: float, lr: float, steps: int, top_k: Opt
     else:
         valid = nx.row_mask(B)
         counts = None if valid is None else nx.take(valid, rows)
-        w, objective = nx.aces_o_fit(nx.take_rows(B, rows), logits0, active, gamma, lr, steps,
-                                     counts, bins)
+        w, objective = nx.aces_o_fit(
+            nx.take_rows(B, rows), logits0, active, gamma, lr, steps, counts, bins
+        )
     weights, scores, order = weighted_ranking(nx, B, w, tie_tol)
     return Outputs(scores, weights, order, objective=objective, rows=rows)
 
 
-def _consensus(nx: ArrayOps, B: Any) -> Tuple[Any, Any, Any, Any]:
+def _consensus(nx: ArrayOps, B: Any) -> tuple[Any, Any, Any, Any]:
     """Distinct rows over the non-constant tests: ``(patterns, inverse, sizes, Bn)``."""
     keep = nonconstant(nx.column_sums(B), B.shape[0])
     Bn = B if bool(keep.all()) else B[:, keep]
@@ -268,8 +288,12 @@ def b4(nx: ArrayOps, B: Any, alpha: float, beta0: float) -> Outputs:
         ny, nxs, k1, k0 = (nx.to_float(k) for k in (ny, nxs, k1, k0))
         n1 = (N - nxs) * ny
         n0 = (N - nxs) * (M - ny)
-        return (_log_beta(nx, ny + alpha, M - ny + 1) + _log_beta(nx, nxs + alpha, N - nxs + 1)
-                + _log_beta(nx, k1 + 1, n1 - k1 + 1) + _log_beta(nx, k0 + 1, n0 - k0 + beta0))
+        return (
+            _log_beta(nx, ny + alpha, M - ny + 1)
+            + _log_beta(nx, nxs + alpha, N - nxs + 1)
+            + _log_beta(nx, k1 + 1, n1 - k1 + 1)
+            + _log_beta(nx, k0 + 1, n0 - k0 + beta0)
+        )
 
     scores = nx.by_distinct_keys(score, ny, sizes, k1, k0)[inverse]
     return Outputs(scores, None, descending_order(nx, scores))

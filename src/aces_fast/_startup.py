@@ -122,8 +122,7 @@ class CompileInterrupts:
         except (ValueError, OSError):  # no socket pair, or a handler we may not replace
             return self
         self._active = True
-        self._thread = threading.Thread(target=self._watch, name="aces-fast-ctrl-c",
-                                         daemon=True)
+        self._thread = threading.Thread(target=self._watch, name="aces-fast-ctrl-c", daemon=True)
         self._thread.start()
         return self
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import numbers
 import sys
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
@@ -25,7 +25,7 @@ def is_torch_tensor(x: Any) -> bool:
 _UINT8 = np.dtype(np.uint8)
 
 
-def check_zero_one(B: np.ndarray, name: str = "B", top: Optional[int] = None) -> None:
+def check_zero_one(B: np.ndarray, name: str = "B", top: int | None = None) -> None:
     """Raise ``ValueError`` unless a ``uint8`` matrix holds only 0 and 1.
 
     The value check of the zero-copy ``uint8``/``bool`` path, for computations
@@ -41,7 +41,7 @@ def check_zero_one(B: np.ndarray, name: str = "B", top: Optional[int] = None) ->
             raise ValueError(f"{name} must contain only 0 and 1; found value {top}")
 
 
-def tensor_device(x: Any) -> Optional[str]:
+def tensor_device(x: Any) -> str | None:
     """The device type (``"cpu"``, ``"cuda"``, ...) of a torch tensor, else ``None``."""
     return x.device.type if is_torch_tensor(x) else None
 
@@ -82,12 +82,14 @@ def tensor_to_numpy(x: Any, name: str, *, host_copy: bool = False) -> np.ndarray
     try:
         return x.numpy()
     except (TypeError, RuntimeError, NotImplementedError):  # quantized and other exotic dtypes
-        raise TypeError(f"{name} must hold bool, integer or float values; got a tensor of "
-                        f"dtype {x.dtype}") from None
+        raise TypeError(
+            f"{name} must hold bool, integer or float values; got a tensor of dtype {x.dtype}"
+        ) from None
 
 
-def as_pass_matrix(B: Any, name: str = "B", *, check_values: bool = True,
-                   host_copy: bool = False) -> np.ndarray:
+def as_pass_matrix(
+    B: Any, name: str = "B", *, check_values: bool = True, host_copy: bool = False
+) -> np.ndarray:
     """Validate a pass matrix and return it as a C-contiguous ``uint8`` array.
 
     Parameters
@@ -119,8 +121,13 @@ def as_pass_matrix(B: Any, name: str = "B", *, check_values: bool = True,
         For a wrong number of dimensions, an empty candidate axis, NaN, or any
         value other than 0 and 1.
     """
-    if type(B) is np.ndarray and B.dtype is _UINT8 and B.ndim == 2 and B.shape[0] \
-            and B.flags.c_contiguous:  # the common case, checked in the fewest steps
+    if (
+        type(B) is np.ndarray
+        and B.dtype is _UINT8
+        and B.ndim == 2
+        and B.shape[0]
+        and B.flags.c_contiguous
+    ):  # the common case, checked in the fewest steps
         if check_values:
             check_zero_one(B, name)
         return B
@@ -205,9 +212,11 @@ def check_weight_sum(total: float, name: str = "weights") -> None:
     """Raise ``ValueError`` when non-negative weights sum to more than
     :data:`MAX_WEIGHT_SUM` (or overflow)."""
     if not total <= MAX_WEIGHT_SUM:
-        raise ValueError(f"{name} sum to {total!r}, beyond {MAX_WEIGHT_SUM:g}: scores B @ w "
-                         "would overflow; rescale the weights (every result but the "
-                         "surrogate's is scale-invariant)")
+        raise ValueError(
+            f"{name} sum to {total!r}, beyond {MAX_WEIGHT_SUM:g}: scores B @ w "
+            "would overflow; rescale the weights (every result but the "
+            "surrogate's is scale-invariant)"
+        )
 
 
 def as_labels(y: Any, n: int, name: str = "labels") -> np.ndarray:
@@ -259,8 +268,15 @@ def _show(x: Any) -> str:
     return text if len(text) <= 40 else f"{text[:12]}...{text[-6:]} ({len(text)} characters)"
 
 
-def check_real(x: Any, name: str, *, positive: bool = False, nonneg: bool = False,
-               lo: Optional[float] = None, hi: Optional[float] = None) -> float:
+def check_real(
+    x: Any,
+    name: str,
+    *,
+    positive: bool = False,
+    nonneg: bool = False,
+    lo: float | None = None,
+    hi: float | None = None,
+) -> float:
     """Validate a finite real scalar hyperparameter and return it as ``float``.
 
     ``positive``: > 0; ``nonneg``: >= 0; ``lo`` / ``hi``: inclusive bounds. The
@@ -282,7 +298,7 @@ def check_real(x: Any, name: str, *, positive: bool = False, nonneg: bool = Fals
     return v
 
 
-def check_int(x: Any, name: str, *, minimum: int = 0, maximum: Optional[int] = None) -> int:
+def check_int(x: Any, name: str, *, minimum: int = 0, maximum: int | None = None) -> int:
     """Validate an integer hyperparameter in ``[minimum, maximum]`` (``bool``
     rejected) and return it as ``int``; the error names the allowed range."""
     if isinstance(x, bool) or not isinstance(x, numbers.Integral):

@@ -32,7 +32,8 @@ default) or an int >= 1.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, List, Optional
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
@@ -49,21 +50,29 @@ __all__ = ["METHOD_PARAMS", "BatchResult", "rerank_batch"]
 MAX_THREADS = 4096
 
 
-def _task_list(tasks: Any) -> List[Any]:
+def _task_list(tasks: Any) -> list[Any]:
     """``tasks`` as a list; a 3-D array or tensor is a stack of equal-shape tasks."""
     if isinstance(tasks, (str, bytes)) or (
-            (isinstance(tasks, np.ndarray) or is_torch_tensor(tasks)) and tasks.ndim != 3):
-        raise TypeError("tasks must be a list (or other iterable) of 2-D pass matrices, one per "
-                        f"problem; got {type(tasks).__name__}"
-                        + (f" of shape {tasks.shape}" if hasattr(tasks, "shape") else ""))
+        (isinstance(tasks, np.ndarray) or is_torch_tensor(tasks)) and tasks.ndim != 3
+    ):
+        raise TypeError(
+            "tasks must be a list (or other iterable) of 2-D pass matrices, one per "
+            f"problem; got {type(tasks).__name__}"
+            + (f" of shape {tasks.shape}" if hasattr(tasks, "shape") else "")
+        )
     if not isinstance(tasks, Iterable):
         raise TypeError(f"tasks must be a list of 2-D pass matrices; got {type(tasks).__name__}")
     return list(tasks)
 
 
-def rerank_batch(tasks: Iterable[Any], method: str = DEFAULT_METHOD, *,
-                 backend: Optional[str] = None,
-                 n_threads: Optional[int] = None, **params: Any) -> BatchResult:
+def rerank_batch(
+    tasks: Iterable[Any],
+    method: str = DEFAULT_METHOD,
+    *,
+    backend: str | None = None,
+    n_threads: int | None = None,
+    **params: Any,
+) -> BatchResult:
     """Rank the candidates of many problems with one method.
 
     Parameters

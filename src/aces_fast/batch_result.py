@@ -15,8 +15,8 @@ used on them; a torch batch mixing tensor and array inputs has NumPy columns).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union, overload
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, overload
 
 import numpy as np
 
@@ -28,7 +28,7 @@ from .result import RerankResult
 __all__ = ["BatchResult"]
 
 
-def _concat(arrays: List[Any], dtype: Any) -> Any:
+def _concat(arrays: list[Any], dtype: Any) -> Any:
     """One values array of ``arrays`` (NumPy, or torch on their device)."""
     if not arrays:
         return np.zeros(0, dtype)
@@ -42,14 +42,15 @@ def _concat(arrays: List[Any], dtype: Any) -> Any:
     return np.concatenate(arrays)
 
 
-def _offsets(arrays: List[Any]) -> np.ndarray:
+def _offsets(arrays: list[Any]) -> np.ndarray:
     off = np.zeros(len(arrays) + 1, np.int64)
     np.cumsum([a.shape[0] for a in arrays], out=off[1:])
     return off
 
 
-def _column(results: List[RerankResult], get: Callable[[RerankResult], Any], dtype: Any
-            ) -> Tuple[Optional[np.ndarray], Optional[np.ndarray]]:
+def _column(
+    results: list[RerankResult], get: Callable[[RerankResult], Any], dtype: Any
+) -> tuple[np.ndarray | None, np.ndarray | None]:
     """(values, offsets) of a ragged field, or (None, None) when a task lacks it."""
     arrays = [get(r) for r in results]
     if any(a is None for a in arrays):
@@ -95,14 +96,25 @@ class BatchResult(Sequence[RerankResult]):
         ACES-O's optimized rows per task (``info["rows"]`` of the items).
     """
 
-    def __init__(self, spec: Any, values: Dict[str, Any], backend: str, *,
-                 n_offsets: np.ndarray, scores: Array, order: Array,
-                 m_offsets: Optional[np.ndarray] = None, weights: Optional[Array] = None,
-                 loo_auc: Optional[Array] = None, fallback: Optional[np.ndarray] = None,
-                 objective: Optional[Array] = None,
-                 objective_offsets: Optional[np.ndarray] = None,
-                 rows: Optional[Array] = None, rows_offsets: Optional[np.ndarray] = None,
-                 items: Optional[List[RerankResult]] = None) -> None:
+    def __init__(
+        self,
+        spec: Any,
+        values: dict[str, Any],
+        backend: str,
+        *,
+        n_offsets: np.ndarray,
+        scores: Array,
+        order: Array,
+        m_offsets: np.ndarray | None = None,
+        weights: Array | None = None,
+        loo_auc: Array | None = None,
+        fallback: np.ndarray | None = None,
+        objective: Array | None = None,
+        objective_offsets: np.ndarray | None = None,
+        rows: Array | None = None,
+        rows_offsets: np.ndarray | None = None,
+        items: list[RerankResult] | None = None,
+    ) -> None:
         self._spec = _registry.get(spec)
         self._values = values
         self.method = self._spec.result_name(values)
@@ -115,11 +127,12 @@ class BatchResult(Sequence[RerankResult]):
         self.objective, self.objective_offsets = objective, objective_offsets
         self.rows, self.rows_offsets = rows, rows_offsets
         # one slot per task, filled on first access (the only per-task Python objects)
-        self._items: List[Optional[RerankResult]] = [None] * T if items is None else list(items)
+        self._items: list[RerankResult | None] = [None] * T if items is None else list(items)
 
     @classmethod
-    def from_results(cls, results: List[RerankResult], spec: Any, values: Dict[str, Any],
-                     backend: str) -> "BatchResult":
+    def from_results(
+        cls, results: list[RerankResult], spec: Any, values: dict[str, Any], backend: str
+    ) -> BatchResult:
         """The columns of per-task results (backends without a columnar batch path);
         the items stay the given objects."""
         if results:
@@ -138,11 +151,23 @@ class BatchResult(Sequence[RerankResult]):
             loo, loo_off = (loo, loo_off) if has_loo else (None, None)
             objective, o_off = (objective, o_off) if has_objective else (None, None)
             rows, r_off = (rows, r_off) if has_rows else (None, None)
-        return cls(spec, values, backend, n_offsets=n_off, scores=scores, order=order,
-                   m_offsets=m_off if weights is not None else loo_off, weights=weights,
-                   loo_auc=loo, fallback=np.array([bool(r.fallback) for r in results], bool),
-                   objective=objective, objective_offsets=o_off, rows=rows,
-                   rows_offsets=r_off, items=results)
+        return cls(
+            spec,
+            values,
+            backend,
+            n_offsets=n_off,
+            scores=scores,
+            order=order,
+            m_offsets=m_off if weights is not None else loo_off,
+            weights=weights,
+            loo_auc=loo,
+            fallback=np.array([bool(r.fallback) for r in results], bool),
+            objective=objective,
+            objective_offsets=o_off,
+            rows=rows,
+            rows_offsets=r_off,
+            items=results,
+        )
 
     # -- the sequence --------------------------------------------------------------
 
@@ -157,13 +182,19 @@ class BatchResult(Sequence[RerankResult]):
             weights = None if self.weights is None else self.weights[c:d]
             loo = None if self.loo_auc is None else self.loo_auc[c:d]
         if self.objective is not None and self.objective_offsets is not None:
-            objective = self.objective[self.objective_offsets[t]:self.objective_offsets[t + 1]]
+            objective = self.objective[self.objective_offsets[t] : self.objective_offsets[t + 1]]
         if self.rows is not None and self.rows_offsets is not None:
-            rows = self.rows[self.rows_offsets[t]:self.rows_offsets[t + 1]]
+            rows = self.rows[self.rows_offsets[t] : self.rows_offsets[t + 1]]
         # MethodSpec.pack: the same fields, info and name as the per-task path
-        out = _semantics.Outputs(scores=self.scores[a:b], weights=weights, order=self.order[a:b],
-                                 loo_auc=loo, fallback=self.fallback[t], objective=objective,
-                                 rows=rows)
+        out = _semantics.Outputs(
+            scores=self.scores[a:b],
+            weights=weights,
+            order=self.order[a:b],
+            loo_auc=loo,
+            fallback=self.fallback[t],
+            objective=objective,
+            rows=rows,
+        )
         item = self._spec.pack(out, self._values, self.backend)
         self._items[t] = item
         return item
@@ -172,16 +203,17 @@ class BatchResult(Sequence[RerankResult]):
     def __getitem__(self, index: int) -> RerankResult: ...
 
     @overload
-    def __getitem__(self, index: slice) -> List[RerankResult]: ...
+    def __getitem__(self, index: slice) -> list[RerankResult]: ...
 
-    def __getitem__(self, index: Union[int, slice]) -> Any:
+    def __getitem__(self, index: int | slice) -> Any:
         if isinstance(index, slice):
             return [self[t] for t in range(*index.indices(len(self)))]
         try:
             t = index.__index__()
         except AttributeError:
-            raise TypeError(f"BatchResult indices must be integers or slices, not "
-                            f"{type(index).__name__}") from None
+            raise TypeError(
+                f"BatchResult indices must be integers or slices, not {type(index).__name__}"
+            ) from None
         T = len(self._items)
         if t < 0:
             t += T
@@ -203,15 +235,17 @@ class BatchResult(Sequence[RerankResult]):
     __hash__ = None  # type: ignore[assignment]  # mutable, like a list
 
     def __repr__(self) -> str:
-        return (f"BatchResult(method={self.method!r}, backend={self.backend!r}, "
-                f"tasks={len(self)}, candidates={int(self.n_offsets[-1])})")
+        return (
+            f"BatchResult(method={self.method!r}, backend={self.backend!r}, "
+            f"tasks={len(self)}, candidates={int(self.n_offsets[-1])})"
+        )
 
-    def __getstate__(self) -> Dict[str, Any]:
+    def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_spec"] = self._spec.name  # specs hold functions; the name finds it again
         return state
 
-    def __setstate__(self, state: Dict[str, Any]) -> None:
+    def __setstate__(self, state: dict[str, Any]) -> None:
         state["_spec"] = _registry.get(state["_spec"])
         self.__dict__.update(state)
 
@@ -236,9 +270,11 @@ class BatchResult(Sequence[RerankResult]):
         try:
             import pyarrow as pa
         except ImportError:
-            raise ImportError("BatchResult.to_arrow needs pyarrow, which is not installed: "
-                              "pip install 'aces_fast[arrow]'") from None
-        cols: Dict[str, Any] = {
+            raise ImportError(
+                "BatchResult.to_arrow needs pyarrow, which is not installed: "
+                "pip install 'aces_fast[arrow]'"
+            ) from None
+        cols: dict[str, Any] = {
             "scores": list_array(self.scores, self.n_offsets, pa.float64()),
             "order": list_array(self.order, self.n_offsets, pa.int64()),
         }
@@ -272,6 +308,7 @@ def list_array(values: Any, offsets: Any, value_type: Any) -> Any:
     off = _host(offsets)
     vals = _host(values).astype(value_type.to_pandas_dtype(), copy=False)
     if off.size and off[-1] > np.iinfo(np.int32).max:
-        return pa.LargeListArray.from_arrays(pa.array(off.astype(np.int64, copy=False)),
-                                             pa.array(vals, value_type))
+        return pa.LargeListArray.from_arrays(
+            pa.array(off.astype(np.int64, copy=False)), pa.array(vals, value_type)
+        )
     return pa.ListArray.from_arrays(pa.array(off.astype(np.int32)), pa.array(vals, value_type))

@@ -7,18 +7,17 @@ import os
 import platform
 import sys
 import time
-from typing import Any, Dict, Optional, TextIO
+from typing import Any, TextIO
 
 import numpy as np
 
 from .backends import BACKEND_NAMES, ENV_VAR, backend_status, get_backend, resolve_backend
 
-
 #: environment variables :func:`show_config` reports (see docs/backends.rst)
 _ENV_SHOWN = (ENV_VAR, "OMP_NUM_THREADS", "ACES_FAST_NUMBA_CACHE", "ACES_FAST_NUMBA_CACHE_DIR")
 
 
-def config() -> Dict[str, Any]:
+def config() -> dict[str, Any]:
     """A dict describing the installation: versions, backends and why any is absent.
 
     Loads every backend (importing numba/torch if installed) to find out.
@@ -41,10 +40,10 @@ def config() -> Dict[str, Any]:
     True
     """
     status = backend_status()
-    backends: Dict[str, Any] = {}
+    backends: dict[str, Any] = {}
     for name in BACKEND_NAMES:
         reason = status[name]
-        entry: Dict[str, Any] = {"available": reason is None}
+        entry: dict[str, Any] = {"available": reason is None}
         if reason is None:
             entry.update(get_backend(name).info())
         else:
@@ -102,11 +101,14 @@ def show_config(file: Any = None) -> None:
     note = "" if auto == "cpp" else " -- slower than cpp; see the cpp line above for the remedy"
     print(f"auto (CPU input) runs on: {auto}{note}", file=out)
     if cfg["backends"].get("numba", {}).get("available"):
-        print("numba compiles each kernel on first use (tens of seconds on a new machine); "
-              "aces_fast.warmup('numba') or `aces-fast warmup` does it ahead. Compiled code "
-              "is kept in a per-user disk cache (cache= above), loaded by later processes in "
-              "about a second; ACES_FAST_NUMBA_CACHE=0 turns it off, "
-              "ACES_FAST_NUMBA_CACHE_DIR=path moves it.", file=out)
+        print(
+            "numba compiles each kernel on first use (tens of seconds on a new machine); "
+            "aces_fast.warmup('numba') or `aces-fast warmup` does it ahead. Compiled code "
+            "is kept in a per-user disk cache (cache= above), loaded by later processes in "
+            "about a second; ACES_FAST_NUMBA_CACHE=0 turns it off, "
+            "ACES_FAST_NUMBA_CACHE_DIR=path moves it.",
+            file=out,
+        )
 
 
 class _Progress:
@@ -131,7 +133,7 @@ class _Progress:
         self.out.flush()
 
 
-def warmup(backend: Optional[str] = None, progress: Optional[bool] = None) -> Dict[str, Any]:
+def warmup(backend: str | None = None, progress: bool | None = None) -> dict[str, Any]:
     """Get a backend ready: compile (or load) whatever its first calls would.
 
     The ``numba`` backend compiles its kernels on first use, tens of seconds on
@@ -178,6 +180,6 @@ def warmup(backend: Optional[str] = None, progress: Optional[bool] = None) -> Di
     show = sys.stderr.isatty() if progress is None else progress
     start = time.perf_counter()
     facts = be.warmup(_Progress(be.name, sys.stderr) if show else None)
-    out: Dict[str, Any] = {"backend": be.name, "seconds": round(time.perf_counter() - start, 3)}
+    out: dict[str, Any] = {"backend": be.name, "seconds": round(time.perf_counter() - start, 3)}
     out.update(facts)
     return out

@@ -6,12 +6,10 @@ Grouping is one ``np.unique`` over rows, O(n m log n).
 
 from __future__ import annotations
 
-from typing import Tuple
-
 import numpy as np
 
 
-def row_groups(B: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+def row_groups(B: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Distinct rows of a 2-D array.
 
     Returns ``(patterns (U, m), inverse (n,), sizes (U,))`` with

@@ -63,10 +63,11 @@ import os
 import re
 import struct
 import zlib
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
-from typing import IO, Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import IO, Any
 
 import numpy as np
 
@@ -74,9 +75,19 @@ from ._problems import Dataset, Problem
 from ._problems import binary_matrix as _binary_matrix
 from ._problems import binary_vector as _binary_vector
 from ._problems import check_extra as _check_extra
-from ._safe_read import (DEFAULT_MAX_BYTES, DEFAULT_MAX_CELLS, ENV_MAX_BYTES, ENV_MAX_CELLS,
-                         LimitedReader, Limits, NpzArchive, check_size, open_regular,
-                         read_npy, read_stdin, resolve_limits, sniff_format)
+from ._safe_read import (
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_CELLS,
+    LimitedReader,
+    Limits,
+    NpzArchive,
+    check_size,
+    open_regular,
+    read_npy,
+    read_stdin,
+    resolve_limits,
+    sniff_format,
+)
 
 __all__ = [
     "BUNDLED",
@@ -92,13 +103,13 @@ __all__ = [
     "load_jsonl",
     "load_npz",
     "load_pass_matrix",
-    "save_jsonl",
     "resolve_limits",
+    "save_jsonl",
     "save_npz",
 ]
 
 #: bundled dataset name -> file in ``aces_fast/data``
-BUNDLED: Dict[str, str] = {
+BUNDLED: dict[str, str] = {
     "humaneval-codegen16b": "humaneval_codet_codegen16b.npz",
     "humaneval-gpt35": "humaneval_agentcoder_gpt35turbo1106.npz",
 }
@@ -106,7 +117,7 @@ DEFAULT_DATASET = "humaneval-codegen16b"
 #: The path that means standard input (``./-`` names a file called ``-``).
 STDIN = "-"
 
-PathLike = Union[str, Path]
+PathLike = str | Path
 
 _SUFFIX = re.compile(r"^(?P<field>.+)_(?P<index>\d{4,})$")
 
@@ -129,8 +140,7 @@ def _is_stdin(path: Any) -> bool:
 
 
 @contextmanager
-def _binary_source(path: Any, label: str,
-                   limits: Limits) -> Iterator[Tuple[IO[bytes], Optional[int]]]:
+def _binary_source(path: Any, label: str, limits: Limits) -> Iterator[tuple[IO[bytes], int | None]]:
     """(binary file, its size or None) for a path, ``-`` or an open binary file.
 
     Paths must be regular files (checked before opening); standard input is read
@@ -162,8 +172,14 @@ def _peek(fh: IO[bytes], n: int) -> bytes:
 # npz
 
 
-def load_npz(path: Any, name: Optional[str] = None, *, source: Optional[str] = None,
-             max_cells: Optional[int] = None, max_bytes: Optional[int] = None) -> Dataset:
+def load_npz(
+    path: Any,
+    name: str | None = None,
+    *,
+    source: str | None = None,
+    max_cells: int | None = None,
+    max_bytes: int | None = None,
+) -> Dataset:
     """Read the npz layout (see the module docstring).
 
     Parameters
@@ -211,20 +227,24 @@ def load_npz(path: Any, name: Optional[str] = None, *, source: Optional[str] = N
         raise ValueError(f"{label}: {exc}") from None
 
 
-def _problems_from_npz(z: NpzArchive, label: str) -> Tuple[List[Problem], Dict[str, Any]]:
+def _problems_from_npz(z: NpzArchive, label: str) -> tuple[list[Problem], dict[str, Any]]:
     keys = z.files
     if "task_ids" not in z:
         shown = ", ".join(keys[:8]) + (" ..." if len(keys) > 8 else "")
-        raise ValueError(f"{label}: missing key 'task_ids' (the list of problem ids); "
-                         f"keys present: {shown or '(none)'}")
+        raise ValueError(
+            f"{label}: missing key 'task_ids' (the list of problem ids); "
+            f"keys present: {shown or '(none)'}"
+        )
     ids_head = z.header("task_ids")
     if len(ids_head.shape) != 1 or ids_head.dtype.kind not in "USiu":
-        raise ValueError(f"{label}: key 'task_ids' must be a 1-D array of strings, "
-                         f"got dtype {ids_head.dtype} shape {ids_head.shape}")
+        raise ValueError(
+            f"{label}: key 'task_ids' must be a 1-D array of strings, "
+            f"got dtype {ids_head.dtype} shape {ids_head.shape}"
+        )
     n_problems = ids_head.shape[0]
     # Sort the keys by problem from their names alone, before reading any data.
-    per: Dict[int, Dict[str, str]] = {}
-    meta_keys: List[str] = []
+    per: dict[int, dict[str, str]] = {}
+    meta_keys: list[str] = []
     for key in keys:
         if key == "task_ids":
             continue
@@ -235,22 +255,28 @@ def _problems_from_npz(z: NpzArchive, label: str) -> Tuple[List[Problem], Dict[s
         digits = mt.group("index")
         k = int(digits) if len(digits) <= 18 else n_problems + 1  # no int() of 10^4 digits
         if k >= n_problems:
-            raise ValueError(f"{label}: key {key!r} refers to problem {digits.lstrip('0') or 0}, "
-                             f"but 'task_ids' lists only {n_problems} problems")
+            raise ValueError(
+                f"{label}: key {key!r} refers to problem {digits.lstrip('0') or 0}, "
+                f"but 'task_ids' lists only {n_problems} problems"
+            )
         fields = per.setdefault(k, {})
         if mt.group("field") in fields:
-            raise ValueError(f"{label}: keys {fields[mt.group('field')]!r} and {key!r} both "
-                             f"give field {mt.group('field')!r} of problem {k}")
+            raise ValueError(
+                f"{label}: keys {fields[mt.group('field')]!r} and {key!r} both "
+                f"give field {mt.group('field')!r} of problem {k}"
+            )
         fields[mt.group("field")] = key
     ids = z.read("task_ids")
     # Every problem needs its B_kkkk, so a task_ids longer than the archive's key
     # count is refused here, before its ids become Python strings.
     missing = next((k for k in range(n_problems) if "B" not in per.get(k, {})), None)
     if missing is not None:
-        raise ValueError(f"{label}: problem {missing} ({str(ids[missing])!r}): missing key "
-                         f"'B_{missing:04d}' (the pass matrix)")
+        raise ValueError(
+            f"{label}: problem {missing} ({str(ids[missing])!r}): missing key "
+            f"'B_{missing:04d}' (the pass matrix)"
+        )
     task_ids = [str(t) for t in ids.tolist()]
-    meta: Dict[str, Any] = {}
+    meta: dict[str, Any] = {}
     for key in meta_keys:
         arr = z.read(key)
         meta[key] = arr.item() if arr.ndim == 0 else arr
@@ -261,24 +287,27 @@ def _problems_from_npz(z: NpzArchive, label: str) -> Tuple[List[Problem], Dict[s
         b_key = fields.pop("B")
         B = _binary_matrix(z.read(b_key, matrix=True), f"{where}: key {b_key!r}")
         y_key = fields.pop("y", None)
-        labels = None if y_key is None else _binary_vector(z.read(y_key), B.shape[0],
-                                                           f"{where}: key {y_key!r}")
-        extras = {f: _check_extra(f, z.read(key), B.shape[0], B.shape[1],
-                                  f"{where}: key {key!r}")
-                  for f, key in fields.items()}
+        labels = (
+            None
+            if y_key is None
+            else _binary_vector(z.read(y_key), B.shape[0], f"{where}: key {y_key!r}")
+        )
+        extras = {
+            f: _check_extra(f, z.read(key), B.shape[0], B.shape[1], f"{where}: key {key!r}")
+            for f, key in fields.items()
+        }
         problems.append(Problem(tid, B, labels, extras))
     return problems, meta
 
 
-def save_npz(dataset: Union[Dataset, Sequence[Problem]], path: PathLike,
-             compressed: bool = True) -> None:
+def save_npz(dataset: Dataset | Sequence[Problem], path: PathLike, compressed: bool = True) -> None:
     """Write problems in the npz layout that :func:`load_npz` reads.
 
     Extras that are NumPy-convertible (numbers, strings) are written as
     ``name_kkkk``; ``Dataset.meta`` entries as top-level keys. No pickles.
     """
     problems = list(dataset)
-    arrays: Dict[str, Any] = {"task_ids": np.array([p.task_id for p in problems], dtype=str)}
+    arrays: dict[str, Any] = {"task_ids": np.array([p.task_id for p in problems], dtype=str)}
     if isinstance(dataset, Dataset):
         for key, value in dataset.meta.items():
             arrays[key] = np.asarray(value)
@@ -289,11 +318,12 @@ def save_npz(dataset: Union[Dataset, Sequence[Problem]], path: PathLike,
         for fname, value in p.extras.items():
             arr = np.asarray(value)
             if arr.dtype == object:
-                raise ValueError(f"problem {p.task_id!r}: extra {fname!r} cannot be stored "
-                                 "in an npz without pickling")
+                raise ValueError(
+                    f"problem {p.task_id!r}: extra {fname!r} cannot be stored "
+                    "in an npz without pickling"
+                )
             arrays[f"{fname}_{k:04d}"] = arr
     (np.savez_compressed if compressed else np.savez)(path, **arrays)
-
 
 
 # ---------------------------------------------------------------------------
@@ -318,18 +348,22 @@ def _gzipped(path: Any, fh: IO[bytes]) -> bool:
     return _peek(fh, 2) == b"\x1f\x8b"
 
 
-def _text_stream(fh: IO[bytes], label: str, limits: Limits, gz: bool,
-                 newline: Optional[str] = None):
+def _text_stream(fh: IO[bytes], label: str, limits: Limits, gz: bool, newline: str | None = None):
     """UTF-8 text of ``fh`` (gunzipped if ``gz``), whose decompressed size is
     refused beyond ``limits.max_bytes`` while reading."""
     raw: IO[bytes] = fh
     if gz:
         if _peek(fh, 2) != b"\x1f\x8b":
-            raise ValueError(f"{label}: not a gzip file (it does not start with the gzip "
-                             "magic bytes; empty or cut short?)")
+            raise ValueError(
+                f"{label}: not a gzip file (it does not start with the gzip "
+                "magic bytes; empty or cut short?)"
+            )
         raw = gzip.GzipFile(fileobj=fh, mode="rb")  # type: ignore[assignment]
-    return io.TextIOWrapper(io.BufferedReader(LimitedReader(raw, limits.max_bytes, label)),
-                            encoding="utf-8", newline=newline)
+    return io.TextIOWrapper(
+        io.BufferedReader(LimitedReader(raw, limits.max_bytes, label)),
+        encoding="utf-8",
+        newline=newline,
+    )
 
 
 def _is_json_bit(v: Any) -> bool:
@@ -348,11 +382,14 @@ def _problem_from_json(obj: Any, where: str, limits: Limits) -> Problem:
     where = f"{where} ({str(tid)!r})"
     has_B, has_passed = "B" in obj, "passed" in obj
     if has_B == has_passed:
-        raise ValueError(f"{where}: need exactly one of the fields 'B' (rows of 0/1) or "
-                         f"'passed' (indices of passed tests per candidate, with 'm')")
+        raise ValueError(
+            f"{where}: need exactly one of the fields 'B' (rows of 0/1) or "
+            f"'passed' (indices of passed tests per candidate, with 'm')"
+        )
     m_given = obj.get("m")
-    if m_given is not None and (isinstance(m_given, bool) or not isinstance(m_given, int)
-                                or m_given < 0):
+    if m_given is not None and (
+        isinstance(m_given, bool) or not isinstance(m_given, int) or m_given < 0
+    ):
         raise ValueError(f"{where}: field 'm' must be a non-negative integer, got {m_given!r}")
     if has_B:
         rows = obj["B"]
@@ -363,37 +400,49 @@ def _problem_from_json(obj: Any, where: str, limits: Limits) -> Problem:
         lengths = {len(r) for r in rows}
         if len(lengths) > 1:
             bad = next(i for i, r in enumerate(rows) if len(r) != len(rows[0]))
-            raise ValueError(f"{where}: field 'B' is ragged: row 0 has {len(rows[0])} "
-                             f"entries, row {bad} has {len(rows[bad])}")
-        check_size(f"{where}: field 'B'", shape=(len(rows), len(rows[0])),
-                   max_cells=limits.max_cells)
+            raise ValueError(
+                f"{where}: field 'B' is ragged: row 0 has {len(rows[0])} "
+                f"entries, row {bad} has {len(rows[bad])}"
+            )
+        check_size(
+            f"{where}: field 'B'", shape=(len(rows), len(rows[0])), max_cells=limits.max_cells
+        )
         for i, r in enumerate(rows):
             for j, v in enumerate(r):
                 if not _is_json_bit(v):
-                    raise ValueError(f"{where}: field 'B' row {i} entry {j} is {v!r}; "
-                                     "only 0 and 1 are allowed")
+                    raise ValueError(
+                        f"{where}: field 'B' row {i} entry {j} is {v!r}; only 0 and 1 are allowed"
+                    )
         B = np.array(rows, dtype=np.uint8).reshape(len(rows), lengths.pop())
         if m_given is not None and m_given != B.shape[1]:
-            raise ValueError(f"{where}: field 'm' is {m_given} but the rows of 'B' have "
-                             f"{B.shape[1]} entries")
+            raise ValueError(
+                f"{where}: field 'm' is {m_given} but the rows of 'B' have {B.shape[1]} entries"
+            )
     else:
         if m_given is None:
             raise ValueError(f"{where}: field 'passed' needs the field 'm' (number of tests)")
         passed = obj["passed"]
         if not isinstance(passed, list) or not all(isinstance(r, list) for r in passed):
-            raise ValueError(f"{where}: field 'passed' must be a list (one per candidate) of "
-                             "lists of test indices")
+            raise ValueError(
+                f"{where}: field 'passed' must be a list (one per candidate) of "
+                "lists of test indices"
+            )
         if not passed:
             raise ValueError(f"{where}: field 'passed' is empty; need n >= 1 candidates")
         # 'm' is only declared: refuse an absurd n x m before allocating it.
-        check_size(f"{where}: pass matrix declared by 'passed' and 'm'",
-                   shape=(len(passed), m_given), max_cells=limits.max_cells)
+        check_size(
+            f"{where}: pass matrix declared by 'passed' and 'm'",
+            shape=(len(passed), m_given),
+            max_cells=limits.max_cells,
+        )
         B = np.zeros((len(passed), m_given), dtype=np.uint8)
         for i, r in enumerate(passed):
             for j in r:
                 if isinstance(j, bool) or not isinstance(j, int) or not 0 <= j < m_given:
-                    raise ValueError(f"{where}: field 'passed' candidate {i} lists {j!r}, "
-                                     f"not a test index in [0, {m_given})")
+                    raise ValueError(
+                        f"{where}: field 'passed' candidate {i} lists {j!r}, "
+                        f"not a test index in [0, {m_given})"
+                    )
                 B[i, j] = 1
     labels = obj.get("labels")
     extras = {k: v for k, v in obj.items() if k not in ("task_id", "B", "passed", "m", "labels")}
@@ -403,10 +452,12 @@ def _problem_from_json(obj: Any, where: str, limits: Limits) -> Problem:
             raise ValueError(f"{where}: field 'labels' must be a list of 0/1")
         for i, v in enumerate(labels):
             if not _is_json_bit(v):
-                raise ValueError(f"{where}: field 'labels' entry {i} is {v!r}; "
-                                 "only 0 and 1 are allowed")
-        labels = _binary_vector(np.array(labels, dtype=np.uint8).reshape(len(labels)), n,
-                                f"{where}: field 'labels'")
+                raise ValueError(
+                    f"{where}: field 'labels' entry {i} is {v!r}; only 0 and 1 are allowed"
+                )
+        labels = _binary_vector(
+            np.array(labels, dtype=np.uint8).reshape(len(labels)), n, f"{where}: field 'labels'"
+        )
     checked = {k: _check_extra(k, v, n, m, f"{where}: field {k!r}") for k, v in extras.items()}
     return Problem(str(tid), B, labels, checked)
 
@@ -422,10 +473,9 @@ def _parse_json_line(line: str, where: str) -> Any:
         raise ValueError(f"{where}: invalid JSON ({exc})") from None
 
 
-def _problems_from_jsonl(fh: IO[bytes], label: str, limits: Limits,
-                         gz: bool) -> List[Problem]:
-    problems: List[Problem] = []
-    seen: Dict[str, int] = {}
+def _problems_from_jsonl(fh: IO[bytes], label: str, limits: Limits, gz: bool) -> list[Problem]:
+    problems: list[Problem] = []
+    seen: dict[str, int] = {}
     text = _text_stream(fh, label, limits, gz)
     try:
         for lineno, line in enumerate(text, start=1):
@@ -434,18 +484,27 @@ def _problems_from_jsonl(fh: IO[bytes], label: str, limits: Limits,
             where = f"{label}: line {lineno}"
             p = _problem_from_json(_parse_json_line(line, where), where, limits)
             if p.task_id in seen:
-                raise ValueError(f"{where}: field 'task_id' {p.task_id!r} repeats the "
-                                 f"problem on line {seen[p.task_id]}")
+                raise ValueError(
+                    f"{where}: field 'task_id' {p.task_id!r} repeats the "
+                    f"problem on line {seen[p.task_id]}"
+                )
             seen[p.task_id] = lineno
             problems.append(p)
     except _DECODE_ERRORS as exc:
-        raise ValueError(f"{label}: cannot read as UTF-8 JSON lines: "
-                         f"{' '.join(str(exc).split()) or type(exc).__name__}") from None
+        raise ValueError(
+            f"{label}: cannot read as UTF-8 JSON lines: "
+            f"{' '.join(str(exc).split()) or type(exc).__name__}"
+        ) from None
     return problems
 
 
-def load_jsonl(path: Any, name: Optional[str] = None, *, max_cells: Optional[int] = None,
-               max_bytes: Optional[int] = None) -> Dataset:
+def load_jsonl(
+    path: Any,
+    name: str | None = None,
+    *,
+    max_cells: int | None = None,
+    max_bytes: int | None = None,
+) -> Dataset:
     """Read the JSONL layout (see the module docstring); gzip data is gunzipped.
 
     Parameters
@@ -488,8 +547,9 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def save_jsonl(dataset: Union[Dataset, Sequence[Problem]], path: PathLike,
-               matrix_format: str = "B") -> None:
+def save_jsonl(
+    dataset: Dataset | Sequence[Problem], path: PathLike, matrix_format: str = "B"
+) -> None:
     """Write problems in the JSONL layout that :func:`load_jsonl` reads.
 
     ``matrix_format="B"`` writes rows of 0/1; ``"passed"`` writes the passed
@@ -500,7 +560,7 @@ def save_jsonl(dataset: Union[Dataset, Sequence[Problem]], path: PathLike,
         raise ValueError(f"matrix_format must be 'B' or 'passed'; got {matrix_format!r}")
     with _open_text(path, "w") as fh:
         for p in dataset:
-            obj: Dict[str, Any] = {"task_id": p.task_id}
+            obj: dict[str, Any] = {"task_id": p.task_id}
             if matrix_format == "B":
                 obj["B"] = p.B.tolist()
             else:
@@ -524,8 +584,12 @@ def bundled_path(name: str):
     return resources.files("aces_fast.data") / BUNDLED[name]
 
 
-def load_dataset(name_or_path: Optional[PathLike] = None, *, max_cells: Optional[int] = None,
-                 max_bytes: Optional[int] = None) -> Dataset:
+def load_dataset(
+    name_or_path: PathLike | None = None,
+    *,
+    max_cells: int | None = None,
+    max_bytes: int | None = None,
+) -> Dataset:
     """Load a bundled dataset by name, or a dataset file by path.
 
     Parameters
@@ -550,26 +614,34 @@ def load_dataset(name_or_path: Optional[PathLike] = None, *, max_cells: Optional
     if isinstance(name_or_path, str) and name_or_path in BUNDLED:
         res = bundled_path(name_or_path)
         # Read through the resource API so a zipped install works too.
-        return load_npz(io.BytesIO(res.read_bytes()), name=name_or_path,
-                        source=f"bundled:{BUNDLED[name_or_path]}", max_cells=cells,
-                        max_bytes=nbytes)
+        return load_npz(
+            io.BytesIO(res.read_bytes()),
+            name=name_or_path,
+            source=f"bundled:{BUNDLED[name_or_path]}",
+            max_cells=cells,
+            max_bytes=nbytes,
+        )
     if _is_stdin(name_or_path):
         label = _label(name_or_path)
         with _binary_source(name_or_path, label, limits) as (fh, _size):
             kind = sniff_format(_peek(fh, 8))
             if kind == "npz":
-                return load_npz(fh, name="stdin", source=label, max_cells=cells,
-                                max_bytes=nbytes)
+                return load_npz(fh, name="stdin", source=label, max_cells=cells, max_bytes=nbytes)
             if kind in ("jsonl", "gzip"):
-                return Dataset("stdin", _problems_from_jsonl(fh, label, limits, kind == "gzip"),
-                               source=label)
+                return Dataset(
+                    "stdin", _problems_from_jsonl(fh, label, limits, kind == "gzip"), source=label
+                )
         found = "a single .npy array" if kind == "npy" else "text that is not JSON lines"
-        raise ValueError(f"{label}: not a dataset: expected an .npz archive or JSON lines "
-                         f"on standard input, found {found}")
+        raise ValueError(
+            f"{label}: not a dataset: expected an .npz archive or JSON lines "
+            f"on standard input, found {found}"
+        )
     path = Path(name_or_path)
     if not path.exists():
-        raise ValueError(f"no dataset {str(name_or_path)!r}: not a bundled name "
-                         f"({', '.join(BUNDLED)}) and no such file")
+        raise ValueError(
+            f"no dataset {str(name_or_path)!r}: not a bundled name "
+            f"({', '.join(BUNDLED)}) and no such file"
+        )
     suffixes = "".join(path.suffixes[-2:]).lower()
     if path.suffix.lower() == ".npz":
         return load_npz(path, max_cells=cells, max_bytes=nbytes)
@@ -577,9 +649,11 @@ def load_dataset(name_or_path: Optional[PathLike] = None, *, max_cells: Optional
         return load_jsonl(path, max_cells=cells, max_bytes=nbytes)
     if path.suffix.lower() == ".parquet":  # file or directory; needs pyarrow
         from .parquet import load_parquet
+
         return load_parquet(path)
-    raise ValueError(f"{path}: unknown dataset format; expected .npz, .jsonl, .jsonl.gz "
-                     "or .parquet")
+    raise ValueError(
+        f"{path}: unknown dataset format; expected .npz, .jsonl, .jsonl.gz or .parquet"
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -589,7 +663,7 @@ def load_dataset(name_or_path: Optional[PathLike] = None, *, max_cells: Optional
 _SEPARATED = re.compile(r"\s*[^\s;]+(?:\s*;\s*|\s+)[^\s;].*")
 
 
-def _foreign_separator(cell: str) -> Optional[str]:
+def _foreign_separator(cell: str) -> str | None:
     """``"semicolons"``, ``"tabs"`` or ``"spaces"`` when a CSV cell is numbers
     joined by that separator (a file written with another delimiter), else None."""
     if not _SEPARATED.fullmatch(cell):
@@ -626,23 +700,36 @@ def _read_csv_matrix(fh: IO[bytes], label: str, limits: Limits) -> np.ndarray:
                     value = float(value_text)
                 except ValueError:
                     sep = _foreign_separator(value_text)
-                    hint = (f" (the columns are separated by {sep}; a CSV pass matrix takes "
-                            "commas)" if sep else
-                            " (a header row is not supported: delete it)" if not n_rows else "")
-                    raise ValueError(f"{label}: line {lineno}, column {col}: {value_text!r} "
-                                     f"is not a number{hint}") from None
+                    hint = (
+                        f" (the columns are separated by {sep}; a CSV pass matrix takes commas)"
+                        if sep
+                        else " (a header row is not supported: delete it)"
+                        if not n_rows
+                        else ""
+                    )
+                    raise ValueError(
+                        f"{label}: line {lineno}, column {col}: {value_text!r} "
+                        f"is not a number{hint}"
+                    ) from None
                 if value not in (0.0, 1.0):
-                    raise ValueError(f"{label}: line {lineno}, column {col}: value "
-                                     f"{value_text!r}; only 0 and 1 are allowed")
+                    raise ValueError(
+                        f"{label}: line {lineno}, column {col}: value "
+                        f"{value_text!r}; only 0 and 1 are allowed"
+                    )
                 row.append(int(value))
             if n_rows and len(row) != n_cols:
-                raise ValueError(f"{label}: line {lineno} has {len(row)} columns but line "
-                                 f"{first_line} has {n_cols} (ragged rows)")
+                raise ValueError(
+                    f"{label}: line {lineno} has {len(row)} columns but line "
+                    f"{first_line} has {n_cols} (ragged rows)"
+                )
             if not n_rows:
                 first_line, n_cols = lineno, len(row)
             n_rows += 1
-            check_size(f"{label}: rows up to line {lineno}", shape=(n_rows, n_cols),
-                       max_cells=limits.max_cells)
+            check_size(
+                f"{label}: rows up to line {lineno}",
+                shape=(n_rows, n_cols),
+                max_cells=limits.max_cells,
+            )
             cells += row
     except csv.Error as exc:
         raise ValueError(f"{label}: malformed CSV: {exc}") from None
@@ -658,7 +745,7 @@ def _read_csv_matrix(fh: IO[bytes], label: str, limits: Limits) -> np.ndarray:
 _MATRIX_SUFFIXES = (".npy", ".npz", ".csv", ".jsonl", ".jsonl.gz")
 
 
-def _format_from_name(name: str) -> Optional[str]:
+def _format_from_name(name: str) -> str | None:
     name = name.lower()
     for suffix in _MATRIX_SUFFIXES:
         if name.endswith(suffix):
@@ -666,8 +753,13 @@ def _format_from_name(name: str) -> Optional[str]:
     return None
 
 
-def load_pass_matrix(path: Any, task: Optional[str] = None, *, max_cells: Optional[int] = None,
-                     max_bytes: Optional[int] = None) -> Problem:
+def load_pass_matrix(
+    path: Any,
+    task: str | None = None,
+    *,
+    max_cells: int | None = None,
+    max_bytes: int | None = None,
+) -> Problem:
     """Read one pass matrix from a file, as a :class:`Problem`.
 
     Formats, by suffix:
@@ -701,14 +793,15 @@ def load_pass_matrix(path: Any, task: Optional[str] = None, *, max_cells: Option
         return _pick(load_dataset(path, max_cells=max_cells, max_bytes=max_bytes), path, task)
     if not _is_stdin(path) and os.fspath(path).lower().endswith(".parquet"):
         # the dataset layout, as load_dataset reads it (a file or a directory)
-        return _pick(load_dataset(path, max_cells=max_cells, max_bytes=max_bytes),
-                     _label(path), task)
+        return _pick(
+            load_dataset(path, max_cells=max_cells, max_bytes=max_bytes), _label(path), task
+        )
     limits = resolve_limits(max_cells, max_bytes)
     label = _label(path)
     stdin = _is_stdin(path)
     with _binary_source(path, label, limits) as (fh, size):
         head = _peek(fh, 8)
-        kind: Optional[str]
+        kind: str | None
         if stdin:
             kind = "jsonl" if sniff_format(head) == "gzip" else sniff_format(head)
             stem = "stdin"
@@ -716,13 +809,16 @@ def load_pass_matrix(path: Any, task: Optional[str] = None, *, max_cells: Option
             kind = _format_from_name(os.fspath(path))
             stem = Path(path).stem
             if kind is None:
-                raise ValueError(f"{label}: unknown format; expected .npy, .npz, .csv, "
-                                 ".jsonl, .jsonl.gz or .parquet")
+                raise ValueError(
+                    f"{label}: unknown format; expected .npy, .npz, .csv, "
+                    ".jsonl, .jsonl.gz or .parquet"
+                )
             if kind == "npz" and sniff_format(head) == "npy":
                 kind = "npy"  # a .npy payload under an .npz name
         if kind == "jsonl":
-            ds = Dataset(stem, _problems_from_jsonl(fh, label, limits, _gzipped(path, fh)),
-                         source=label)
+            ds = Dataset(
+                stem, _problems_from_jsonl(fh, label, limits, _gzipped(path, fh)), source=label
+            )
             return _pick(ds, label, task)
         if kind == "npz":
             with NpzArchive(fh, label, limits) as z:
@@ -738,21 +834,26 @@ def load_pass_matrix(path: Any, task: Optional[str] = None, *, max_cells: Option
         else:
             _no_task(label, task)
             labels = None
-            B = (read_npy(fh, label, size, limits, matrix=True) if kind == "npy"
-                 else _read_csv_matrix(fh, label, limits))
+            B = (
+                read_npy(fh, label, size, limits, matrix=True)
+                if kind == "npy"
+                else _read_csv_matrix(fh, label, limits)
+            )
     B = _binary_matrix(B, f"{label}: pass matrix")
     if labels is not None:
         labels = _binary_vector(labels, B.shape[0], f"{label}: labels")
     return Problem(stem, B, labels)
 
 
-def _no_task(label: str, task: Optional[str]) -> None:
+def _no_task(label: str, task: str | None) -> None:
     if task is not None:
-        raise ValueError(f"{label}: holds a single matrix; --task/task applies only to "
-                         ".jsonl files and dataset .npz files")
+        raise ValueError(
+            f"{label}: holds a single matrix; --task/task applies only to "
+            ".jsonl files and dataset .npz files"
+        )
 
 
-def _pick(ds: Dataset, label: str, task: Optional[str]) -> Problem:
+def _pick(ds: Dataset, label: str, task: str | None) -> Problem:
     if not len(ds):
         raise ValueError(f"{label}: holds no problems")
     if task is None:
@@ -763,13 +864,15 @@ def _pick(ds: Dataset, label: str, task: Optional[str]) -> Problem:
     return ds[task]
 
 
-def _matrix_from_npz(z: NpzArchive, label: str) -> Tuple[np.ndarray, Optional[np.ndarray]]:
+def _matrix_from_npz(z: NpzArchive, label: str) -> tuple[np.ndarray, np.ndarray | None]:
     keys = z.files
     if len(keys) == 1:
         return z.read(keys[0], matrix=True), None
     if "B" in z:
         lab = next((k for k in ("labels", "y") if k in z), None)
         return z.read("B", matrix=True), (None if lab is None else z.read(lab))
-    raise ValueError(f"{label}: holds {len(keys)} arrays ({', '.join(keys[:8])}); "
-                     "expected a single array, a key 'B', or the dataset layout with "
-                     "'task_ids'")
+    raise ValueError(
+        f"{label}: holds {len(keys)} arrays ({', '.join(keys[:8])}); "
+        "expected a single array, a key 'B', or the dataset layout with "
+        "'task_ids'"
+    )

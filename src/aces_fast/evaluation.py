@@ -4,6 +4,7 @@ This is the logic behind ``aces-fast evaluate``, usable from Python::
 
     from aces_fast.datasets import load_dataset
     from aces_fast.evaluation import evaluate
+
     ev = evaluate(load_dataset("humaneval-gpt35"))
     print(ev.table())
     ev.summary("mixed")["aces-c"]["pass@1"]
@@ -20,8 +21,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Any
 
 import numpy as np
 
@@ -42,8 +44,8 @@ class _AllMethods(Sequence[str]):
     """Every method name ``evaluate`` knows, in table order: ``"random"``, the
     registered methods (:mod:`aces_fast._registry`, a live view), ``"oracle"``."""
 
-    def _names(self) -> Tuple[str, ...]:
-        return (REFERENCE_METHODS[0],) + _registry.names() + REFERENCE_METHODS[1:]
+    def _names(self) -> tuple[str, ...]:
+        return (REFERENCE_METHODS[0], *_registry.names(), *REFERENCE_METHODS[1:])
 
     def __getitem__(self, i: Any) -> Any:
         return self._names()[i]
@@ -61,8 +63,7 @@ class _AllMethods(Sequence[str]):
 ALL_METHODS: Sequence[str] = _AllMethods()
 
 
-def _run_params(method: str, overrides: Optional[Mapping[str, Mapping[str, Any]]]
-                ) -> Dict[str, Any]:
+def _run_params(method: str, overrides: Mapping[str, Mapping[str, Any]] | None) -> dict[str, Any]:
     """The hyperparameters ``method`` runs with: its tunable defaults updated by
     ``overrides`` for its family (see :func:`aces_fast._registry.method_params`);
     ``{}`` for the reference rows."""
@@ -72,26 +73,28 @@ def _run_params(method: str, overrides: Optional[Mapping[str, Mapping[str, Any]]
     return method_params(method, (overrides or {}).get(family), tunable=True)
 
 
-def _check_methods(methods: Optional[Iterable[str]]) -> List[str]:
+def _check_methods(methods: Iterable[str] | None) -> list[str]:
     if methods is None:
         return list(ALL_METHODS)
     if isinstance(methods, str):
-        raise TypeError(f"methods must be a sequence of names, not the string {methods!r}; "
-                        f"e.g. [{methods!r}]")
+        raise TypeError(
+            f"methods must be a sequence of names, not the string {methods!r}; e.g. [{methods!r}]"
+        )
     # names are case-insensitive, like backend names
     chosen = [m.strip().lower() if isinstance(m, str) else m for m in methods]
     if not chosen:
         raise ValueError("no methods selected")
     bad = [m for m in chosen if m not in ALL_METHODS]
     if bad:
-        raise ValueError(f"unknown method(s) {', '.join(map(repr, bad))}; "
-                         f"choose from {', '.join(ALL_METHODS)}")
+        raise ValueError(
+            f"unknown method(s) {', '.join(map(repr, bad))}; choose from {', '.join(ALL_METHODS)}"
+        )
     if len(set(chosen)) != len(chosen):
         raise ValueError(f"method listed twice in {chosen}")
     return chosen
 
 
-def _as_float(x: Any) -> Optional[float]:
+def _as_float(x: Any) -> float | None:
     return None if x is None or math.isnan(x) else float(x)
 
 
@@ -123,23 +126,23 @@ class Evaluation:
 
     dataset: str
     source: str
-    methods: List[str]
+    methods: list[str]
     ks: tuple
-    pass_at: Dict[str, np.ndarray]
-    seconds: Dict[str, float]
-    backends: Dict[str, str]
+    pass_at: dict[str, np.ndarray]
+    seconds: dict[str, float]
+    backends: dict[str, str]
     labelled: np.ndarray
     mixed: np.ndarray
     n_tests: np.ndarray
-    diagnostics: Dict[str, Any]
-    params: Dict[str, Dict[str, Any]]
-    task_ids: List[str] = field(default_factory=list)
+    diagnostics: dict[str, Any]
+    params: dict[str, dict[str, Any]]
+    task_ids: list[str] = field(default_factory=list)
 
     @property
     def n_problems(self) -> int:
         return int(self.labelled.shape[0])
 
-    def summary(self, subset: str = "all") -> Dict[str, Dict[str, Optional[float]]]:
+    def summary(self, subset: str = "all") -> dict[str, dict[str, float | None]]:
         """Mean Pass@k per method over ``"all"`` labelled problems or the ``"mixed"`` ones.
 
         Returns ``{method: {"pass@1": fraction, ...}}``; ``None`` when the subset is empty.
@@ -147,14 +150,14 @@ class Evaluation:
         if subset not in ("all", "mixed"):
             raise ValueError(f"subset must be 'all' or 'mixed'; got {subset!r}")
         mask = self.labelled if subset == "all" else self.mixed
-        out: Dict[str, Dict[str, Optional[float]]] = {}
+        out: dict[str, dict[str, float | None]] = {}
         for meth in self.methods:
             vals = self.pass_at[meth][mask]
             means = vals.mean(axis=0) if vals.shape[0] else [None] * len(self.ks)
             out[meth] = {f"pass@{k}": _as_float(v) for k, v in zip(self.ks, means)}
         return out
 
-    def to_dict(self) -> Dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (the output of ``aces-fast evaluate --json``).
 
         Keys: ``all``, ``mixed`` (``{method: {"pass@k": fraction}}``),
@@ -175,8 +178,10 @@ class Evaluation:
             "seconds": dict(self.seconds),
             "backends": dict(self.backends),
             "params": {k: dict(v) for k, v in self.params.items()},
-            "diagnostics": {k: (_as_float(v) if isinstance(v, float) else v)
-                            for k, v in self.diagnostics.items()},
+            "diagnostics": {
+                k: (_as_float(v) if isinstance(v, float) else v)
+                for k, v in self.diagnostics.items()
+            },
         }
 
     def table(self) -> str:
@@ -189,48 +194,69 @@ class Evaluation:
         col_w = 7
         group_w = len(ks) * (col_w + 1) - 1
 
-        def pct(v: Optional[float]) -> str:
+        def pct(v: float | None) -> str:
             return f"{'-':>{col_w}}" if v is None else f"{100 * v:{col_w}.1f}"
 
         left_all = f"all ({n_all})"
         left_mix = f"mixed ({n_mixed})"
         lines = [
-            f"{self.dataset}: {self.n_problems} problems, {n_all} labelled, {n_mixed} mixed "
-            f"(0 < correct < n), {int((self.n_tests == 0).sum())} without tests",
+            (
+                f"{self.dataset}: {self.n_problems} problems, {n_all} labelled, {n_mixed} mixed "
+                f"(0 < correct < n), {int((self.n_tests == 0).sum())} without tests"
+            ),
             f"{'':{name_w}}  {left_all:^{group_w}}  {left_mix:^{group_w}}  {'time':>8}  backend",
-            f"{'method':{name_w}}  " + " ".join(f"{k:>{col_w}}" for k in ks) + "  "
-            + " ".join(f"{k:>{col_w}}" for k in ks) + f"  {'(s)':>8}",
+            f"{'method':{name_w}}  "
+            + " ".join(f"{k:>{col_w}}" for k in ks)
+            + "  "
+            + " ".join(f"{k:>{col_w}}" for k in ks)
+            + f"  {'(s)':>8}",
         ]
         lines.append("-" * len(lines[-1]) + "---------")
         for meth in self.methods:
-            row = (f"{meth:{name_w}}  " + " ".join(pct(all_s[meth][k]) for k in ks) + "  "
-                   + " ".join(pct(mix_s[meth][k]) for k in ks)
-                   + f"  {self.seconds[meth]:8.3f}  {self.backends[meth]}")
+            row = (
+                f"{meth:{name_w}}  "
+                + " ".join(pct(all_s[meth][k]) for k in ks)
+                + "  "
+                + " ".join(pct(mix_s[meth][k]) for k in ks)
+                + f"  {self.seconds[meth]:8.3f}  {self.backends[meth]}"
+            )
             lines.append(row)
         lines.append("Pass@k in percent: exact expectation with ties broken at random.")
         # one line per family: its members run with the same hyperparameters
-        hp = "; ".join(f"{m}: " + " ".join(f"{k}={v}" for k, v in p.items())
-                       for m, p in self.params.items() if p and _registry.get(m).family == m)
+        hp = "; ".join(
+            f"{m}: " + " ".join(f"{k}={v}" for k, v in p.items())
+            for m, p in self.params.items()
+            if p and _registry.get(m).family == m
+        )
         if hp:
             lines.append("hyperparameters: " + hp)
         d = self.diagnostics
         if d.get("problems"):
-            left_out = [f"{d[k]} {what}" for k, what in (
-                ("no_tests", "without tests"), ("constant_tests", "with constant tests only"))
-                if d.get(k)]
-            other = (f" (the other {d['mixed'] - d['problems']}: {', '.join(left_out)})"
-                     if left_out else "")
+            left_out = [
+                f"{d[k]} {what}"
+                for k, what in (
+                    ("no_tests", "without tests"),
+                    ("constant_tests", "with constant tests only"),
+                )
+                if d.get(k)
+            ]
+            other = (
+                f" (the other {d['mixed'] - d['problems']}: {', '.join(left_out)})"
+                if left_out
+                else ""
+            )
             lines.append(
                 f"diagnostics over {d['problems']} of {d['mixed']} mixed problems{other}: mean "
                 f"delta {d['delta_bar']:.3f}; paper's assumption delta > 2 sqrt(ln 2 / m) holds on "
                 f"{100 * d['assumption_holds']:.1f}%\n"
                 f"  (correct, incorrect, test) votes: informative {100 * d['informative']:.1f}%, "
                 f"uninformative {100 * d['uninformative']:.1f}%, "
-                f"misleading {100 * d['misleading']:.1f}%")
+                f"misleading {100 * d['misleading']:.1f}%"
+            )
         return "\n".join(lines)
 
 
-def diagnostics_summary(dataset: Dataset) -> Dict[str, Any]:
+def diagnostics_summary(dataset: Dataset) -> dict[str, Any]:
     """Mean test-quality diagnostics over the mixed problems that have a non-constant test.
 
     Returns ``problems`` (how many), ``mixed`` (all mixed problems), the mixed
@@ -253,10 +279,15 @@ def diagnostics_summary(dataset: Dataset) -> Dict[str, Any]:
         if not d.nonconstant.any():
             constant += 1
             continue
-        rows.append((float(d.assumption_holds), d.delta_bar, d.informative,
-                     d.uninformative, d.misleading))
-    counts = {"problems": len(rows), "mixed": mixed, "no_tests": no_tests,
-              "constant_tests": constant}
+        rows.append(
+            (float(d.assumption_holds), d.delta_bar, d.informative, d.uninformative, d.misleading)
+        )
+    counts = {
+        "problems": len(rows),
+        "mixed": mixed,
+        "no_tests": no_tests,
+        "constant_tests": constant,
+    }
     keys = ("assumption_holds", "delta_bar", "informative", "uninformative", "misleading")
     if not rows:
         return {**counts, **{k: float("nan") for k in keys}}
@@ -267,10 +298,15 @@ def diagnostics_summary(dataset: Dataset) -> Dict[str, Any]:
 _WARMUP = np.array([[1, 1, 0, 1], [1, 0, 1, 0], [0, 1, 0, 0]], dtype=np.uint8)
 
 
-def evaluate(dataset: Dataset, methods: Optional[Sequence[str]] = None, *,
-             ks: Sequence[int] = DEFAULT_KS, backend: Optional[str] = None,
-             params: Optional[Mapping[str, Mapping[str, Any]]] = None,
-             progress: Optional[Callable[[str], None]] = None) -> Evaluation:
+def evaluate(
+    dataset: Dataset,
+    methods: Sequence[str] | None = None,
+    *,
+    ks: Sequence[int] = DEFAULT_KS,
+    backend: str | None = None,
+    params: Mapping[str, Mapping[str, Any]] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Evaluation:
     """Run ranking methods on every problem of ``dataset`` and score them.
 
     Parameters
@@ -299,31 +335,34 @@ def evaluate(dataset: Dataset, methods: Optional[Sequence[str]] = None, *,
     the methods' own cost on every problem plus O(n log n) per Pass@k.
     """
     if not isinstance(dataset, Dataset):
-        raise TypeError(f"dataset must be a Dataset (see aces_fast.datasets.load_dataset); "
-                        f"got {type(dataset).__name__}")
+        raise TypeError(
+            f"dataset must be a Dataset (see aces_fast.datasets.load_dataset); "
+            f"got {type(dataset).__name__}"
+        )
     chosen = _check_methods(methods)
     ks = tuple(int(k) for k in ks)
     if not ks or any(k < 1 for k in ks):
         raise ValueError(f"ks must be positive integers; got {ks}")
     families = _registry.tunable_families()
-    for family in (params or {}):
+    for family in params or {}:
         if family not in families:
-            raise ValueError(f"no tunable hyperparameters for {family!r}; "
-                             f"params accepts {', '.join(families)}")
+            raise ValueError(
+                f"no tunable hyperparameters for {family!r}; params accepts {', '.join(families)}"
+            )
     run_params = {m: _run_params(m, params) for m in chosen}
     P = len(dataset)
     labelled = np.array([p.labels is not None for p in dataset], dtype=bool)
     mixed = np.array([p.is_mixed for p in dataset], dtype=bool)
-    pass_at: Dict[str, np.ndarray] = {}
-    seconds: Dict[str, float] = {}
-    backends: Dict[str, str] = {}
+    pass_at: dict[str, np.ndarray] = {}
+    seconds: dict[str, float] = {}
+    backends: dict[str, str] = {}
     for meth in chosen:
         table = np.full((P, len(ks)), np.nan)
         elapsed = 0.0
         used = "-"
         if meth not in REFERENCE_METHODS:
             rerank(_WARMUP, meth, backend=backend, **run_params[meth])
-        scores: Optional[np.ndarray]
+        scores: np.ndarray | None
         for i, prob in enumerate(dataset):
             if meth == "random":
                 scores = np.zeros(prob.n)
@@ -342,9 +381,17 @@ def evaluate(dataset: Dataset, methods: Optional[Sequence[str]] = None, *,
         seconds[meth] = elapsed
         backends[meth] = used
     return Evaluation(
-        dataset=dataset.name, source=dataset.source, methods=chosen, ks=ks,
-        pass_at=pass_at, seconds=seconds, backends=backends, labelled=labelled, mixed=mixed,
+        dataset=dataset.name,
+        source=dataset.source,
+        methods=chosen,
+        ks=ks,
+        pass_at=pass_at,
+        seconds=seconds,
+        backends=backends,
+        labelled=labelled,
+        mixed=mixed,
         n_tests=np.array([p.m for p in dataset], dtype=np.int64),
-        diagnostics=diagnostics_summary(dataset), params=run_params,
+        diagnostics=diagnostics_summary(dataset),
+        params=run_params,
         task_ids=dataset.task_ids,
     )

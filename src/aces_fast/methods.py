@@ -7,28 +7,38 @@ docs/contract.rst §4 (``backend=None`` -> ``ACES_FAST_BACKEND`` -> auto) and re
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Iterator, Mapping, Optional, Tuple
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
 import numpy as np
 
 from . import _registry, _semantics, consensus
 from ._cost import warn_if_costly
-from ._registry import (ACES_C, ACES_C_FILTER, ACES_O, B4, CODET, DEFAULT_METHOD, GAMMA,
-                        MAJORITY, TIE_TOL, MethodSpec)
-from ._validation import tensor_to_numpy, as_scores, check_real, is_torch_tensor
-from .backends import check_backend_choice, resolve_backend
+from ._registry import (
+    ACES_C,
+    ACES_C_FILTER,
+    ACES_O,
+    B4,
+    CODET,
+    DEFAULT_METHOD,
+    GAMMA,
+    MAJORITY,
+    TIE_TOL,
+    MethodSpec,
+)
 from ._types import Array
+from ._validation import as_scores, check_real, is_torch_tensor, tensor_to_numpy
+from .backends import check_backend_choice, resolve_backend
 from .backends.base import ArrayBackend, Backend
 from .result import RerankResult, SurrogateResult
 
 
-def _setup(B: Any, backend: Optional[str]) -> Tuple[Backend, Any]:
+def _setup(B: Any, backend: str | None) -> tuple[Backend, Any]:
     be = resolve_backend(backend, B)
     return be, be.prepare(B)
 
 
-def _run(spec: MethodSpec, B: Any, backend: Optional[str], params: Dict[str, Any]
-         ) -> RerankResult:
+def _run(spec: MethodSpec, B: Any, backend: str | None, params: dict[str, Any]) -> RerankResult:
     """Validate ``params`` (once, here), pick the backend, validate ``B``, warn before a
     call far beyond the usual cost (:mod:`aces_fast._cost`), rank."""
     values = spec.validate(params)
@@ -39,8 +49,9 @@ def _run(spec: MethodSpec, B: Any, backend: Optional[str], params: Dict[str, Any
     return be.rerank(Bv, spec, values)
 
 
-def loo_auc(B: Any, weights: Any = None, *, tie_tol: float = TIE_TOL.default,
-            backend: Optional[str] = None) -> Array:
+def loo_auc(
+    B: Any, weights: Any = None, *, tie_tol: float = TIE_TOL.default, backend: str | None = None
+) -> Array:
     """Leave-one-out AUC of every test (docs/contract.rst §2).
 
     ``LOO-AUC_j(w) = AUC(s - w_j B[:, j], B[:, j])`` with ``s = B @ w``: how well
@@ -84,8 +95,9 @@ def loo_auc(B: Any, weights: Any = None, *, tie_tol: float = TIE_TOL.default,
     return be.loo_auc_public(Bv, w, tie_tol)
 
 
-def surrogate_loo_auc(B: Any, weights: Any, gamma: float = GAMMA.default, *,
-                      backend: Optional[str] = None) -> SurrogateResult:
+def surrogate_loo_auc(
+    B: Any, weights: Any, gamma: float = GAMMA.default, *, backend: str | None = None
+) -> SurrogateResult:
     """Logistic surrogate of LOO-AUC, the ACES-O objective and its gradient.
 
     ``L_j(w) = mean_{p in P_j, f in F_j} sigmoid(gamma (s_p - s_f - w_j))`` and
@@ -128,7 +140,7 @@ def surrogate_loo_auc(B: Any, weights: Any, gamma: float = GAMMA.default, *,
     return be.surrogate_public(Bv, w, gamma)
 
 
-def majority_vote(B: Any, *, backend: Optional[str] = None) -> RerankResult:
+def majority_vote(B: Any, *, backend: str | None = None) -> RerankResult:
     """Rank candidates by the number of non-constant tests they pass.
 
     Weights are uniform over non-constant tests (normalized to sum 1), so
@@ -168,9 +180,13 @@ _NUMPY_OPS = ArrayBackend()
 _ACES_C_VARIANTS = {spec.fixed["variant"]: spec for spec in (ACES_C, ACES_C_FILTER)}
 
 
-def aces_c(B: Any, variant: str = ACES_C.fixed["variant"], *,
-           tie_tol: float = ACES_C.default("tie_tol"),
-           backend: Optional[str] = None) -> RerankResult:
+def aces_c(
+    B: Any,
+    variant: str = ACES_C.fixed["variant"],
+    *,
+    tie_tol: float = ACES_C.default("tie_tol"),
+    backend: str | None = None,
+) -> RerankResult:
     """ACES-C: closed-form test weights from uniform-weight LOO-AUC.
 
     ``variant="weighted"``: ``w_j = max(0, LOO-AUC_j(1) - 1/2) * p_j (1 - p_j)``
@@ -219,11 +235,18 @@ def aces_c(B: Any, variant: str = ACES_C.fixed["variant"], *,
     return _run(spec, B, backend, {"tie_tol": tie_tol})
 
 
-def aces_o(B: Any, gamma: float = ACES_O.default("gamma"), lr: float = ACES_O.default("lr"),
-           steps: int = ACES_O.default("steps"), top_k: Optional[int] = ACES_O.default("top_k"),
-           init: str = ACES_O.default("init"), *, tie_tol: float = ACES_O.default("tie_tol"),
-           bins: Optional[int] = ACES_O.default("bins"),
-           backend: Optional[str] = None) -> RerankResult:
+def aces_o(
+    B: Any,
+    gamma: float = ACES_O.default("gamma"),
+    lr: float = ACES_O.default("lr"),
+    steps: int = ACES_O.default("steps"),
+    top_k: int | None = ACES_O.default("top_k"),
+    init: str = ACES_O.default("init"),
+    *,
+    tie_tol: float = ACES_O.default("tie_tol"),
+    bins: int | None = ACES_O.default("bins"),
+    backend: str | None = None,
+) -> RerankResult:
     """ACES-O: test weights on the simplex maximizing the surrogate LOO-AUC objective.
 
     Maximizes ``J(w) = sum_j w_j (L_j(w) - 1/2)`` over ``w = softmax(l)`` (constant
@@ -295,12 +318,25 @@ def aces_o(B: Any, gamma: float = ACES_O.default("gamma"), lr: float = ACES_O.de
     >>> bool(res.objective[-1] > res.objective[0])  # the fit improved J
     True
     """
-    return _run(ACES_O, B, backend, {"gamma": gamma, "lr": lr, "steps": steps, "top_k": top_k,
-                                     "init": init, "tie_tol": tie_tol, "bins": bins})
+    return _run(
+        ACES_O,
+        B,
+        backend,
+        {
+            "gamma": gamma,
+            "lr": lr,
+            "steps": steps,
+            "top_k": top_k,
+            "init": init,
+            "tie_tol": tie_tol,
+            "bins": bins,
+        },
+    )
 
 
-def codet(B: Any, exponent: float = CODET.default("exponent"), *,
-          backend: Optional[str] = None) -> RerankResult:
+def codet(
+    B: Any, exponent: float = CODET.default("exponent"), *, backend: str | None = None
+) -> RerankResult:
     """CodeT dual agreement in pass-matrix form.
 
     Candidates with identical rows form a consensus set scoring
@@ -339,8 +375,13 @@ def codet(B: Any, exponent: float = CODET.default("exponent"), *,
     return _run(CODET, B, backend, {"exponent": exponent})
 
 
-def b4(B: Any, alpha: float = B4.default("alpha"), beta0: float = B4.default("beta0"), *,
-       backend: Optional[str] = None) -> RerankResult:
+def b4(
+    B: Any,
+    alpha: float = B4.default("alpha"),
+    beta0: float = B4.default("beta0"),
+    *,
+    backend: str | None = None,
+) -> RerankResult:
     """B4 (Chen et al., ASE 2024): Bayesian posterior of each consensus set.
 
     Candidates with identical rows form a consensus set; each set scores the
@@ -379,7 +420,7 @@ def b4(B: Any, alpha: float = B4.default("alpha"), beta0: float = B4.default("be
     return _run(B4, B, backend, {"alpha": alpha, "beta0": beta0})
 
 
-def mbr_exec(outputs: Any, *, backend: Optional[str] = None) -> RerankResult:
+def mbr_exec(outputs: Any, *, backend: str | None = None) -> RerankResult:
     """MBR-exec: score each candidate by how many candidates produce identical outputs.
 
     Parameters
@@ -422,13 +463,24 @@ def mbr_exec(outputs: Any, *, backend: Optional[str] = None) -> RerankResult:
     if O.dtype == object or O.dtype.kind not in "biuUS":
         raise TypeError(f"outputs must be integer hashes (or strings); got dtype {O.dtype}")
     scores = consensus.mbr_exec_scores(O)
-    return RerankResult(scores=scores, weights=None,
-                        order=_semantics.descending_order(_NUMPY_OPS, scores),
-                        method="mbr-exec", backend=ran)
+    return RerankResult(
+        scores=scores,
+        weights=None,
+        order=_semantics.descending_order(_NUMPY_OPS, scores),
+        method="mbr-exec",
+        backend=ran,
+    )
 
 
-def combine(scores: Any, quality: Any, consensus_matrix: Any, alpha: float = 0.5,
-            beta: float = 0.5, *, backend: Optional[str] = None) -> RerankResult:
+def combine(
+    scores: Any,
+    quality: Any,
+    consensus_matrix: Any,
+    alpha: float = 0.5,
+    beta: float = 0.5,
+    *,
+    backend: str | None = None,
+) -> RerankResult:
     """Combine test-based scores with static signals (the paper's ACES + DS^3).
 
     ``r = (alpha I + (1 - alpha) P) (beta s_hat + (1 - beta) q)`` where ``s_hat`` is
@@ -470,8 +522,7 @@ def combine(scores: Any, quality: Any, consensus_matrix: Any, alpha: float = 0.5
     if q.shape != (n,):
         raise ValueError(f"quality must have shape ({n},); got {q.shape}")
     if is_torch_tensor(consensus_matrix):
-        consensus_matrix = tensor_to_numpy(consensus_matrix, "consensus_matrix",
-                                           host_copy=True)
+        consensus_matrix = tensor_to_numpy(consensus_matrix, "consensus_matrix", host_copy=True)
     P = np.asarray(consensus_matrix)
     if P.dtype == object or P.dtype.kind not in "biuf":
         raise TypeError(f"consensus_matrix must be real; got dtype {P.dtype}")
@@ -492,11 +543,18 @@ def combine(scores: Any, quality: Any, consensus_matrix: Any, alpha: float = 0.5
         s_hat = (s - lo) / span if np.isfinite(span) else (s / 2 - lo / 2) / (hi / 2 - lo / 2)
     else:
         s_hat = np.zeros(n)
-    r = alpha * (beta * s_hat + (1 - beta) * q) + (1 - alpha) * (P @ (beta * s_hat + (1 - beta) * q))
+    r = alpha * (beta * s_hat + (1 - beta) * q) + (1 - alpha) * (
+        P @ (beta * s_hat + (1 - beta) * q)
+    )
     method = f"combine({base})" if base else "combine"
-    return RerankResult(scores=r, weights=None, order=_semantics.descending_order(_NUMPY_OPS, r),
-                        method=method,
-                        backend=ran, info={"alpha": alpha, "beta": beta})
+    return RerankResult(
+        scores=r,
+        weights=None,
+        order=_semantics.descending_order(_NUMPY_OPS, r),
+        method=method,
+        backend=ran,
+        info={"alpha": alpha, "beta": beta},
+    )
 
 
 class _Methods(Mapping[str, Callable[..., RerankResult]]):
@@ -508,7 +566,7 @@ class _Methods(Mapping[str, Callable[..., RerankResult]]):
             raise KeyError(name)
         spec = _registry.get(name)
 
-        def call(B: Any, *, backend: Optional[str] = None, **params: Any) -> RerankResult:
+        def call(B: Any, *, backend: str | None = None, **params: Any) -> RerankResult:
             return _run(spec, B, backend, params)
 
         call.__name__ = call.__qualname__ = spec.name.replace("-", "_")
@@ -529,8 +587,9 @@ class _Methods(Mapping[str, Callable[..., RerankResult]]):
 METHODS: Mapping[str, Callable[..., RerankResult]] = _Methods()
 
 
-def rerank(B: Any, method: str = DEFAULT_METHOD, *, backend: Optional[str] = None,
-           **params: Any) -> RerankResult:
+def rerank(
+    B: Any, method: str = DEFAULT_METHOD, *, backend: str | None = None, **params: Any
+) -> RerankResult:
     """Rank candidates with the method called ``method``.
 
     Names (:data:`METHODS`): ``"majority"``, ``"codet"`` (exponent 0.5),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
@@ -27,7 +27,7 @@ def _miss_probability(g: int, c: int, r: int) -> float:
     return p
 
 
-def pass_at_k(scores: Any, labels: Any, k: int = 1, *, backend: Optional[str] = None) -> float:
+def pass_at_k(scores: Any, labels: Any, k: int = 1, *, backend: str | None = None) -> float:
     """Probability that a correct candidate is among the top ``k`` of a ranking.
 
     Ties are broken uniformly at random and the probability is computed
@@ -98,7 +98,7 @@ def _unbiased(n: int, c: int, k: int) -> float:
     return 1.0 - float(np.prod((n - c - j) / (n - j)))
 
 
-def pass_at_k_unbiased(n: Any, c: Any, k: int, *, backend: Optional[str] = None) -> Any:
+def pass_at_k_unbiased(n: Any, c: Any, k: int, *, backend: str | None = None) -> Any:
     """Unbiased pass@k of a sampler (Chen et al. 2021): ``1 - C(n-c, k) / C(n, k)``.
 
     Parameters
@@ -136,8 +136,9 @@ def pass_at_k_unbiased(n: Any, c: Any, k: int, *, backend: Optional[str] = None)
     try:
         n_arr, c_arr = np.broadcast_arrays(n_arr, c_arr)
     except ValueError:
-        raise ValueError(f"n and c must have broadcastable shapes; got {n_arr.shape} and "
-                         f"{c_arr.shape}") from None
+        raise ValueError(
+            f"n and c must have broadcastable shapes; got {n_arr.shape} and {c_arr.shape}"
+        ) from None
     if (c_arr < 0).any() or (c_arr > n_arr).any():
         raise ValueError("need 0 <= c <= n")
     if (n_arr > MAX_SAMPLES).any():
@@ -212,8 +213,9 @@ def _snr(w: np.ndarray, delta: np.ndarray) -> float:
     return float(np.dot(w, d) ** 2 / np.dot(w, w))
 
 
-def diagnostics(B: Any, labels: Any, weights: Optional[Any] = None, k: int = 1, *,
-                backend: Optional[str] = None) -> Diagnostics:
+def diagnostics(
+    B: Any, labels: Any, weights: Any | None = None, k: int = 1, *, backend: str | None = None
+) -> Diagnostics:
     """Test-quality diagnostics of a pass matrix given candidate labels.
 
     Parameters
@@ -271,8 +273,7 @@ def diagnostics(B: Any, labels: Any, weights: Optional[Any] = None, k: int = 1, 
     delta_bar = float(np.mean(delta[nonconst])) if M and n_plus and n_minus else float("nan")
     threshold = 2.0 * math.sqrt(math.log(2) / M) if M else float("inf")
     oracle = np.where(nonconst, np.maximum(0.0, np.nan_to_num(delta)), 0.0)
-    w = nonconst.astype(np.float64) if weights is None else as_weights(weights, m,
-                                                                        host_copy=True)
+    w = nonconst.astype(np.float64) if weights is None else as_weights(weights, m, host_copy=True)
     snr = _snr(w, delta)
     bound = 1.0 - (n_minus / k) * math.exp(-snr / 2) if math.isfinite(snr) else float("nan")
     triples = n_plus * n_minus * m
@@ -282,9 +283,21 @@ def diagnostics(B: Any, labels: Any, weights: Optional[Any] = None, k: int = 1, 
         uninformative = 1.0 - informative - misleading
     else:
         informative = misleading = uninformative = float("nan")
-    return Diagnostics(alpha=alpha, beta=beta, delta=delta, nonconstant=nonconst,
-                       delta_bar=delta_bar, threshold=threshold,
-                       assumption_holds=bool(delta_bar > threshold),
-                       oracle_weights=oracle, snr=snr, snr_oracle=_snr(oracle, delta),
-                       bound=bound, informative=informative, uninformative=uninformative,
-                       misleading=misleading, n_plus=n_plus, n_minus=n_minus)
+    return Diagnostics(
+        alpha=alpha,
+        beta=beta,
+        delta=delta,
+        nonconstant=nonconst,
+        delta_bar=delta_bar,
+        threshold=threshold,
+        assumption_holds=bool(delta_bar > threshold),
+        oracle_weights=oracle,
+        snr=snr,
+        snr_oracle=_snr(oracle, delta),
+        bound=bound,
+        informative=informative,
+        uninformative=uninformative,
+        misleading=misleading,
+        n_plus=n_plus,
+        n_minus=n_minus,
+    )

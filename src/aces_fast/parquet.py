@@ -31,9 +31,10 @@ not import this module.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any
 
 import numpy as np
 
@@ -41,15 +42,32 @@ try:
     import pyarrow as pa
     import pyarrow.parquet as pq
 except ImportError as _exc:  # pragma: no cover - exercised in a subprocess test
-    raise ImportError("reading and writing Parquet needs pyarrow, which is not installed: "
-                      "pip install 'aces_fast[arrow]'") from _exc
+    raise ImportError(
+        "reading and writing Parquet needs pyarrow, which is not installed: "
+        "pip install 'aces_fast[arrow]'"
+    ) from _exc
 
 from ._problems import Dataset, Problem
 
-__all__ = ["LAYOUT_VERSION", "METADATA_KEY", "REQUIRED_COLUMNS", "Decoded", "InputFile",
-           "InvalidRowError", "RowError",
-           "check_schema", "damaged_row_group", "decode_batch", "input_files", "load_parquet",
-           "open_file", "pack_rows", "row_group_task_ids", "save_parquet", "schema"]
+__all__ = [
+    "LAYOUT_VERSION",
+    "METADATA_KEY",
+    "REQUIRED_COLUMNS",
+    "Decoded",
+    "InputFile",
+    "InvalidRowError",
+    "RowError",
+    "check_schema",
+    "damaged_row_group",
+    "decode_batch",
+    "input_files",
+    "load_parquet",
+    "open_file",
+    "pack_rows",
+    "row_group_task_ids",
+    "save_parquet",
+    "schema",
+]
 
 LAYOUT_VERSION = 1
 METADATA_KEY = b"aces_fast"
@@ -58,15 +76,17 @@ OPTIONAL_COLUMNS = ("labels", "test_count")
 #: rows per row group written by :func:`save_parquet` (about 11 MB at 100 x 50)
 DEFAULT_ROW_GROUP_SIZE = 16384
 
-PathLike = Union[str, Path]
+PathLike = str | Path
 
 
-def schema(labels: bool = True, test_count: bool = True) -> "pa.Schema":
+def schema(labels: bool = True, test_count: bool = True) -> pa.Schema:
     """The Arrow schema of the layout, with the version in its metadata."""
-    fields = [pa.field("task_id", pa.string(), nullable=False),
-              pa.field("n", pa.int32(), nullable=False),
-              pa.field("m", pa.int32(), nullable=False),
-              pa.field("B", pa.binary(), nullable=False)]
+    fields = [
+        pa.field("task_id", pa.string(), nullable=False),
+        pa.field("n", pa.int32(), nullable=False),
+        pa.field("m", pa.int32(), nullable=False),
+        pa.field("B", pa.binary(), nullable=False),
+    ]
     if labels:
         fields.append(pa.field("labels", pa.list_(pa.uint8())))
     if test_count:
@@ -79,11 +99,11 @@ def schema(labels: bool = True, test_count: bool = True) -> "pa.Schema":
 # schema checks (whole file)
 
 
-def _is_int(t: "pa.DataType") -> bool:
+def _is_int(t: pa.DataType) -> bool:
     return pa.types.is_integer(t)
 
 
-def _is_list_of(t: "pa.DataType", ok) -> bool:
+def _is_list_of(t: pa.DataType, ok) -> bool:
     return (pa.types.is_list(t) or pa.types.is_large_list(t)) and ok(t.value_type)
 
 
@@ -92,13 +112,15 @@ _COLUMN_TYPES = {
     "n": (_is_int, "an integer type (int32)"),
     "m": (_is_int, "an integer type (int32)"),
     "B": (lambda t: pa.types.is_binary(t) or pa.types.is_large_binary(t), "binary"),
-    "labels": (lambda t: _is_list_of(t, lambda v: _is_int(v) or pa.types.is_boolean(v)),
-               "list<uint8>"),
+    "labels": (
+        lambda t: _is_list_of(t, lambda v: _is_int(v) or pa.types.is_boolean(v)),
+        "list<uint8>",
+    ),
     "test_count": (lambda t: _is_list_of(t, _is_int), "list<int32>"),
 }
 
 
-def check_schema(sch: "pa.Schema", where: str) -> Tuple[bool, bool]:
+def check_schema(sch: pa.Schema, where: str) -> tuple[bool, bool]:
     """Check a file's schema against the layout; whole-file problems raise ``ValueError``.
 
     Returns ``(has_labels, has_test_count)``. Other columns are allowed (ignored).
@@ -111,32 +133,42 @@ def check_schema(sch: "pa.Schema", where: str) -> Tuple[bool, bool]:
             raise ValueError(f"{where}: metadata key 'aces_fast' is not JSON") from None
         if not isinstance(meta, dict) or meta.get("format") != "pass-matrix":
             kind = meta.get("format") if isinstance(meta, dict) else meta
-            raise ValueError(f"{where}: holds {kind!r} data, not a pass-matrix dataset "
-                             "(is it the output of rerank-dataset?)")
+            raise ValueError(
+                f"{where}: holds {kind!r} data, not a pass-matrix dataset "
+                "(is it the output of rerank-dataset?)"
+            )
         version = meta.get("version")
         if not isinstance(version, int) or version > LAYOUT_VERSION:
-            raise ValueError(f"{where}: pass-matrix layout version {version!r}; this aces_fast "
-                             f"reads versions up to {LAYOUT_VERSION} (upgrade aces_fast)")
+            raise ValueError(
+                f"{where}: pass-matrix layout version {version!r}; this aces_fast "
+                f"reads versions up to {LAYOUT_VERSION} (upgrade aces_fast)"
+            )
     names = set(sch.names)
     missing = [c for c in REQUIRED_COLUMNS if c not in names]
     if missing:
-        raise ValueError(f"{where}: missing column(s) {', '.join(missing)}; a pass-matrix "
-                         f"Parquet file needs {', '.join(REQUIRED_COLUMNS)} (see docs/parquet.md)")
+        raise ValueError(
+            f"{where}: missing column(s) {', '.join(missing)}; a pass-matrix "
+            f"Parquet file needs {', '.join(REQUIRED_COLUMNS)} (see docs/parquet.md)"
+        )
     for name, (ok, want) in _COLUMN_TYPES.items():
         if name in names and not ok(sch.field(name).type):
-            raise ValueError(f"{where}: column {name!r} has type {sch.field(name).type}; "
-                             f"expected {want}")
+            raise ValueError(
+                f"{where}: column {name!r} has type {sch.field(name).type}; expected {want}"
+            )
     return "labels" in names, "test_count" in names
 
 
-def input_files(path: PathLike) -> List[Path]:
+def input_files(path: PathLike) -> list[Path]:
     """The Parquet files of a dataset: ``path`` itself, or the ``*.parquet`` files of a
     directory in name order (names starting with ``.`` or ``_`` are skipped, as
     pyarrow and Spark do)."""
     p = Path(path)
     if p.is_dir():
-        files = sorted(f for f in p.iterdir() if f.suffix == ".parquet" and f.is_file()
-                       and not f.name.startswith((".", "_")))
+        files = sorted(
+            f
+            for f in p.iterdir()
+            if f.suffix == ".parquet" and f.is_file() and not f.name.startswith((".", "_"))
+        )
         if not files:
             raise ValueError(f"{p}: directory holds no .parquet files")
         return files
@@ -155,7 +187,7 @@ def pack_rows(B: np.ndarray) -> bytes:
     return np.packbits(np.asarray(B, dtype=np.uint8), axis=1, bitorder="big").tobytes()
 
 
-def _column(table: Any, name: str) -> "pa.Array":
+def _column(table: Any, name: str) -> pa.Array:
     """One column of a RecordBatch or Table as a single Array."""
     col = table.column(name)
     if isinstance(col, pa.ChunkedArray):
@@ -165,17 +197,17 @@ def _column(table: Any, name: str) -> "pa.Array":
     return col
 
 
-def _binary_parts(arr: "pa.Array") -> Tuple[np.ndarray, np.ndarray]:
+def _binary_parts(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """``(offsets int64 (len+1,), data uint8)`` of a (large) binary array; row ``i``
     is ``data[offsets[i]:offsets[i + 1]]`` (empty for nulls)."""
     bufs = arr.buffers()
     odt = np.int64 if pa.types.is_large_binary(arr.type) else np.int32
-    offsets = np.frombuffer(bufs[1], odt)[arr.offset: arr.offset + len(arr) + 1].astype(np.int64)
+    offsets = np.frombuffer(bufs[1], odt)[arr.offset : arr.offset + len(arr) + 1].astype(np.int64)
     data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
     return offsets, data
 
 
-def _list_parts(arr: "pa.Array", dtype: Any) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _list_parts(arr: pa.Array, dtype: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(offsets int64 (len+1,), values, value is null)`` of a (large) list array; the
     offsets index ``values`` directly (slices keep their absolute offsets)."""
     offsets = np.asarray(arr.offsets, dtype=np.int64)
@@ -187,10 +219,11 @@ def _list_parts(arr: "pa.Array", dtype: Any) -> Tuple[np.ndarray, np.ndarray, np
     return offsets, vals.astype(dtype, copy=False), null
 
 
-def _ints(arr: "pa.Array") -> Tuple[np.ndarray, np.ndarray]:
+def _ints(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """An integer column as ``(int64 values with nulls as 0, null mask)``."""
-    if arr.null_count == 0 and not (pa.types.is_unsigned_integer(arr.type)
-                                    and arr.type.bit_width == 64):
+    if arr.null_count == 0 and not (
+        pa.types.is_unsigned_integer(arr.type) and arr.type.bit_width == 64
+    ):
         return arr.to_numpy().astype(np.int64), np.zeros(len(arr), dtype=bool)
     null = np.asarray(arr.is_null().to_numpy(zero_copy_only=False), dtype=bool)
     if pa.types.is_unsigned_integer(arr.type) and arr.type.bit_width == 64:
@@ -209,8 +242,8 @@ class RowError:
     """A malformed row: its position in the input (0-based, over all files in order),
     its ``task_id`` (``None`` when missing) and the reason."""
 
-    row: Optional[int]
-    task_id: Optional[str]
+    row: int | None
+    task_id: str | None
     reason: str
 
     def message(self) -> str:
@@ -218,7 +251,7 @@ class RowError:
         tid = "missing" if self.task_id is None else repr(self.task_id)
         return f"{where} (task_id {tid}): {self.reason}"
 
-    def to_dict(self) -> Dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return {"task_id": self.task_id, "row": self.row, "reason": self.reason}
 
 
@@ -241,14 +274,14 @@ class Decoded:
     """
 
     index: np.ndarray
-    task_ids: List[str]
-    B: List[np.ndarray]
-    labels: Optional[List[Optional[np.ndarray]]]
-    test_count: Optional[List[Optional[np.ndarray]]]
-    errors: List[RowError]
+    task_ids: list[str]
+    B: list[np.ndarray]
+    labels: list[np.ndarray | None] | None
+    test_count: list[np.ndarray | None] | None
+    errors: list[RowError]
 
 
-def _row_numbers(table: Any, rows: Any) -> List[Optional[int]]:
+def _row_numbers(table: Any, rows: Any) -> list[int | None]:
     if rows is None:
         if "row" in table.column_names:  # a Ray dataset carries them in a column
             return _column(table, "row").to_pylist()
@@ -287,7 +320,7 @@ def decode_batch(table: Any, rows: Any = 0, *, test_count: bool = False) -> Deco
     """
     T = table.num_rows
     names = table.column_names
-    reason: List[Optional[str]] = [None] * T
+    reason: list[str | None] = [None] * T
 
     def flag(mask: np.ndarray, why) -> None:
         for i in np.flatnonzero(mask).tolist():
@@ -310,11 +343,15 @@ def decode_batch(table: Any, rows: Any = 0, *, test_count: bool = False) -> Deco
     nbytes = (np.maximum(m, 0) + 7) // 8
     expected = np.maximum(n, 0) * nbytes
     length = offsets[1:] - offsets[:-1]
-    flag(length != expected, lambda i: (
-        f"B has {length[i]} bytes, but n x m = {n[i]} x {m[i]} packed by row needs "
-        f"n * ceil(m / 8) = {expected[i]}"))
+    flag(
+        length != expected,
+        lambda i: (
+            f"B has {length[i]} bytes, but n x m = {n[i]} x {m[i]} packed by row needs "
+            f"n * ceil(m / 8) = {expected[i]}"
+        ),
+    )
 
-    labels_out: Optional[List[Optional[np.ndarray]]] = None
+    labels_out: list[np.ndarray | None] | None = None
     if "labels" in names:
         l_arr = _column(table, "labels")
         l_null = np.asarray(l_arr.is_null().to_numpy(zero_copy_only=False), dtype=bool)
@@ -329,20 +366,20 @@ def decode_batch(table: Any, rows: Any = 0, *, test_count: bool = False) -> Deco
             for r, pos in zip(owner.tolist(), bad_pos[first].tolist()):
                 if 0 <= r < T and not l_null[r] and reason[r] is None and pos < l_off[r + 1]:
                     what = "null" if l_vnull[pos] else str(l_val[pos])
-                    reason[r] = (f"labels entry {pos - l_off[r]} is {what}; "
-                                 "only 0 and 1 are allowed")
-    tc_out: Optional[List[Optional[np.ndarray]]] = None
+                    reason[r] = f"labels entry {pos - l_off[r]} is {what}; only 0 and 1 are allowed"
+    tc_out: list[np.ndarray | None] | None = None
     if "test_count" in names:
         t_arr = _column(table, "test_count")
         t_null = np.asarray(t_arr.is_null().to_numpy(zero_copy_only=False), dtype=bool)
         t_off, t_val, _ = _list_parts(t_arr, np.int64)
         t_len = t_off[1:] - t_off[:-1]
-        flag(~t_null & (t_len != m), lambda i: f"test_count has {t_len[i]} entries; "
-                                                f"need m = {m[i]}")
+        flag(
+            ~t_null & (t_len != m), lambda i: f"test_count has {t_len[i]} entries; need m = {m[i]}"
+        )
 
     # Unpack per distinct shape; padding bits are checked on the packed bytes.
     ok = np.array([r is None for r in reason], dtype=bool)
-    mats: Dict[int, np.ndarray] = {}
+    mats: dict[int, np.ndarray] = {}
     valid = np.flatnonzero(ok)
     if valid.size:
         nv, mv = n[valid], m[valid]
@@ -360,7 +397,7 @@ def decode_batch(table: Any, rows: Any = 0, *, test_count: bool = False) -> Deco
             else:
                 starts = offsets[members]
                 if np.array_equal(starts, starts[0] + size * np.arange(members.size)):
-                    packed = data[starts[0]: starts[0] + size * members.size]
+                    packed = data[starts[0] : starts[0] + size * members.size]
                 else:
                     packed = data[(starts[:, None] + np.arange(size)).reshape(-1)]
                 packed = packed.reshape(members.size * n0, nb)
@@ -368,9 +405,11 @@ def decode_batch(table: Any, rows: Any = 0, *, test_count: bool = False) -> Deco
                     pad = (packed[:, -1] & np.uint8((1 << (8 - m0 % 8)) - 1)) != 0
                     if pad.any():
                         for r in np.unique(members[np.flatnonzero(pad) // n0]).tolist():
-                            reason[r] = (f"B has padding bits set after column m = {m0} in a "
-                                         "row (each row must be packed big-endian and padded "
-                                         "with zero bits; is m or the bit order wrong?)")
+                            reason[r] = (
+                                f"B has padding bits set after column m = {m0} in a "
+                                "row (each row must be packed big-endian and padded "
+                                "with zero bits; is m or the bit order wrong?)"
+                            )
                 block = np.unpackbits(packed, axis=1, count=m0).reshape(members.size, n0, m0)
             for k, r in enumerate(members.tolist()):
                 mats[r] = block[k]
@@ -381,39 +420,45 @@ def decode_batch(table: Any, rows: Any = 0, *, test_count: bool = False) -> Deco
     good = index.tolist()
     if "labels" in names:
         l_u8 = l_val.astype(np.uint8)  # all 0/1 on the good rows, checked above
-        labels_out = [None if l_null[i] else l_u8[l_off[i]: l_off[i + 1]] for i in good]
+        labels_out = [None if l_null[i] else l_u8[l_off[i] : l_off[i + 1]] for i in good]
     if test_count and "test_count" in names:
-        tc_out = [None if t_null[i] else t_val[t_off[i]: t_off[i + 1]].astype(np.int32)
-                  for i in good]
-    return Decoded(index, [tids[i] for i in good], [mats[i] for i in good], labels_out, tc_out,
-                   errors)
+        tc_out = [
+            None if t_null[i] else t_val[t_off[i] : t_off[i + 1]].astype(np.int32) for i in good
+        ]
+    return Decoded(
+        index, [tids[i] for i in good], [mats[i] for i in good], labels_out, tc_out, errors
+    )
 
 
 # ---------------------------------------------------------------------------
 # whole datasets
 
 
-def _list_array(arrays: Sequence[Optional[np.ndarray]], value_type: "pa.DataType") -> "pa.Array":
+def _list_array(arrays: Sequence[np.ndarray | None], value_type: pa.DataType) -> pa.Array:
     lengths = np.array([0 if a is None else len(a) for a in arrays], dtype=np.int64)
     offsets = np.zeros(len(arrays) + 1, dtype=np.int32)
     np.cumsum(lengths, out=offsets[1:])
     present = [a for a in arrays if a is not None]
     values = (np.concatenate(present) if present else np.zeros(0)).astype(
-        value_type.to_pandas_dtype())
+        value_type.to_pandas_dtype()
+    )
     mask = np.array([a is None for a in arrays], dtype=bool)
-    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(values, value_type),
-                                    mask=pa.array(mask) if mask.any() else None)
+    return pa.ListArray.from_arrays(
+        pa.array(offsets), pa.array(values, value_type), mask=pa.array(mask) if mask.any() else None
+    )
 
 
-def _problems_table(problems: Sequence[Problem], sch: "pa.Schema") -> "pa.Table":
+def _problems_table(problems: Sequence[Problem], sch: pa.Schema) -> pa.Table:
     packed = [pack_rows(p.B) for p in problems]
     offsets = np.zeros(len(packed) + 1, dtype=np.int64)
     np.cumsum([len(b) for b in packed], out=offsets[1:])
     if offsets[-1] >= 2**31:
         raise ValueError("row group too large for a binary column: lower row_group_size")
-    B = pa.Array.from_buffers(pa.binary(), len(packed),
-                              [None, pa.py_buffer(offsets.astype(np.int32)),
-                               pa.py_buffer(b"".join(packed))])
+    B = pa.Array.from_buffers(
+        pa.binary(),
+        len(packed),
+        [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(b"".join(packed))],
+    )
     cols = {
         "task_id": pa.array([p.task_id for p in problems], pa.string()),
         "n": pa.array(np.array([p.n for p in problems], dtype=np.int32)),
@@ -423,14 +468,17 @@ def _problems_table(problems: Sequence[Problem], sch: "pa.Schema") -> "pa.Table"
     if "labels" in sch.names:
         cols["labels"] = _list_array([p.labels for p in problems], pa.uint8())
     if "test_count" in sch.names:
-        cols["test_count"] = _list_array([p.extras.get("test_count") for p in problems],
-                                         pa.int32())
+        cols["test_count"] = _list_array([p.extras.get("test_count") for p in problems], pa.int32())
     return pa.Table.from_arrays(list(cols.values()), schema=sch)
 
 
-def save_parquet(dataset: Union[Dataset, Sequence[Problem]], path: PathLike, *,
-                 row_group_size: int = DEFAULT_ROW_GROUP_SIZE,
-                 compression: str = "zstd") -> List[str]:
+def save_parquet(
+    dataset: Dataset | Sequence[Problem],
+    path: PathLike,
+    *,
+    row_group_size: int = DEFAULT_ROW_GROUP_SIZE,
+    compression: str = "zstd",
+) -> list[str]:
     """Write problems in the Parquet layout (see the module docstring).
 
     The ``labels`` column is written when some problem has labels (null for the
@@ -453,23 +501,29 @@ def save_parquet(dataset: Union[Dataset, Sequence[Problem]], path: PathLike, *,
         The names of extras that were not written (empty when nothing was lost).
     """
     problems = list(dataset)
-    if isinstance(row_group_size, bool) or not isinstance(row_group_size, int) \
-            or row_group_size < 1:
+    if (
+        isinstance(row_group_size, bool)
+        or not isinstance(row_group_size, int)
+        or row_group_size < 1
+    ):
         raise ValueError(f"row_group_size must be a positive integer; got {row_group_size!r}")
-    sch = schema(labels=any(p.labels is not None for p in problems),
-                 test_count=any("test_count" in p.extras for p in problems))
+    sch = schema(
+        labels=any(p.labels is not None for p in problems),
+        test_count=any("test_count" in p.extras for p in problems),
+    )
     dropped = sorted({k for p in problems for k in p.extras if k != "test_count"})
     # Page checksums: a reader (and rerank-dataset) then detects a flipped byte
     # instead of decoding a changed matrix.
-    with pq.ParquetWriter(str(path), sch, compression=compression,
-                          write_page_checksum=True) as writer:
+    with pq.ParquetWriter(
+        str(path), sch, compression=compression, write_page_checksum=True
+    ) as writer:
         for start in range(0, len(problems), row_group_size):
-            chunk = problems[start: start + row_group_size]
+            chunk = problems[start : start + row_group_size]
             writer.write_table(_problems_table(chunk, sch), row_group_size=row_group_size)
     return dropped
 
 
-def load_parquet(path: PathLike, name: Optional[str] = None) -> Dataset:
+def load_parquet(path: PathLike, name: str | None = None) -> Dataset:
     """Read a Parquet pass-matrix dataset (a file, or a directory of files) into memory.
 
     Raises ``ValueError`` naming the file, the row number and the task id for a
@@ -477,7 +531,7 @@ def load_parquet(path: PathLike, name: Optional[str] = None) -> Dataset:
     type, a duplicate task id, or a newer layout version. O(total size).
     """
     files = input_files(path)
-    problems: List[Problem] = []
+    problems: list[Problem] = []
     row = 0
     for f in files:
         pf = open_file(f)
@@ -524,7 +578,7 @@ def _verified_batches(f: InputFile) -> Any:
 # reading files (shared by load_parquet and the streaming and Ray engines)
 
 
-def open_file(path: Any) -> "pq.ParquetFile":
+def open_file(path: Any) -> pq.ParquetFile:
     """A reader for streaming: ``pre_buffer=False``, because with pre-buffering the
     reader keeps every column chunk it has read until it is closed, so memory
     grows with the file (about 390 MiB after 600 000 rows of 100 x 50) instead of
@@ -549,7 +603,7 @@ class InputFile:
         return int(self.pf.metadata.num_rows)
 
 
-def row_group_task_ids(pf: Any, g: int) -> Optional[Any]:
+def row_group_task_ids(pf: Any, g: int) -> Any | None:
     """The ``task_id`` column of one row group, or ``None`` when it cannot be read."""
     try:
         return pf.read_row_group(g, columns=["task_id"]).column(0)
@@ -557,12 +611,13 @@ def row_group_task_ids(pf: Any, g: int) -> Optional[Any]:
         return None
 
 
-def damaged_row_group(f: InputFile, g: int, lo: int, hi: int, start: int, exc: BaseException
-             ) -> Tuple[str, List[Optional[str]]]:
+def damaged_row_group(
+    f: InputFile, g: int, lo: int, hi: int, start: int, exc: BaseException
+) -> tuple[str, list[str | None]]:
     """The message for a row group that failed to decode at row ``start`` (its rows
     are ``[lo, hi)``), and the task ids of rows ``start..hi-1`` where readable."""
     col = row_group_task_ids(f.pf, g)
-    ids: List[Optional[str]] = [None] * (hi - start)
+    ids: list[str | None] = [None] * (hi - start)
     span = ""
     if col is not None:
         ids = col.slice(start - lo).to_pylist()
@@ -571,11 +626,12 @@ def damaged_row_group(f: InputFile, g: int, lo: int, hi: int, start: int, exc: B
         stats = _task_id_stats(f.pf, g)
         span = f", task_ids between {stats[0]!r} and {stats[1]!r}" if stats else ""
     first_line = " ".join(str(exc).split())
-    return (f"{f.path}: row group {g} (rows {start} to {hi - 1}{span}) is damaged: "
-            f"{first_line}"), ids
+    return (
+        f"{f.path}: row group {g} (rows {start} to {hi - 1}{span}) is damaged: {first_line}"
+    ), ids
 
 
-def _task_id_stats(pf: Any, g: int) -> Optional[Tuple[Any, Any]]:
+def _task_id_stats(pf: Any, g: int) -> tuple[Any, Any] | None:
     try:
         names = pf.schema_arrow.names
         st = pf.metadata.row_group(g).column(names.index("task_id")).statistics

@@ -35,8 +35,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any
 
 import numpy as np
 
@@ -44,26 +45,49 @@ try:
     import ray
     import ray.data
 except ImportError as _exc:  # pragma: no cover - exercised in a subprocess test
-    raise ImportError("the Ray engine needs ray with Ray Data, which is not installed: "
-                      "pip install 'aces_fast[ray]'") from _exc
+    raise ImportError(
+        "the Ray engine needs ray with Ray Data, which is not installed: "
+        "pip install 'aces_fast[ray]'"
+    ) from _exc
 
 import pyarrow as pa
 
 from ._engine import DEFAULT_BATCH_SIZE, Commit, Job, rerank_table, results_schema
 from ._registry import DEFAULT_METHOD, method_params
 from ._validation import check_int
-from .parquet import (OPTIONAL_COLUMNS, REQUIRED_COLUMNS, InputFile, InvalidRowError, RowError,
-                      check_schema, damaged_row_group, input_files, open_file)
+from .parquet import (
+    OPTIONAL_COLUMNS,
+    REQUIRED_COLUMNS,
+    InputFile,
+    InvalidRowError,
+    RowError,
+    check_schema,
+    damaged_row_group,
+    input_files,
+    open_file,
+)
 
-__all__ = ["RayEngine", "RayEngineError", "init", "read_pass_matrices", "rerank_dataset",
-           "shutdown"]
+__all__ = [
+    "RayEngine",
+    "RayEngineError",
+    "init",
+    "read_pass_matrices",
+    "rerank_dataset",
+    "shutdown",
+]
 
-PathLike = Union[str, Path]
+PathLike = str | Path
 
 # Columns of the input as Ray blocks carry them: one type each, so blocks from
 # files with different integer widths concatenate.
-_CANONICAL = {"task_id": pa.string(), "n": pa.int64(), "m": pa.int64(), "B": pa.binary(),
-              "labels": pa.list_(pa.int64()), "test_count": pa.list_(pa.int64())}
+_CANONICAL = {
+    "task_id": pa.string(),
+    "n": pa.int64(),
+    "m": pa.int64(),
+    "B": pa.binary(),
+    "labels": pa.list_(pa.int64()),
+    "test_count": pa.list_(pa.int64()),
+}
 
 # A worker's exception as Ray's text shows it ("ValueError: ..."), and colour codes.
 _EXC_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?([A-Za-z_]\w*(?:Error|Exception)): (.+)$")
@@ -87,7 +111,7 @@ def _chain(exc: BaseException) -> str:
     """The text of an exception and of everything it was raised from (Ray nests
     the real cause, e.g. an AuthenticationError, two levels down)."""
     parts, seen = [], set()
-    cur: Optional[BaseException] = exc
+    cur: BaseException | None = exc
     while cur is not None and id(cur) not in seen:
         seen.add(id(cur))
         parts.append(f"{type(cur).__name__}: {cur}")
@@ -98,12 +122,16 @@ def _chain(exc: BaseException) -> str:
 def _auth_hint(address: str) -> str:
     mode = os.environ.get("RAY_AUTH_MODE", "").lower()
     if mode == "token":
-        why = ("refused this process's token (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or "
-               "~/.ray/auth_token): use the head's token here and on every node")
+        why = (
+            "refused this process's token (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or "
+            "~/.ray/auth_token): use the head's token here and on every node"
+        )
     else:
-        why = ("uses token authentication and this process sent no token "
-               f"(RAY_AUTH_MODE is {mode or 'unset'} here): set RAY_AUTH_MODE=token here and "
-               "on every node, each with the head's token (~/.ray/auth_token or RAY_AUTH_TOKEN)")
+        why = (
+            "uses token authentication and this process sent no token "
+            f"(RAY_AUTH_MODE is {mode or 'unset'} here): set RAY_AUTH_MODE=token here and "
+            "on every node, each with the head's token (~/.ray/auth_token or RAY_AUTH_TOKEN)"
+        )
     return f"Ray: the cluster at {address} {why}; see 'Ray on several machines' in docs/parquet.md"
 
 
@@ -113,12 +141,14 @@ def _connect_error(exc: BaseException, address: str) -> RayEngineError:
     if re.search(r"InvalidAuthToken|AuthenticationError|Unauthenticated", text):
         return RayEngineError(_auth_hint(address))
     if "Could not find any running Ray instance" in text:
-        return RayEngineError("Ray: --address auto found no running cluster (neither RAY_ADDRESS "
-                              "nor a cluster started with 'ray start' on this machine)")
+        return RayEngineError(
+            "Ray: --address auto found no running cluster (neither RAY_ADDRESS "
+            "nor a cluster started with 'ray start' on this machine)"
+        )
     return RayEngineError(f"Ray: cannot connect to the cluster at {address}: {_first_line(exc)}")
 
 
-def _split_address(address: str) -> Optional[Tuple[str, int]]:
+def _split_address(address: str) -> tuple[str, int] | None:
     """``(host, port)`` of a ``HOST:PORT`` address; ``None`` for anything else
     (``ray://`` client addresses, names Ray resolves itself)."""
     match = re.fullmatch(r"\[?([^\[\]/]+?)\]?:(\d{1,5})", address.strip())
@@ -143,7 +173,8 @@ def _preflight(address: str) -> None:
         raise RayEngineError(
             f"Ray: nothing answers at {address} ({reason}): start the head there with "
             f"'ray start --head --port {port}', or check the address and that the port is "
-            "reachable from here") from None
+            "reachable from here"
+        ) from None
     try:
         from ray._raylet import GcsClient  # type: ignore[attr-defined]  # private: a probe only
     except ImportError:
@@ -153,7 +184,7 @@ def _preflight(address: str) -> None:
             GcsClient(address=f"{host}:{port}")
     except ray.exceptions.RayError as exc:
         raise _connect_error(exc, address) from None
-    except Exception:  # noqa: BLE001 - the probe's API changed: ray.init still decides
+    except Exception:
         return
 
 
@@ -177,7 +208,7 @@ def _quiet_stderr() -> Iterator[None]:
 
 # The local cluster init() starts: its temporary root, and the guard that removes
 # the cluster's processes and files once this process is gone (see _GUARD).
-_OWNED: Dict[str, Any] = {}
+_OWNED: dict[str, Any] = {}
 
 # Run by the guard (python -c) in its own session, so that Ctrl-C at the terminal
 # does not reach it. It waits for EOF on stdin, which comes when the driver closes
@@ -236,27 +267,30 @@ def _temp_base() -> str:
     return "/tmp" if sys.platform.startswith(("linux", "darwin")) else tempfile.gettempdir()
 
 
-def _start_local(num_cpus: Optional[int], quiet: Dict[str, Any]) -> None:
+def _start_local(num_cpus: int | None, quiet: dict[str, Any]) -> None:
     """Start a private local cluster: ``address="local"`` so that neither RAY_ADDRESS
     nor a cluster already running here is joined, under a temporary root of its
     own so that its processes can be found and removed (by :func:`shutdown`, or by
     the guard when this process dies without calling it)."""
     root = tempfile.mkdtemp(prefix="aces-fast-ray-", dir=_temp_base())
     vendored = os.path.join(os.path.dirname(ray.__file__), "thirdparty_files")
-    guard = subprocess.Popen([sys.executable, "-c", _GUARD, root, str(os.getpid()), vendored],
-                             stdin=subprocess.PIPE,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                             start_new_session=True)
+    guard = subprocess.Popen(
+        [sys.executable, "-c", _GUARD, root, str(os.getpid()), vendored],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     _OWNED.update(root=root, guard=guard)
     try:
-        ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, _temp_dir=root,
-                 **quiet)
+        ray.init(
+            address="local", num_cpus=num_cpus, include_dashboard=False, _temp_dir=root, **quiet
+        )
     except BaseException as exc:  # a Ctrl-C mid-start too: leave no half-started cluster
         shutdown()
         if not isinstance(exc, Exception):
             raise
-        raise RayEngineError(f"Ray: could not start a local cluster: {_first_line(exc)}") \
-            from None
+        raise RayEngineError(f"Ray: could not start a local cluster: {_first_line(exc)}") from None
 
 
 def shutdown() -> None:
@@ -268,7 +302,7 @@ def shutdown() -> None:
     """
     try:
         ray.shutdown()
-    except Exception:  # noqa: BLE001 - the guard below still removes what is left
+    except Exception:
         pass
     guard = _OWNED.pop("guard", None)
     _OWNED.pop("root", None)
@@ -280,7 +314,7 @@ def shutdown() -> None:
             pass
 
 
-def init(address: Optional[str] = None, num_cpus: Optional[int] = None) -> bool:
+def init(address: str | None = None, num_cpus: int | None = None) -> bool:
     """Start a private local Ray cluster, or connect to the one at ``address``.
 
     Parameters
@@ -317,13 +351,12 @@ def init(address: Optional[str] = None, num_cpus: Optional[int] = None) -> bool:
         return False
     if num_cpus is not None:
         num_cpus = check_int(num_cpus, "num_cpus", minimum=1)
-    quiet: Dict[str, Any] = dict(logging_level=logging.ERROR, log_to_driver=False)
+    quiet: dict[str, Any] = dict(logging_level=logging.ERROR, log_to_driver=False)
     if address in (None, "local"):
         _start_local(num_cpus, quiet)
     else:
         if not isinstance(address, str) or not address.strip():
-            raise ValueError(f"address must be 'HOST:PORT', 'auto' or 'ray://...'; "
-                             f"got {address!r}")
+            raise ValueError(f"address must be 'HOST:PORT', 'auto' or 'ray://...'; got {address!r}")
         if num_cpus is not None:
             raise ValueError("num_cpus applies only to a new local cluster (address=None)")
         target = address
@@ -332,7 +365,7 @@ def init(address: Optional[str] = None, num_cpus: Optional[int] = None) -> bool:
         _preflight(target)
         try:
             ray.init(address=address, **quiet)
-        except Exception as exc:  # noqa: BLE001 - whatever Ray raised, it is Ray's failure
+        except Exception as exc:
             raise _connect_error(exc, target) from None
     ctx = ray.data.DataContext.get_current()
     ctx.enable_progress_bars = False
@@ -344,10 +377,10 @@ def init(address: Optional[str] = None, num_cpus: Optional[int] = None) -> bool:
 # reading
 
 
-_SHARED: Dict[str, Any] = {}
+_SHARED: dict[str, Any] = {}
 
 
-def _shared(ref_box: Optional[List[Any]]) -> Any:
+def _shared(ref_box: list[Any] | None) -> Any:
     """The object behind a boxed ObjectRef, fetched once per worker process."""
     if not ref_box:
         return None
@@ -358,8 +391,16 @@ def _shared(ref_box: Optional[List[Any]]) -> Any:
     return _SHARED[key]
 
 
-def _read_group(path: str, group: int, first_row: int, *, batch_size: int,
-                columns: Sequence[str], has_labels: bool, skip: Optional[List[Any]]):
+def _read_group(
+    path: str,
+    group: int,
+    first_row: int,
+    *,
+    batch_size: int,
+    columns: Sequence[str],
+    has_labels: bool,
+    skip: list[Any] | None,
+):
     """Read task: the rows of one row group in batches, with a ``row`` column, minus
     the rows to skip (done by an earlier run, or duplicates the driver reports),
     in the canonical column types."""
@@ -367,7 +408,7 @@ def _read_group(path: str, group: int, first_row: int, *, batch_size: int,
     pf = open_file(path)
     present = [c for c in columns if c in pf.schema_arrow.names]
 
-    def block(table: Any, rows: np.ndarray, damaged: Optional[str]) -> Any:
+    def block(table: Any, rows: np.ndarray, damaged: str | None) -> Any:
         if skip_set is not None:
             keep = ~skip_set.contains(rows)
             if not keep.all():
@@ -390,12 +431,17 @@ def _read_group(path: str, group: int, first_row: int, *, batch_size: int,
         except (OSError, pa.ArrowException) as exc:
             # The rest of the row group cannot be read: its rows travel as rows
             # with only task_id, row and why, for the driver to report.
-            why, ids = damaged_row_group(InputFile(Path(path), pf, 0), group, first_row, end,
-                                         row, exc)
-            rest = pa.table({c: pa.nulls(end - row, pf.schema_arrow.field(c).type)
-                             for c in present})
-            rest = rest.set_column(present.index("task_id"), "task_id",
-                                   pa.array(ids, pf.schema_arrow.field("task_id").type))
+            why, ids = damaged_row_group(
+                InputFile(Path(path), pf, 0), group, first_row, end, row, exc
+            )
+            rest = pa.table(
+                {c: pa.nulls(end - row, pf.schema_arrow.field(c).type) for c in present}
+            )
+            rest = rest.set_column(
+                present.index("task_id"),
+                "task_id",
+                pa.array(ids, pf.schema_arrow.field("task_id").type),
+            )
             out = block(rest, np.arange(row, end, dtype=np.int64), why)
             if out is not None:
                 yield out
@@ -409,12 +455,12 @@ def _read_group(path: str, group: int, first_row: int, *, batch_size: int,
             yield out
 
 
-def _read_groups(units: Sequence[Tuple[str, int, int]], **kwargs: Any):
+def _read_groups(units: Sequence[tuple[str, int, int]], **kwargs: Any):
     for path, group, first_row in units:
         yield from _read_group(path, group, first_row, **kwargs)
 
 
-def _block_metadata(rows: Optional[int], size: int, files: Tuple[str, ...]) -> Any:
+def _block_metadata(rows: int | None, size: int, files: tuple[str, ...]) -> Any:
     from ray.data.block import BlockMetadata
 
     return BlockMetadata(num_rows=rows, size_bytes=size, input_files=files, exec_stats=None)
@@ -423,36 +469,45 @@ def _block_metadata(rows: Optional[int], size: int, files: Tuple[str, ...]) -> A
 class _PassMatrixSource(ray.data.Datasource):
     """One read task per row group (fewer when Ray asks for less parallelism)."""
 
-    def __init__(self, units: List[Tuple[str, int, int, int, int]], read_args: Dict[str, Any],
-                 exact_rows: bool):
+    def __init__(
+        self,
+        units: list[tuple[str, int, int, int, int]],
+        read_args: dict[str, Any],
+        exact_rows: bool,
+    ):
         self.units, self.read_args, self.exact_rows = units, read_args, exact_rows
 
     def get_name(self) -> str:
         return "ReadPassMatrices"
 
-    def estimate_inmemory_data_size(self) -> Optional[int]:
+    def estimate_inmemory_data_size(self) -> int | None:
         return sum(u[4] for u in self.units)
 
-    def get_read_tasks(self, parallelism: int, *args: Any, **kwargs: Any) -> List[Any]:
+    def get_read_tasks(self, parallelism: int, *args: Any, **kwargs: Any) -> list[Any]:
         from ray.data import ReadTask
 
-        k = len(self.units) if parallelism is None or parallelism < 1 \
+        k = (
+            len(self.units)
+            if parallelism is None or parallelism < 1
             else max(1, min(parallelism, len(self.units)))
+        )
         tasks = []
         for chunk in np.array_split(np.arange(len(self.units)), k):
             units = [self.units[i] for i in chunk.tolist()]
             if not units:
                 continue
             rows = sum(u[3] for u in units) if self.exact_rows else None
-            meta = _block_metadata(rows, sum(u[4] for u in units),
-                                   tuple(sorted({u[0] for u in units})))
+            meta = _block_metadata(
+                rows, sum(u[4] for u in units), tuple(sorted({u[0] for u in units}))
+            )
             fn = functools.partial(_read_groups, [u[:3] for u in units], **self.read_args)
             tasks.append(ReadTask(fn, meta))
         return tasks
 
 
-def read_pass_matrices(path: PathLike, *, batch_size: int = DEFAULT_BATCH_SIZE,
-                       skip_rows: Optional[Any] = None) -> "ray.data.Dataset":
+def read_pass_matrices(
+    path: PathLike, *, batch_size: int = DEFAULT_BATCH_SIZE, skip_rows: Any | None = None
+) -> ray.data.Dataset:
     """A Ray Dataset of the rows of a Parquet pass-matrix file (or directory).
 
     Parameters
@@ -488,8 +543,12 @@ def read_pass_matrices(path: PathLike, *, batch_size: int = DEFAULT_BATCH_SIZE,
                 units.append((str(f.resolve()), g, row, meta.num_rows, meta.total_byte_size))
             row += meta.num_rows
     skip = [ray.put(skip_rows)] if skip_rows is not None and len(skip_rows.starts) else None
-    read_args = dict(batch_size=batch_size, columns=REQUIRED_COLUMNS + OPTIONAL_COLUMNS,
-                     has_labels=has_labels, skip=skip)
+    read_args = dict(
+        batch_size=batch_size,
+        columns=REQUIRED_COLUMNS + OPTIONAL_COLUMNS,
+        has_labels=has_labels,
+        skip=skip,
+    )
     return ray.data.read_datasource(_PassMatrixSource(units, read_args, skip is None))
 
 
@@ -497,23 +556,40 @@ def read_pass_matrices(path: PathLike, *, batch_size: int = DEFAULT_BATCH_SIZE,
 # ranking
 
 
-def _rerank_block(table: pa.Table, *, method: str, params: Dict[str, Any],
-                  backend: Optional[str], n_threads: Optional[int],
-                  skip_invalid: bool) -> pa.Table:
-    damaged: List[RowError] = []
+def _rerank_block(
+    table: pa.Table,
+    *,
+    method: str,
+    params: dict[str, Any],
+    backend: str | None,
+    n_threads: int | None,
+    skip_invalid: bool,
+) -> pa.Table:
+    damaged: list[RowError] = []
     if "damaged" in table.column_names:  # rows of a row group that could not be read
         hit = table.column("damaged").is_valid().to_numpy(zero_copy_only=False).astype(bool)
         if hit.any():
             lost = table.filter(pa.array(hit))
-            damaged = [RowError(r, t, why) for r, t, why in zip(
-                *(lost.column(c).to_pylist() for c in ("row", "task_id", "damaged")))]
+            damaged = [
+                RowError(r, t, why)
+                for r, t, why in zip(
+                    *(lost.column(c).to_pylist() for c in ("row", "task_id", "damaged"))
+                )
+            ]
             if not skip_invalid:
                 raise ValueError(damaged[0].reason)
             table = table.filter(pa.array(~hit))
         table = table.drop_columns(["damaged"])
-    out, errors, _ = rerank_table(table, method, params, rows=None,
-                                  has_labels="labels" in table.column_names, backend=backend,
-                                  n_threads=n_threads, skip_invalid=skip_invalid)
+    out, errors, _ = rerank_table(
+        table,
+        method,
+        params,
+        rows=None,
+        has_labels="labels" in table.column_names,
+        backend=backend,
+        n_threads=n_threads,
+        skip_invalid=skip_invalid,
+    )
     if not skip_invalid:
         return out
     errors = damaged + errors
@@ -525,8 +601,9 @@ def _rerank_block(table: pa.Table, *, method: str, params: Dict[str, Any],
         row_col = pa.array(ranked, pa.int64())
     else:
         row_col = pa.nulls(out.num_rows, pa.int64())
-    good = out.append_column("row", row_col) \
-              .append_column("error", pa.nulls(out.num_rows, pa.string()))
+    good = out.append_column("row", row_col).append_column(
+        "error", pa.nulls(out.num_rows, pa.string())
+    )
     if not errors:
         return good
     bad = {name: pa.nulls(len(errors), good.schema.field(name).type) for name in good.column_names}
@@ -536,10 +613,16 @@ def _rerank_block(table: pa.Table, *, method: str, params: Dict[str, Any],
     return pa.concat_tables([good, pa.table(bad, schema=good.schema)])
 
 
-def rerank_dataset(ds: "ray.data.Dataset", method: str = DEFAULT_METHOD, *,
-                   batch_size: int = DEFAULT_BATCH_SIZE, backend: Optional[str] = None,
-                   n_threads: int = 1, skip_invalid: bool = False,
-                   **params: Any) -> "ray.data.Dataset":
+def rerank_dataset(
+    ds: ray.data.Dataset,
+    method: str = DEFAULT_METHOD,
+    *,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    backend: str | None = None,
+    n_threads: int = 1,
+    skip_invalid: bool = False,
+    **params: Any,
+) -> ray.data.Dataset:
     """Rank every problem of a Ray Dataset of pass-matrix rows.
 
     Parameters
@@ -573,22 +656,25 @@ def rerank_dataset(ds: "ray.data.Dataset", method: str = DEFAULT_METHOD, *,
     p = method_params(method, params)  # ValueError for an unknown method, listing the names
     batch_size = check_int(batch_size, "batch_size", minimum=1)
     n_threads = check_int(n_threads, "n_threads", minimum=1)
-    return ds.map_batches(_rerank_block,  # type: ignore[arg-type]
-                          batch_size=batch_size, batch_format="pyarrow", num_cpus=n_threads,
-                          fn_kwargs=dict(method=method, params=p, backend=backend,
-                                         n_threads=n_threads, skip_invalid=skip_invalid))
+    return ds.map_batches(
+        _rerank_block,  # type: ignore[arg-type]
+        batch_size=batch_size,
+        batch_format="pyarrow",
+        num_cpus=n_threads,
+        fn_kwargs=dict(
+            method=method, params=p, backend=backend, n_threads=n_threads, skip_invalid=skip_invalid
+        ),
+    )
 
 
 # ---------------------------------------------------------------------------
 # the driver side of aces_fast.stream.rerank_dataset(engine="ray")
 
 
-
-
 _INPUT_ERRORS = ("ValueError", "TypeError", "InvalidRowError", "BackendUnavailableError")
 
 
-def _task_exception(exc: BaseException) -> Optional[Tuple[str, str]]:
+def _task_exception(exc: BaseException) -> tuple[str, str] | None:
     """``(type name, message)`` of the exception a Ray task raised, or ``None``.
 
     Ray keeps the worker's exception only as text (its traceback inside the
@@ -603,7 +689,7 @@ def _task_exception(exc: BaseException) -> Optional[Tuple[str, str]]:
     return None
 
 
-def _task_error(exc: BaseException) -> Optional[str]:
+def _task_error(exc: BaseException) -> str | None:
     """One line for the exception a Ray task raised, or ``None``: ValueError-like
     errors give their message alone, others ``"a Ray task failed: Type: message"``."""
     found = _task_exception(exc)
@@ -653,14 +739,27 @@ class RayEngine:
             todo_dups = dup_rows[~done.contains(dup_rows)].tolist()
             if todo_dups:
                 ids = task_ids_at(job.files, todo_dups)
-                commit(None, np.zeros(0, np.int64),
-                       [RowError(r, ids[r], duplicates[r]) for r in todo_dups], used)
+                commit(
+                    None,
+                    np.zeros(0, np.int64),
+                    [RowError(r, ids[r], duplicates[r]) for r in todo_dups],
+                    used,
+                )
                 progress(len(todo_dups))
-            skip = Intervals([(a, b) for a, b in zip(done.starts.tolist(), done.ends.tolist())]
-                             + [(r, r + 1) for r in duplicates])
+            skip = Intervals(
+                [(a, b) for a, b in zip(done.starts.tolist(), done.ends.tolist())]
+                + [(r, r + 1) for r in duplicates]
+            )
             ds = read_pass_matrices(job.path_in, batch_size=job.batch_size, skip_rows=skip)
-            out = rerank_dataset(ds, job.method, batch_size=job.batch_size, backend=job.backend,
-                                 n_threads=job.n_threads or 1, skip_invalid=True, **job.params)
+            out = rerank_dataset(
+                ds,
+                job.method,
+                batch_size=job.batch_size,
+                backend=job.backend,
+                n_threads=job.n_threads or 1,
+                skip_invalid=True,
+                **job.params,
+            )
             target = results_schema(job.has_labels).remove_metadata()
             blocks = iter(out.iter_batches(batch_format="pyarrow", batch_size=None))
             while True:
@@ -670,14 +769,20 @@ class RayEngine:
                     block: Any = next(blocks)
                 except StopIteration:
                     break
-                except Exception as exc:  # noqa: BLE001 - a task's error arrives wrapped by Ray
+                except Exception as exc:
                     raise _run_error(exc) from None
                 if isinstance(block, pa.RecordBatch):
                     block = pa.Table.from_batches([block])
                 bad = block.column("error").is_valid().to_numpy(zero_copy_only=False).astype(bool)
-                errors = [RowError(r, t, e) for r, t, e in zip(
-                    *(block.column(c).filter(pa.array(bad)).to_pylist()
-                      for c in ("row", "task_id", "error")))]
+                errors = [
+                    RowError(r, t, e)
+                    for r, t, e in zip(
+                        *(
+                            block.column(c).filter(pa.array(bad)).to_pylist()
+                            for c in ("row", "task_id", "error")
+                        )
+                    )
+                ]
                 errors.sort(key=lambda e: (e.row is None, e.row))
                 if errors and not job.skip_invalid:
                     raise InvalidRowError(errors[0].message(), errors[0])

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, NamedTuple, Optional
+from typing import Any, NamedTuple
 
 from ._types import Array
 
@@ -44,19 +44,27 @@ class RerankResult:
     """
 
     scores: Array
-    weights: Optional[Array]
+    weights: Array | None
     order: Array
     method: str
     backend: str
-    loo_auc: Optional[Array] = None
+    loo_auc: Array | None = None
     fallback: bool = False
-    objective: Optional[Array] = None
-    info: Dict[str, Any] = field(default_factory=dict)
+    objective: Array | None = None
+    info: dict[str, Any] = field(default_factory=dict)
 
-    def __init__(self, scores: Array, weights: Optional[Array], order: Array, method: str,
-                 backend: str, loo_auc: Optional[Array] = None, fallback: bool = False,
-                 objective: Optional[Array] = None,
-                 info: Optional[Dict[str, Any]] = None) -> None:
+    def __init__(
+        self,
+        scores: Array,
+        weights: Array | None,
+        order: Array,
+        method: str,
+        backend: str,
+        loo_auc: Array | None = None,
+        fallback: bool = False,
+        objective: Array | None = None,
+        info: dict[str, Any] | None = None,
+    ) -> None:
         # Stores into the instance dict instead of the frozen dataclass's
         # object.__setattr__ per field: a fifth of the cost, which matters for
         # microsecond-scale calls.

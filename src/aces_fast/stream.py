@@ -49,22 +49,46 @@ import contextlib
 import json
 import sys
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
+from typing import Any
 
 import numpy as np
 
-from ._engine import (DEFAULT_BATCH_SIZE, PASS_KS, RESULTS_VERSION, Commit, Engine, Job,
-                      pass_at_ks, require_arrow, rerank_table, results_schema)
-from ._registry import DEFAULT_METHOD, get as method_spec, method_params
+from ._engine import (
+    DEFAULT_BATCH_SIZE,
+    PASS_KS,
+    RESULTS_VERSION,
+    Commit,
+    Engine,
+    Job,
+    pass_at_ks,
+    require_arrow,
+    rerank_table,
+    results_schema,
+)
+from ._registry import DEFAULT_METHOD, method_params
+from ._registry import get as method_spec
 from ._validation import check_int
 
-__all__ = ["DEFAULT_BATCH_SIZE", "ENGINES", "PASS_KS", "Engine", "Job", "LocalEngine",
-           "RunSummary", "default_errors_path", "get_engine", "pass_at_ks", "rerank_dataset",
-           "rerank_table", "results_schema"]
+__all__ = [
+    "DEFAULT_BATCH_SIZE",
+    "ENGINES",
+    "PASS_KS",
+    "Engine",
+    "Job",
+    "LocalEngine",
+    "RunSummary",
+    "default_errors_path",
+    "get_engine",
+    "pass_at_ks",
+    "rerank_dataset",
+    "rerank_table",
+    "results_schema",
+]
 
-PathLike = Union[str, Path]
+PathLike = str | Path
 
 # ---------------------------------------------------------------------------
 # output directory, errors file, progress
@@ -90,8 +114,9 @@ class _Progress:
                 from tqdm.auto import tqdm
             except ImportError:
                 return
-            self._bar = tqdm(total=total, unit="task", file=sys.stderr, leave=False,
-                             desc="rerank-dataset")
+            self._bar = tqdm(
+                total=total, unit="task", file=sys.stderr, leave=False, desc="rerank-dataset"
+            )
 
     def update(self, k: int) -> None:
         self.count += k
@@ -104,8 +129,12 @@ class _Progress:
         if now - self._last >= 0.5 or self.count >= self.total:
             self._last = now
             rate = self.count / max(now - self._start, 1e-9)
-            print(f"\rrerank-dataset: {self.count}/{self.total} tasks ({rate:,.0f}/s)",
-                  end="", file=sys.stderr, flush=True)
+            print(
+                f"\rrerank-dataset: {self.count}/{self.total} tasks ({rate:,.0f}/s)",
+                end="",
+                file=sys.stderr,
+                flush=True,
+            )
 
     def close(self) -> None:
         if self._bar is not None:
@@ -132,14 +161,14 @@ class RunSummary:
     """
 
     output: Path
-    errors_path: Optional[Path]
+    errors_path: Path | None
     rows: int
     written: int
     resumed: int
     invalid: int
     seconds: float
     engine: str
-    timings: Dict[str, float] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
 
     @property
     def tasks_per_s(self) -> float:
@@ -147,8 +176,7 @@ class RunSummary:
         return self.written / self.seconds if self.seconds > 0 else float("nan")
 
 
-
-def _encode_part(table: Any, meta: Dict[str, Any]) -> Any:
+def _encode_part(table: Any, meta: dict[str, Any]) -> Any:
     """One part file's bytes (a ``pyarrow.Buffer``): results with their metadata,
     page checksums on. Dictionary encoding is off: it triples the write time of
     these columns (mostly distinct floats and short permutations) and makes the
@@ -163,17 +191,24 @@ def _encode_part(table: Any, meta: Dict[str, Any]) -> Any:
 class _Committer:
     """Turns ranked batches into commits of the results directory."""
 
-    def __init__(self, out: Any, meta: Dict[str, Any], timings: Dict[str, float]):
+    def __init__(self, out: Any, meta: dict[str, Any], timings: dict[str, float]):
         self.out, self.meta, self.timings = out, meta, timings
 
-    def __call__(self, table: Any, rows: np.ndarray, errors: Sequence[Any],
-                 backend: str, *, empty: bool = False) -> None:
+    def __call__(
+        self,
+        table: Any,
+        rows: np.ndarray,
+        errors: Sequence[Any],
+        backend: str,
+        *,
+        empty: bool = False,
+    ) -> None:
         """Commit ``table`` (results of the input rows ``rows``) and ``errors``;
         nothing when both are empty, unless ``empty`` (an empty part)."""
         tick = time.perf_counter()
         rows = np.asarray(rows, dtype=np.int64)
         data = None
-        ids: Tuple[Optional[str], Optional[str]] = (None, None)
+        ids: tuple[str | None, str | None] = (None, None)
         if table is not None and (table.num_rows or empty):
             data = _encode_part(table, dict(self.meta, backend=backend))
             col = table.column("task_id")
@@ -181,8 +216,9 @@ class _Committer:
         lines = [json.dumps(e.to_dict()) for e in errors]
         err_rows = np.array([e.row for e in errors if e.row is not None], dtype=np.int64)
         if data is not None or lines:
-            self.out.commit(data, 0 if table is None else table.num_rows, ids, rows, lines,
-                            err_rows)
+            self.out.commit(
+                data, 0 if table is None else table.num_rows, ids, rows, lines, err_rows
+            )
         self.timings["write"] = self.timings.get("write", 0.0) + time.perf_counter() - tick
 
 
@@ -210,7 +246,7 @@ def _prefetch(items: Any, depth: int = 2) -> Any:
                 if stop.is_set():
                     return
             q.put((end, None))
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the consumer
+        except BaseException as exc:
             q.put((end, exc))
 
     thread = threading.Thread(target=produce, name="aces-fast-read", daemon=True)
@@ -248,7 +284,7 @@ class _Writer:
 
         self._commit = commit
         self._queue: Any = queue.Queue(maxsize=depth)
-        self._error: Optional[BaseException] = None
+        self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._loop, name="aces-fast-commit", daemon=True)
         self._thread.start()
 
@@ -261,7 +297,7 @@ class _Writer:
                 continue
             try:
                 self._commit(*item[0], **item[1])
-            except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            except BaseException as exc:
                 self._error = exc
 
     def _raise(self) -> None:
@@ -293,18 +329,27 @@ class LocalEngine:
         """See :meth:`aces_fast._engine.Engine.run`."""
         from ._input import read_batches
 
-        batches = _prefetch(read_batches(job.files, job.batch_size, job.done, job.duplicates,
-                                         job.skip_invalid, job.timings))
+        batches = _prefetch(
+            read_batches(
+                job.files, job.batch_size, job.done, job.duplicates, job.skip_invalid, job.timings
+            )
+        )
         with contextlib.closing(batches):  # stops the reading thread on any way out
             for batch in batches:
                 res, errs, ran = None, list(batch.errors), job.backend_name
                 rows = batch.rows
                 if batch.table is not None and batch.table.num_rows:
                     res, bad, ran = rerank_table(
-                        batch.table, job.method, job.params, rows=batch.rows,
-                        has_labels=job.has_labels, backend=job.backend,
-                        n_threads=job.n_threads, skip_invalid=job.skip_invalid,
-                        timings=job.timings)
+                        batch.table,
+                        job.method,
+                        job.params,
+                        rows=batch.rows,
+                        has_labels=job.has_labels,
+                        backend=job.backend,
+                        n_threads=job.n_threads,
+                        skip_invalid=job.skip_invalid,
+                        timings=job.timings,
+                    )
                     if bad:
                         bad_rows = np.array([e.row for e in bad], dtype=np.int64)
                         rows = rows[~np.isin(rows, bad_rows)]
@@ -337,22 +382,43 @@ def get_engine(name: str) -> Engine:
     raise ValueError(f"engine must be one of {', '.join(map(repr, ENGINES))}; got {name!r}")
 
 
-def _header(files: Sequence[Any], method: str, params: Dict[str, Any], backend: str,
-            has_labels: bool) -> Dict[str, Any]:
+def _header(
+    files: Sequence[Any], method: str, params: dict[str, Any], backend: str, has_labels: bool
+) -> dict[str, Any]:
     from . import __version__
     from ._commit import file_identity
 
-    return json.loads(json.dumps({
-        "method": method, "params": params, "backend": backend, "aces_fast": __version__,
-        "has_labels": has_labels, "input": file_identity([f.path for f in files])}))
+    return json.loads(
+        json.dumps(
+            {
+                "method": method,
+                "params": params,
+                "backend": backend,
+                "aces_fast": __version__,
+                "has_labels": has_labels,
+                "input": file_identity([f.path for f in files]),
+            }
+        )
+    )
 
 
-def rerank_dataset(path_in: PathLike, path_out: PathLike, method: str = DEFAULT_METHOD, *,
-                   engine: str = "local", batch_size: int = DEFAULT_BATCH_SIZE,
-                   backend: Optional[str] = None, n_threads: Optional[int] = None,
-                   skip_invalid: bool = False, errors_path: Optional[PathLike] = None,
-                   resume: bool = False, restart: bool = False, progress: Optional[bool] = None,
-                   address: Optional[str] = None, **params: Any) -> RunSummary:
+def rerank_dataset(
+    path_in: PathLike,
+    path_out: PathLike,
+    method: str = DEFAULT_METHOD,
+    *,
+    engine: str = "local",
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    backend: str | None = None,
+    n_threads: int | None = None,
+    skip_invalid: bool = False,
+    errors_path: PathLike | None = None,
+    resume: bool = False,
+    restart: bool = False,
+    progress: bool | None = None,
+    address: str | None = None,
+    **params: Any,
+) -> RunSummary:
     """Rerank every problem of a Parquet pass-matrix dataset into a results directory.
 
     Parameters
@@ -442,8 +508,9 @@ def rerank_dataset(path_in: PathLike, path_out: PathLike, method: str = DEFAULT_
     if address is not None and engine != "ray":
         raise ValueError("address applies only to engine='ray'")
     if resume and restart:
-        raise ValueError("resume and restart exclude each other: continue the run, or start "
-                         "it over")
+        raise ValueError(
+            "resume and restart exclude each other: continue the run, or start it over"
+        )
     check_backend_choice(backend)  # a typo fails now, not after the output exists
     start = time.perf_counter()
     files, has_labels = open_inputs(path_in)
@@ -457,29 +524,54 @@ def rerank_dataset(path_in: PathLike, path_out: PathLike, method: str = DEFAULT_
     used = resolve_backend(backend).name
     out = ResultsDir(Path(path_out), errors_file)  # the lock: a second run stops here
     complete = False
-    bar: Optional[_Progress] = None
-    writer: Optional[_Writer] = None
+    bar: _Progress | None = None
+    writer: _Writer | None = None
     try:
         out.begin(_header(files, method, p, used, has_labels), resume=resume, restart=restart)
         out.report()
-        meta = {"format": "rerank-results", "version": RESULTS_VERSION, "method": method,
-                "params": out.header["params"], "aces_fast": out.header["aces_fast"]}
-        timings: Dict[str, float] = {}
+        meta = {
+            "format": "rerank-results",
+            "version": RESULTS_VERSION,
+            "method": method,
+            "params": out.header["params"],
+            "aces_fast": out.header["aces_fast"],
+        }
+        timings: dict[str, float] = {}
         committer = _Committer(out, meta, timings)
         commit = writer = _Writer(committer)  # commits on its own thread, in order
         done = out.done
         resumed = done.count(0, total)
         bar = _Progress(total, sys.stderr.isatty() if progress is None else bool(progress))
         bar.update(resumed)
-        runner.run(Job(path_in=path_in, files=files, has_labels=has_labels, method=method,
-                       params=p, done=done, duplicates=dups, batch_size=batch_size,
-                       backend=backend, backend_name=used, n_threads=n_threads,
-                       skip_invalid=skip_invalid, address=address, timings=timings),
-                   commit, bar.update)
+        runner.run(
+            Job(
+                path_in=path_in,
+                files=files,
+                has_labels=has_labels,
+                method=method,
+                params=p,
+                done=done,
+                duplicates=dups,
+                batch_size=batch_size,
+                backend=backend,
+                backend_name=used,
+                n_threads=n_threads,
+                skip_invalid=skip_invalid,
+                address=address,
+                timings=timings,
+            ),
+            commit,
+            bar.update,
+        )
         writer.close()
         if not out.has_part:  # nothing ranked: still leave a readable (empty) table
-            committer(results_schema(has_labels).empty_table(), np.zeros(0, np.int64), [], used,
-                      empty=True)
+            committer(
+                results_schema(has_labels).empty_table(),
+                np.zeros(0, np.int64),
+                [],
+                used,
+                empty=True,
+            )
         complete = True
     except InvalidRowError as exc:
         raise InvalidRowError(f"{path_in}: {exc}", exc.error) from None
@@ -490,6 +582,14 @@ def rerank_dataset(path_in: PathLike, path_out: PathLike, method: str = DEFAULT_
             bar.close()
         out.close(complete)
     invalid_file = out.errors_path if out.errors_path.exists() else None
-    return RunSummary(Path(path_out), invalid_file, total, out.written, resumed, out.invalid,
-                      time.perf_counter() - start, engine, timings)
-
+    return RunSummary(
+        Path(path_out),
+        invalid_file,
+        total,
+        out.written,
+        resumed,
+        out.invalid,
+        time.perf_counter() - start,
+        engine,
+        timings,
+    )

@@ -18,34 +18,35 @@ from __future__ import annotations
 import importlib
 import os
 import threading
-from typing import Any, Dict, List, Optional, Tuple, cast
+from typing import Any, cast
 
 from .._validation import tensor_device
 from .base import Backend, BackendUnavailableError
 
 __all__ = [
+    "BACKEND_NAMES",
+    "ENV_VAR",
     "Backend",
     "BackendUnavailableError",
     "available_backends",
     "backend_status",
+    "check_backend_choice",
     "get_backend",
     "resolve_backend",
-    "check_backend_choice",
-    "BACKEND_NAMES",
-    "ENV_VAR",
 ]
 
 ENV_VAR = "ACES_FAST_BACKEND"
 
 #: name -> module implementing it, in ``auto`` preference order for CPU input.
-_MODULES: Dict[str, str] = {name: f"{__name__}.{name}"
-                             for name in ("cpp", "numba", "torch", "numpy")}
-BACKEND_NAMES: Tuple[str, ...] = tuple(_MODULES)
+_MODULES: dict[str, str] = {
+    name: f"{__name__}.{name}" for name in ("cpp", "numba", "torch", "numpy")
+}
+BACKEND_NAMES: tuple[str, ...] = tuple(_MODULES)
 _AUTO_CPU_ORDER = ("cpp", "numba", "numpy")
 
 _lock = threading.Lock()
-_loaded: Dict[str, Backend] = {}
-_failed: Dict[str, str] = {}
+_loaded: dict[str, Backend] = {}
+_failed: dict[str, str] = {}
 
 
 def _load(name: str) -> Backend:
@@ -87,7 +88,7 @@ def get_backend(name: str) -> Backend:
     return _load(key)
 
 
-def backend_status() -> Dict[str, Optional[str]]:
+def backend_status() -> dict[str, str | None]:
     """Map every known backend to ``None`` if usable here, else the reason it is not.
 
     Loading a backend may import its dependency (numba, torch); call this only
@@ -109,7 +110,7 @@ def backend_status() -> Dict[str, Optional[str]]:
     >>> status["numpy"] is None  # the reference backend always works
     True
     """
-    status: Dict[str, Optional[str]] = {}
+    status: dict[str, str | None] = {}
     for name in BACKEND_NAMES:
         try:
             _load(name)
@@ -119,7 +120,7 @@ def backend_status() -> Dict[str, Optional[str]]:
     return status
 
 
-def available_backends() -> List[str]:
+def available_backends() -> list[str]:
     """Names of the backends usable on this machine, in ``auto`` preference order.
 
     Returns
@@ -137,7 +138,7 @@ def available_backends() -> List[str]:
     return [name for name, reason in backend_status().items() if reason is None]
 
 
-def check_backend_choice(backend: Optional[str]) -> str:
+def check_backend_choice(backend: str | None) -> str:
     """For functions computed in NumPy whatever the backend (metrics, MBR-exec,
     combine): validate an explicit ``backend`` choice so a typo or an unavailable
     backend is reported, and return ``"numpy"``, the code that actually runs."""
@@ -152,7 +153,7 @@ except AttributeError:  # pragma: no cover - not CPython's os._Environ
     _ENV_KEY = None
 
 
-def _env_choice() -> Optional[str]:
+def _env_choice() -> str | None:
     """``ACES_FAST_BACKEND``, read on every call (users and tests change it).
 
     Through ``os.environ``'s own mapping, which ``os.environ[...] = ...`` and
@@ -166,7 +167,7 @@ def _env_choice() -> Optional[str]:
     return None if raw is None else os.environ.decodevalue(raw)
 
 
-def resolve_backend(backend: Optional[str], data: Any = None) -> Backend:
+def resolve_backend(backend: str | None, data: Any = None) -> Backend:
     """Apply the selection rule to an explicit choice and an input array.
 
     Parameters

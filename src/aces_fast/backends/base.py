@@ -29,8 +29,8 @@ float64 (m,), method parameters are complete and checked (see
 from __future__ import annotations
 
 import math
-from typing import (TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple, Union,
-                    cast)
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -39,8 +39,8 @@ from .._validation import as_pass_matrix, as_weights
 from ..result import RerankResult, SurrogateResult
 
 if TYPE_CHECKING:
-    from ..batch_result import BatchResult
     from .._ops import ArrayOps
+    from ..batch_result import BatchResult
 
 try:  # the C function behind np.count_nonzero: its Python wrapper costs 4x the count
     # on the short vectors of a microsecond-scale call
@@ -66,8 +66,9 @@ class Backend:
 
     # -- kernels ---------------------------------------------------------------
 
-    def loo_auc(self, B: Any, weights: Optional[Any], tie_tol: float,
-                counts: Optional[Any] = None) -> Any:
+    def loo_auc(
+        self, B: Any, weights: Any | None, tie_tol: float, counts: Any | None = None
+    ) -> Any:
         """LOO-AUC of every column: float64 (m,), ``nan`` for constant columns.
 
         ``weights=None`` means uniform integer weights. ``counts`` (int64 (n,))
@@ -75,14 +76,23 @@ class Backend:
         """
         raise NotImplementedError
 
-    def surrogate(self, B: Any, weights: Any, gamma: float,
-                  counts: Optional[Any] = None) -> Tuple[Any, Any, Any]:
+    def surrogate(
+        self, B: Any, weights: Any, gamma: float, counts: Any | None = None
+    ) -> tuple[Any, Any, Any]:
         """``(L (m,), J, dJ/dw (m,))`` of docs/contract.rst §3; ``L_j = nan`` if P_j or F_j is empty."""
         raise NotImplementedError
 
-    def aces_o_fit(self, B: Any, logits0: Any, active: Any, gamma: float, lr: float,
-                   steps: int, counts: Optional[Any] = None,
-                   bins: Optional[int] = None) -> Tuple[Any, Any]:
+    def aces_o_fit(
+        self,
+        B: Any,
+        logits0: Any,
+        active: Any,
+        gamma: float,
+        lr: float,
+        steps: int,
+        counts: Any | None = None,
+        bins: int | None = None,
+    ) -> tuple[Any, Any]:
         """Run ACES-O's Adam ascent on ``B``; return ``(weights (m,), objective (steps+1,))``.
 
         ``bins``: the binned surrogate approximation, which only the ``cpp``
@@ -90,17 +100,19 @@ class Backend:
         """
         raise NotImplementedError
 
-    def loo_auc_uniform(self, B: Any) -> Tuple[Any, Any, Any]:
+    def loo_auc_uniform(self, B: Any) -> tuple[Any, Any, Any]:
         """Uniform-weight LOO-AUC: ``(L (m,), passers per test int64 (m,), plan)``;
         ``plan`` is handed back to ``row_scores`` (what the kernel learnt about
         ``B``, e.g. identical rows), ``None`` when there is nothing to share."""
         raise NotImplementedError
 
-    def no_bins(self, bins: Optional[int]) -> None:
+    def no_bins(self, bins: int | None) -> None:
         """Raise the error of a backend without the binned surrogate when ``bins`` is set."""
         if bins is not None:
-            raise ValueError("bins= (the binned surrogate approximation) is implemented by the "
-                             f"cpp backend only; the selected backend is {self.name!r}")
+            raise ValueError(
+                "bins= (the binned surrogate approximation) is implemented by the "
+                f"cpp backend only; the selected backend is {self.name!r}"
+            )
 
     # -- conversions (overridden by device backends) ----------------------------
 
@@ -108,7 +120,7 @@ class Backend:
         """Validate the user's pass matrix into this backend's working form."""
         return as_pass_matrix(B)
 
-    def prepare_batch(self, items: List[Any], start: int = 0) -> List[Any]:
+    def prepare_batch(self, items: list[Any], start: int = 0) -> list[Any]:
         """:meth:`prepare` of every task of a batch; the message of an error starts
         with ``"task <index>:"`` (``start`` + the position in ``items``)."""
         Bs = []
@@ -127,7 +139,7 @@ class Backend:
 
     # -- methods -----------------------------------------------------------------
 
-    def rerank(self, B: Any, method: Any, values: Dict[str, Any]) -> RerankResult:
+    def rerank(self, B: Any, method: Any, values: dict[str, Any]) -> RerankResult:
         """Rank one prepared matrix with registered method ``method`` (a name or its
         spec); ``values``: its complete, validated parameters
         (:func:`aces_fast._registry.method_params`)."""
@@ -135,9 +147,9 @@ class Backend:
         # every concrete backend is an ArrayOps (tests/test_backend_protocol.py)
         return spec.pack(spec.run(cast("ArrayOps", self), B, values), values, self.name)
 
-    def rerank_batch(self, Bs: Sequence[Any], method: str, values: Dict[str, Any],
-                     n_threads: Optional[int]
-                     ) -> Optional[Union["BatchResult", List[RerankResult]]]:
+    def rerank_batch(
+        self, Bs: Sequence[Any], method: str, values: dict[str, Any], n_threads: int | None
+    ) -> BatchResult | list[RerankResult] | None:
         """Rank many prepared matrices at once -- a :class:`~aces_fast.BatchResult`, or
         the list of per-task results -- or ``None`` when this backend has no faster
         way than :meth:`rerank` per task (see :mod:`aces_fast.batch`)."""
@@ -145,19 +157,18 @@ class Backend:
 
     # -- public kernels with result packaging ----------------------------------
 
-    def loo_auc_public(self, B: Any, weights: Optional[Any], tie_tol: float) -> Any:
+    def loo_auc_public(self, B: Any, weights: Any | None, tie_tol: float) -> Any:
         return self.loo_auc(B, weights, tie_tol)
 
     def surrogate_public(self, B: Any, weights: Any, gamma: float) -> SurrogateResult:
         L, J, g = self.surrogate(B, weights, gamma)
         return SurrogateResult(L, float(J), g)
 
-    def info(self) -> Dict[str, Any]:
+    def info(self) -> dict[str, Any]:
         """Versions and settings reported by :func:`aces_fast.show_config`."""
         return {}
 
-    def warmup(self, progress: Optional[Callable[[int, int, str], None]] = None
-               ) -> Dict[str, Any]:
+    def warmup(self, progress: Callable[[int, int, str], None] | None = None) -> dict[str, Any]:
         """Compile or load whatever the first calls would (JIT backends); no-op here.
 
         Call before timing or serving so no measured call pays one-off costs
@@ -177,7 +188,7 @@ class ArrayBackend(Backend):
 
     # -- small kernels -------------------------------------------------------------
 
-    def loo_auc_uniform(self, B: np.ndarray) -> Tuple[Any, Any, Any]:
+    def loo_auc_uniform(self, B: np.ndarray) -> tuple[Any, Any, Any]:
         return self.loo_auc(B, None, 0.0), self.column_sums(B), None
 
     @staticmethod
@@ -203,7 +214,7 @@ class ArrayBackend(Backend):
         return np.ascontiguousarray(B[rows])
 
     @staticmethod
-    def row_groups(B: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def row_groups(B: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return consensus.row_groups(B)
 
     def row_scores(self, B: np.ndarray, w: np.ndarray, plan: Any = None) -> np.ndarray:
@@ -218,7 +229,7 @@ class ArrayBackend(Backend):
             return np.asarray(B @ w)
         out = np.empty(n)
         for start in range(0, n, rows):
-            out[start:start + rows] = B[start:start + rows] @ w
+            out[start : start + rows] = B[start : start + rows] @ w
         return out
 
     # -- primitives (over the last axis) -------------------------------------------

@@ -21,7 +21,8 @@ called with keyword arguments.
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, List, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -53,7 +54,7 @@ def _default_threads() -> int:
 
 
 #: ``_core.METHOD_CODES``: a spec's ``core_method`` -> the code ``_core.rerank`` takes
-_CODES: Dict[str, int] = dict(core.METHOD_CODES) if core is not None else {}
+_CODES: dict[str, int] = dict(core.METHOD_CODES) if core is not None else {}
 
 
 class CppBackend(ArrayBackend):
@@ -76,7 +77,7 @@ class CppBackend(ArrayBackend):
         # before they start.
         return as_pass_matrix(B, check_values=False)
 
-    def prepare_batch(self, items: List[Any], start: int = 0) -> List[Any]:
+    def prepare_batch(self, items: list[Any], start: int = 0) -> list[Any]:
         # The leading tasks that prepare() would return unchanged are found in one
         # compiled pass (a Python check per task cost about as much as ranking a
         # 24 x 100 task); the others go through prepare() one by one.
@@ -88,22 +89,46 @@ class CppBackend(ArrayBackend):
     # -- kernels ---------------------------------------------------------------
 
     def loo_auc(self, B, weights, tie_tol, counts=None):
-        return core.loo_auc(B=B, weights=weights, counts=counts, tie_tol=tie_tol,
-                            n_threads=self.n_threads, dedup=None)
+        return core.loo_auc(
+            B=B,
+            weights=weights,
+            counts=counts,
+            tie_tol=tie_tol,
+            n_threads=self.n_threads,
+            dedup=None,
+        )
 
     def surrogate(self, B, weights, gamma, counts=None):
-        return core.surrogate_loo_auc(B=B, weights=weights, gamma=gamma, counts=counts,
-                                      n_threads=self.n_threads, dedup=None)
+        return core.surrogate_loo_auc(
+            B=B, weights=weights, gamma=gamma, counts=counts, n_threads=self.n_threads, dedup=None
+        )
 
     def aces_o_fit(self, B, logits0, active, gamma, lr, steps, counts=None, bins=None):
         if bins is None:
-            return core.aces_o_fit(B=B, logits0=logits0, active=active, gamma=gamma, lr=lr,
-                                   steps=steps, counts=counts, n_threads=self.n_threads,
-                                   dedup=None)
+            return core.aces_o_fit(
+                B=B,
+                logits0=logits0,
+                active=active,
+                gamma=gamma,
+                lr=lr,
+                steps=steps,
+                counts=counts,
+                n_threads=self.n_threads,
+                dedup=None,
+            )
         # opt-in binned surrogate: approximate pair sums on a grid of `bins` nodes
-        return core.aces_o_fit_binned(B=B, logits0=logits0, active=active, gamma=gamma, lr=lr,
-                                      steps=steps, bins=bins, counts=counts,
-                                      n_threads=self.n_threads, path="auto")
+        return core.aces_o_fit_binned(
+            B=B,
+            logits0=logits0,
+            active=active,
+            gamma=gamma,
+            lr=lr,
+            steps=steps,
+            bins=bins,
+            counts=counts,
+            n_threads=self.n_threads,
+            path="auto",
+        )
 
     # -- whole methods in C++ --------------------------------------------------
 
@@ -114,15 +139,25 @@ class CppBackend(ArrayBackend):
         if args is None:  # no compiled copy: the Python semantics on these kernels
             check_zero_one(B)
             return super().rerank(B, spec, values)
-        out = core.rerank(B=B, method=code, tie_tol=args.tie_tol, gamma=args.gamma, lr=args.lr,
-                          steps=args.steps, top_k=args.top_k, warm=args.warm, dedup=None,
-                          n_threads=self.n_threads)
+        out = core.rerank(
+            B=B,
+            method=code,
+            tie_tol=args.tie_tol,
+            gamma=args.gamma,
+            lr=args.lr,
+            steps=args.steps,
+            top_k=args.top_k,
+            warm=args.warm,
+            dedup=None,
+            n_threads=self.n_threads,
+        )
         # _core returns Outputs' fields in their order (_core.pyi: _RerankTuple); _make
         # checks the length and costs less than Outputs(*out)
         return spec.pack(_semantics.Outputs._make(out), values, "cpp")
 
-    def rerank_batch(self, Bs: Sequence[np.ndarray], method: str, values: Dict[str, Any],
-                     n_threads: Optional[int]) -> Optional[BatchResult]:
+    def rerank_batch(
+        self, Bs: Sequence[np.ndarray], method: str, values: dict[str, Any], n_threads: int | None
+    ) -> BatchResult | None:
         """All tasks in one ``_core.rerank_batch_flat`` call (OpenMP across tasks, GIL
         released), written into the flat columns of a :class:`BatchResult`.
 
@@ -140,21 +175,54 @@ class CppBackend(ArrayBackend):
                 except ValueError as exc:
                     raise ValueError(f"task {t}: {exc}") from None
             return None
-        (n_off, m_off, scores, weights, order, loo, fallback, objective, obj_off, rows,
-         rows_off) = core.rerank_batch_flat(
-            tasks=Bs if isinstance(Bs, (list, tuple)) else list(Bs), method=code,
-            tie_tol=args.tie_tol, gamma=args.gamma, lr=args.lr, steps=args.steps,
-            top_k=args.top_k, warm=args.warm, dedup=None,
-            n_threads=self.n_threads if n_threads is None else n_threads)
-        return BatchResult(spec, values, "cpp", n_offsets=n_off, scores=scores, order=order,
-                           m_offsets=m_off, weights=weights, loo_auc=loo, fallback=fallback,
-                           objective=objective, objective_offsets=obj_off, rows=rows,
-                           rows_offsets=rows_off)
+        (
+            n_off,
+            m_off,
+            scores,
+            weights,
+            order,
+            loo,
+            fallback,
+            objective,
+            obj_off,
+            rows,
+            rows_off,
+        ) = core.rerank_batch_flat(
+            tasks=Bs if isinstance(Bs, (list, tuple)) else list(Bs),
+            method=code,
+            tie_tol=args.tie_tol,
+            gamma=args.gamma,
+            lr=args.lr,
+            steps=args.steps,
+            top_k=args.top_k,
+            warm=args.warm,
+            dedup=None,
+            n_threads=self.n_threads if n_threads is None else n_threads,
+        )
+        return BatchResult(
+            spec,
+            values,
+            "cpp",
+            n_offsets=n_off,
+            scores=scores,
+            order=order,
+            m_offsets=m_off,
+            weights=weights,
+            loo_auc=loo,
+            fallback=fallback,
+            objective=objective,
+            objective_offsets=obj_off,
+            rows=rows,
+            rows_offsets=rows_off,
+        )
 
     def info(self) -> dict:
-        return {"version": core.__version__, "openmp": core.has_openmp(),
-                "simd": core.simd_level(),
-                "max_threads": core.max_threads()}
+        return {
+            "version": core.__version__,
+            "openmp": core.has_openmp(),
+            "simd": core.simd_level(),
+            "max_threads": core.max_threads(),
+        }
 
 
 def load() -> Backend:
@@ -162,6 +230,8 @@ def load() -> Backend:
         raise BackendUnavailableError("cpp", import_error or "aces_fast._core is missing")
     if not hasattr(core, "rerank_batch_flat"):
         raise BackendUnavailableError(
-            "cpp", "aces_fast._core is outdated (no rerank_batch_flat): rebuild it with "
-                   "tools/dev_build.sh or `pip install .`")
+            "cpp",
+            "aces_fast._core is outdated (no rerank_batch_flat): rebuild it with "
+            "tools/dev_build.sh or `pip install .`",
+        )
     return CppBackend()

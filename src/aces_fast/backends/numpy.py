@@ -9,8 +9,6 @@ in ``tests/``.
 
 from __future__ import annotations
 
-from typing import List, Optional, Tuple
-
 import math
 
 import numpy as np
@@ -18,7 +16,7 @@ import numpy as np
 from .base import ArrayBackend, Backend
 
 
-def _counts_or_ones(counts: Optional[np.ndarray], n: int) -> np.ndarray:
+def _counts_or_ones(counts: np.ndarray | None, n: int) -> np.ndarray:
     return np.ones(n, dtype=np.float64) if counts is None else counts.astype(np.float64)
 
 
@@ -33,6 +31,7 @@ def _counts_or_ones(counts: Optional[np.ndarray], n: int) -> np.ndarray:
 # float64 exp and log round differently from the C library's), so the reference
 # uses _exp below (IEEE multiplies and adds only) and the C library's log, and
 # its results are the same on every CPU and under any BLAS (tests/test_golden.py).
+
 
 def _row_sums(B: np.ndarray, w: np.ndarray) -> np.ndarray:
     """``B @ w`` (float64 (n,)) in a fixed order: each row's products reduced by
@@ -50,10 +49,22 @@ _LN2_HI = 6.93147180369123816490e-01  # 32 significant bits: k * _LN2_HI is exac
 _LN2_LO = 1.90821492927058770002e-10
 _SHIFTER = 6755399441055744.0  # 1.5 * 2^52: adding it rounds to an integer
 # 1/13!, ..., 1/2!, 1, 1
-_EXP_COEFFS = (1.6059043836821613e-10, 2.08767569878681e-09, 2.505210838544172e-08,
-               2.755731922398589e-07, 2.7557319223985893e-06, 2.48015873015873e-05,
-               0.0001984126984126984, 0.001388888888888889, 0.008333333333333333,
-               0.041666666666666664, 0.16666666666666666, 0.5, 1.0, 1.0)
+_EXP_COEFFS = (
+    1.6059043836821613e-10,
+    2.08767569878681e-09,
+    2.505210838544172e-08,
+    2.755731922398589e-07,
+    2.7557319223985893e-06,
+    2.48015873015873e-05,
+    0.0001984126984126984,
+    0.001388888888888889,
+    0.008333333333333333,
+    0.041666666666666664,
+    0.16666666666666666,
+    0.5,
+    1.0,
+    1.0,
+)
 
 
 def _exp(x: np.ndarray) -> np.ndarray:
@@ -84,8 +95,9 @@ def _dot(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.add.reduce(a * b))
 
 
-def loo_auc(B: np.ndarray, weights: Optional[np.ndarray], tie_tol: float,
-            counts: Optional[np.ndarray] = None) -> np.ndarray:
+def loo_auc(
+    B: np.ndarray, weights: np.ndarray | None, tie_tol: float, counts: np.ndarray | None = None
+) -> np.ndarray:
     """LOO-AUC of every test, float64 (m,); see :meth:`Backend.loo_auc`.
 
     For test ``j`` the passers' leave-one-out scores are ``s_p - w_j`` and the
@@ -132,8 +144,9 @@ def _sigmoid(z: np.ndarray) -> np.ndarray:
     return out
 
 
-def surrogate(B: np.ndarray, weights: np.ndarray, gamma: float,
-              counts: Optional[np.ndarray] = None) -> Tuple[np.ndarray, float, np.ndarray]:
+def surrogate(
+    B: np.ndarray, weights: np.ndarray, gamma: float, counts: np.ndarray | None = None
+) -> tuple[np.ndarray, float, np.ndarray]:
     """Logistic surrogate LOO-AUC, ``J`` and the analytic ``dJ/dw`` (docs/contract.rst §3).
 
     Per test ``j`` the |P_j| x |F_j| matrix of ``sigma(gamma (s_p - s_f - w_j))`` is
@@ -197,8 +210,7 @@ def gradient_snap_tol(gamma: float, rtol: float = SNAP_RTOL) -> float:
     return rtol * (0.5 + 0.75 * abs(gamma))
 
 
-def snap_classes(values: np.ndarray, classes: List[np.ndarray], tol: float
-                 ) -> List[np.ndarray]:
+def snap_classes(values: np.ndarray, classes: list[np.ndarray], tol: float) -> list[np.ndarray]:
     """Snap ``values`` within classes of columns; return the refined classes.
 
     ``values`` float64 (m,), changed in place; ``classes`` disjoint index arrays
@@ -219,9 +231,15 @@ def snap_classes(values: np.ndarray, classes: List[np.ndarray], tol: float
     return refined
 
 
-def aces_o_fit(B: np.ndarray, logits0: np.ndarray, active: np.ndarray, gamma: float,
-               lr: float, steps: int, counts: Optional[np.ndarray] = None
-               ) -> Tuple[np.ndarray, np.ndarray]:
+def aces_o_fit(
+    B: np.ndarray,
+    logits0: np.ndarray,
+    active: np.ndarray,
+    gamma: float,
+    lr: float,
+    steps: int,
+    counts: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """ACES-O: maximize ``J(softmax(l))`` with Adam (PyTorch semantics on ``-J``).
 
     Returns ``(weights (m,), objective (steps + 1,))`` where ``objective[t]`` is
@@ -256,8 +274,8 @@ def aces_o_fit(B: np.ndarray, logits0: np.ndarray, active: np.ndarray, gamma: fl
         loss_grad = np.where(active, -dl, 0.0)
         m1 = beta1 * m1 + (1 - beta1) * loss_grad
         m2 = beta2 * m2 + (1 - beta2) * loss_grad * loss_grad
-        bc1 = 1 - beta1 ** t
-        bc2 = 1 - beta2 ** t
+        bc1 = 1 - beta1**t
+        bc2 = 1 - beta2**t
         denom = np.sqrt(m2) / np.sqrt(bc2) + eps
         logits = np.where(active, logits - (lr / bc1) * m1 / denom, logits)
     return softmax_masked(logits, active), objective
@@ -279,15 +297,20 @@ class NumpyBackend(ArrayBackend):
         rows = max(1, (1 << 22) // max(m, 1))
         out = np.empty(n)
         for start in range(0, n, rows):
-            out[start:start + rows] = _row_sums(B[start:start + rows], w)
+            out[start : start + rows] = _row_sums(B[start : start + rows], w)
         return out
 
     @staticmethod
     def log(x):
         """The C library's log element by element (np.log has a CPU-specific path)."""
         x = np.asarray(x, dtype=np.float64)
-        return np.array([math.log(v) if v > 0 else (-math.inf if v == 0 else math.nan)
-                         for v in x.ravel().tolist()], dtype=np.float64).reshape(x.shape)
+        return np.array(
+            [
+                math.log(v) if v > 0 else (-math.inf if v == 0 else math.nan)
+                for v in x.ravel().tolist()
+            ],
+            dtype=np.float64,
+        ).reshape(x.shape)
 
     def surrogate(self, B, weights, gamma, counts=None):
         return surrogate(B, weights, gamma, counts)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import List, Optional, Sequence, Tuple
+from collections.abc import Sequence
 
-def shape_chunks(shapes: Sequence[Tuple[int, int]], budget: int,
-                 max_waste: Optional[float] = None, slack: int = 0) -> List[List[int]]:
+
+def shape_chunks(
+    shapes: Sequence[tuple[int, int]], budget: int, max_waste: float | None = None, slack: int = 0
+) -> list[list[int]]:
     """Group indices of ``(rows, cols)`` sizes, sorted, into chunks of at most ``budget``
     padded cells (``len(chunk) * max rows * max cols``).
 
@@ -16,15 +18,17 @@ def shape_chunks(shapes: Sequence[Tuple[int, int]], budget: int,
     cost per-operation overhead hides anyway). O(T log T).
     """
     order = sorted(range(len(shapes)), key=lambda t: (shapes[t][0], shapes[t][1]))
-    chunks: List[List[int]] = []
-    current: List[int] = []
+    chunks: list[list[int]] = []
+    current: list[int] = []
     n_max = m_max = own = 0
     for t in order:
         n, m = shapes[t]
         nn, mm = max(n_max, n), max(m_max, m)
         padded = (len(current) + 1) * nn * max(mm, 1)
-        if current and (padded > budget or (
-                max_waste is not None and padded > max_waste * (own + n * m) + slack)):
+        if current and (
+            padded > budget
+            or (max_waste is not None and padded > max_waste * (own + n * m) + slack)
+        ):
             chunks.append(current)
             current, nn, mm, own = [], n, m, 0
         current.append(t)

@@ -52,16 +52,17 @@ import importlib
 import threading
 import time
 import types
+from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any
 
 import numpy as np
 
 from ... import _registry, _semantics
-from . import _cancel
-from ...result import RerankResult
 from ..._validation import as_pass_matrix, check_zero_one
+from ...result import RerankResult
 from ..base import ArrayBackend, Backend, BackendUnavailableError
+from . import _cancel
 
 _UNAVAILABLE = "numba is not installed (pip install 'aces_fast[numba]')"
 #: the kernel modules, in dependency order
@@ -69,7 +70,7 @@ _KERNEL_MODULES = ("_jit", "scores", "dedup", "loo_auc", "surrogate", "aces_o", 
 
 _kernels: Any = None  # every kernel module's names in one namespace, once numba imported fine
 _parallel_lock = threading.Lock()
-_layer: Optional[str] = None  # numba's threading layer, known after a parallel launch
+_layer: str | None = None  # numba's threading layer, known after a parallel launch
 
 
 def _load_kernels():
@@ -90,8 +91,9 @@ def _load_kernels():
         namespace = types.SimpleNamespace()
         for name in _KERNEL_MODULES:
             module = importlib.import_module(f"{__name__}.{name}")
-            namespace.__dict__.update((k, v) for k, v in vars(module).items()
-                                      if not k.startswith("__"))
+            namespace.__dict__.update(
+                (k, v) for k, v in vars(module).items() if not k.startswith("__")
+            )
         _kernels = namespace
     return _kernels
 
@@ -136,8 +138,14 @@ _EMPTY_I = np.empty(0, dtype=np.int64)
 _EMPTY_F = np.empty(0)
 
 
-def _loo_auc(B: np.ndarray, w: Optional[np.ndarray], tie_tol: float, cnt: np.ndarray,
-             parallel: bool, colsum: np.ndarray = _EMPTY_I):
+def _loo_auc(
+    B: np.ndarray,
+    w: np.ndarray | None,
+    tie_tol: float,
+    cnt: np.ndarray,
+    parallel: bool,
+    colsum: np.ndarray = _EMPTY_I,
+):
     """``(LOO-AUC (m,), rep)`` (see :meth:`NumbaBackend.loo_auc`; ``w`` None =
     uniform). Uniform and serial: one kernel call; weighted: the sort runs in
     NumPy, the rest in numba. Both merge identical rows into counts first on
@@ -162,8 +170,20 @@ def _loo_auc(B: np.ndarray, w: Optional[np.ndarray], tie_tol: float, cnt: np.nda
         width = min(512, max(64, -(-per_thread // 64) * 64))
         dedup = n >= k.DEDUP_MIN_ROWS and n * m >= k.DEDUP_MIN_CELLS
         rs, c, rep = k.row_sums_and_reps(B, cnt, dedup)
-        args = (B, True, c, *k.levels_by_count(rs, c, m), _EMPTY_I, _EMPTY_F, _EMPTY_I,
-                _EMPTY_F, 0.0, width, out, colsum)
+        args = (
+            B,
+            True,
+            c,
+            *k.levels_by_count(rs, c, m),
+            _EMPTY_I,
+            _EMPTY_F,
+            _EMPTY_I,
+            _EMPTY_F,
+            0.0,
+            width,
+            out,
+            colsum,
+        )
     else:
         rep = None
         if n >= k.DEDUP_MIN_ROWS and n * m >= k.DEDUP_MIN_CELLS:
@@ -176,8 +196,23 @@ def _loo_auc(B: np.ndarray, w: Optional[np.ndarray], tie_tol: float, cnt: np.nda
         else:
             s = k.row_scores(B, w)
         perm = keep[np.argsort(s[keep], kind="stable")]
-        args = (B, False, cnt, _EMPTY_I, _EMPTY_I, _EMPTY_I, _EMPTY_I, perm, s[perm], cnt[perm],
-                w, tie_tol * float(w.sum()), 64, out, _EMPTY_I)
+        args = (
+            B,
+            False,
+            cnt,
+            _EMPTY_I,
+            _EMPTY_I,
+            _EMPTY_I,
+            _EMPTY_I,
+            perm,
+            s[perm],
+            cnt[perm],
+            w,
+            tie_tol * float(w.sum()),
+            64,
+            out,
+            _EMPTY_I,
+        )
     _run(lambda par: (k.loo_blocks_parallel if par else k.loo_blocks)(*args), parallel)
     return out, rep
 
@@ -275,12 +310,12 @@ def _as_counts(counts: Any, n: int) -> np.ndarray:
 _CHUNK_WORK = float(1 << 22)
 
 
-def _chunks(by_cost: np.ndarray, cost: np.ndarray, threads: int) -> List[np.ndarray]:
+def _chunks(by_cost: np.ndarray, cost: np.ndarray, threads: int) -> list[np.ndarray]:
     """``by_cost`` (task indices, largest first) cut into consecutive chunks (int64
     arrays) of at most :data:`_CHUNK_WORK` work -- or one task, when larger -- and at
     most an eighth of the tasks per thread, so the threads end together."""
     cap = max(1, -(-len(by_cost) // (8 * max(threads, 1))))
-    chunks: List[np.ndarray] = []
+    chunks: list[np.ndarray] = []
     start = 0
     work = 0.0
     for k in range(len(by_cost)):
@@ -309,7 +344,7 @@ def _in_threads(fn, items: np.ndarray, threads: int) -> None:
         return
     queue = iter(items.tolist())
     lock = threading.Lock()
-    errors: List[BaseException] = []
+    errors: list[BaseException] = []
     stop = threading.Event()
 
     def work() -> None:
@@ -325,8 +360,9 @@ def _in_threads(fn, items: np.ndarray, threads: int) -> None:
                     errors.append(exc)
                     stop.set()
 
-    helpers = [threading.Thread(target=work, daemon=True)
-               for _ in range(min(threads, len(items)) - 1)]
+    helpers = [
+        threading.Thread(target=work, daemon=True) for _ in range(min(threads, len(items)) - 1)
+    ]
     for th in helpers:
         th.start()
     try:
@@ -361,7 +397,7 @@ class NumbaBackend(ArrayBackend):
     #: threads costs more than they save.
     parallel_min_work: int = 1 << 16
 
-    def __init__(self, parallel_min_work: Optional[int] = None):
+    def __init__(self, parallel_min_work: int | None = None):
         """``parallel_min_work``: override the class default (0 = always parallel)."""
         _load_kernels()
         if parallel_min_work is not None:
@@ -404,8 +440,9 @@ class NumbaBackend(ArrayBackend):
         B = _as_matrix(B)
         n, m = B.shape
         w = _as_vector(weights, m, "weights")
-        return _surrogate(B, _as_counts(counts, n), w, float(gamma),
-                          self._parallel(self._surrogate_work(n, m)))
+        return _surrogate(
+            B, _as_counts(counts, n), w, float(gamma), self._parallel(self._surrogate_work(n, m))
+        )
 
     def aces_o_fit(self, B, logits0, active, gamma, lr, steps, counts=None, bins=None):
         self.no_bins(bins)
@@ -422,8 +459,10 @@ class NumbaBackend(ArrayBackend):
         cnt = _as_counts(counts, n)
         work = self._surrogate_work(n, int(active.sum()))
         gamma, lr = float(gamma), float(lr)
-        return _run(lambda par: _kernels.aces_o_fit(B, logits0, active, gamma, lr, steps, cnt,
-                                                    par), self._parallel(work))
+        return _run(
+            lambda par: _kernels.aces_o_fit(B, logits0, active, gamma, lr, steps, cnt, par),
+            self._parallel(work),
+        )
 
     def row_scores(self, B, w, plan=None):
         """``B @ w`` summed in ascending test order (float64 (n,)); with ``plan`` (the
@@ -511,8 +550,9 @@ class NumbaBackend(ArrayBackend):
             _cancel.reraise(exc)
 
     @_cancel.ctrl_c_stays_keyboard_interrupt
-    def rerank_batch(self, Bs: Sequence[np.ndarray], method: str, values: Dict[str, Any],
-                     n_threads: Optional[int]) -> Optional[List[RerankResult]]:
+    def rerank_batch(
+        self, Bs: Sequence[np.ndarray], method: str, values: dict[str, Any], n_threads: int | None
+    ) -> list[RerankResult] | None:
         """Rank many tasks at once (the protocol of :mod:`aces_fast.batch`).
 
         Methods whose semantics do their work in kernels (a spec's
@@ -548,9 +588,10 @@ class NumbaBackend(ArrayBackend):
         by_cost = np.argsort(-cost, kind="stable")
         tasks_entry = _kernels.tasks_entry(spec.semantics)
         if tasks_entry is not None:
-            return self._compiled_batch(tasks_entry, mats, shapes, spec, values, cost,
-                                        by_cost, threads if parallel else 1)
-        results: List[Any] = [None] * len(mats)
+            return self._compiled_batch(
+                tasks_entry, mats, shapes, spec, values, cost, by_cost, threads if parallel else 1
+            )
+        results: list[Any] = [None] * len(mats)
         serial = _serial_backend()
 
         def run(t: int) -> None:
@@ -568,10 +609,17 @@ class NumbaBackend(ArrayBackend):
             raise
         return results
 
-    def _compiled_batch(self, tasks_entry: Callable[..., int], mats: List[np.ndarray],
-                        shapes: np.ndarray, spec: Any, values: Dict[str, Any],
-                        cost: np.ndarray, by_cost: np.ndarray,
-                        threads: int) -> List[RerankResult]:
+    def _compiled_batch(
+        self,
+        tasks_entry: Callable[..., int],
+        mats: list[np.ndarray],
+        shapes: np.ndarray,
+        spec: Any,
+        values: dict[str, Any],
+        cost: np.ndarray,
+        by_cost: np.ndarray,
+        threads: int,
+    ) -> list[RerankResult]:
         """:meth:`rerank_batch` of a method compiled whole (:func:`.semantics.tasks_entry`):
         chunks of tasks, largest first, each chunk one compiled call on a Python
         thread (GIL released), results into shared output arrays that each task's
@@ -600,19 +648,30 @@ class NumbaBackend(ArrayBackend):
             if bad.is_set():  # a bad task was found: the batch raises
                 return
             part = chunks[c]
-            if tasks_entry(addr, ns, ms, roff, coff, part, scores, weights, order, loo,
-                           status, *args) < len(part):
+            if tasks_entry(
+                addr, ns, ms, roff, coff, part, scores, weights, order, loo, status, *args
+            ) < len(part):
                 bad.set()
 
         _in_threads(run, np.arange(len(chunks)), threads)
         if bad.is_set():
             self._check_tasks(mats)  # raises, naming the lowest bad task
-        results: List[RerankResult] = []
+        results: list[RerankResult] = []
         for t in range(T):
             r0, r1, c0, c1 = roff[t], roff[t] + ns[t], coff[t], coff[t] + ms[t]
-            results.append(spec.pack(_semantics.Outputs(
-                scores=scores[r0:r1], weights=weights[c0:c1], order=order[r0:r1],
-                loo_auc=loo[c0:c1], fallback=int(status[t])), values, self.name))
+            results.append(
+                spec.pack(
+                    _semantics.Outputs(
+                        scores=scores[r0:r1],
+                        weights=weights[c0:c1],
+                        order=order[r0:r1],
+                        loo_auc=loo[c0:c1],
+                        fallback=int(status[t]),
+                    ),
+                    values,
+                    self.name,
+                )
+            )
         return results
 
     def _check_tasks(self, mats: Sequence[np.ndarray]) -> None:
@@ -624,8 +683,7 @@ class NumbaBackend(ArrayBackend):
             except ValueError as exc:
                 raise ValueError(f"task {t}: {exc}") from None
 
-    def warmup(self, progress: Optional[Callable[[int, int, str], None]] = None
-               ) -> Dict[str, Any]:
+    def warmup(self, progress: Callable[[int, int, str], None] | None = None) -> dict[str, Any]:
         """Compile or load every kernel (serial and parallel builds); see :func:`warmup`."""
         return warmup(progress)
 
@@ -635,15 +693,15 @@ class NumbaBackend(ArrayBackend):
         _note_layer()
         return {
             "numba": numba.__version__,
-            "threading_layer": _layer or ("not chosen yet (no parallel call; "
-                                          "run aces_fast.warmup('numba'))"),
+            "threading_layer": _layer
+            or ("not chosen yet (no parallel call; run aces_fast.warmup('numba'))"),
             "num_threads": numba.get_num_threads(),
             "cache": _kernels._cache.status(),
             "parallel_min_work": self.parallel_min_work,
         }
 
 
-_SERIAL: Optional[NumbaBackend] = None
+_SERIAL: NumbaBackend | None = None
 
 
 def _serial_backend() -> NumbaBackend:
@@ -654,18 +712,19 @@ def _serial_backend() -> NumbaBackend:
     return _SERIAL
 
 
-def _dispatchers() -> List[Any]:
+def _dispatchers() -> list[Any]:
     """Every kernel dispatcher (numba's compiled-function objects) of this package."""
     from numba.core.registry import CPUDispatcher
 
     kernels = _load_kernels()
-    found = {id(obj): obj for obj in vars(kernels).values()
-             if isinstance(obj, CPUDispatcher)}  # a kernel imported by two modules counts once
+    found = {
+        id(obj): obj for obj in vars(kernels).values() if isinstance(obj, CPUDispatcher)
+    }  # a kernel imported by two modules counts once
     found.update((id(obj), obj) for obj in kernels.dispatchers())  # the compiled semantics
     return list(found.values())
 
 
-def _compile_counts() -> Tuple[int, int]:
+def _compile_counts() -> tuple[int, int]:
     """(signatures compiled, signatures loaded from the disk cache) so far."""
     compiled = loaded = 0
     for d in _dispatchers():
@@ -675,7 +734,7 @@ def _compile_counts() -> Tuple[int, int]:
     return compiled, loaded
 
 
-def _warmup_steps() -> List[Tuple[str, Callable[[], Any]]]:
+def _warmup_steps() -> list[tuple[str, Callable[[], Any]]]:
     """``(label, call)`` pairs that together reach every kernel signature: LOO-AUC
     (uniform and weighted), the surrogate and the ACES-O fit, with unit and
     explicit counts; every registered method, and the batch path of those with
@@ -688,28 +747,35 @@ def _warmup_steps() -> List[Tuple[str, Callable[[], Any]]]:
     builds = [("serial", NumbaBackend(parallel_min_work=_NEVER))]
     if _max_threads() > 1:  # the parallel build is never used with one thread
         builds.append(("parallel", NumbaBackend(parallel_min_work=0)))
-    steps: List[Tuple[str, Callable[[], Any]]] = [("0/1 check", partial(builds[0][1].prepare, B))]
+    steps: list[tuple[str, Callable[[], Any]]] = [("0/1 check", partial(builds[0][1].prepare, B))]
     for build, be in builds:
         for counts, how in ((None, ""), (np.array([2, 0, 1]), ", row counts")):
             steps += [
                 (f"LOO-AUC uniform{how} ({build})", partial(be.loo_auc, B, None, 1e-9, counts)),
                 (f"LOO-AUC weighted{how} ({build})", partial(be.loo_auc, B, w, 1e-9, counts)),
                 (f"surrogate{how} ({build})", partial(be.surrogate, B, w, 10.0, counts)),
-                (f"ACES-O fit{how} ({build})",
-                 partial(be.aces_o_fit, B, np.zeros(m), active, 10.0, 0.01, 2, counts)),
+                (
+                    f"ACES-O fit{how} ({build})",
+                    partial(be.aces_o_fit, B, np.zeros(m), active, 10.0, 0.01, 2, counts),
+                ),
             ]
         for spec in _registry.specs():
             names = _registry.METHOD_PARAMS[spec.name]
             values = _registry.method_params(
-                spec.name, {k: v for k, v in short.items() if k in names})
+                spec.name, {k: v for k, v in short.items() if k in names}
+            )
             steps.append((f"{spec.name} ({build})", partial(be.rerank, B, spec.name, values)))
             if spec.over_tasks:
-                steps.append((f"{spec.name} batch ({build})",
-                              partial(be.rerank_batch, [B, B[:2]], spec.name, values, None)))
+                steps.append(
+                    (
+                        f"{spec.name} batch ({build})",
+                        partial(be.rerank_batch, [B, B[:2]], spec.name, values, None),
+                    )
+                )
     return steps
 
 
-def warmup(progress: Optional[Callable[[int, int, str], None]] = None) -> Dict[str, Any]:
+def warmup(progress: Callable[[int, int, str], None] | None = None) -> dict[str, Any]:
     """Compile -- or load from the disk cache -- every kernel signature the backend uses.
 
     Runs :func:`_warmup_steps` on tiny inputs (read-only inputs need nothing
@@ -736,7 +802,7 @@ def warmup(progress: Optional[Callable[[int, int, str], None]] = None) -> Dict[s
     steps = _warmup_steps()
     threads = numba.get_num_threads()
     numba.set_num_threads(_max_threads())  # this thread may have been limited
-    seconds: Dict[str, float] = {}
+    seconds: dict[str, float] = {}
     try:
         for done, (label, call) in enumerate(steps):
             if progress is not None:
@@ -748,7 +814,7 @@ def warmup(progress: Optional[Callable[[int, int, str], None]] = None) -> Dict[s
         numba.set_num_threads(threads)
     if progress is not None:
         progress(len(steps), len(steps), "done")
-    ready: Dict[Tuple[str, str], str] = {}
+    ready: dict[tuple[str, str], str] = {}
     for name, sig, how in kernels._cache.log[logged:]:
         ready.setdefault((name, sig), how)
     compiled = sum(1 for how in ready.values() if how == "compiled")

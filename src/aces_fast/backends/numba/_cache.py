@@ -49,33 +49,52 @@ import os
 import platform
 import sys
 import warnings
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 ENV = "ACES_FAST_NUMBA_CACHE"
 DIR_ENV = "ACES_FAST_NUMBA_CACHE_DIR"
 _OFF = ("0", "false", "no", "off")
 #: numba settings (``numba.core.config`` names) that change the generated code
 _CODEGEN_SETTINGS = (
-    "OPT", "LOOP_VECTORIZE", "SLP_VECTORIZE", "ENABLE_AVX", "CPU_NAME", "CPU_FEATURES",
-    "BOUNDSCHECK", "DEBUGINFO_DEFAULT", "EXTEND_VARIABLE_LIFETIMES", "USING_SVML",
-    "DISABLE_INTEL_SVML", "LLVM_REFPRUNE_PASS", "LLVM_REFPRUNE_FLAGS", "NRT_STATS",
-    "DEBUG_NRT", "DEBUG_ARRAY_OPT", "DEBUG_ARRAY_OPT_RUNTIME", "ENABLE_PROFILING",
-    "USE_RVSDG_FRONTEND", "PARFOR_MAX_TUPLE_SIZE", "CAPTURED_ERRORS", "FULL_TRACEBACKS",
-    "THREADING_LAYER", "THREADING_LAYER_PRIORITY",
+    "OPT",
+    "LOOP_VECTORIZE",
+    "SLP_VECTORIZE",
+    "ENABLE_AVX",
+    "CPU_NAME",
+    "CPU_FEATURES",
+    "BOUNDSCHECK",
+    "DEBUGINFO_DEFAULT",
+    "EXTEND_VARIABLE_LIFETIMES",
+    "USING_SVML",
+    "DISABLE_INTEL_SVML",
+    "LLVM_REFPRUNE_PASS",
+    "LLVM_REFPRUNE_FLAGS",
+    "NRT_STATS",
+    "DEBUG_NRT",
+    "DEBUG_ARRAY_OPT",
+    "DEBUG_ARRAY_OPT_RUNTIME",
+    "ENABLE_PROFILING",
+    "USE_RVSDG_FRONTEND",
+    "PARFOR_MAX_TUPLE_SIZE",
+    "CAPTURED_ERRORS",
+    "FULL_TRACEBACKS",
+    "THREADING_LAYER",
+    "THREADING_LAYER_PRIORITY",
 )
 _MAGIC = b"aces_fast numba cache 2\n"
 
 #: the keyed directory in use (``None``: caching off); see :func:`status`
-directory: Optional[str] = None
+directory: str | None = None
 #: why the cache is off, when it is
-reason: Optional[str] = None
-Signature = Tuple[str, str]
+reason: str | None = None
+Signature = tuple[str, str]
 #: ``(kernel, signature, "compiled" | "loaded")`` for every kernel signature this
 #: process made ready, helpers compiled into a loaded entry included, in order
-log: List[Tuple[str, str, str]] = []
+log: list[tuple[str, str, str]] = []
 #: one list per compilation under way (numba compiles a kernel's callees inside
 #: its own compilation): the helper signatures made ready inside it
-_frames: List[List[Signature]] = []
+_frames: list[list[Signature]] = []
 
 
 def _note_lookup(py_func: Any, sig: Any, found: bool, helpers: Any = ()) -> None:
@@ -84,14 +103,14 @@ def _note_lookup(py_func: Any, sig: Any, found: bool, helpers: Any = ()) -> None
     is compiled next, until :func:`_note_saved`."""
     entry = (py_func.__qualname__, str(sig))
     inside = [entry] + [tuple(h) for h in helpers]
-    log.extend(x + ("loaded" if found else "compiled",) for x in inside)
+    log.extend((*x, "loaded" if found else "compiled") for x in inside)
     if _frames:  # a callee of a kernel being compiled: part of that kernel
         _frames[-1].extend(inside)
     if not found:
         _frames.append([])
 
 
-def _note_saved() -> List[Signature]:
+def _note_saved() -> list[Signature]:
     """numba offers every compiled signature to the cache once compiled: the helper
     signatures compiled (or loaded) into it, which its entry stores."""
     helpers = _frames.pop() if _frames else []
@@ -143,7 +162,7 @@ def _layer_loads(name: str) -> bool:
         elif name == "omp":
             importlib.import_module("numba.np.ufunc.omppool")
         return name in ("tbb", "omp", "workqueue")
-    except Exception:  # noqa: BLE001 - ImportError, OSError, a future numba's own
+    except Exception:
         return False
 
 
@@ -190,7 +209,7 @@ def _sources_digest() -> str:
     return digest.hexdigest()
 
 
-def settings() -> Dict[str, Any]:
+def settings() -> dict[str, Any]:
     """Everything the keyed directory name depends on."""
     import llvmlite
     import llvmlite.binding as ll
@@ -199,11 +218,11 @@ def settings() -> Dict[str, Any]:
 
     try:
         features = ll.get_host_cpu_features().flatten()
-    except Exception:  # noqa: BLE001 - not every host reports its features
+    except Exception:
         features = ""
     from ... import __version__
 
-    out: Dict[str, Any] = {
+    out: dict[str, Any] = {
         "aces_fast": __version__,
         "numba": numba.__version__,
         "llvmlite": llvmlite.__version__,
@@ -223,7 +242,7 @@ def settings() -> Dict[str, Any]:
     return out
 
 
-def _key_directory(values: Dict[str, Any]) -> str:
+def _key_directory(values: dict[str, Any]) -> str:
     import numba
 
     digest = hashlib.sha256(repr(sorted(values.items())).encode()).hexdigest()[:20]
@@ -285,14 +304,16 @@ def _make_classes():
             self._locator = locator
             module = os.path.splitext(os.path.basename(source))[0]
             self._filename_base = self.get_filename_base(
-                f"{module}.{py_func.__qualname__}", getattr(sys, "abiflags", ""))
+                f"{module}.{py_func.__qualname__}", getattr(sys, "abiflags", "")
+            )
 
         def check_cachable(self, cres):
             # numba's own check, without its warning per function: code that
             # embeds addresses (e.g. built with NUMBA_OPT=0) is simply compiled
             # in each process, and one warning per kernel would be noise
-            return not (any(not x.can_cache for x in cres.lifted)
-                        or cres.library.has_dynamic_globals)
+            return not (
+                any(not x.can_cache for x in cres.lifted) or cres.library.has_dynamic_globals
+            )
 
     class IndexFile(caching.IndexDataCacheFile):
         """Data files named by their key and checksummed; index updates locked."""
@@ -300,8 +321,9 @@ def _make_classes():
         def _data_name_for(self, key) -> str:
             return f"{self._index_name[:-4]}.{_digest(key)[:24]}.nbc"
 
-        #: the helper signatures of the entry being saved / last loaded
-        helpers: List[Signature] = []
+        #: the helper signatures of the entry being saved / last loaded (always
+        #: replaced, never appended to: the empty default is shared)
+        helpers: Sequence[Signature] = ()
 
         def save(self, key, data):
             name = self._data_name_for(key)
@@ -320,13 +342,13 @@ def _make_classes():
                 data, helpers = stored
                 self.helpers = [(str(a), str(b)) for a, b in helpers]
                 return data
-            except Exception:  # noqa: BLE001 - any unreadable entry is a miss
+            except Exception:
                 return None
 
         def _load_index(self):
             try:
                 overloads = super()._load_index()
-            except Exception:  # noqa: BLE001 - corrupt index: start over
+            except Exception:
                 return {}
             return overloads if isinstance(overloads, dict) else {}
 
@@ -343,9 +365,12 @@ def _make_classes():
             with open(self._data_path(name), "rb") as fh:
                 raw = fh.read()
             head = len(_MAGIC)
-            body = raw[head + 32:]
-            if (raw[:head] != _MAGIC or key is None or raw[head:head + 32]
-                    != hashlib.sha256(_digest(key).encode() + body).digest()):
+            body = raw[head + 32 :]
+            if (
+                raw[:head] != _MAGIC
+                or key is None
+                or raw[head : head + 32] != hashlib.sha256(_digest(key).encode() + body).digest()
+            ):
                 return None  # truncated, damaged or another entry's file
             return pickle.loads(body)
 
@@ -354,17 +379,23 @@ def _make_classes():
 
         def __init__(self, py_func):
             super().__init__(py_func)
-            self._cache_file = IndexFile(cache_path=self._cache_path,
-                                         filename_base=self._impl.filename_base,
-                                         source_stamp=self._impl.locator.get_source_stamp())
+            self._cache_file = IndexFile(
+                cache_path=self._cache_path,
+                filename_base=self._impl.filename_base,
+                source_stamp=self._impl.locator.get_source_stamp(),
+            )
 
         def load_overload(self, sig, target_context):
             try:
                 data = super().load_overload(sig, target_context)
-            except Exception:  # noqa: BLE001 - a payload that does not rebuild: compile
+            except Exception:
                 data = None
-            _note_lookup(self._py_func, sig, data is not None,
-                         self._cache_file.helpers if data is not None else ())
+            _note_lookup(
+                self._py_func,
+                sig,
+                data is not None,
+                self._cache_file.helpers if data is not None else (),
+            )
             return data
 
         def save_overload(self, sig, data):
@@ -415,10 +446,11 @@ def configure() -> None:
         if not os.access(path, os.W_OK):
             raise OSError(f"{path} is not writable")
         _DiskCache = _make_classes()
-    except Exception as exc:  # noqa: BLE001 - no cache is slower, never wrong
+    except Exception as exc:
         reason = f"off: {exc} (set {DIR_ENV} to a writable directory)"
-        warnings.warn(f"aces_fast: the numba kernels' disk cache is {reason}", RuntimeWarning,
-                      stacklevel=2)
+        warnings.warn(
+            f"aces_fast: the numba kernels' disk cache is {reason}", RuntimeWarning, stacklevel=2
+        )
         return
     directory = path
 
@@ -429,7 +461,7 @@ def attach(dispatcher: Any) -> None:
         return  # NUMBA_DISABLE_JIT (a plain function)
     try:
         dispatcher._cache = _DiskCache(dispatcher.py_func)
-    except Exception:  # noqa: BLE001 - caching off, or this kernel compiles every time
+    except Exception:
         dispatcher._cache = _make_counting_null_cache()(dispatcher.py_func)
 
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import functools
 import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, NoReturn, Optional, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 _local = threading.local()
 
@@ -44,10 +45,10 @@ def check() -> None:
         raise Stopped("stopped: another task of the batch failed or was interrupted")
 
 
-def _interrupt_in(exc: BaseException) -> Optional[KeyboardInterrupt]:
+def _interrupt_in(exc: BaseException) -> KeyboardInterrupt | None:
     """The ``KeyboardInterrupt`` in ``exc``'s chain of causes, if any."""
     seen = set()
-    cause: Optional[BaseException] = exc
+    cause: BaseException | None = exc
     while cause is not None and id(cause) not in seen:
         if isinstance(cause, KeyboardInterrupt):
             return cause
@@ -77,10 +78,12 @@ def ctrl_c_stays_keyboard_interrupt(fn: F) -> F:
     caused by it; the caller asked to stop, so the interrupt is raised again as
     such (the ``SystemError`` attached as its cause).
     """
+
     @functools.wraps(fn)
     def entry(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
         except SystemError as exc:
             reraise(exc)
+
     return entry  # type: ignore[return-value]

@@ -10,7 +10,6 @@ from __future__ import annotations
 import types
 
 import numpy as np
-
 from numba import njit
 
 from . import _cache
@@ -36,6 +35,7 @@ def _jit(**options):
         dispatcher = jit(fn)
         _cache.attach(dispatcher)
         return dispatcher
+
     return decorate
 
 
@@ -43,8 +43,13 @@ def _renamed(fn, qualname, namespace=None):
     """A copy of ``fn`` (same code) named ``qualname``, resolving globals in
     ``namespace`` (default: ``fn``'s own). The on-disk cache keys by qualified
     name and bytecode, so a copy compiled differently needs a name of its own."""
-    clone = types.FunctionType(fn.__code__, fn.__globals__ if namespace is None else namespace,
-                               qualname.rpartition(".")[2], fn.__defaults__, fn.__closure__)
+    clone = types.FunctionType(
+        fn.__code__,
+        fn.__globals__ if namespace is None else namespace,
+        qualname.rpartition(".")[2],
+        fn.__defaults__,
+        fn.__closure__,
+    )
     clone.__qualname__ = qualname
     clone.__doc__ = fn.__doc__
     clone.__module__ = fn.__module__
@@ -54,8 +59,10 @@ def _renamed(fn, qualname, namespace=None):
 def _serial_and_parallel(fn, **options):
     """Compile ``fn`` twice: serially (``prange`` acts as ``range``) and with ``parallel=True``
     (both with the jit ``options``); the parallel build is a renamed copy."""
-    return (_jit(**options)(fn),
-            _jit(parallel=True, **options)(_renamed(fn, fn.__qualname__ + "_parallel")))
+    return (
+        _jit(**options)(fn),
+        _jit(parallel=True, **options)(_renamed(fn, fn.__qualname__ + "_parallel")),
+    )
 
 
 @_jit()

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..._constants import ADAM_BETA1, ADAM_BETA2, ADAM_EPS
+from ..._constants import SNAP_RTOL as _SNAP_RTOL  # a compile-time constant in the kernels
 from . import _cancel
 from ._jit import _exp_inplace, _jit
 from .dedup import distinct_rows
 from .surrogate import _surrogate_eval, _surrogate_layout
-
-from ..._constants import ADAM_BETA1, ADAM_BETA2, ADAM_EPS
-from ..._constants import SNAP_RTOL as _SNAP_RTOL  # a compile-time constant in the kernels
-
 
 #: classes up to this size are sorted in place by insertion (no allocation);
 #: larger ones (the one class of the first step, say) by a merge sort
@@ -136,8 +134,29 @@ def _aces_o_classes(logits):
 
 
 @_jit()
-def _aces_o_steps(BT, X, PF, c, gamma, lr, steps, t0, t1, logits, m1, m2, w, L, grad,
-                  objective, mem, bnd, n_classes, cur, parallel):
+def _aces_o_steps(
+    BT,
+    X,
+    PF,
+    c,
+    gamma,
+    lr,
+    steps,
+    t0,
+    t1,
+    logits,
+    m1,
+    m2,
+    w,
+    L,
+    grad,
+    objective,
+    mem,
+    bnd,
+    n_classes,
+    cur,
+    parallel,
+):
     """Adam iterations ``t0 <= t < t1`` of :func:`aces_o_fit` (``1 <= t <= steps + 1``;
     iteration ``steps + 1`` only evaluates ``J``), updating the state ``logits``, ``m1``,
     ``m2`` (ma,) in place and filling ``objective[t0 - 1 : t1 - 1]``. The symmetry
@@ -155,8 +174,9 @@ def _aces_o_steps(BT, X, PF, c, gamma, lr, steps, t0, t1, logits, m1, m2, w, L, 
         if t == steps + 1:
             break
         if n_classes > 0:
-            n_classes = _snap_classes(grad, mem[cur], bnd[cur], n_classes, snap_tol,
-                                      mem[1 - cur], bnd[1 - cur])
+            n_classes = _snap_classes(
+                grad, mem[cur], bnd[cur], n_classes, snap_tol, mem[1 - cur], bnd[1 - cur]
+            )
             cur = 1 - cur
         wg = 0.0
         for k in range(ma):
@@ -195,9 +215,29 @@ def _aces_o_fit_kernel(B, logits0, active, gamma, lr, steps, cnt, parallel):
     cols, BT, X, PF, c, logits = _aces_o_setup(B, logits0, active, cnt)
     ma = cols.shape[0]
     mem, bnd, n_classes = _aces_o_classes(logits)
-    _aces_o_steps(BT, X, PF, c, gamma, lr, steps, 1, steps + 2, logits, np.zeros(ma),
-                  np.zeros(ma), np.empty(ma), np.empty(ma), np.empty(ma), objective, mem, bnd,
-                  n_classes, 0, parallel)
+    _aces_o_steps(
+        BT,
+        X,
+        PF,
+        c,
+        gamma,
+        lr,
+        steps,
+        1,
+        steps + 2,
+        logits,
+        np.zeros(ma),
+        np.zeros(ma),
+        np.empty(ma),
+        np.empty(ma),
+        np.empty(ma),
+        objective,
+        mem,
+        bnd,
+        n_classes,
+        0,
+        parallel,
+    )
     return _aces_o_weights(logits, cols, m), objective
 
 
@@ -246,7 +286,27 @@ def aces_o_fit(B, logits0, active, gamma, lr, steps, cnt, parallel):
     objective = np.zeros(steps + 1)
     for t0 in range(1, steps + 2, chunk):
         _cancel.check()
-        n_classes, cur = _aces_o_steps(BT, X, PF, c, gamma, lr, steps, t0,
-                                       min(t0 + chunk, steps + 2), logits, m1, m2, w, L, grad,
-                                       objective, mem, bnd, n_classes, cur, parallel)
+        n_classes, cur = _aces_o_steps(
+            BT,
+            X,
+            PF,
+            c,
+            gamma,
+            lr,
+            steps,
+            t0,
+            min(t0 + chunk, steps + 2),
+            logits,
+            m1,
+            m2,
+            w,
+            L,
+            grad,
+            objective,
+            mem,
+            bnd,
+            n_classes,
+            cur,
+            parallel,
+        )
     return _aces_o_weights(logits, cols, m), objective

@@ -8,6 +8,7 @@ from numba.core.extending import overload
 
 from ._jit import _copy, _jit
 
+
 def _before(data, a, b):
     """Whether item a of ``data`` sorts strictly before item b: 1-D keys by value,
     2-D rows lexicographically (column 0 most significant). Jitted code only."""
@@ -18,8 +19,10 @@ def _before(data, a, b):
 def _before_typed(data, a, b):
     # chosen while typing, per array type: one sort serves keys and rows
     if data.ndim == 1:
+
         def key_before(data, a, b):
             return data[a] < data[b]
+
         return key_before
 
     def row_before(data, a, b):
@@ -27,6 +30,7 @@ def _before_typed(data, a, b):
             if data[a, j] != data[b, j]:
                 return data[a, j] < data[b, j]
         return False
+
     return row_before
 
 

@@ -15,10 +15,10 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
+from ..._constants import NARROW_MAX_TOTAL
 from ._jit import _jit, _serial_and_parallel
 from .dedup import row_sums_and_reps
 
-from ..._constants import NARROW_MAX_TOTAL  # noqa: E402 - uint16 lanes up to this total
 
 @_jit()
 def _auc_value(wins, ties, P, F):
@@ -30,8 +30,7 @@ def _auc_value(wins, ties, P, F):
 
 
 @_jit()
-def _uniform_block(B, cnt, row_of, lstart, lval, ltot, j0, j1, pcur, pprev, acc, ptot, out,
-                   colsum):
+def _uniform_block(B, cnt, row_of, lstart, lval, ltot, j0, j1, pcur, pprev, acc, ptot, out, colsum):
     """Uniform-weight LOO-AUC of columns [j0, j1) by streaming rows level by level.
 
     Rows come grouped by ascending integer score ``lval[k]`` (level k holds
@@ -228,13 +227,15 @@ def _weighted_block(B, perm, ss, cs, w, tol, j0, j1, out):
         if npass <= nfail:
             wins, ties = _merge_over_failers(ppos, npass, fpos, nfail, ss, cs, wj, tol, klo, cum)
         else:
-            wins, ties = _merge_over_passers(ppos, npass, fpos, nfail, ss, cs, wj, tol, klo,
-                                             khi, cum)
+            wins, ties = _merge_over_passers(
+                ppos, npass, fpos, nfail, ss, cs, wj, tol, klo, khi, cum
+            )
         out[j0 + jj] = _auc_value(wins, ties, P, F)
 
 
-def _loo_blocks(B, uniform, cnt, row_of, lstart, lval, ltot, perm, ss, cs, w, tol, width, out,
-                colsum):
+def _loo_blocks(
+    B, uniform, cnt, row_of, lstart, lval, ltot, perm, ss, cs, w, tol, width, out, colsum
+):
     """LOO-AUC of every column into ``out`` (float64 (m,)), ``width`` columns per block.
 
     Uniform (``row_of``.. from :func:`levels_by_count`): rows streamed level by
@@ -257,20 +258,56 @@ def _loo_blocks(B, uniform, cnt, row_of, lstart, lval, ltot, perm, ss, cs, w, to
             if ntot <= NARROW_MAX_TOTAL:
                 # uint16 lanes throughout, the counts too (a level's passers <= ntot):
                 # four times the int64 width
-                _uniform_block(B, cnt, row_of, lstart, lval, ltot, j0, j1,
-                               np.empty(bw, dtype=np.uint16), np.empty(bw, dtype=np.uint16),
-                               np.empty(bw, dtype=np.uint16), np.empty(bw, dtype=np.uint16),
-                               out, colsum)
+                _uniform_block(
+                    B,
+                    cnt,
+                    row_of,
+                    lstart,
+                    lval,
+                    ltot,
+                    j0,
+                    j1,
+                    np.empty(bw, dtype=np.uint16),
+                    np.empty(bw, dtype=np.uint16),
+                    np.empty(bw, dtype=np.uint16),
+                    np.empty(bw, dtype=np.uint16),
+                    out,
+                    colsum,
+                )
             elif ntot < (1 << 16):  # 2 wins + ties < 2^31: uint32 lanes, twice the SIMD width
-                _uniform_block(B, cnt, row_of, lstart, lval, ltot, j0, j1,
-                               np.empty(bw, dtype=np.int32), np.empty(bw, dtype=np.int32),
-                               np.empty(bw, dtype=np.uint32), np.empty(bw, dtype=np.uint32),
-                               out, colsum)
+                _uniform_block(
+                    B,
+                    cnt,
+                    row_of,
+                    lstart,
+                    lval,
+                    ltot,
+                    j0,
+                    j1,
+                    np.empty(bw, dtype=np.int32),
+                    np.empty(bw, dtype=np.int32),
+                    np.empty(bw, dtype=np.uint32),
+                    np.empty(bw, dtype=np.uint32),
+                    out,
+                    colsum,
+                )
             else:
-                _uniform_block(B, cnt, row_of, lstart, lval, ltot, j0, j1,
-                               np.empty(bw, dtype=np.int32), np.empty(bw, dtype=np.int32),
-                               np.empty(bw, dtype=np.int64), np.empty(bw, dtype=np.int64),
-                               out, colsum)
+                _uniform_block(
+                    B,
+                    cnt,
+                    row_of,
+                    lstart,
+                    lval,
+                    ltot,
+                    j0,
+                    j1,
+                    np.empty(bw, dtype=np.int32),
+                    np.empty(bw, dtype=np.int32),
+                    np.empty(bw, dtype=np.int64),
+                    np.empty(bw, dtype=np.int64),
+                    out,
+                    colsum,
+                )
         else:
             _weighted_block(B, perm, ss, cs, w, tol, j0, j1, out)
 
@@ -339,8 +376,23 @@ def uniform_loo_auc(B, cnt, out, colsum, rep):
     ef = np.empty(0)
     # np.bool_/np.int64 and not literals: a literal argument makes numba compile
     # (and optimize) a separate specialization of the callee
-    loo_blocks(B, np.bool_(True), c, row_of, lstart, lval, ltot, ei, ef, ei, ef, 0.0,
-               np.int64(256), out, colsum)
+    loo_blocks(
+        B,
+        np.bool_(True),
+        c,
+        row_of,
+        lstart,
+        lval,
+        ltot,
+        ei,
+        ef,
+        ei,
+        ef,
+        0.0,
+        np.int64(256),
+        out,
+        colsum,
+    )
     merged = False
     for i in range(n):
         rep[i] = r[i]

@@ -12,6 +12,7 @@ import numpy as np
 
 from ._jit import _jit
 
+
 @_jit()
 def row_sums(B):
     """Integer row sums, int64 (n,). O(n m)."""
@@ -103,9 +104,12 @@ def pack_group(B, idx, g, k, bits):
         r3 = B[idx[g + l + 3]]
         sh = np.uint64(l)
         for j in range(m):
-            x = (np.uint64(r0[j] != 0) | (np.uint64(r1[j] != 0) << one)
-                 | (np.uint64(r2[j] != 0) << np.uint64(2))
-                 | (np.uint64(r3[j] != 0) << np.uint64(3)))
+            x = (
+                np.uint64(r0[j] != 0)
+                | (np.uint64(r1[j] != 0) << one)
+                | (np.uint64(r2[j] != 0) << np.uint64(2))
+                | (np.uint64(r3[j] != 0) << np.uint64(3))
+            )
             bits[j] |= x << sh
     for l in range(k4, k):
         row = B[idx[g + l]]
@@ -131,8 +135,9 @@ def add_group(bits, w, m, acc):
         w1 = w[j + 1]
         for l in range(64):
             sh = np.uint64(l)
-            acc[l] = ((acc[l] + (w0 if (c0 >> sh) & one else 0.0))
-                      + (w1 if (c1 >> sh) & one else 0.0))
+            acc[l] = (acc[l] + (w0 if (c0 >> sh) & one else 0.0)) + (
+                w1 if (c1 >> sh) & one else 0.0
+            )
     if m2 < m:
         c0 = bits[m2]
         w0 = w[m2]

@@ -29,7 +29,8 @@ one task's: ``B`` (n, m), per-candidate (n,), per-test (m,).
 from __future__ import annotations
 
 import types as pytypes
-from typing import Any, Callable, Dict, Optional, Tuple
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from llvmlite import ir
@@ -37,8 +38,16 @@ from numba import carray, types
 from numba.core import config
 from numba.core.dispatcher import Dispatcher
 from numba.core.imputils import lower_constant
-from numba.extending import (NativeValue, intrinsic, models, overload, overload_method,
-                             register_model, typeof_impl, unbox)
+from numba.extending import (
+    NativeValue,
+    intrinsic,
+    models,
+    overload,
+    overload_method,
+    register_model,
+    typeof_impl,
+    unbox,
+)
 
 from ... import _semantics
 from ._jit import _copy, _jit, _renamed
@@ -108,6 +117,7 @@ def _loo_auc_uniform(nx, B):
         merged = uniform_loo_auc(B, np.ones(n, dtype=np.int64), out, colsum, rep)
         # the plan: representative rows, empty when no row was merged
         return out, colsum, rep if merged else rep[:0]
+
     return impl
 
 
@@ -118,6 +128,7 @@ def _row_scores(nx, B, w, plan=None):
 
     def impl(nx, B, w, plan=None):
         return row_scores(B, w) if plan.shape[0] == 0 else row_scores_rep(B, w, plan)
+
     return impl
 
 
@@ -151,6 +162,7 @@ def _none(nx, x):
             if v != 0:
                 return False
         return True
+
     return impl
 
 
@@ -161,6 +173,7 @@ def _count_nonzero(nx, x):
         for v in x:
             k += v != 0
         return k
+
     return impl
 
 
@@ -184,6 +197,7 @@ def _fmax(nx, x, floor):
             v = x[k]
             out[k] = v if v >= floor or floor != floor else floor  # NumPy's fmax: nan loses
         return out
+
     return impl
 
 
@@ -213,6 +227,7 @@ def _scatter(nx, idx, values):
         out = np.empty_like(values)
         out[idx] = values
         return out
+
     return impl
 
 
@@ -231,6 +246,7 @@ def _cummax(nx, x):
                 top = x[k] if x[k] > top else top
                 out[k] = top
         return out
+
     return impl
 
 
@@ -245,17 +261,17 @@ def _arange(nx, start, stop, like=None):
 #: kernels); ACES-O's Adam fit dwarfs its Python, CodeT and B4 group rows in NumPy
 COMPILED = (_semantics.majority, _semantics.aces_c)
 
-_namespace: Dict[str, Any] = {}
+_namespace: dict[str, Any] = {}
 
 
-def _jit_over(fn: Callable[..., Any], namespace: Dict[str, Any], name: str) -> Any:
+def _jit_over(fn: Callable[..., Any], namespace: dict[str, Any], name: str) -> Any:
     """``fn``'s code over ``namespace`` as its globals, named ``name``, jitted (lazily)
     like every kernel. IEEE arithmetic: no fast-math flags, so the rounding is the
     Python path's."""
     return _jit()(_renamed(fn, name, namespace))
 
 
-def compiled_namespace() -> Dict[str, Any]:
+def compiled_namespace() -> dict[str, Any]:
     """:mod:`aces_fast._semantics`'s globals with every function of that module
     replaced by its jitted twin (compiled on first call)."""
     if not _namespace:
@@ -277,12 +293,14 @@ def _store(out, scores, weights, order, loo):  # pragma: no cover - typed by the
 def _store_typed(out, scores, weights, order, loo):
     # Outputs' leading fields: scores, weights, order, then (ACES-C) loo_auc, fallback
     if len(out.types) >= 5:
+
         def with_loo(out, scores, weights, order, loo):
             _copy(scores, out[0])
             _copy(weights, out[1])
             _copy(order, out[2])
             _copy(loo, out[3])
             return np.int64(out[4])
+
         return with_loo
 
     def ranking_only(out, scores, weights, order, loo):
@@ -290,6 +308,7 @@ def _store_typed(out, scores, weights, order, loo):
         _copy(weights, out[1])
         _copy(order, out[2])
         return np.int64(0)
+
     return ranking_only
 
 
@@ -299,14 +318,15 @@ def _entry(B, scores, weights, order, loo, *args):  # pragma: no cover - runs co
     # caller allocated: boxing an array made in compiled code costs ~0.25 us (a
     # Python callback for its dtype, a MemInfo object), more than np.empty in
     # Python; the copies are O(n + m).
-    top = max_byte(B)  # noqa: F821 - a global of the clone
+    top = max_byte(B)
     if top > 1:
         return -top
-    return _store(SEMANTICS(NX, B, *args), scores, weights, order, loo)  # noqa: F821
+    return _store(SEMANTICS(NX, B, *args), scores, weights, order, loo)
 
 
-def _tasks_entry(addr, ns, ms, roff, coff, tasks, scores, weights, order, loo, status,
-                 *args):  # pragma: no cover - runs compiled
+def _tasks_entry(
+    addr, ns, ms, roff, coff, tasks, scores, weights, order, loo, status, *args
+):  # pragma: no cover - runs compiled
     # Task t is the C-contiguous uint8 (ns[t], ms[t]) matrix at address addr[t]; its
     # outputs are the slices at roff[t] (per candidate) and coff[t] (per test) of
     # the shared arrays. A chunk of tasks is one crossing: the Python of a task
@@ -317,13 +337,18 @@ def _tasks_entry(addr, ns, ms, roff, coff, tasks, scores, weights, order, loo, s
         m = ms[t]
         r0 = roff[t]
         c0 = coff[t]
-        B = carray(_as_pointer(addr[t]), (n, m))  # noqa: F821 - a global of the clone
-        top = max_byte(B)  # noqa: F821
+        B = carray(_as_pointer(addr[t]), (n, m))
+        top = max_byte(B)
         if top > 1:  # nothing computed: the caller names the lowest bad task
             status[t] = -top
             return k
-        status[t] = _store(SEMANTICS(NX, B, *args), scores[r0:r0 + n],  # noqa: F821
-                           weights[c0:c0 + m], order[r0:r0 + n], loo[c0:c0 + m])
+        status[t] = _store(
+            SEMANTICS(NX, B, *args),
+            scores[r0 : r0 + n],
+            weights[c0 : c0 + m],
+            order[r0 : r0 + n],
+            loo[c0 : c0 + m],
+        )
     return tasks.shape[0]
 
 
@@ -338,11 +363,11 @@ def _as_pointer(typingctx, addr):
     return sig, codegen
 
 
-_entries: Dict[Any, Any] = {}
-_tasks_entries: Dict[Any, Any] = {}
+_entries: dict[Any, Any] = {}
+_tasks_entries: dict[Any, Any] = {}
 
 
-def entry(fn: Callable[..., Any]) -> Optional[Callable[..., int]]:
+def entry(fn: Callable[..., Any]) -> Callable[..., int] | None:
     """The compiled call of semantics function ``fn``, or ``None`` when ``fn`` is not
     one of :data:`COMPILED` (or numba's JIT is disabled).
 
@@ -356,13 +381,17 @@ def entry(fn: Callable[..., Any]) -> Optional[Callable[..., int]]:
     """
     dispatcher = _entries.get(fn)
     if dispatcher is None and fn in COMPILED and not config.DISABLE_JIT:
-        namespace = {"SEMANTICS": compiled_namespace()[fn.__name__], "NX": NX,
-                     "_store": _store, "max_byte": max_byte}
+        namespace = {
+            "SEMANTICS": compiled_namespace()[fn.__name__],
+            "NX": NX,
+            "_store": _store,
+            "max_byte": max_byte,
+        }
         dispatcher = _entries[fn] = _jit_over(_entry, namespace, f"{fn.__name__}_entry")
     return dispatcher
 
 
-def tasks_entry(fn: Callable[..., Any]) -> Optional[Callable[..., int]]:
+def tasks_entry(fn: Callable[..., Any]) -> Callable[..., int] | None:
     """The compiled call running semantics function ``fn`` over chunks of a batch's
     tasks, or ``None`` when :func:`entry` has none.
 
@@ -381,15 +410,21 @@ def tasks_entry(fn: Callable[..., Any]) -> Optional[Callable[..., int]]:
         return None
     dispatcher = _tasks_entries.get(fn)
     if dispatcher is None:
-        namespace = {"SEMANTICS": compiled_namespace()[fn.__name__], "NX": NX,
-                     "_store": _store, "max_byte": max_byte, "carray": carray,
-                     "_as_pointer": _as_pointer}
-        dispatcher = _tasks_entries[fn] = _jit_over(_tasks_entry, namespace,
-                                                    f"{fn.__name__}_tasks_entry")
+        namespace = {
+            "SEMANTICS": compiled_namespace()[fn.__name__],
+            "NX": NX,
+            "_store": _store,
+            "max_byte": max_byte,
+            "carray": carray,
+            "_as_pointer": _as_pointer,
+        }
+        dispatcher = _tasks_entries[fn] = _jit_over(
+            _tasks_entry, namespace, f"{fn.__name__}_tasks_entry"
+        )
     return dispatcher
 
 
-def dispatchers() -> Tuple[Any, ...]:
+def dispatchers() -> tuple[Any, ...]:
     """The jitted functions made here so far (the semantics' twins, the entries)."""
     made = [v for k, v in _namespace.items() if isinstance(v, Dispatcher)]
     return tuple(made) + tuple(_entries.values()) + tuple(_tasks_entries.values())

@@ -233,8 +233,9 @@ def _surrogate_columns(BT, w, gamma, c, s, E, F, fast_cols, L, gloc, vpart, grad
     m, n = BT.shape
     nb = vpart.shape[0]
     for b in prange(nb):
-        _surrogate_block(BT, w, gamma, c, s, E, F, fast_cols, L, gloc, vpart[b],
-                         b * m // nb, (b + 1) * m // nb)
+        _surrogate_block(
+            BT, w, gamma, c, s, E, F, fast_cols, L, gloc, vpart[b], b * m // nb, (b + 1) * m // nb
+        )
     # partials summed in block order: the bits do not depend on the thread count
     cv = np.zeros(n)
     for b in range(nb):
@@ -400,9 +401,24 @@ def _row_pair_blocks(X, c, E, F, G, cw, Ls, Ds, vpart):
                     a1 = E[p] * F[q1]
                     b1 = E[q1] * F[p]
                     c1 = cp * c[q1]
-                R0, R1 = _pair_sweep2(X, np.uint64(p), np.uint64(q), np.uint64(q1), j0, j1,
-                                      E[p] * F[q], E[q] * F[p], cp * c[q], a1, b1, c1, G, cw,
-                                      Ls, Ds)
+                R0, R1 = _pair_sweep2(
+                    X,
+                    np.uint64(p),
+                    np.uint64(q),
+                    np.uint64(q1),
+                    j0,
+                    j1,
+                    E[p] * F[q],
+                    E[q] * F[p],
+                    cp * c[q],
+                    a1,
+                    b1,
+                    c1,
+                    G,
+                    cw,
+                    Ls,
+                    Ds,
+                )
                 vp += c[q] * R0
                 vpart[b, q] -= cp * R0
                 if q1 < n:
@@ -413,8 +429,9 @@ def _row_pair_blocks(X, c, E, F, G, cw, Ls, Ds, vpart):
 
 # fast-math: the flags of the inlined pair sweep (the rest is sums in a fixed
 # order, run alike by both builds)
-_row_pair_blocks, _row_pair_blocks_parallel = _serial_and_parallel(_row_pair_blocks,
-                                                                   fastmath=_VEC_MATH)
+_row_pair_blocks, _row_pair_blocks_parallel = _serial_and_parallel(
+    _row_pair_blocks, fastmath=_VEC_MATH
+)
 
 
 @_jit(fastmath=_VEC_MATH)

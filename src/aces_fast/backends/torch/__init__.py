@@ -74,7 +74,8 @@ the outcome and no two summation orders need agree.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -95,7 +96,7 @@ try:
     from .validate import check_pass_tensor, check_weights_tensor, from_numpy
 except Exception as exc:  # ImportError, or a broken install failing to load its libraries
     torch = None  # type: ignore[assignment]
-    _IMPORT_ERROR: Optional[BaseException] = exc
+    _IMPORT_ERROR: BaseException | None = exc
 else:
     _IMPORT_ERROR = None
 
@@ -108,13 +109,25 @@ FLOAT32_WEIGHT_ATOL = 1e-4
 _DTYPE_NAMES = ("float64", "float32")
 # dtypes torch can hand to NumPy; others (bfloat16, float8) are validated in torch
 _NUMPY_COMPATIBLE = (
-    () if torch is None else
-    (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
-     torch.float16, torch.float32, torch.float64, torch.complex64, torch.complex128)
+    ()
+    if torch is None
+    else (
+        torch.bool,
+        torch.uint8,
+        torch.int8,
+        torch.int16,
+        torch.int32,
+        torch.int64,
+        torch.float16,
+        torch.float32,
+        torch.float64,
+        torch.complex64,
+        torch.complex128,
+    )
 )
 
 
-def _parse_dtype(dtype: Any) -> "torch.dtype":
+def _parse_dtype(dtype: Any) -> torch.dtype:
     if torch is not None and dtype in (torch.float64, torch.float32):
         return dtype
     if isinstance(dtype, str) and dtype.strip().lower() in _DTYPE_NAMES:
@@ -122,7 +135,7 @@ def _parse_dtype(dtype: Any) -> "torch.dtype":
     raise ValueError(f"torch backend dtype must be 'float64' or 'float32'; got {dtype!r}")
 
 
-def to_device(x: Any, device: Any, dtype: "torch.dtype") -> "torch.Tensor":
+def to_device(x: Any, device: Any, dtype: torch.dtype) -> torch.Tensor:
     """A NumPy array, list or tensor (any device) as a tensor on ``device`` in ``dtype``.
 
     No copy when ``x`` already is such a tensor (or a NumPy array of ``dtype``
@@ -161,7 +174,7 @@ class TorchBackend(Backend):
 
     name = "torch"
 
-    def __init__(self, dtype: Any = "float64", chunk_elements: Optional[int] = None):
+    def __init__(self, dtype: Any = "float64", chunk_elements: int | None = None):
         self.dtype = _parse_dtype(dtype)
         if chunk_elements is None:
             chunk_elements = DEFAULT_CHUNK_ELEMENTS
@@ -188,7 +201,7 @@ class TorchBackend(Backend):
             return from_numpy(as_weights(w, m))
         return check_weights_tensor(w, m)
 
-    def _matrix(self, B: Any) -> Tuple["torch.Tensor", bool]:
+    def _matrix(self, B: Any) -> tuple[torch.Tensor, bool]:
         """``(uint8 tensor, numpy_out)`` for a prepared matrix (NumPy array or tensor)."""
         numpy_out = not is_torch_tensor(B)
         t = from_numpy(np.ascontiguousarray(B)) if numpy_out else B
@@ -196,35 +209,50 @@ class TorchBackend(Backend):
             t = t.view(torch.uint8)
         return t, numpy_out
 
-    def _vector(self, x: Any, like: "torch.Tensor", dtype: "torch.dtype"
-                ) -> Optional["torch.Tensor"]:
+    def _vector(self, x: Any, like: torch.Tensor, dtype: torch.dtype) -> torch.Tensor | None:
         return None if x is None else to_device(x, like.device, dtype)
 
     # -- kernels (accept NumPy or tensors; output type mirrors B) -------------------
 
     def loo_auc(self, B, weights, tie_tol, counts=None):
         Bt, numpy_out = self._matrix(B)
-        L = _loo_auc.loo_auc(Bt, self._vector(weights, Bt, torch.float64), tie_tol,
-                             self._vector(counts, Bt, torch.int64), self.chunk_elements)
+        L = _loo_auc.loo_auc(
+            Bt,
+            self._vector(weights, Bt, torch.float64),
+            tie_tol,
+            self._vector(counts, Bt, torch.int64),
+            self.chunk_elements,
+        )
         return to_output(L, numpy_out)
 
     def _surrogate(self, Bt, weights, gamma, counts=None):
-        L, J, g = _surrogate.surrogate(Bt, self._vector(weights, Bt, self.dtype), gamma,
-                                       self._vector(counts, Bt, torch.int64), self.dtype,
-                                       self.chunk_elements)
+        L, J, g = _surrogate.surrogate(
+            Bt,
+            self._vector(weights, Bt, self.dtype),
+            gamma,
+            self._vector(counts, Bt, torch.int64),
+            self.dtype,
+            self.chunk_elements,
+        )
         return L.to(torch.float64), J.to(torch.float64), g.to(torch.float64)
 
     def surrogate(self, B, weights, gamma, counts=None):
         Bt, numpy_out = self._matrix(B)
         L, J, g = self._surrogate(Bt, weights, gamma, counts)
-        return (to_output(L, numpy_out), float(J) if numpy_out else J,
-                to_output(g, numpy_out))
+        return (to_output(L, numpy_out), float(J) if numpy_out else J, to_output(g, numpy_out))
 
     def _aces_o_fit(self, Bt, logits0, active, gamma, lr, steps, counts=None):
-        w, obj = _aces_o.aces_o_fit(Bt, self._vector(logits0, Bt, torch.float64),
-                                    self._vector(active, Bt, torch.bool), gamma, lr, steps,
-                                    self._vector(counts, Bt, torch.int64), self.dtype,
-                                    self.chunk_elements)
+        w, obj = _aces_o.aces_o_fit(
+            Bt,
+            self._vector(logits0, Bt, torch.float64),
+            self._vector(active, Bt, torch.bool),
+            gamma,
+            lr,
+            steps,
+            self._vector(counts, Bt, torch.int64),
+            self.dtype,
+            self.chunk_elements,
+        )
         return w.to(torch.float64), obj.to(torch.float64)
 
     def aces_o_fit(self, B, logits0, active, gamma, lr, steps, counts=None, bins=None):
@@ -237,12 +265,17 @@ class TorchBackend(Backend):
         """``B @ w`` in float64, rounded independently of the summation order
         (:func:`.scores.row_scores`); any leading task dimensions."""
         Bt, numpy_out = self._matrix(B)
-        return to_output(_scores.row_scores(Bt, self._vector(w, Bt, torch.float64),
-                                            self.chunk_elements), numpy_out)
+        return to_output(
+            _scores.row_scores(Bt, self._vector(w, Bt, torch.float64), self.chunk_elements),
+            numpy_out,
+        )
 
     def loo_auc_uniform(self, B):
-        return (_loo_auc.loo_auc(B, None, 0.0, None, self.chunk_elements),
-                self.column_sums(B), None)
+        return (
+            _loo_auc.loo_auc(B, None, 0.0, None, self.chunk_elements),
+            self.column_sums(B),
+            None,
+        )
 
     @staticmethod
     def column_sums(B):
@@ -268,8 +301,12 @@ class TorchBackend(Backend):
     row_groups = staticmethod(lambda B: _dedup.row_groups(B))
 
     def info(self) -> dict:
-        return {"torch": torch.__version__, "dtype": str(self.dtype).replace("torch.", ""),
-                "cuda": torch.cuda.is_available(), "threads": torch.get_num_threads()}
+        return {
+            "torch": torch.__version__,
+            "dtype": str(self.dtype).replace("torch.", ""),
+            "cuda": torch.cuda.is_available(),
+            "threads": torch.get_num_threads(),
+        }
 
     # -- primitives (over the last axis; reductions keep it) ----------------------------
 
@@ -360,11 +397,13 @@ class TorchBackend(Backend):
         """The method's semantics on tensors; results mirror ``B``'s type."""
         spec = _registry.get(method)
         Bt, numpy_out = self._matrix(B)
-        return spec.pack(spec.run(self, Bt, values), values, self.name,
-                         _to_numpy if numpy_out else None)
+        return spec.pack(
+            spec.run(self, Bt, values), values, self.name, _to_numpy if numpy_out else None
+        )
 
-    def rerank_batch(self, Bs: Sequence[Any], method: str, values: Dict[str, Any],
-                     n_threads: Optional[int]) -> Optional[List[RerankResult]]:
+    def rerank_batch(
+        self, Bs: Sequence[Any], method: str, values: dict[str, Any], n_threads: int | None
+    ) -> list[RerankResult] | None:
         """Methods over tasks (majority vote, ACES-C, ACES-O) on zero-padded batches;
         see :func:`.batch.rerank_batch`. ``None`` for the others (CodeT, B4)."""
         from .batch import rerank_batch
@@ -391,4 +430,5 @@ def load() -> Backend:
         return TorchBackend(dtype=dtype)
     except ValueError:
         raise BackendUnavailableError(
-            "torch", f"{DTYPE_ENV_VAR}={dtype!r} is not 'float64' or 'float32'") from None
+            "torch", f"{DTYPE_ENV_VAR}={dtype!r} is not 'float64' or 'float32'"
+        ) from None

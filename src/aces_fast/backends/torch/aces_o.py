@@ -4,17 +4,22 @@ shape (no Python loop over tasks)."""
 from __future__ import annotations
 
 import math
-from typing import Optional, Sequence, Tuple
+from collections.abc import Sequence
 
 import torch
 
 from ..._constants import ADAM_BETA1, ADAM_BETA2, ADAM_EPS, SNAP_RTOL_FLOAT32
 from ..._constants import SNAP_RTOL as _SNAP_RTOL64
+from ..shapes import shape_chunks
 from .chunks import DEFAULT_CHUNK_ELEMENTS
 from .dedup import distinct_rows_padded
-from ..shapes import shape_chunks
-from .surrogate import (_EXP_SAFE, PaddedSurrogateData, SurrogateData, surrogate_core,
-                        surrogate_core_padded)
+from .surrogate import (
+    _EXP_SAFE,
+    PaddedSurrogateData,
+    SurrogateData,
+    surrogate_core,
+    surrogate_core_padded,
+)
 
 
 def softmax_masked(logits: torch.Tensor, active: torch.Tensor) -> torch.Tensor:
@@ -22,9 +27,15 @@ def softmax_masked(logits: torch.Tensor, active: torch.Tensor) -> torch.Tensor:
     return torch.softmax(logits.masked_fill(~active, -math.inf), dim=0)
 
 
-def adam_ascent_step(logits: torch.Tensor, dl: torch.Tensor, m1: torch.Tensor,
-                     m2: torch.Tensor, t: int, lr: float, active: torch.Tensor
-                     ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def adam_ascent_step(
+    logits: torch.Tensor,
+    dl: torch.Tensor,
+    m1: torch.Tensor,
+    m2: torch.Tensor,
+    t: int,
+    lr: float,
+    active: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Adam step ``t`` (1-based; PyTorch semantics: beta = (0.9, 0.999), eps 1e-8,
     bias correction) on the loss ``-J`` given ``dl = dJ/dlogits``; inactive
     entries keep their logits. Any shape (per task ``(m,)`` or batched ``(T, m)``),
@@ -34,8 +45,8 @@ def adam_ascent_step(logits: torch.Tensor, dl: torch.Tensor, m1: torch.Tensor,
     loss_grad = torch.where(active, -dl, torch.zeros_like(dl))
     m1 = beta1 * m1 + (1 - beta1) * loss_grad
     m2 = beta2 * m2 + (1 - beta2) * loss_grad * loss_grad
-    bc1 = 1 - beta1 ** t
-    bc2 = 1 - beta2 ** t
+    bc1 = 1 - beta1**t
+    bc2 = 1 - beta2**t
     denom = torch.sqrt(m2) / math.sqrt(bc2) + eps
     return torch.where(active, logits - (lr / bc1) * m1 / denom, logits), m1, m2
 
@@ -69,7 +80,8 @@ class SymmetryClasses:
         self.labels = torch.where(active, torch.zeros_like(self.pos), self.pos + 1)
         finite = active & torch.isfinite(logits)
         scale = torch.where(finite, logits.abs(), torch.zeros_like(logits)).amax(
-            dim=1, keepdim=True)
+            dim=1, keepdim=True
+        )
         logits.copy_(self.snap(logits, SNAP_RTOL[logits.dtype] * scale))
 
     def snap(self, x: torch.Tensor, tol) -> torch.Tensor:
@@ -78,8 +90,9 @@ class SymmetryClasses:
         if self.done:
             return x
         by_value = torch.argsort(x, dim=1, stable=True)
-        order = by_value.gather(1, torch.argsort(self.labels.gather(1, by_value), dim=1,
-                                                 stable=True))
+        order = by_value.gather(
+            1, torch.argsort(self.labels.gather(1, by_value), dim=1, stable=True)
+        )
         sx = x.gather(1, order)
         sl = self.labels.gather(1, order)
         start = torch.ones_like(order, dtype=torch.bool)
@@ -98,11 +111,17 @@ def gradient_snap_tol(gamma: float, dtype: torch.dtype) -> float:
     return SNAP_RTOL[dtype] * (0.5 + 0.75 * abs(gamma))
 
 
-def aces_o_fit(B: torch.Tensor, logits0: torch.Tensor, active: torch.Tensor, gamma: float,
-               lr: float, steps: int, counts: Optional[torch.Tensor] = None,
-               dtype: torch.dtype = torch.float64,
-               chunk_elements: int = DEFAULT_CHUNK_ELEMENTS
-               ) -> Tuple[torch.Tensor, torch.Tensor]:
+def aces_o_fit(
+    B: torch.Tensor,
+    logits0: torch.Tensor,
+    active: torch.Tensor,
+    gamma: float,
+    lr: float,
+    steps: int,
+    counts: torch.Tensor | None = None,
+    dtype: torch.dtype = torch.float64,
+    chunk_elements: int = DEFAULT_CHUNK_ELEMENTS,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """ACES-O's Adam ascent; ``(weights (m,), objective (steps + 1,))`` in ``dtype``.
 
     Adam with PyTorch semantics (beta = (0.9, 0.999), eps = 1e-8, bias
@@ -138,18 +157,24 @@ def aces_o_fit(B: torch.Tensor, logits0: torch.Tensor, active: torch.Tensor, gam
     return softmax_masked(logits, active), objective
 
 
-def softmax_masked_padded(logits: torch.Tensor, active: torch.Tensor,
-                          any_active: torch.Tensor) -> torch.Tensor:
+def softmax_masked_padded(
+    logits: torch.Tensor, active: torch.Tensor, any_active: torch.Tensor
+) -> torch.Tensor:
     """:func:`softmax_masked` of every row of ``logits`` (T, m); a row without an
     active entry (``any_active`` bool (T, 1) False) gets all zeros, not NaN."""
     x = logits.masked_fill(~active, -math.inf).masked_fill_(~any_active, 0.0)
     return torch.softmax(x, dim=1).masked_fill_(~any_active, 0.0)
 
 
-def aces_o_fit_padded(data: PaddedSurrogateData, logits0: torch.Tensor, active: torch.Tensor,
-                      gamma: float, lr: float, steps: int,
-                      chunk_elements: int = DEFAULT_CHUNK_ELEMENTS
-                      ) -> Tuple[torch.Tensor, torch.Tensor]:
+def aces_o_fit_padded(
+    data: PaddedSurrogateData,
+    logits0: torch.Tensor,
+    active: torch.Tensor,
+    gamma: float,
+    lr: float,
+    steps: int,
+    chunk_elements: int = DEFAULT_CHUNK_ELEMENTS,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`aces_o_fit` for T tasks at once: ``(weights (T, m), objective (T, steps + 1))``.
 
     ``logits0`` (T, m) in the working dtype, ``active`` bool (T, m). The Adam
@@ -190,11 +215,18 @@ _GROUP_WASTE = 2.0
 _GROUP_SLACK = 1 << 15
 
 
-def aces_o_fit_groups(Bk: torch.Tensor, valid: torch.Tensor, n_cols: Sequence[int],
-                      logits0: torch.Tensor, active: torch.Tensor, gamma: float, lr: float,
-                      steps: int, dtype: torch.dtype = torch.float64,
-                      pair_elements: int = DEFAULT_CHUNK_ELEMENTS
-                      ) -> Tuple[torch.Tensor, torch.Tensor]:
+def aces_o_fit_groups(
+    Bk: torch.Tensor,
+    valid: torch.Tensor,
+    n_cols: Sequence[int],
+    logits0: torch.Tensor,
+    active: torch.Tensor,
+    gamma: float,
+    lr: float,
+    steps: int,
+    dtype: torch.dtype = torch.float64,
+    pair_elements: int = DEFAULT_CHUNK_ELEMENTS,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`aces_o_fit` of every task of a padded batch: ``(weights (T, m), objective
     (T, steps + 1))`` in float64.
 
@@ -218,19 +250,28 @@ def aces_o_fit_groups(Bk: torch.Tensor, valid: torch.Tensor, n_cols: Sequence[in
     Bu, counts, distinct = distinct_rows_padded(Bk, valid, dtype)
     w = torch.zeros((T, m), dtype=dtype, device=dev)
     objective = torch.zeros((T, steps + 1), dtype=dtype, device=dev)
-    groups = shape_chunks([(u * u, c) for u, c in zip(distinct, n_cols)], pair_elements,
-                          _GROUP_WASTE, _GROUP_SLACK)
+    groups = shape_chunks(
+        [(u * u, c) for u, c in zip(distinct, n_cols)], pair_elements, _GROUP_WASTE, _GROUP_SLACK
+    )
     for group in groups:
         u = max(distinct[t] for t in group)
         c = max(n_cols[t] for t in group)
         if c == 0:
             continue  # no tests: zero weights and objective, as per task
         idx = torch.tensor(group, dtype=torch.int64, device=dev)
-        data = PaddedSurrogateData(Bu.index_select(0, idx)[:, :u, :c].contiguous(),
-                                   counts.index_select(0, idx)[:, :u].contiguous())
-        wg, og = aces_o_fit_padded(data, logits0.index_select(0, idx)[:, :c],
-                                   active.index_select(0, idx)[:, :c], gamma, lr, steps,
-                                   pair_elements)
+        data = PaddedSurrogateData(
+            Bu.index_select(0, idx)[:, :u, :c].contiguous(),
+            counts.index_select(0, idx)[:, :u].contiguous(),
+        )
+        wg, og = aces_o_fit_padded(
+            data,
+            logits0.index_select(0, idx)[:, :c],
+            active.index_select(0, idx)[:, :c],
+            gamma,
+            lr,
+            steps,
+            pair_elements,
+        )
         w[idx, :c] = wg
         objective[idx] = og
     return w.to(torch.float64), objective.to(torch.float64)

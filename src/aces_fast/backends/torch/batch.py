@@ -32,17 +32,18 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
 
 from ... import _registry, _semantics
 from ...result import RerankResult
+from ..shapes import shape_chunks
 from . import TorchBackend, to_output
 from . import aces_o as _aces_o
 from . import loo_auc as _loo_auc
-from ..shapes import shape_chunks
 from .validate import from_numpy
 
 #: cap on batched ACES-O's per-step pair tensors on the CPU (8 MiB in float64):
@@ -61,12 +62,15 @@ class PaddedTasks(TorchBackend):
         self.n_rows = n_rows
         self.n_cols = list(n_cols)
         self._count = n_rows.to(torch.float64)[:, None]
-        self._valid: Optional[torch.Tensor] = None
+        self._valid: torch.Tensor | None = None
         device = n_rows.device
         # ACES-O's per-step pair tensors: tensors that stay in cache run faster on
         # the CPU (a GPU wants them large)
-        self.pair_elements = (min(self.chunk_elements, CPU_PAIR_ELEMENTS)
-                              if device.type == "cpu" else self.chunk_elements)
+        self.pair_elements = (
+            min(self.chunk_elements, CPU_PAIR_ELEMENTS)
+            if device.type == "cpu"
+            else self.chunk_elements
+        )
 
     def row_count(self, B):
         return self._count
@@ -103,12 +107,13 @@ class PaddedTasks(TorchBackend):
         the real rows), in groups of similar shape (:func:`.aces_o.aces_o_fit_groups`)."""
         self.no_bins(bins)
         valid = counts if counts is not None else self.row_mask(B)
-        return _aces_o.aces_o_fit_groups(B, valid, self.n_cols, logits0, active, gamma, lr,
-                                         steps, self.dtype, self.pair_elements)
+        return _aces_o.aces_o_fit_groups(
+            B, valid, self.n_cols, logits0, active, gamma, lr, steps, self.dtype, self.pair_elements
+        )
 
 
 @contextlib.contextmanager
-def _intra_op_threads(n_threads: Optional[int]):
+def _intra_op_threads(n_threads: int | None):
     """Run the block with torch's intra-op thread count set to ``n_threads`` (None:
     unchanged), restored afterwards; serialized because the setting is process-wide."""
     if n_threads is None:
@@ -123,8 +128,9 @@ def _intra_op_threads(n_threads: Optional[int]):
             torch.set_num_threads(previous)
 
 
-def rerank_batch(be: TorchBackend, Bs: Sequence[Any], method: str, values: Dict[str, Any],
-                 n_threads: Optional[int]) -> Optional[List[RerankResult]]:
+def rerank_batch(
+    be: TorchBackend, Bs: Sequence[Any], method: str, values: dict[str, Any], n_threads: int | None
+) -> list[RerankResult] | None:
     """Rank many tasks with a method over tasks, in padded batches (:meth:`TorchBackend.rerank_batch`).
 
     The protocol of :mod:`aces_fast.batch`. Tasks (all on one device; NumPy
@@ -158,11 +164,13 @@ def rerank_batch(be: TorchBackend, Bs: Sequence[Any], method: str, values: Dict[
     device = mats[0][0].device
     for t, (Bt, _) in enumerate(mats):
         if Bt.device != device:
-            raise ValueError(f"task {t}: the pass matrix is on device '{Bt.device}' but task 0 "
-                             f"is on '{device}'; a torch batch runs on one device: move "
-                             "every task there first")
+            raise ValueError(
+                f"task {t}: the pass matrix is on device '{Bt.device}' but task 0 "
+                f"is on '{device}'; a torch batch runs on one device: move "
+                "every task there first"
+            )
     shapes = [(int(Bt.shape[0]), int(Bt.shape[1])) for Bt, _ in mats]
-    results: List[Optional[RerankResult]] = [None] * len(mats)
+    results: list[RerankResult | None] = [None] * len(mats)
     with _intra_op_threads(n_threads if device.type == "cpu" else None):
         for chunk in shape_chunks(shapes, be.chunk_elements):
             if len(chunk) == 1 and mats[chunk[0]][0].numel() > be.chunk_elements:
@@ -182,12 +190,14 @@ def rerank_batch(be: TorchBackend, Bs: Sequence[Any], method: str, values: Dict[
 
 def _host_copy(out: _semantics.Outputs) -> _semantics.Outputs:
     """NumPy copies of a batch's output tensors (one transfer each per chunk)."""
-    return _semantics.Outputs(*(x if x is None or isinstance(x, bool) else x.cpu().numpy()
-                                for x in out))
+    return _semantics.Outputs(
+        *(x if x is None or isinstance(x, bool) else x.cpu().numpy() for x in out)
+    )
 
 
-def pad(mats: Sequence["torch.Tensor"], via_numpy: Optional[bool] = None
-        ) -> Tuple["torch.Tensor", "torch.Tensor"]:
+def pad(
+    mats: Sequence[torch.Tensor], via_numpy: bool | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Stack uint8 (n_t, m_t) tensors (one device) zero-padded: ``(B (T, n, m), n_rows (T,))``.
 
     One slice copy per task; on the CPU (``via_numpy`` None) through NumPy,
@@ -202,11 +212,11 @@ def pad(mats: Sequence["torch.Tensor"], via_numpy: Optional[bool] = None
     if via_numpy:
         buffer = np.zeros((len(mats), n_max, m_max), dtype=np.uint8)
         for k, Bt in enumerate(mats):
-            buffer[k, :Bt.shape[0], :Bt.shape[1]] = Bt.numpy()
+            buffer[k, : Bt.shape[0], : Bt.shape[1]] = Bt.numpy()
         padded = from_numpy(buffer)
     else:
         padded = torch.zeros((len(mats), n_max, m_max), dtype=torch.uint8, device=device)
         for k, Bt in enumerate(mats):
-            padded[k, :Bt.shape[0], :Bt.shape[1]] = Bt
+            padded[k, : Bt.shape[0], : Bt.shape[1]] = Bt
     n_rows = torch.tensor([Bt.shape[0] for Bt in mats], dtype=torch.int64, device=device)
     return padded, n_rows

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Iterator, Tuple
+from collections.abc import Iterator
 
 #: Default cap on the entries of the largest per-chunk temporary: (n, k) for
 #: LOO-AUC, (k, n, n) for the surrogate. 2**22 float64 entries are 32 MiB.
 DEFAULT_CHUNK_ELEMENTS = 1 << 22
 
 
-def column_chunks(m: int, per_column: int, budget: int) -> Iterator[Tuple[int, int]]:
+def column_chunks(m: int, per_column: int, budget: int) -> Iterator[tuple[int, int]]:
     """``(start, stop)`` column ranges with ``per_column * (stop - start) <= budget``.
 
     A chunk always holds at least one column, so a single huge column still runs.

@@ -3,17 +3,20 @@ padded batch), and evaluating a function once per distinct key."""
 
 from __future__ import annotations
 
-from typing import Callable, List, Tuple
+from collections.abc import Callable
 
 import torch
 
 
-def row_groups(B: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def row_groups(B: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Distinct rows: ``(patterns (U, m), inverse (n,), sizes (U,))`` like consensus.row_groups."""
     if B.shape[1] == 0:
         n = B.shape[0]
-        return (B[:1], torch.zeros(n, dtype=torch.int64, device=B.device),
-                torch.tensor([n], dtype=torch.int64, device=B.device))
+        return (
+            B[:1],
+            torch.zeros(n, dtype=torch.int64, device=B.device),
+            torch.tensor([n], dtype=torch.int64, device=B.device),
+        )
     patterns, inverse, sizes = torch.unique(B, dim=0, return_inverse=True, return_counts=True)
     return patterns, inverse.reshape(-1), sizes
 
@@ -33,8 +36,9 @@ def by_distinct_keys(fn: Callable[..., torch.Tensor], *keys: torch.Tensor) -> to
 _KEY_BITS = 62
 
 
-def distinct_rows_padded(Bk: torch.Tensor, valid: torch.Tensor, dtype: torch.dtype
-                         ) -> Tuple[torch.Tensor, torch.Tensor, List[int]]:
+def distinct_rows_padded(
+    Bk: torch.Tensor, valid: torch.Tensor, dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
     """The distinct rows among each task's rows, with multiplicities.
 
     ``Bk`` uint8 (T, K, m), ``valid`` bool (T, K): the rows that count (padding
@@ -58,11 +62,13 @@ def distinct_rows_padded(Bk: torch.Tensor, valid: torch.Tensor, dtype: torch.dty
     del bits
     perm = torch.arange(K, device=dev).expand(T, K)
     for word in range(words - 1, -1, -1):  # radix sort over the key words
-        perm = perm.gather(1, torch.sort(keys[:, :, word].gather(1, perm), dim=1,
-                                         stable=True).indices)
+        perm = perm.gather(
+            1, torch.sort(keys[:, :, word].gather(1, perm), dim=1, stable=True).indices
+        )
     # padding rows (zero rows, sorted among the real zero rows) go last
-    perm = perm.gather(1, torch.sort((~valid).gather(1, perm).to(torch.uint8), dim=1,
-                                     stable=True).indices)
+    perm = perm.gather(
+        1, torch.sort((~valid).gather(1, perm).to(torch.uint8), dim=1, stable=True).indices
+    )
     sorted_keys = keys.gather(1, perm[:, :, None].expand(T, K, words))
     sorted_valid = valid.gather(1, perm)
     new = sorted_valid.clone()
@@ -74,9 +80,12 @@ def distinct_rows_padded(Bk: torch.Tensor, valid: torch.Tensor, dtype: torch.dty
     # slot U of every task is a spare that collects what must not count
     slot = torch.where(sorted_valid, pos, U) + base
     counts = torch.zeros(T * (U + 1), dtype=dtype, device=dev).index_add_(
-        0, slot.reshape(-1), sorted_valid.reshape(-1).to(dtype))
+        0, slot.reshape(-1), sorted_valid.reshape(-1).to(dtype)
+    )
     first = torch.where(new, pos, U) + base
     Bu = torch.zeros((T * (U + 1), m), dtype=dtype, device=dev).index_add_(
-        0, first.reshape(-1), Bk.gather(1, perm[:, :, None].expand(T, K, m))
-        .reshape(T * K, m).to(dtype))
+        0,
+        first.reshape(-1),
+        Bk.gather(1, perm[:, :, None].expand(T, K, m)).reshape(T * K, m).to(dtype),
+    )
     return Bu.view(T, U + 1, m)[:, :U], counts.view(T, U + 1)[:, :U], distinct

@@ -4,15 +4,19 @@ LOO-AUC of a zero-padded batch of tasks."""
 from __future__ import annotations
 
 import math
-from typing import Optional, Tuple
 
 import torch
 
 from .chunks import DEFAULT_CHUNK_ELEMENTS, column_chunks
 
-def loo_auc(B: torch.Tensor, weights: Optional[torch.Tensor], tie_tol: float,
-            counts: Optional[torch.Tensor] = None,
-            chunk_elements: int = DEFAULT_CHUNK_ELEMENTS) -> torch.Tensor:
+
+def loo_auc(
+    B: torch.Tensor,
+    weights: torch.Tensor | None,
+    tie_tol: float,
+    counts: torch.Tensor | None = None,
+    chunk_elements: int = DEFAULT_CHUNK_ELEMENTS,
+) -> torch.Tensor:
     """LOO-AUC of every test, float64 (m,) on ``B.device``; ``nan`` for constant tests.
 
     Parameters
@@ -44,8 +48,11 @@ def loo_auc(B: torch.Tensor, weights: Optional[torch.Tensor], tie_tol: float,
     out = torch.full((m,), math.nan, dtype=torch.float64, device=dev)
     if m == 0:
         return out
-    c = (torch.ones(n, dtype=torch.int64, device=dev) if counts is None
-         else counts.to(device=dev, dtype=torch.int64))
+    c = (
+        torch.ones(n, dtype=torch.int64, device=dev)
+        if counts is None
+        else counts.to(device=dev, dtype=torch.int64)
+    )
     total = n if counts is None else int(c.sum())
     # every count and every passer x failer product below is at most total**2
     idt = torch.int32 if total * total < 2**31 else torch.int64
@@ -64,7 +71,8 @@ def loo_auc(B: torch.Tensor, weights: Optional[torch.Tensor], tie_tol: float,
         hi_shared = torch.searchsorted(u, u - 1, side="right")
     for a, b in column_chunks(m, n, chunk_elements):
         passers = torch.zeros((V, b - a), dtype=idt, device=dev).index_add_(
-            0, group, B[:, a:b].to(idt) * c[:, None])
+            0, group, B[:, a:b].to(idt) * c[:, None]
+        )
         prefix = torch.zeros((V + 1, b - a), dtype=idt, device=dev)
         torch.cumsum(group_size[:, None] - passers, dim=0, out=prefix[1:])
         if weights is None:
@@ -90,8 +98,9 @@ def _count_dtype(*bounds: int) -> torch.dtype:
     return torch.float32 if max(bounds) < 2**24 else torch.float64
 
 
-def loo_auc_uniform_padded(B: torch.Tensor, n_rows: torch.Tensor
-                           ) -> Tuple[torch.Tensor, torch.Tensor]:
+def loo_auc_uniform_padded(
+    B: torch.Tensor, n_rows: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Uniform-weight LOO-AUC of every test of every task: ``(L (T, m), passers (T, m))``.
 
     ``B`` uint8 (T, n, m): task t's pass matrix in its top-left (n_rows[t], m_t)
@@ -115,8 +124,10 @@ def loo_auc_uniform_padded(B: torch.Tensor, n_rows: torch.Tensor
     dev = B.device
     f64 = torch.float64
     if T == 0 or m == 0:
-        return (torch.full((T, m), math.nan, dtype=f64, device=dev),
-                torch.zeros((T, m), dtype=torch.int64, device=dev))
+        return (
+            torch.full((T, m), math.nan, dtype=f64, device=dev),
+            torch.zeros((T, m), dtype=torch.int64, device=dev),
+        )
     cdt = _count_dtype(n, m)
     Bc = B.to(cdt)
     n_col = n_rows[:, None]
@@ -141,8 +152,8 @@ def loo_auc_uniform_padded(B: torch.Tensor, n_rows: torch.Tensor
     lp = torch.zeros((T * (levels + 1), m), dtype=cdt, device=dev)
     lp.index_add_(0, slot, Bc.reshape(T * n, m))
     del Bc
-    level_passers = lp.reshape(T, levels + 1, m)                      # spare slot: 0 passers
-    level_failers = size[:, :, None] - level_passers                  # spare slot: 0 (size 0)
+    level_passers = lp.reshape(T, levels + 1, m)  # spare slot: 0 passers
+    level_failers = size[:, :, None] - level_passers  # spare slot: 0 (size 0)
     failers_below = torch.zeros((T, levels + 1, m), dtype=cdt, device=dev)
     torch.cumsum(level_failers[:, :levels], dim=1, out=failers_below[:, 1:])
     target = value - 1

@@ -7,8 +7,6 @@ path relies on it); :func:`exact_sum` is the torch backend's ``sum`` primitive.
 
 from __future__ import annotations
 
-from typing import Tuple
-
 import torch
 
 from .chunks import DEFAULT_CHUNK_ELEMENTS
@@ -19,7 +17,7 @@ from .chunks import DEFAULT_CHUNK_ELEMENTS
 _SLICE_GRIDS = (2.0**26, 2.0**52, 2.0**78)
 
 
-def weight_slices(w: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+def weight_slices(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Split float64 ``w`` (..., m) into ``(slices (..., m, 3), scale (..., 1))``.
 
     ``w = scale * (slices.sum(-1) + rest)`` with ``scale`` a power of two
@@ -61,8 +59,9 @@ def exact_sum(w: torch.Tensor) -> torch.Tensor:
     return _combine(slices.sum(dim=-2), scale.squeeze(-1))
 
 
-def row_scores(B: torch.Tensor, w: torch.Tensor,
-               chunk_elements: int = DEFAULT_CHUNK_ELEMENTS) -> torch.Tensor:
+def row_scores(
+    B: torch.Tensor, w: torch.Tensor, chunk_elements: int = DEFAULT_CHUNK_ELEMENTS
+) -> torch.Tensor:
     """``s = B @ w`` in float64, rounded independently of summation order.
 
     ``B`` uint8 (..., n, m), ``w`` float64 (..., m) -> (..., n). One matmul of

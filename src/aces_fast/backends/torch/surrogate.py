@@ -4,11 +4,11 @@ padded batch of tasks (the same operations with a task axis in front)."""
 from __future__ import annotations
 
 import math
-from typing import Optional, Tuple
 
 import torch
 
 from .chunks import DEFAULT_CHUNK_ELEMENTS, column_chunks
+
 
 class SurrogateData:
     """What the surrogate needs from ``B`` that does not change with the weights.
@@ -20,13 +20,17 @@ class SurrogateData:
     and ``failers = c * (1 - B)`` carry the multiplicities ``c`` (U, m).
     """
 
-    def __init__(self, B: torch.Tensor, counts: Optional[torch.Tensor], dtype: torch.dtype):
-        c = (torch.ones(B.shape[0], dtype=torch.int64, device=B.device) if counts is None
-             else counts.to(device=B.device, dtype=torch.int64))
+    def __init__(self, B: torch.Tensor, counts: torch.Tensor | None, dtype: torch.dtype):
+        c = (
+            torch.ones(B.shape[0], dtype=torch.int64, device=B.device)
+            if counts is None
+            else counts.to(device=B.device, dtype=torch.int64)
+        )
         if B.shape[0] > 1 and B.shape[1] > 0:
             B, inverse = torch.unique(B, dim=0, return_inverse=True)
             c = torch.zeros(B.shape[0], dtype=torch.int64, device=B.device).index_add_(
-                0, inverse.reshape(-1), c)
+                0, inverse.reshape(-1), c
+            )
         self.Bf = B.to(dtype)
         c = c.to(dtype)
         self.passers = self.Bf * c[:, None]
@@ -41,7 +45,7 @@ class SurrogateData:
         self.inv_pairs = self.valid_f / self.safe_pairs  # 1/|P_j||F_j|, 0 for empty P_j or F_j
         self._work: dict = {}
 
-    def work(self, k: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    def work(self, k: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Two reusable (k, n, n) buffers: re-allocating megabytes every Adam step
         costs page faults that dominate small problems on the CPU."""
         if k not in self._work:
@@ -54,9 +58,13 @@ class SurrogateData:
 _EXP_SAFE = {torch.float64: 700.0, torch.float32: 80.0}
 
 
-def surrogate_core(data: SurrogateData, w: torch.Tensor, gamma: float,
-                   chunk_elements: int = DEFAULT_CHUNK_ELEMENTS, max_w: Optional[float] = None
-                   ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def surrogate_core(
+    data: SurrogateData,
+    w: torch.Tensor,
+    gamma: float,
+    chunk_elements: int = DEFAULT_CHUNK_ELEMENTS,
+    max_w: float | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(L (m,), J (0-d), dJ/dw (m,))`` in the working dtype; see :func:`surrogate`.
 
     For a chunk of k tests one (k, n, n) tensor holds
@@ -101,13 +109,13 @@ def surrogate_core(data: SurrogateData, w: torch.Tensor, gamma: float,
         ft = data.failers_t[a:b]
         # batched vector x matrix products (the vector as the left operand is the
         # fast bmm path for small n)
-        sig_f = torch.bmm(ft[:, None, :], sig.transpose(1, 2)).squeeze(1)    # sum_f c_f sigma_pf
+        sig_f = torch.bmm(ft[:, None, :], sig.transpose(1, 2)).squeeze(1)  # sum_f c_f sigma_pf
         dsig_f = torch.bmm(ft[:, None, :], dsig.transpose(1, 2)).squeeze(1)  # sum_f c_f sigma'_pf
-        dsig_p = torch.bmm(pt[:, None, :], dsig).squeeze(1)                  # sum_p c_p sigma'_pf
+        dsig_p = torch.bmm(pt[:, None, :], dsig).squeeze(1)  # sum_p c_p sigma'_pf
         Ls.append(torch.linalg.vecdot(pt, sig_f) / data.safe_pairs[a:b])
         Ds.append(torch.linalg.vecdot(pt, dsig_f))
         u = (pt * dsig_f).addcmul_(ft, dsig_p, value=-1.0)  # c_i u^j_i, (k, n)
-        cv.addmv_(u.T, w[a:b] * data.inv_pairs[a:b])        # += sum_j c_j c_i u^j_i
+        cv.addmv_(u.T, w[a:b] * data.inv_pairs[a:b])  # += sum_j c_j c_i u^j_i
     Lc = Ls[0] if len(Ls) == 1 else torch.cat(Ls)  # 0 for tests with empty P_j or F_j
     D = Ds[0] if len(Ds) == 1 else torch.cat(Ds)
     excess = (Lc - 0.5).mul_(data.valid_f)
@@ -118,10 +126,14 @@ def surrogate_core(data: SurrogateData, w: torch.Tensor, gamma: float,
     return L, J, grad
 
 
-def surrogate(B: torch.Tensor, weights: torch.Tensor, gamma: float,
-              counts: Optional[torch.Tensor] = None, dtype: torch.dtype = torch.float64,
-              chunk_elements: int = DEFAULT_CHUNK_ELEMENTS
-              ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def surrogate(
+    B: torch.Tensor,
+    weights: torch.Tensor,
+    gamma: float,
+    counts: torch.Tensor | None = None,
+    dtype: torch.dtype = torch.float64,
+    chunk_elements: int = DEFAULT_CHUNK_ELEMENTS,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Logistic surrogate LOO-AUC, ``J`` and analytic ``dJ/dw`` (docs/contract.rst §3).
 
     Parameters
@@ -156,7 +168,7 @@ class PaddedSurrogateData:
         self.inv_pairs = self.valid_f / self.safe_pairs
         self._work: dict = {}
 
-    def work(self, k: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    def work(self, k: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Two reusable (T, k, U, U) buffers (see :meth:`SurrogateData.work`)."""
         if k not in self._work:
             T, U, _ = self.Bf.shape
@@ -164,9 +176,13 @@ class PaddedSurrogateData:
         return self._work[k]
 
 
-def surrogate_core_padded(data: PaddedSurrogateData, w: torch.Tensor, gamma: float,
-                          exp_trick: bool, chunk_elements: int = DEFAULT_CHUNK_ELEMENTS
-                          ) -> Tuple[torch.Tensor, torch.Tensor]:
+def surrogate_core_padded(
+    data: PaddedSurrogateData,
+    w: torch.Tensor,
+    gamma: float,
+    exp_trick: bool,
+    chunk_elements: int = DEFAULT_CHUNK_ELEMENTS,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``(J (T,), dJ/dw (T, m))`` of every task at weights ``w`` (T, m).
 
     :func:`surrogate_core` with a task axis in front: the same operations, with

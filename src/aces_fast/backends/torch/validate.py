@@ -11,13 +11,13 @@ import torch
 from ..._validation import check_tensor_device, check_weight_sum
 
 _INTEGER_DTYPES = frozenset(
-    getattr(torch, name) for name in
-    ("uint8", "int8", "int16", "int32", "int64", "uint16", "uint32", "uint64")
+    getattr(torch, name)
+    for name in ("uint8", "int8", "int16", "int32", "int64", "uint16", "uint32", "uint64")
     if hasattr(torch, name)
 )
 
 
-def from_numpy(a: np.ndarray) -> "torch.Tensor":
+def from_numpy(a: np.ndarray) -> torch.Tensor:
     """``torch.from_numpy`` without copying, also for read-only arrays.
 
     torch warns that writing to a tensor over a read-only array is undefined;
