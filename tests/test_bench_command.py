@@ -559,3 +559,37 @@ def test_bench_from_the_checkout_writes_json_and_png(tmp_path):
     if plot:
         png = out_png.read_bytes()
         assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
+
+
+def test_the_scaling_table_gives_each_thread_count_its_speed_up():
+    g = ("batch-aces-c", "distinct", "200x500")
+    c = ("aces-c", "distinct", "2000x1000")
+    timing = {
+        "benchmarks": [
+            # rep 0: 2 threads 2x as fast, rep 1: 3x, rep 2: 1x -> median 2x
+            _bench(*g, "cpp", 1, 0, 2.0, tasks=200),
+            _bench(*g, "cpp", 2, 0, 1.0, tasks=200),
+            _bench(*g, "cpp", 1, 1, 3.0, tasks=200),
+            _bench(*g, "cpp", 2, 1, 1.0, tasks=200),
+            _bench(*g, "cpp", 1, 2, 1.0, tasks=200),
+            _bench(*g, "cpp", 2, 2, 1.0, tasks=200),
+            _bench(*c, "cpp", 1, 0, 4e-3),
+            _bench(*c, "cpp", 4, 0, 1e-3),
+            _bench(*c, "numba", 1, 0, 8e-3),  # one thread count only: no scaling line
+        ]
+    }
+    rows = report.aggregate(timing)
+    by = {(r["op"], r["impl"], r["threads"]): r for r in rows}
+    assert by[("batch-aces-c", "cpp", 2)]["vs_1_thread"] == pytest.approx(2.0)
+    assert by[("batch-aces-c", "cpp", 1)]["vs_1_thread"] is None
+    assert by[("aces-c", "cpp", 4)]["vs_1_thread"] == pytest.approx(4.0)
+    text = report.format_tables(rows)
+    table = text.split("Scaling with threads")[1].split("\n\n")[1].splitlines()
+    assert table[0].split() == ["op", "family", "size", "impl", "1", "thr", "2", "thr", "4", "thr"]
+    lines = {tuple(line.split()[:4]): line for line in table[2:]}
+    assert set(lines) == {
+        ("batch-aces-c", "distinct", "200x500", "cpp"),
+        ("aces-c", "distinct", "2000x1000", "cpp"),
+    }
+    assert "100/s" in lines[(*g, "cpp")] and "(2x)" in lines[(*g, "cpp")]
+    assert "4ms" in lines[(*c, "cpp")] and "1ms (4x)" in lines[(*c, "cpp")]

@@ -56,7 +56,9 @@ def aggregate(timing: dict[str, Any], memory: dict[str, Any] | None = None) -> l
     (min and max over repetitions), ``ratio`` (speed-up over the group's
     baseline, median of per-repetition ratios; ``None`` without a baseline),
     ``vs_cpp`` (time over cpp's, likewise), ``p99_s`` and ``problems`` (real),
-    ``tasks`` and ``tasks_per_s`` (batch), ``peak_extra_bytes`` and
+    ``tasks`` and ``tasks_per_s`` (batch), ``vs_1_thread`` (the cell's speed-up
+    over its own one-thread cell, likewise; ``None`` at one thread or without
+    it), ``peak_extra_bytes`` and
     ``input_bytes`` (memory run), ``skipped`` (the reason, or ``None``).
     """
     per_rep: dict[Cell, dict[int, dict[str, Any]]] = {}
@@ -91,6 +93,11 @@ def aggregate(timing: dict[str, Any], memory: dict[str, Any] | None = None) -> l
         if base and impl != base and (op, family, size, base, threads) in values:
             ratios = _ratios(values[cell], values[(op, family, size, base, threads)])
             row["ratio"] = statistics.median(ratios) if ratios else None
+        one = (op, family, size, impl, 1)
+        row["vs_1_thread"] = None
+        if threads != 1 and one in values:
+            speedups = _ratios(values[cell], values[one])
+            row["vs_1_thread"] = statistics.median(speedups) if speedups else None
         if impl != "cpp" and (op, family, size, "cpp", threads) in values:
             inverse = _ratios(values[(op, family, size, "cpp", threads)], values[cell])
             row["vs_cpp"] = statistics.median(inverse) if inverse else None
@@ -238,6 +245,35 @@ def _with_ratio(text: str, row: dict[str, Any]) -> str:
     return text + (f" ({fmt_ratio(row['ratio'])})" if row.get("ratio") else "")
 
 
+def _scaling(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """Per implementation and cell measured at several thread counts: the rate
+    (tasks/s for a batch, time per call otherwise) and the speed-up over one
+    thread at each count."""
+    by: dict[tuple[str, str, str, str], dict[int, dict[str, Any]]] = {}
+    for r in rows:
+        if r["kind"] in ("call", "batch") and not r.get("skipped"):
+            by.setdefault((r["op"], r["family"], r["size"], r["impl"]), {})[r["threads"]] = r
+    counts = sorted({t for d in by.values() if len(d) > 1 for t in d})
+    body = []
+    for key, d in by.items():
+        if len(d) < 2 or 1 not in d:
+            continue
+        line = list(key)
+        for t in counts:
+            r = d.get(t)
+            if r is None:
+                line.append("")
+                continue
+            rate = f"{r['tasks_per_s']:,.0f}/s" if r.get("tasks_per_s") else fmt_time(r["median_s"])
+            line.append(
+                rate + (f" ({fmt_ratio(r['vs_1_thread'])})" if r.get("vs_1_thread") else "")
+            )
+        body.append(line)
+    if not body:
+        return []
+    return _grid(["op", "family", "size", "impl"] + [f"{t} thr" for t in counts], body)
+
+
 def format_tables(rows: Sequence[dict[str, Any]]) -> str:
     """The per-call, real-problem, batch and memory tables, with footnotes for skips."""
     notes: list[str] = []
@@ -280,6 +316,17 @@ def format_tables(rows: Sequence[dict[str, Any]]) -> str:
             (r.get("tasks") for r in rows if r["kind"] == "batch" and r.get("tasks")), None
         )
         out += [f"rerank_batch on {tasks} tasks: tasks per second", "", *batch, ""]
+    scaling = _scaling(rows)
+    if scaling:
+        out += [
+            (
+                "Scaling with threads: tasks per second (batch) or time per call; (Nx) = "
+                "speed-up over the same cell on one thread, per repetition, then the median"
+            ),
+            "",
+            *scaling,
+            "",
+        ]
     if any("peak_extra_bytes" in r for r in rows):
         mem_rows = [dict(r, kind="memory") for r in rows if "peak_extra_bytes" in r]
         mem = _table(mem_rows, "memory", lambda r: fmt_bytes(r["peak_extra_bytes"]), notes)
