@@ -94,6 +94,17 @@ class BatchResult(Sequence[RerankResult]):
         ACES-O's objective curves (``steps + 1`` values per task).
     rows, rows_offsets : array (R,) int64, ndarray (T + 1,) int64, or None
         ACES-O's optimized rows per task (``info["rows"]`` of the items).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import aces_fast as af
+    >>> B = np.array([[1, 1, 0, 1], [1, 1, 0, 0], [0, 0, 1, 0], [1, 1, 0, 1]])
+    >>> batch = af.rerank_batch([B, B[:2]], "aces-c")
+    >>> batch.n_offsets.tolist(), batch.order.tolist()
+    ([0, 4, 6], [0, 3, 1, 2, 0, 1])
+    >>> batch[1].order.tolist() == af.aces_c(B[:2]).order.tolist()
+    True
     """
 
     def __init__(
@@ -262,10 +273,24 @@ class BatchResult(Sequence[RerankResult]):
         to the host once). Lists use int32 offsets, ``large_list`` when a column
         holds 2**31 values or more.
 
+        Returns
+        -------
+        pyarrow.Table
+            ``T`` rows, the columns above.
+
         Raises
         ------
         ImportError
             When pyarrow is not installed.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> import aces_fast as af
+        >>> B = np.array([[1, 1, 0, 1], [1, 1, 0, 0], [0, 0, 1, 0], [1, 1, 0, 1]])
+        >>> table = af.rerank_batch([B, B[:2]], "aces-c").to_arrow()
+        >>> table.column_names, table.column("order").to_pylist()
+        (['scores', 'order', 'weights', 'loo_auc', 'fallback'], [[0, 3, 1, 2], [0, 1]])
         """
         try:
             import pyarrow as pa

@@ -41,6 +41,17 @@ class RerankResult:
         ACES-O: the objective ``J(w_t)`` at the start and after every step.
     info : dict
         Hyperparameters and other method-specific details.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import aces_fast as af
+    >>> B = np.array([[1, 1, 0, 1], [1, 1, 0, 0], [0, 0, 1, 0], [1, 1, 0, 1]])
+    >>> res = af.aces_c(B)
+    >>> res
+    RerankResult(method='aces-c', backend=..., n=4, m=4, best=0)
+    >>> res.best, res.top(2).tolist(), res.order.tolist()
+    (0, [0, 3], [0, 3, 1, 2])
     """
 
     scores: Array
@@ -81,11 +92,22 @@ class RerankResult:
 
     @property
     def best(self) -> int:
-        """Index of the top-ranked candidate."""
+        """Index of the top-ranked candidate (``order[0]``), an ``int``."""
         return int(self.order[0])
 
     def top(self, k: int) -> Array:
-        """Indices of the ``k`` best candidates, best first."""
+        """Indices of the ``k`` best candidates, best first.
+
+        Parameters
+        ----------
+        k : int
+            How many; all ``n`` when ``k >= n``.
+
+        Returns
+        -------
+        array (min(k, n),) int64
+            ``order[:k]`` (a view).
+        """
         return self.order[:k]
 
     def __repr__(self) -> str:
