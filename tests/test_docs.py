@@ -279,7 +279,7 @@ def test_method_names_and_equivalent_calls():
     assert set(names) == set(af.METHODS)
     namespace = {fn: getattr(af, fn) for fn in af.__all__}
     for name, call in names.items():
-        direct = eval(call, namespace, {"B": B})
+        direct = eval(call, namespace, {"B": B})  # our own docs
         via_rerank = af.rerank(B, name)
         assert direct.method == via_rerank.method == name
         np.testing.assert_array_equal(np.asarray(direct.scores), np.asarray(via_rerank.scores))

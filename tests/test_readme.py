@@ -59,7 +59,7 @@ def _run_python_blocks(path: Path, tmp_path: Path, monkeypatch) -> list[int]:
             continue
         try:
             exec(compile(code, f"{path.name}, block at line {line}", "exec"), namespace)
-        except Exception as exc:
+        except Exception as exc:  # name the block that failed
             pytest.fail(
                 f"{path.name}: the Python block at line {line} fails: {type(exc).__name__}: {exc}"
             )

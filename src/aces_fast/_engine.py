@@ -47,7 +47,7 @@ def require_arrow() -> tuple[Any, Any]:
     optional extra)."""
     try:
         import pyarrow as pa
-        import pyarrow.compute
+        import pyarrow.compute  # loaded up front, not inside a timed stage
         import pyarrow.parquet as pq
     except ImportError:
         raise ImportError(

@@ -1187,7 +1187,7 @@ def _main(argv: list[str]) -> int:
             raise failure.exc from None
         _error(f"{failure.what}: loading failed unexpectedly: {_unexpected(failure.exc)}")
         return 1
-    except Exception as exc:
+    except Exception as exc:  # the CLI never shows a traceback
         if os.environ.get("ACES_FAST_TRACEBACK"):
             raise
         _error(f"internal error: {_unexpected(exc)}")

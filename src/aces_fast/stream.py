@@ -246,7 +246,7 @@ def _prefetch(items: Any, depth: int = 2) -> Any:
                 if stop.is_set():
                     return
             q.put((end, None))
-        except BaseException as exc:
+        except BaseException as exc:  # re-raised in the consumer
             q.put((end, exc))
 
     thread = threading.Thread(target=produce, name="aces-fast-read", daemon=True)
@@ -297,7 +297,7 @@ class _Writer:
                 continue
             try:
                 self._commit(*item[0], **item[1])
-            except BaseException as exc:
+            except BaseException as exc:  # handed to the caller's thread
                 self._error = exc
 
     def _raise(self) -> None:

@@ -162,7 +162,7 @@ def _layer_loads(name: str) -> bool:
         elif name == "omp":
             importlib.import_module("numba.np.ufunc.omppool")
         return name in ("tbb", "omp", "workqueue")
-    except Exception:
+    except Exception:  # ImportError, OSError, a future numba's own
         return False
 
 
@@ -218,7 +218,7 @@ def settings() -> dict[str, Any]:
 
     try:
         features = ll.get_host_cpu_features().flatten()
-    except Exception:
+    except Exception:  # not every host reports its features
         features = ""
     from ... import __version__
 
@@ -342,13 +342,13 @@ def _make_classes():
                 data, helpers = stored
                 self.helpers = [(str(a), str(b)) for a, b in helpers]
                 return data
-            except Exception:
+            except Exception:  # any unreadable entry is a miss
                 return None
 
         def _load_index(self):
             try:
                 overloads = super()._load_index()
-            except Exception:
+            except Exception:  # corrupt index: start over
                 return {}
             return overloads if isinstance(overloads, dict) else {}
 
@@ -388,7 +388,7 @@ def _make_classes():
         def load_overload(self, sig, target_context):
             try:
                 data = super().load_overload(sig, target_context)
-            except Exception:
+            except Exception:  # a payload that does not rebuild: compile
                 data = None
             _note_lookup(
                 self._py_func,
@@ -446,7 +446,7 @@ def configure() -> None:
         if not os.access(path, os.W_OK):
             raise OSError(f"{path} is not writable")
         _DiskCache = _make_classes()
-    except Exception as exc:
+    except Exception as exc:  # no cache is slower, never wrong
         reason = f"off: {exc} (set {DIR_ENV} to a writable directory)"
         warnings.warn(
             f"aces_fast: the numba kernels' disk cache is {reason}", RuntimeWarning, stacklevel=2
@@ -461,7 +461,7 @@ def attach(dispatcher: Any) -> None:
         return  # NUMBA_DISABLE_JIT (a plain function)
     try:
         dispatcher._cache = _DiskCache(dispatcher.py_func)
-    except Exception:
+    except Exception:  # this kernel compiles every time instead
         dispatcher._cache = _make_counting_null_cache()(dispatcher.py_func)
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
-from ..._constants import NARROW_MAX_TOTAL
+from ..._constants import NARROW_MAX_TOTAL  # uint16 lanes up to this total
 from ._jit import _jit, _serial_and_parallel
 from .dedup import row_sums_and_reps
 

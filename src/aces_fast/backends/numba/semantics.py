@@ -318,7 +318,7 @@ def _entry(B, scores, weights, order, loo, *args):  # pragma: no cover - runs co
     # caller allocated: boxing an array made in compiled code costs ~0.25 us (a
     # Python callback for its dtype, a MemInfo object), more than np.empty in
     # Python; the copies are O(n + m).
-    top = max_byte(B)
+    top = max_byte(B)  # max_byte, SEMANTICS, NX: globals of the clone
     if top > 1:
         return -top
     return _store(SEMANTICS(NX, B, *args), scores, weights, order, loo)
@@ -337,7 +337,7 @@ def _tasks_entry(
         m = ms[t]
         r0 = roff[t]
         c0 = coff[t]
-        B = carray(_as_pointer(addr[t]), (n, m))
+        B = carray(_as_pointer(addr[t]), (n, m))  # globals of the clone
         top = max_byte(B)
         if top > 1:  # nothing computed: the caller names the lowest bad task
             status[t] = -top
