@@ -245,6 +245,11 @@ def _with_ratio(text: str, row: dict[str, Any]) -> str:
     return text + (f" ({fmt_ratio(row['ratio'])})" if row.get("ratio") else "")
 
 
+def _rate(r: dict[str, Any]) -> str:
+    """A batch cell's tasks per second, else the median time per call."""
+    return f"{r['tasks_per_s']:,.0f}/s" if r.get("tasks_per_s") else fmt_time(r["median_s"])
+
+
 def _scaling(rows: Sequence[dict[str, Any]]) -> list[str]:
     """Per implementation and cell measured at several thread counts: the rate
     (tasks/s for a batch, time per call otherwise) and the speed-up over one
@@ -264,7 +269,7 @@ def _scaling(rows: Sequence[dict[str, Any]]) -> list[str]:
             if r is None:
                 line.append("")
                 continue
-            rate = f"{r['tasks_per_s']:,.0f}/s" if r.get("tasks_per_s") else fmt_time(r["median_s"])
+            rate = _rate(r)
             line.append(
                 rate + (f" ({fmt_ratio(r['vs_1_thread'])})" if r.get("vs_1_thread") else "")
             )
@@ -308,7 +313,7 @@ def format_tables(rows: Sequence[dict[str, Any]]) -> str:
     batch = _table(
         rows,
         "batch",
-        lambda r: f"{r['tasks_per_s']:,.0f}/s" if r.get("tasks_per_s") else fmt_time(r["median_s"]),
+        _rate,
         notes,
     )
     if batch:

@@ -26,6 +26,7 @@ import numpy as np
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
+    "ENGINES",
     "PASS_KS",
     "RESULTS_VERSION",
     "Commit",
@@ -38,6 +39,8 @@ __all__ = [
 ]
 
 DEFAULT_BATCH_SIZE = 2048
+#: the engine names :func:`aces_fast.stream.get_engine` knows
+ENGINES = ("local", "ray")
 PASS_KS = (1, 2, 5)
 RESULTS_VERSION = 1
 
@@ -74,20 +77,6 @@ def results_schema(has_labels: bool, meta: dict[str, Any] | None = None) -> Any:
 
 # ---------------------------------------------------------------------------
 # one batch (shared by the local and the Ray engine)
-
-
-def _np(x: Any) -> np.ndarray:
-    if hasattr(x, "detach"):  # a torch tensor from the torch backend
-        x = x.detach().cpu().numpy()
-    return np.asarray(x)
-
-
-def _lists(values: Any, offsets: np.ndarray, value_type: Any) -> Any:
-    """A list column of a batch's flat ``values`` and ``offsets`` (T + 1,): wrapped,
-    not copied per task (:func:`aces_fast.batch_result.list_array`)."""
-    from .batch_result import list_array
-
-    return list_array(values, offsets, value_type)
 
 
 def pass_at_ks(
@@ -180,6 +169,7 @@ def rerank_table(
         rows, and the backend that ran (``""`` when nothing ran).
     """
     from .batch import rerank_batch
+    from .batch_result import host_array, list_array
     from .parquet import InvalidRowError, decode_batch
 
     pa, _ = require_arrow()
@@ -194,7 +184,7 @@ def rerank_table(
     cols: dict[str, Any] = {"task_id": pa.array(dec.task_ids, pa.string())}
     # the batch's flat columns (BatchResult): no RerankResult is built here
     n_off = results.n_offsets
-    scores = _np(results.scores)
+    scores = host_array(results.scores)
     passk: dict[int, Any] = {}
     if has_labels:
         labels = dec.labels or [None] * T
@@ -203,13 +193,13 @@ def rerank_table(
         for k, values in pass_at_ks(views, labels, PASS_KS).items():
             passk[k] = pa.array(values, pa.float64(), mask=missing)
     t_pass = time.perf_counter()
-    cols["order"] = _lists(results.order, n_off, pa.int32())
-    cols["scores"] = _lists(scores, n_off, pa.float64())
+    cols["order"] = list_array(results.order, n_off, pa.int32())
+    cols["scores"] = list_array(scores, n_off, pa.float64())
     if results.weights is not None and results.m_offsets is not None:
-        cols["weights"] = _lists(results.weights, results.m_offsets, pa.float64())
+        cols["weights"] = list_array(results.weights, results.m_offsets, pa.float64())
     else:
         cols["weights"] = pa.nulls(T, pa.list_(pa.float64()))
-    cols["fallback"] = pa.array(_np(results.fallback).astype(bool, copy=False), pa.bool_())
+    cols["fallback"] = pa.array(host_array(results.fallback).astype(bool, copy=False), pa.bool_())
     for k in passk:
         cols[f"pass@{k}"] = passk[k]
     out = pa.Table.from_pydict(cols, schema=results_schema(has_labels).remove_metadata())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Union
 
 import numpy as np
@@ -10,3 +11,5 @@ import numpy as np
 #: the torch backend ran (on the input's device).
 Array = Any
 ArrayLike = Union[np.ndarray, "list[Any]", Any]
+#: A file or directory path as the API takes it.
+PathLike = str | Path

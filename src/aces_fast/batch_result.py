@@ -38,7 +38,7 @@ def _concat(arrays: list[Any], dtype: Any) -> Any:
 
         return torch.cat([a.reshape(-1) for a in arrays])
     if tensors:  # torch gives arrays for array inputs: a mixed batch's columns are NumPy
-        arrays = [_host(a) for a in arrays]
+        arrays = [host_array(a) for a in arrays]
     return np.concatenate(arrays)
 
 
@@ -307,7 +307,7 @@ class BatchResult(Sequence[RerankResult]):
             cols["weights"] = list_array(self.weights, self.m_offsets, pa.float64())
         if self.loo_auc is not None:
             cols["loo_auc"] = list_array(self.loo_auc, self.m_offsets, pa.float64())
-        cols["fallback"] = pa.array(_host(self.fallback).astype(bool, copy=False), pa.bool_())
+        cols["fallback"] = pa.array(host_array(self.fallback).astype(bool, copy=False), pa.bool_())
         if self.objective is not None:
             cols["objective"] = list_array(self.objective, self.objective_offsets, pa.float64())
         if self.rows is not None:
@@ -315,7 +315,7 @@ class BatchResult(Sequence[RerankResult]):
         return pa.table(cols)
 
 
-def _host(x: Any) -> np.ndarray:
+def host_array(x: Any) -> np.ndarray:
     """A NumPy array of ``x`` (tensors copied to the host once)."""
     if is_torch_tensor(x):
         x = x.detach().cpu().numpy()
@@ -330,8 +330,8 @@ def list_array(values: Any, offsets: Any, value_type: Any) -> Any:
     """
     import pyarrow as pa
 
-    off = _host(offsets)
-    vals = _host(values).astype(value_type.to_pandas_dtype(), copy=False)
+    off = host_array(offsets)
+    vals = host_array(values).astype(value_type.to_pandas_dtype(), copy=False)
     if off.size and off[-1] > np.iinfo(np.int32).max:
         return pa.LargeListArray.from_arrays(
             pa.array(off.astype(np.int64, copy=False)), pa.array(vals, value_type)

@@ -761,7 +761,7 @@ def _add_dataset_commands(sub: Any) -> None:
     """The ``convert`` and ``rerank-dataset`` subcommands."""
     from . import _registry
     from .datasets import BUNDLED
-    from .stream import DEFAULT_BATCH_SIZE
+    from .stream import DEFAULT_BATCH_SIZE, ENGINES
 
     cv = sub.add_parser(
         "convert",
@@ -817,7 +817,7 @@ def _add_dataset_commands(sub: Any) -> None:
     rd.add_argument(
         "--engine",
         default="local",
-        choices=["local", "ray"],
+        choices=ENGINES,
         help="local: this process; ray: Ray Data tasks (default local)",
     )
     rd.add_argument(

@@ -88,6 +88,7 @@ from ._safe_read import (
     resolve_limits,
     sniff_format,
 )
+from ._types import PathLike
 
 __all__ = [
     "BUNDLED",
@@ -116,8 +117,6 @@ BUNDLED: dict[str, str] = {
 DEFAULT_DATASET = "humaneval-codegen16b"
 #: The path that means standard input (``./-`` names a file called ``-``).
 STDIN = "-"
-
-PathLike = str | Path
 
 _SUFFIX = re.compile(r"^(?P<field>.+)_(?P<index>\d{4,})$")
 

@@ -48,6 +48,7 @@ except ImportError as _exc:  # pragma: no cover - exercised in a subprocess test
     ) from _exc
 
 from ._problems import Dataset, Problem
+from ._types import PathLike
 
 __all__ = [
     "LAYOUT_VERSION",
@@ -75,8 +76,6 @@ REQUIRED_COLUMNS = ("task_id", "n", "m", "B")
 OPTIONAL_COLUMNS = ("labels", "test_count")
 #: rows per row group written by :func:`save_parquet` (about 11 MB at 100 x 50)
 DEFAULT_ROW_GROUP_SIZE = 16384
-
-PathLike = str | Path
 
 
 def schema(labels: bool = True, test_count: bool = True) -> pa.Schema:

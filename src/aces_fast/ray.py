@@ -54,6 +54,7 @@ import pyarrow as pa
 
 from ._engine import DEFAULT_BATCH_SIZE, Commit, Job, rerank_table, results_schema
 from ._registry import DEFAULT_METHOD, method_params
+from ._types import PathLike
 from ._validation import check_int
 from .parquet import (
     OPTIONAL_COLUMNS,
@@ -75,8 +76,6 @@ __all__ = [
     "rerank_dataset",
     "shutdown",
 ]
-
-PathLike = str | Path
 
 # Columns of the input as Ray blocks carry them: one type each, so blocks from
 # files with different integer widths concatenate.

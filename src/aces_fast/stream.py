@@ -58,6 +58,7 @@ import numpy as np
 
 from ._engine import (
     DEFAULT_BATCH_SIZE,
+    ENGINES,
     PASS_KS,
     RESULTS_VERSION,
     Commit,
@@ -70,6 +71,7 @@ from ._engine import (
 )
 from ._registry import DEFAULT_METHOD, method_params
 from ._registry import get as method_spec
+from ._types import PathLike
 from ._validation import check_int
 
 __all__ = [
@@ -87,8 +89,6 @@ __all__ = [
     "rerank_table",
     "results_schema",
 ]
-
-PathLike = str | Path
 
 # ---------------------------------------------------------------------------
 # output directory, errors file, progress
@@ -356,10 +356,6 @@ class LocalEngine:
                         errs = sorted(errs + bad, key=lambda e: e.row)
                 commit(res, rows, errs, ran or job.backend_name)
                 progress(batch.seen)
-
-
-#: the names :func:`get_engine` knows
-ENGINES = ("local", "ray")
 
 
 def get_engine(name: str) -> Engine:
