@@ -59,7 +59,7 @@ struct FastArgs {
 // identity.
 class Keywords {
  public:
-  static constexpr size_t kMax = 10;
+  static constexpr size_t kMax = 16;
 
   // With the GIL held (the interned names live as long as the process).
   Keywords(const char* fn, std::initializer_list<const char*> names) : fn_(fn), n_(names.size()) {

@@ -19,6 +19,7 @@
 #include "kernels/kernels.hpp"
 #include "methods/batch.hpp"
 #include "methods/methods.hpp"
+#include "methods/pass_at_k.hpp"
 #include "simd/simd.hpp"
 
 #ifndef ACES_FAST_VERSION
@@ -296,7 +297,7 @@ void run_jobs(const char* fn, std::vector<aces_fast::BatchTask>& jobs,
     // dedup pass when it has one); the lowest bad index is reported
     oom = aces_fast::run_batch(jobs.data(), T, p, nt);
     for (size_t k = 0; k < T && bad == 0; ++k)
-      if (jobs[k].out.not_binary) {
+      if (jobs[k].out.not_binary && k < matrices.size()) {
         bad = bad_byte(matrices[k]);
         bad_task = k;
       }
@@ -345,33 +346,17 @@ py::array_t<int64_t> make_offsets(size_t T, Len len) {
   return off;
 }
 
-// rerank_batch with the outputs of every task in slices of a few flat arrays
-// (Arrow's list layout: values + offsets) instead of one tuple of arrays per
-// task: the cost of a small task is then its computation, not the allocation
-// of 3 to 6 Python objects.
-py::object py_rerank_batch_flat(const FastArgs& args) {
-  static const Keywords sig("rerank_batch_flat", {"tasks", "method", "tie_tol", "gamma", "lr",
-                                                  "steps", "top_k", "warm", "dedup", "n_threads"});
-  py::handle v[10];
-  sig.parse(args, v);
-  const char* fn = sig.fn();
-  const aces_fast::MethodParams p = get_params(fn, v);
-  const int nt = get_threads(fn, v[9]);
-  const py::sequence seq = get_task_sequence(fn, v[0]);
-  const size_t T = static_cast<size_t>(py::len(seq));
-  std::vector<Matrix> matrices(T);
-  for (size_t k = 0; k < T; ++k) {
-    // the index goes into every message ("rerank_batch_flat: task 3: B must be 2-D ...")
-    const std::string where = std::string(fn) + ": task " + std::to_string(k);
-    matrices[k] = get_matrix(where.c_str(), seq[k]);
-    check_rows_int32(where.c_str(), matrices[k].n);
-  }
+// Allocates the flat outputs of jobs (n and m set, sources set), points every
+// job's outputs into them, runs the batch and returns rerank_batch_flat's tuple.
+py::tuple run_flat(const char* fn, std::vector<aces_fast::BatchTask>& jobs,
+                   const std::vector<Matrix>& matrices, const aces_fast::MethodParams& p, int nt) {
+  const size_t T = jobs.size();
   const bool is_c =
       p.method == aces_fast::kMethodAcesC || p.method == aces_fast::kMethodAcesCFilter;
   const bool is_o = p.method == aces_fast::kMethodAcesO;
   const int64_t n_obj = p.steps + 1;  // get_steps bounds it
-  py::array_t<int64_t> n_off = make_offsets(T, [&](size_t k) { return matrices[k].n; });
-  py::array_t<int64_t> m_off = make_offsets(T, [&](size_t k) { return matrices[k].m; });
+  py::array_t<int64_t> n_off = make_offsets(T, [&](size_t k) { return jobs[k].n; });
+  py::array_t<int64_t> m_off = make_offsets(T, [&](size_t k) { return jobs[k].m; });
   const int64_t* pn = n_off.data();
   const int64_t* pm = m_off.data();
   const py::ssize_t N = static_cast<py::ssize_t>(pn[T]), M = static_cast<py::ssize_t>(pm[T]);
@@ -398,7 +383,7 @@ py::object py_rerank_batch_flat(const FastArgs& args) {
     objective = a;
     obj_off = oo;
     py::array_t<int64_t> ro =
-        make_offsets(T, [&](size_t k) { return aces_fast::top_k_count(matrices[k].n, p.top_k); });
+        make_offsets(T, [&](size_t k) { return aces_fast::top_k_count(jobs[k].n, p.top_k); });
     pr = ro.data();
     py::array_t<int64_t> r(static_cast<py::ssize_t>(pr[T]));
     prows = r.mutable_data();
@@ -408,12 +393,8 @@ py::object py_rerank_batch_flat(const FastArgs& args) {
   double* ps = scores.mutable_data();
   double* pw = weights.mutable_data();
   int64_t* pord = order.mutable_data();
-  std::vector<aces_fast::BatchTask> jobs(T);
   for (size_t k = 0; k < T; ++k) {
     aces_fast::BatchTask& t = jobs[k];
-    t.B = matrices[k].data;
-    t.n = matrices[k].n;
-    t.m = matrices[k].m;
     t.out.scores = ps + pn[k];
     t.out.order = pord + pn[k];
     t.out.weights = pw + pm[k];
@@ -428,6 +409,155 @@ py::object py_rerank_batch_flat(const FastArgs& args) {
   for (size_t k = 0; k < T; ++k) pf[k] = jobs[k].out.fallback;
   return py::make_tuple(n_off, m_off, scores, weights, order, loo, fallback, objective, obj_off,
                         rows, rows_off);
+}
+
+// rerank_batch with the outputs of every task in slices of a few flat arrays
+// (Arrow's list layout: values + offsets) instead of one tuple of arrays per
+// task: the cost of a small task is then its computation, not the allocation
+// of 3 to 6 Python objects.
+py::object py_rerank_batch_flat(const FastArgs& args) {
+  static const Keywords sig("rerank_batch_flat", {"tasks", "method", "tie_tol", "gamma", "lr",
+                                                  "steps", "top_k", "warm", "dedup", "n_threads"});
+  py::handle v[10];
+  sig.parse(args, v);
+  const char* fn = sig.fn();
+  const aces_fast::MethodParams p = get_params(fn, v);
+  const int nt = get_threads(fn, v[9]);
+  const py::sequence seq = get_task_sequence(fn, v[0]);
+  const size_t T = static_cast<size_t>(py::len(seq));
+  std::vector<Matrix> matrices(T);
+  std::vector<aces_fast::BatchTask> jobs(T);
+  for (size_t k = 0; k < T; ++k) {
+    // the index goes into every message ("rerank_batch_flat: task 3: B must be 2-D ...")
+    const std::string where = std::string(fn) + ": task " + std::to_string(k);
+    matrices[k] = get_matrix(where.c_str(), seq[k]);
+    check_rows_int32(where.c_str(), matrices[k].n);
+    jobs[k].B = matrices[k].data;
+    jobs[k].n = matrices[k].n;
+    jobs[k].m = matrices[k].m;
+  }
+  return run_flat(fn, jobs, matrices, p, nt);
+}
+
+// A 1-D C-contiguous array of exactly dtype T (no conversion: these are views of
+// Arrow buffers the caller made); TypeError naming the argument otherwise.
+template <typename T>
+py::array_t<T> get_exact(const char* fn, const char* name, py::handle h) {
+  if (!py::isinstance<py::array_t<T>>(h) ||
+      !(py::reinterpret_borrow<py::array>(h).flags() & py::array::c_style) ||
+      py::reinterpret_borrow<py::array>(h).ndim() != 1)
+    throw py::type_error(std::string(fn) + ": " + name + " must be a 1-D C-contiguous " +
+                         py::str(py::dtype::of<T>()).cast<std::string>() + " array, got " +
+                         type_name(h));
+  return py::reinterpret_borrow<py::array_t<T>>(h);
+}
+
+// rerank_batch_flat on tasks given bit-packed, as in a Parquet batch of the
+// pass-matrix layout (docs/parquet.md): task k's rows are the bytes
+// data[offsets[k]:offsets[k+1]], n[k] rows of ceil(m[k] / 8) bytes, packed
+// big-endian. Each task is unpacked by the thread that runs it, into its
+// workspace: no unpacked batch in memory, no Python object per task. A task
+// whose padding bits are set is not ranked (its outputs are unspecified) and is
+// flagged in the extra last element `padding` (bool, T).
+py::object py_rerank_packed(const FastArgs& args) {
+  static const Keywords sig(
+      "rerank_packed", {"data", "offsets", "n", "m", "method", "tie_tol", "gamma", "lr", "steps",
+                        "top_k", "warm", "dedup", "n_threads"});
+  py::handle v[13];
+  sig.parse(args, v);
+  const char* fn = sig.fn();
+  const aces_fast::MethodParams p = get_params(fn, v + 3);  // its a[1] is method
+  const int nt = get_threads(fn, v[12]);
+  const py::array_t<uint8_t> data = get_exact<uint8_t>(fn, "data", v[0]);
+  const py::array_t<int64_t> offsets = get_exact<int64_t>(fn, "offsets", v[1]);
+  const py::array_t<int64_t> ns = get_exact<int64_t>(fn, "n", v[2]);
+  const py::array_t<int64_t> ms = get_exact<int64_t>(fn, "m", v[3]);
+  const size_t T = static_cast<size_t>(ns.shape(0));
+  if (static_cast<size_t>(ms.shape(0)) != T || static_cast<size_t>(offsets.shape(0)) != T + 1)
+    throw py::value_error(std::string(fn) + ": n and m must have one entry per task and offsets " +
+                          "one more, got " + std::to_string(ns.shape(0)) + ", " +
+                          std::to_string(ms.shape(0)) + " and " + std::to_string(offsets.shape(0)));
+  const int64_t size = static_cast<int64_t>(data.shape(0));
+  const uint8_t* pd = data.data();
+  const int64_t* po = offsets.data();
+  std::vector<aces_fast::BatchTask> jobs(T);
+  for (size_t k = 0; k < T; ++k) {
+    const int64_t n = ns.data()[k], m = ms.data()[k];
+    const std::string where = std::string(fn) + ": task " + std::to_string(k) + ": ";
+    if (n < 1 || n > std::numeric_limits<int32_t>::max())
+      throw py::value_error(where + "n must be in [1, 2**31), got " + std::to_string(n));
+    if (m < 0 || m > std::numeric_limits<int32_t>::max())
+      throw py::value_error(where + "m must be in [0, 2**31), got " + std::to_string(m));
+    const int64_t lo = po[k], hi = po[k + 1];
+    if (lo < 0 || hi < lo || hi > size)
+      throw py::value_error(where + "offsets [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                            ") are not inside data (" + std::to_string(size) + " bytes)");
+    const int64_t nb = (m + 7) / 8;
+    if (nb != 0 && n > (hi - lo) / nb)  // n * nb would exceed the slice (or int64)
+      throw py::value_error(where + "B has " + std::to_string(hi - lo) +
+                            " bytes, need n * ceil(m / 8)");
+    if (n * nb != hi - lo)
+      throw py::value_error(where + "B has " + std::to_string(hi - lo) + " bytes, need n * " +
+                            "ceil(m / 8) = " + std::to_string(n * nb));
+    jobs[k].packed = pd + lo;
+    jobs[k].n = n;
+    jobs[k].m = m;
+  }
+  py::tuple flat = run_flat(fn, jobs, {}, p, nt);
+  py::array_t<bool> padding(static_cast<py::ssize_t>(T));
+  bool* pp = padding.mutable_data();
+  for (size_t k = 0; k < T; ++k) pp[k] = jobs[k].bad_padding;
+  return py::make_tuple(flat[0], flat[1], flat[2], flat[3], flat[4], flat[5], flat[6], flat[7],
+                        flat[8], flat[9], flat[10], padding);
+}
+
+// Pass@k for every task and k: scores and labels of task t are the slices
+// [offsets[t], offsets[t+1]) (labels 0/1 bytes, read only where has_labels[t]);
+// result (len(ks), T) float64, nan where has_labels[t] is false. Bit for bit
+// aces_fast.pass_at_k (methods/pass_at_k.hpp).
+py::object py_pass_at_ks(const FastArgs& args) {
+  static const Keywords sig("pass_at_ks", {"scores", "offsets", "labels", "has_labels", "ks"});
+  py::handle v[5];
+  sig.parse(args, v);
+  const char* fn = sig.fn();
+  const py::array_t<double> scores = get_exact<double>(fn, "scores", v[0]);
+  const py::array_t<int64_t> offsets = get_exact<int64_t>(fn, "offsets", v[1]);
+  const py::array_t<uint8_t> labels = get_exact<uint8_t>(fn, "labels", v[2]);
+  const py::array_t<bool> has = get_exact<bool>(fn, "has_labels", v[3]);
+  const py::array_t<int64_t> ks = get_exact<int64_t>(fn, "ks", v[4]);
+  const size_t T = static_cast<size_t>(has.shape(0));
+  const int64_t N = static_cast<int64_t>(scores.shape(0));
+  if (static_cast<size_t>(offsets.shape(0)) != T + 1 || labels.shape(0) != scores.shape(0))
+    throw py::value_error(std::string(fn) + ": need offsets (T + 1,) and labels like scores");
+  const int64_t* po = offsets.data();
+  if (po[0] != 0 || po[T] != N)
+    throw py::value_error(std::string(fn) + ": offsets must run from 0 to len(scores)");
+  for (size_t t = 0; t < T; ++t)
+    if (po[t + 1] <= po[t])
+      throw py::value_error(std::string(fn) + ": task " + std::to_string(t) +
+                            " has no candidates (offsets must increase)");
+  const size_t K = static_cast<size_t>(ks.shape(0));
+  for (size_t i = 0; i < K; ++i)
+    if (ks.data()[i] < 1) throw py::value_error(std::string(fn) + ": every k must be >= 1");
+  py::array_t<double> out({static_cast<py::ssize_t>(K), static_cast<py::ssize_t>(T)});
+  double* pout = out.mutable_data();
+  const double* ps = scores.data();
+  const uint8_t* py_ = labels.data();
+  const bool* ph = has.data();
+  const int64_t* pk = ks.data();
+  {
+    py::gil_scoped_release release;
+    std::vector<double> scratch, row(K);
+    for (size_t t = 0; t < T; ++t) {
+      if (ph[t])
+        aces_fast::pass_at_ks_one(ps + po[t], py_ + po[t], po[t + 1] - po[t], pk,
+                                  static_cast<int64_t>(K), row.data(), scratch);
+      else
+        std::fill(row.begin(), row.end(), std::numeric_limits<double>::quiet_NaN());
+      for (size_t i = 0; i < K; ++i) pout[i * T + t] = row[i];
+    }
+  }
+  return out;
 }
 
 // The number of leading tasks that are already what the package's pass-matrix
@@ -523,6 +653,23 @@ const char* const kRerankBatchFlatDoc =
     "objective, rows and their offsets None except for ACES-O. Values identical to\n"
     "rerank() task by task; the parameters and the schedule are rerank_batch()'s.";
 
+const char* const kRerankPackedDoc =
+    "rerank_packed($module, /, *, data, offsets, n, m, method, tie_tol, gamma, lr, steps, "
+    "top_k, warm, dedup, n_threads)\n--\n\n"
+    "-> rerank_batch_flat's tuple + (padding,)\n\n"
+    "rerank_batch_flat() on bit-packed tasks: task k is n[k] rows of ceil(m[k] / 8) bytes\n"
+    "packed big-endian (numpy.packbits), data[offsets[k]:offsets[k+1]] (data uint8,\n"
+    "offsets int64 (T+1,), n and m int64 (T,), no conversion). Each task is unpacked by\n"
+    "the thread that ranks it. padding: bool (T,), True where a row has a padding bit\n"
+    "set; that task's outputs are unspecified. Bad offsets or shapes: ValueError.";
+
+const char* const kPassAtKsDoc =
+    "pass_at_ks($module, /, *, scores, offsets, labels, has_labels, ks)\n--\n\n"
+    "-> ndarray (len(ks), T) float64\n\n"
+    "Exact Pass@k (ties at random) of every task t and k in ks: scores (float64) and\n"
+    "labels (uint8 0/1) of task t are the slices [offsets[t], offsets[t+1]); nan where\n"
+    "has_labels[t] (bool) is False. Bit for bit aces_fast.pass_at_k.";
+
 const char* const kPreparedPrefixDoc =
     "prepared_prefix($module, /, *, tasks)\n--\n\n"
     "-> int\n\n"
@@ -542,6 +689,9 @@ PyMethodDef kFunctions[] = {
      kRerankBatchDoc},
     {"rerank_batch_flat", fastcall_entry<&py_rerank_batch_flat>(), METH_FASTCALL | METH_KEYWORDS,
      kRerankBatchFlatDoc},
+    {"rerank_packed", fastcall_entry<&py_rerank_packed>(), METH_FASTCALL | METH_KEYWORDS,
+     kRerankPackedDoc},
+    {"pass_at_ks", fastcall_entry<&py_pass_at_ks>(), METH_FASTCALL | METH_KEYWORDS, kPassAtKsDoc},
     {"prepared_prefix", fastcall_entry<&py_prepared_prefix>(), METH_FASTCALL | METH_KEYWORDS,
      kPreparedPrefixDoc},
     {nullptr, nullptr, 0, nullptr}};

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 #include "portable.hpp"
 
@@ -49,6 +50,31 @@ inline int64_t count_passes(const uint8_t* p, int64_t m) {
     c += popcount64(pass_bits(p + j, len));
   }
   return c;
+}
+
+// Unpack one row of m columns packed big-endian (numpy.packbits' default: column
+// 8b + i is bit 7 - i of byte b; ceil(m / 8) bytes) into m bytes of 0/1 at out.
+// Returns false when a padding bit after column m is set (then out is filled,
+// but the row is not what a reader of the layout meant).
+inline bool unpack_row_msb(const uint8_t* packed, int64_t m, uint8_t* out) {
+  // spread[v]: the 8 bytes (v >> 7) & 1, ..., v & 1, in memory order
+  static const struct Spread {
+    uint64_t v[256];
+    Spread() {
+      for (int b = 0; b < 256; ++b) {
+        uint8_t bytes[8];
+        for (int i = 0; i < 8; ++i) bytes[i] = static_cast<uint8_t>((b >> (7 - i)) & 1);
+        std::memcpy(&v[b], bytes, 8);
+      }
+    }
+  } spread;
+  const int64_t whole = m / 8;
+  for (int64_t b = 0; b < whole; ++b) std::memcpy(out + 8 * b, &spread.v[packed[b]], 8);
+  const int rest = static_cast<int>(m % 8);
+  if (rest == 0) return true;
+  const uint8_t last = packed[whole];
+  for (int i = 0; i < rest; ++i) out[8 * whole + i] = static_cast<uint8_t>((last >> (7 - i)) & 1);
+  return (last & ((1u << (8 - rest)) - 1u)) == 0;
 }
 
 }  // namespace bits

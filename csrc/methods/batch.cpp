@@ -11,6 +11,7 @@
 #include <numeric>
 #include <vector>
 
+#include "kernels/bits.hpp"
 #include "kernels/interrupt.hpp"
 #include "kernels/kernels.hpp"
 
@@ -27,7 +28,22 @@ namespace {
 bool run_one(BatchTask& t, const MethodParams& p, MethodWorkspace& ws, bool parallel,
              int n_threads) {
   try {
-    run_method(t.B, t.n, t.m, p, t.out, ws, parallel, n_threads);
+    const uint8_t* B = t.B;
+    if (t.packed != nullptr) {
+      ws.unpacked.resize(static_cast<size_t>(t.n * t.m));
+      uint8_t* dst = ws.unpacked.data();
+      const int64_t nb = (t.m + 7) / 8;
+      bool clean = true;
+      for (int64_t i = 0; i < t.n; ++i)
+        clean = bits::unpack_row_msb(t.packed + i * nb, t.m, dst + i * t.m) && clean;
+      if (!clean) {
+        t.bad_padding = true;
+        return false;
+      }
+      B = dst;
+    }
+    run_method(B, t.n, t.m, p, t.out, ws, parallel, n_threads);
+    if (t.packed != nullptr && t.n >= kReleaseRows) std::vector<uint8_t>().swap(ws.unpacked);
   } catch (const std::bad_alloc&) {
     t.error = "out of memory";
     return true;

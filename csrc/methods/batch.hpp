@@ -14,12 +14,18 @@ namespace aces_fast {
 
 // One task: its pass matrix (row-major bytes, n >= 1 rows, m >= 0 columns,
 // n < 2^31) and its caller-allocated outputs (sized as run_method requires).
+// With `packed` set, the matrix is instead n rows of ceil(m / 8) bytes packed
+// big-endian (docs/parquet.md's B column), unpacked into the running thread's
+// workspace just before the task runs, so a batch never holds its unpacked
+// matrices all at once.
 struct BatchTask {
   const uint8_t* B = nullptr;
+  const uint8_t* packed = nullptr;
   int64_t n = 0;
   int64_t m = 0;
   MethodOutput out;
-  std::string error;  // set by run_batch when this task failed
+  bool bad_padding = false;  // set: `packed` has a padding bit set; nothing computed
+  std::string error;         // set by run_batch when this task failed
 };
 
 // Runs run_method(p) on every task. With more than one task and more than one

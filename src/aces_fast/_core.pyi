@@ -48,6 +48,21 @@ _FlatTuple = tuple[
     _I64 | None,
     _I64 | None,
 ]
+# _FlatTuple + the padding flags (bool (T,))
+_PackedTuple = tuple[
+    _I64,
+    _I64,
+    _F64,
+    _F64,
+    _I64,
+    _F64 | None,
+    npt.NDArray[np.bool_],
+    _F64 | None,
+    _I64 | None,
+    _I64 | None,
+    _I64 | None,
+    npt.NDArray[np.bool_],
+]
 
 def has_openmp() -> bool: ...
 def simd_level() -> str: ...
@@ -123,6 +138,30 @@ def rerank_batch_flat(
     dedup: bool | None,
     n_threads: int,
 ) -> _FlatTuple: ...
+def rerank_packed(
+    *,
+    data: npt.NDArray[np.uint8],
+    offsets: _I64,
+    n: _I64,
+    m: _I64,
+    method: int,
+    tie_tol: float,
+    gamma: float,
+    lr: float,
+    steps: int,
+    top_k: int | None,
+    warm: bool,
+    dedup: bool | None,
+    n_threads: int,
+) -> _PackedTuple: ...
+def pass_at_ks(
+    *,
+    scores: _F64,
+    offsets: _I64,
+    labels: npt.NDArray[np.uint8],
+    has_labels: npt.NDArray[np.bool_],
+    ks: _I64,
+) -> _F64: ...
 def surrogate_loo_auc_binned(
     *,
     B: _Pass,

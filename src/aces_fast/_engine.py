@@ -170,28 +170,35 @@ def rerank_table(
     """
     from .batch import rerank_batch
     from .batch_result import host_array, list_array
-    from .parquet import InvalidRowError, decode_batch
 
     pa, _ = require_arrow()
     tick = time.perf_counter()
-    dec = decode_batch(table, rows)
-    if dec.errors and not skip_invalid:
-        raise InvalidRowError(dec.errors[0].message(), dec.errors[0])
-    t_decode = time.perf_counter()
-    results = rerank_batch(dec.B, method, backend=backend, n_threads=n_threads, **params)
+    fast = _rank_packed(table, method, params, backend, n_threads)
+    if fast is not None:  # valid rows, a compiled method: one call, nothing decoded
+        (results, task_ids, packed), errors = fast, []
+        t_decode = tick
+    else:
+        dec = _decode(table, rows, skip_invalid)
+        errors, task_ids, packed = dec.errors, pa.array(dec.task_ids, pa.string()), None
+        t_decode = time.perf_counter()
+        results = rerank_batch(dec.B, method, backend=backend, n_threads=n_threads, **params)
     t_rerank = time.perf_counter()
     T = len(results)
-    cols: dict[str, Any] = {"task_id": pa.array(dec.task_ids, pa.string())}
-    # the batch's flat columns (BatchResult): no RerankResult is built here
     n_off = results.n_offsets
     scores = host_array(results.scores)
+    cols: dict[str, Any] = {"task_id": task_ids}
     passk: dict[int, Any] = {}
     if has_labels:
-        labels = dec.labels or [None] * T
-        missing = np.array([y is None for y in labels], dtype=bool)
-        views = [scores[n_off[t] : n_off[t + 1]] for t in range(T)]
-        for k, values in pass_at_ks(views, labels, PASS_KS).items():
-            passk[k] = pa.array(values, pa.float64(), mask=missing)
+        if packed is not None and packed.labels is not None:
+            values = dict(zip(PASS_KS, _pass_at_ks_flat(scores, n_off, packed)))
+            missing = ~packed.has_labels
+        else:
+            labels = (dec.labels if packed is None else None) or [None] * T
+            views = [scores[n_off[t] : n_off[t + 1]] for t in range(T)]
+            values = pass_at_ks(views, labels, PASS_KS)
+            missing = np.array([y is None for y in labels], dtype=bool)
+        for k in PASS_KS:
+            passk[k] = pa.array(values[k], pa.float64(), mask=missing)
     t_pass = time.perf_counter()
     cols["order"] = list_array(results.order, n_off, pa.int32())
     cols["scores"] = list_array(scores, n_off, pa.float64())
@@ -212,7 +219,59 @@ def rerank_table(
             ("encode", t_end - t_pass),
         ):
             timings[key] = timings.get(key, 0.0) + dt
-    return out, dec.errors, results.backend if T else ""
+    return out, errors, results.backend if T else ""
+
+
+def _rank_packed(
+    table: Any, method: str, params: dict[str, Any], backend: str | None, n_threads: int | None
+) -> tuple[Any, Any, Any] | None:
+    """The fast path of :func:`rerank_table`: a batch of valid rows ranked straight
+    from its bit-packed bytes by a backend that can (``cpp``, one call, GIL
+    released, no Python object per task). Returns ``(BatchResult, task ids
+    (Arrow), Packed)``, or ``None`` when the batch takes the general path: another
+    backend or method, a bad row (reported there), or a method whose cost
+    warning reads the matrices (ACES-O).
+    """
+    from . import _registry
+    from .backends import resolve_backend
+    from .parquet import packed_batch
+
+    spec = _registry.get(method)
+    if spec.cost is not None:
+        return None
+    rank = getattr(resolve_backend(backend), "rerank_packed", None)
+    if rank is None:
+        return None
+    packed = packed_batch(table)
+    if packed is None:
+        return None
+    results = rank(packed, spec.name, spec.validate(params), n_threads)
+    return None if results is None else (results, packed.task_id, packed)
+
+
+def _pass_at_ks_flat(scores: np.ndarray, n_off: np.ndarray, packed: Any) -> np.ndarray:
+    """:func:`pass_at_ks` (bit for bit) of a packed batch's labels, in one compiled
+    call: float64 (len(PASS_KS), T), nan where unlabelled."""
+    from ._compiled import core
+
+    assert core is not None  # the packed path runs only on the cpp backend
+    return core.pass_at_ks(
+        scores=np.ascontiguousarray(scores, dtype=np.float64),
+        offsets=n_off,
+        labels=packed.labels,
+        has_labels=packed.has_labels,
+        ks=np.asarray(PASS_KS, dtype=np.int64),
+    )
+
+
+def _decode(table: Any, rows: Any, skip_invalid: bool) -> Any:
+    """``decode_batch``, raising the first bad row unless ``skip_invalid``."""
+    from .parquet import InvalidRowError, decode_batch
+
+    dec = decode_batch(table, rows)
+    if dec.errors and not skip_invalid:
+        raise InvalidRowError(dec.errors[0].message(), dec.errors[0])
+    return dec
 
 
 # ---------------------------------------------------------------------------

@@ -57,6 +57,7 @@ __all__ = [
     "Decoded",
     "InputFile",
     "InvalidRowError",
+    "Packed",
     "RowError",
     "check_schema",
     "damaged_row_group",
@@ -290,6 +291,148 @@ def _row_numbers(table: Any, rows: Any) -> list[int | None]:
     return [int(r) for r in rows]
 
 
+@dataclass
+class _Rows:
+    """The columns of a batch as arrays, and the row checks of the layout: each
+    ``(mask, why)`` flags the rows ``mask`` selects, ``why(i)`` the reason for row
+    ``i``; a row's first flag (in list order) is its reason. Padding bits are
+    checked where the bytes are unpacked."""
+
+    tid: pa.Array
+    n: np.ndarray
+    m: np.ndarray
+    offsets: np.ndarray
+    data: np.ndarray
+    labels: tuple[np.ndarray, np.ndarray, np.ndarray] | None  # offsets, values, null rows
+    test_count: tuple[np.ndarray, np.ndarray, np.ndarray] | None
+    checks: list[tuple[np.ndarray, Any]]
+
+
+def _row_checks(table: Any) -> _Rows:
+    """Every vectorized row check of ``decode_batch`` (O(T + label entries))."""
+    T = table.num_rows
+    names = table.column_names
+    checks: list[tuple[np.ndarray, Any]] = []
+    tid_arr = _column(table, "task_id")
+    tid_null = (
+        np.zeros(T, dtype=bool)
+        if tid_arr.null_count == 0
+        else np.asarray(tid_arr.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+    )
+    checks.append((tid_null, lambda i: "missing task_id"))
+    n, n_null = _ints(_column(table, "n"))
+    m, m_null = _ints(_column(table, "m"))
+    b_arr = _column(table, "B")
+    offsets, data = _binary_parts(b_arr)
+    b_null = np.asarray(b_arr.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+    checks.append((n_null, lambda i: "missing n"))
+    checks.append((m_null, lambda i: "missing m"))
+    checks.append((b_null, lambda i: "missing B"))
+    checks.append((n < 1, lambda i: f"n is {n[i]}; need n >= 1 candidates"))
+    checks.append((m < 0, lambda i: f"m is {m[i]}; need m >= 0 tests"))
+    nbytes = (np.maximum(m, 0) + 7) // 8
+    expected = np.maximum(n, 0) * nbytes
+    length = offsets[1:] - offsets[:-1]
+    checks.append(
+        (
+            length != expected,
+            lambda i: (
+                f"B has {length[i]} bytes, but n x m = {n[i]} x {m[i]} packed by row needs "
+                f"n * ceil(m / 8) = {expected[i]}"
+            ),
+        )
+    )
+    labels = None
+    if "labels" in names:
+        l_arr = _column(table, "labels")
+        l_null = np.asarray(l_arr.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+        l_off, l_val, l_vnull = _list_parts(l_arr, np.int64)
+        l_len = l_off[1:] - l_off[:-1]
+        checks.append(
+            (~l_null & (l_len != n), lambda i: f"labels has {l_len[i]} entries; need n = {n[i]}")
+        )
+        bad = ((l_val != 0) & (l_val != 1)) | l_vnull
+        bad_pos = np.flatnonzero(bad)
+        bad_row = np.zeros(T, dtype=bool)
+        if bad_pos.size:
+            # the rows owning an offending entry (positions past the last row's end,
+            # or in a null row, belong to no row)
+            owner = np.searchsorted(l_off, bad_pos, side="right") - 1
+            keep = (owner >= 0) & (owner < T)
+            owner, pos = owner[keep], bad_pos[keep]
+            inside = pos < l_off[owner + 1]
+            bad_row[owner[inside]] = True
+            bad_row &= ~l_null
+
+        def why_label(i: int) -> str:
+            pos = l_off[i] + int(np.argmax(bad[l_off[i] : l_off[i + 1]]))
+            what = "null" if l_vnull[pos] else str(l_val[pos])
+            return f"labels entry {pos - l_off[i]} is {what}; only 0 and 1 are allowed"
+
+        checks.append((bad_row, why_label))
+        labels = (l_off, l_val, l_null)
+    test_count = None
+    if "test_count" in names:
+        t_arr = _column(table, "test_count")
+        t_null = np.asarray(t_arr.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+        t_off, t_val, _ = _list_parts(t_arr, np.int64)
+        t_len = t_off[1:] - t_off[:-1]
+        checks.append(
+            (
+                ~t_null & (t_len != m),
+                lambda i: f"test_count has {t_len[i]} entries; need m = {m[i]}",
+            )
+        )
+        test_count = (t_off, t_val, t_null)
+    return _Rows(tid_arr, n, m, offsets, data, labels, test_count, checks)
+
+
+@dataclass
+class Packed:
+    """A batch every row of which passed the layout's row checks, still bit-packed:
+    what :func:`aces_fast._core.rerank_packed` ranks without unpacking in Python.
+
+    ``task_id``: the string column; ``n``, ``m``: int64 (T,); row ``t``'s bytes are
+    ``data[offsets[t]:offsets[t + 1]]``; ``labels``: ``None`` (no column) or uint8
+    (sum n,) aligned with the candidates (task ``t``'s at the cumulative sum of
+    ``n``; zeros where unlabelled) with ``has_labels`` bool (T,).
+    Padding bits are checked where the rows are unpacked.
+    """
+
+    task_id: pa.Array
+    n: np.ndarray
+    m: np.ndarray
+    offsets: np.ndarray
+    data: np.ndarray
+    labels: np.ndarray | None
+    has_labels: np.ndarray | None
+
+
+def packed_batch(table: Any) -> Packed | None:
+    """``table`` as a :class:`Packed` batch, or ``None`` when some row fails a row
+    check (then :func:`decode_batch` names it). O(T + label entries), no unpacking.
+    """
+    r = _row_checks(table)
+    if any(mask.any() for mask, _ in r.checks):
+        return None
+    labels = has = None
+    if r.labels is not None:
+        l_off, l_val, l_null = r.labels
+        has = ~l_null
+        if has.all():  # every length is n (checked): the values are in place
+            labels = l_val[l_off[0] : l_off[-1]].astype(np.uint8)
+        else:  # move each labelled row's entries to its candidates' place
+            n_off = np.zeros(len(r.n) + 1, np.int64)
+            np.cumsum(r.n, out=n_off[1:])
+            labels = np.zeros(int(n_off[-1]), np.uint8)
+            cand = np.repeat(has, r.n)
+            dst = np.flatnonzero(cand)
+            src = dst + np.repeat(l_off[:-1] - n_off[:-1], r.n)[cand]
+            labels[dst] = l_val[src]
+    tid = r.tid if r.tid.type == pa.string() else r.tid.cast(pa.string())
+    return Packed(tid, r.n, r.m, r.offsets, r.data, labels, has)
+
+
 def decode_batch(table: Any, rows: Any = 0, *, test_count: bool = False) -> Decoded:
     """Validate and unpack one record batch (or table) of the layout.
 
@@ -319,62 +462,20 @@ def decode_batch(table: Any, rows: Any = 0, *, test_count: bool = False) -> Deco
     """
     T = table.num_rows
     names = table.column_names
+    rc = _row_checks(table)
     reason: list[str | None] = [None] * T
-
-    def flag(mask: np.ndarray, why) -> None:
+    for mask, why in rc.checks:
         for i in np.flatnonzero(mask).tolist():
             if reason[i] is None:
                 reason[i] = why(i)
-
-    tid_arr = _column(table, "task_id")
-    tids = tid_arr.to_pylist()
-    flag(np.array([t is None for t in tids], dtype=bool), lambda i: "missing task_id")
-    n, n_null = _ints(_column(table, "n"))
-    m, m_null = _ints(_column(table, "m"))
-    b_arr = _column(table, "B")
-    offsets, data = _binary_parts(b_arr)
-    b_null = np.asarray(b_arr.is_null().to_numpy(zero_copy_only=False), dtype=bool)
-    flag(n_null, lambda i: "missing n")
-    flag(m_null, lambda i: "missing m")
-    flag(b_null, lambda i: "missing B")
-    flag(n < 1, lambda i: f"n is {n[i]}; need n >= 1 candidates")
-    flag(m < 0, lambda i: f"m is {m[i]}; need m >= 0 tests")
-    nbytes = (np.maximum(m, 0) + 7) // 8
-    expected = np.maximum(n, 0) * nbytes
-    length = offsets[1:] - offsets[:-1]
-    flag(
-        length != expected,
-        lambda i: (
-            f"B has {length[i]} bytes, but n x m = {n[i]} x {m[i]} packed by row needs "
-            f"n * ceil(m / 8) = {expected[i]}"
-        ),
-    )
-
+    tids = rc.tid.to_pylist()
+    n, m, offsets, data = rc.n, rc.m, rc.offsets, rc.data
+    if rc.labels is not None:
+        l_off, l_val, l_null = rc.labels
+    if rc.test_count is not None:
+        t_off, t_val, t_null = rc.test_count
     labels_out: list[np.ndarray | None] | None = None
-    if "labels" in names:
-        l_arr = _column(table, "labels")
-        l_null = np.asarray(l_arr.is_null().to_numpy(zero_copy_only=False), dtype=bool)
-        l_off, l_val, l_vnull = _list_parts(l_arr, np.int64)
-        l_len = l_off[1:] - l_off[:-1]
-        flag(~l_null & (l_len != n), lambda i: f"labels has {l_len[i]} entries; need n = {n[i]}")
-        bad_pos = np.flatnonzero(((l_val != 0) & (l_val != 1)) | l_vnull)
-        if bad_pos.size:
-            # first offending entry of each row (the positions are sorted)
-            owner = np.searchsorted(l_off, bad_pos, side="right") - 1
-            owner, first = np.unique(owner, return_index=True)
-            for r, pos in zip(owner.tolist(), bad_pos[first].tolist()):
-                if 0 <= r < T and not l_null[r] and reason[r] is None and pos < l_off[r + 1]:
-                    what = "null" if l_vnull[pos] else str(l_val[pos])
-                    reason[r] = f"labels entry {pos - l_off[r]} is {what}; only 0 and 1 are allowed"
     tc_out: list[np.ndarray | None] | None = None
-    if "test_count" in names:
-        t_arr = _column(table, "test_count")
-        t_null = np.asarray(t_arr.is_null().to_numpy(zero_copy_only=False), dtype=bool)
-        t_off, t_val, _ = _list_parts(t_arr, np.int64)
-        t_len = t_off[1:] - t_off[:-1]
-        flag(
-            ~t_null & (t_len != m), lambda i: f"test_count has {t_len[i]} entries; need m = {m[i]}"
-        )
 
     # Unpack per distinct shape; padding bits are checked on the packed bytes.
     ok = np.array([r is None for r in reason], dtype=bool)

@@ -175,19 +175,7 @@ class CppBackend(ArrayBackend):
                 except ValueError as exc:
                     raise ValueError(f"task {t}: {exc}") from None
             return None
-        (
-            n_off,
-            m_off,
-            scores,
-            weights,
-            order,
-            loo,
-            fallback,
-            objective,
-            obj_off,
-            rows,
-            rows_off,
-        ) = core.rerank_batch_flat(
+        out = core.rerank_batch_flat(
             tasks=Bs if isinstance(Bs, (list, tuple)) else list(Bs),
             method=code,
             tie_tol=args.tie_tol,
@@ -199,22 +187,43 @@ class CppBackend(ArrayBackend):
             dedup=None,
             n_threads=self.n_threads if n_threads is None else n_threads,
         )
-        return BatchResult(
-            spec,
-            values,
-            "cpp",
-            n_offsets=n_off,
-            scores=scores,
-            order=order,
-            m_offsets=m_off,
-            weights=weights,
-            loo_auc=loo,
-            fallback=fallback,
-            objective=objective,
-            objective_offsets=obj_off,
-            rows=rows,
-            rows_offsets=rows_off,
+        return _flat_result(spec, values, out)
+
+    def rerank_packed(
+        self, packed: Any, method: str, values: dict[str, Any], n_threads: int | None
+    ) -> BatchResult | None:
+        """Rank a bit-packed batch (:class:`aces_fast.parquet.Packed`) in one
+        ``_core.rerank_packed`` call: each task is unpacked by the thread that ranks
+        it, so the batch never exists unpacked and no Python object is made per task.
+
+        Returns ``None`` -- rank the unpacked matrices instead -- for a method
+        without a compiled copy, or when a row has padding bits set (an invalid
+        row, which ``decode_batch`` reports). Results equal :meth:`rerank_batch`
+        on the unpacked matrices bit for bit.
+        """
+        spec = _registry.get(method)
+        code = _CODES.get(spec.core_method)  # type: ignore[arg-type]
+        args = None if code is None or spec.core_args is None else spec.core_args(values)
+        if args is None:
+            return None
+        *out, padding = core.rerank_packed(
+            data=packed.data,
+            offsets=packed.offsets,
+            n=packed.n,
+            m=packed.m,
+            method=code,
+            tie_tol=args.tie_tol,
+            gamma=args.gamma,
+            lr=args.lr,
+            steps=args.steps,
+            top_k=args.top_k,
+            warm=args.warm,
+            dedup=None,
+            n_threads=self.n_threads if n_threads is None else n_threads,
         )
+        if padding.any():
+            return None
+        return _flat_result(spec, values, out)
 
     def info(self) -> dict:
         return {
@@ -223,6 +232,27 @@ class CppBackend(ArrayBackend):
             "simd": core.simd_level(),
             "max_threads": core.max_threads(),
         }
+
+
+def _flat_result(spec: Any, values: dict[str, Any], out: Sequence[Any]) -> BatchResult:
+    """A :class:`BatchResult` over the columns of ``_core.rerank_batch_flat``'s tuple."""
+    n_off, m_off, scores, weights, order, loo, fallback, objective, obj_off, rows, rows_off = out
+    return BatchResult(
+        spec,
+        values,
+        "cpp",
+        n_offsets=n_off,
+        scores=scores,
+        order=order,
+        m_offsets=m_off,
+        weights=weights,
+        loo_auc=loo,
+        fallback=fallback,
+        objective=objective,
+        objective_offsets=obj_off,
+        rows=rows,
+        rows_offsets=rows_off,
+    )
 
 
 def load() -> Backend:

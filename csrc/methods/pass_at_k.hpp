@@ -1,0 +1,21 @@
+// Exact Pass@k of a ranking with ties broken at random (aces_fast.pass_at_k,
+// docs/contract.rst), for many tasks at once: the dataset runs' pass@k columns.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace aces_fast {
+
+// Pass@k of one task for every k of ks (nk values, each >= 1) into out (nk):
+// scores s (n >= 1, not NaN), labels y (n, 0/1). Bit for bit
+// aces_fast.pass_at_k: with s_k the min(k, n)-th largest score, the candidates
+// above s_k fit whole (a correct one there gives 1); in the level of s_k, g tied
+// candidates with c correct and r places left all miss with probability
+// prod_{i<r} (g-c-i)/(g-i), multiplied in that order. O(n K) for K = the
+// largest min(k, n) up to 32 (the top K kept sorted in one pass), else O(n) per
+// k (a selection); scratch holds a copy of s then.
+void pass_at_ks_one(const double* s, const uint8_t* y, int64_t n, const int64_t* ks, int64_t nk,
+                    double* out, std::vector<double>& scratch);
+
+}  // namespace aces_fast

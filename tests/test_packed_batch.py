@@ -1,0 +1,223 @@
+"""The packed fast path of dataset runs: ``_core.rerank_packed`` ranks the
+bit-packed rows of a Parquet batch without unpacking them in Python, and
+``_core.pass_at_ks`` computes their Pass@k columns; both must give exactly what
+the general path (``decode_batch`` + ``rerank_batch`` + ``pass_at_ks``) gives."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import aces_fast as af
+from aces_fast import _engine
+from aces_fast._compiled import core
+from aces_fast._registry import method_params
+from aces_fast.parquet import pack_rows, packed_batch, schema
+
+COMPILED = {"majority": 0, "aces-c": 1, "aces-c-filter": 2, "aces-o": 3}
+KW = dict(tie_tol=1e-9, gamma=10.0, lr=0.05, steps=15, top_k=None, warm=False, dedup=None)
+
+
+def _tasks(rng, count=120):
+    out = []
+    for _ in range(count):
+        n, m = int(rng.integers(1, 30)), int(rng.choice([0, 1, 7, 8, 9, 17, 64, 65]))
+        B = (rng.random((n, m)) < rng.random()).astype(np.uint8)
+        if n > 3 and rng.random() < 0.3:  # repeated rows: the dedup path
+            B[1::2] = B[0]
+        out.append(B)
+    return out
+
+
+def _packed(Bs):
+    parts = [np.frombuffer(pack_rows(B), np.uint8) for B in Bs]
+    off = np.zeros(len(Bs) + 1, np.int64)
+    np.cumsum([p.size for p in parts], out=off[1:])
+    data = np.concatenate(parts) if parts else np.zeros(0, np.uint8)
+    n = np.array([B.shape[0] for B in Bs], np.int64)
+    m = np.array([B.shape[1] for B in Bs], np.int64)
+    return data, off, n, m
+
+
+@pytest.mark.parametrize("name", sorted(COMPILED))
+@pytest.mark.parametrize("threads", [1, 2])
+def test_rerank_packed_equals_the_unpacked_batch(name, threads):
+    Bs = _tasks(np.random.default_rng(COMPILED[name]))
+    data, off, n, m = _packed(Bs)
+    kw = dict(KW, method=COMPILED[name], n_threads=threads)
+    want = core.rerank_batch_flat(tasks=Bs, **kw)
+    *got, padding = core.rerank_packed(data=data, offsets=off, n=n, m=m, **kw)
+    assert padding.dtype == bool and not padding.any()
+    for w, g in zip(want, got):
+        if w is None:
+            assert g is None
+        else:
+            assert w.dtype == g.dtype
+            np.testing.assert_array_equal(w.view(np.uint8), g.view(np.uint8))
+
+
+def test_padding_bits_flag_their_task_only():
+    Bs = [np.ones((3, 5), np.uint8), np.ones((2, 8), np.uint8), np.zeros((4, 3), np.uint8)]
+    data, off, n, m = _packed(Bs)
+    data[off[2] + 1] |= 0b00001  # task 2, row 1: a bit after column 3
+    data[off[0]] |= 0  # task 0 untouched
+    *_, padding = core.rerank_packed(data=data, offsets=off, n=n, m=m, method=1, n_threads=1, **KW)
+    assert padding.tolist() == [False, False, True]
+
+
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [
+        (lambda d, o, n, m: (d, o, n + np.array([0, 1]), m), "task 1: B has 2 bytes, need n"),
+        (lambda d, o, n, m: (d, o, n, m + np.array([9, 0])), "task 0: B has"),
+        (lambda d, o, n, m: (d, o, np.array([0, 2]), m), r"task 0: n must be in \[1"),
+        (lambda d, o, n, m: (d, o, n, np.array([-1, 8])), r"task 0: m must be in \[0"),
+        (lambda d, o, n, m: (d[:-1], o, n, m), "task 1: offsets .* not inside data"),
+        (lambda d, o, n, m: (d, o[::-1].copy(), n, m), "task 0: offsets"),
+        (lambda d, o, n, m: (d, o[:-1].copy(), n, m), "offsets one more"),
+    ],
+)
+def test_bad_packed_arguments_are_value_errors(change, match):
+    data, off, n, m = _packed([np.ones((3, 5), np.uint8), np.ones((2, 8), np.uint8)])
+    d, o, nn, mm = change(data, off, n, m)
+    with pytest.raises(ValueError, match=match):
+        core.rerank_packed(data=d, offsets=o, n=nn, m=mm, method=1, n_threads=1, **KW)
+
+
+def test_packed_arguments_must_have_their_exact_dtype():
+    data, off, n, m = _packed([np.ones((3, 5), np.uint8)])
+    with pytest.raises(TypeError, match="offsets must be a 1-D C-contiguous int64"):
+        core.rerank_packed(
+            data=data, offsets=off.astype(np.int32), n=n, m=m, method=1, n_threads=1, **KW
+        )
+
+
+# -- Pass@k ----------------------------------------------------------------------
+
+
+@st.composite
+def _rankings(draw):
+    T = draw(st.integers(1, 10))
+    out = []
+    for _ in range(T):
+        n = draw(st.sampled_from([1, 2, 3, 5, 8, 13]))
+        levels = draw(st.integers(1, 5))
+        s = draw(st.lists(st.integers(0, levels - 1), min_size=n, max_size=n))
+        y = draw(st.lists(st.integers(0, 1), min_size=n, max_size=n))
+        out.append((np.array(s, np.float64) / 7.0, np.array(y, np.uint8), draw(st.booleans())))
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(_rankings(), st.lists(st.integers(1, 15), min_size=1, max_size=4, unique=True))
+def test_compiled_pass_at_ks_equals_pass_at_k_bit_for_bit(rankings, ks):
+    off = np.zeros(len(rankings) + 1, np.int64)
+    np.cumsum([s.size for s, _, _ in rankings], out=off[1:])
+    got = core.pass_at_ks(
+        scores=np.concatenate([s for s, _, _ in rankings]),
+        offsets=off,
+        labels=np.concatenate([y for _, y, _ in rankings]),
+        has_labels=np.array([h for _, _, h in rankings], bool),
+        ks=np.array(ks, np.int64),
+    )
+    assert got.shape == (len(ks), len(rankings))
+    for i, k in enumerate(ks):
+        for t, (s, y, has) in enumerate(rankings):
+            want = af.pass_at_k(s, y, k) if has else np.nan
+            np.testing.assert_array_equal(
+                np.float64(got[i, t]).view(np.uint64), np.float64(want).view(np.uint64)
+            )
+
+
+# -- the fast path of rerank_table against the general one ---------------------------
+
+
+def _table(Bs, labels="all", rng=None):
+    rng = rng or np.random.default_rng(0)
+    cols = {
+        "task_id": [f"t{i}" for i in range(len(Bs))],
+        "n": [B.shape[0] for B in Bs],
+        "m": [B.shape[1] for B in Bs],
+        "B": [pack_rows(B) for B in Bs],
+    }
+    has = labels is not None
+    if has:
+        cols["labels"] = [
+            None
+            if labels == "some" and i % 3 == 1
+            else (rng.random(B.shape[0]) < 0.4).astype(np.uint8).tolist()
+            for i, B in enumerate(Bs)
+        ]
+    sch = schema(labels=has, test_count=False)
+    return pa.Table.from_pydict(cols, schema=sch).combine_chunks()
+
+
+def _both(monkeypatch, table, method, has_labels=True, **kw):
+    params = method_params(method, {})
+    calls = []
+    real = _engine._rank_packed
+
+    def spy(*a, **k):
+        out = real(*a, **k)
+        calls.append(out is not None)
+        return out
+
+    monkeypatch.setattr(_engine, "_rank_packed", spy)
+    fast, ferr, fb = _engine.rerank_table(table, method, params, has_labels=has_labels, **kw)
+    monkeypatch.setattr(_engine, "_rank_packed", lambda *a, **k: None)
+    slow, serr, sb = _engine.rerank_table(table, method, params, has_labels=has_labels, **kw)
+    assert fast.schema == slow.schema
+    assert fast.equals(slow), method
+    assert [e.to_dict() for e in ferr] == [e.to_dict() for e in serr]
+    assert fb == sb
+    return calls
+
+
+@pytest.mark.parametrize("method", ["aces-c", "majority", "aces-c-filter"])
+@pytest.mark.parametrize("labels", ["all", "some", None])
+def test_fast_path_writes_what_the_general_path_writes(monkeypatch, method, labels):
+    Bs = _tasks(np.random.default_rng(5), 60)
+    table = _table(Bs, labels)
+    calls = _both(monkeypatch, table, method, has_labels=labels is not None, n_threads=2)
+    assert calls == [True]
+
+
+def test_fast_path_on_a_slice_of_a_batch(monkeypatch):
+    """Record batches from a reader may be slices (nonzero array offsets)."""
+    Bs = _tasks(np.random.default_rng(6), 40)
+    batch = _table(Bs, "some").to_batches()[0].slice(7, 25)
+    assert _both(monkeypatch, batch, "aces-c", has_labels=True) == [True]
+
+
+def test_bad_rows_take_the_general_path(monkeypatch):
+    Bs = _tasks(np.random.default_rng(7), 12)
+    table = _table(Bs, "all")
+    B = table.column("B").to_pylist()
+    k = next(i for i, X in enumerate(Bs) if X.shape[1] % 8)
+    B[k] = B[k][:-1] + bytes([B[k][-1] | 1])  # a padding bit
+    table = table.set_column(3, "B", pa.array(B, pa.binary()))
+    assert packed_batch(table) is not None  # the row checks pass; the kernel sees it
+    calls = _both(monkeypatch, table, "aces-c", skip_invalid=True, rows=100)
+    assert calls == [False]
+    out, errors, _ = _engine.rerank_table(
+        table, "aces-c", method_params("aces-c", {}), has_labels=True, skip_invalid=True, rows=100
+    )
+    assert [e.row for e in errors] == [100 + k] and "padding bits" in errors[0].reason
+    assert out.num_rows == len(Bs) - 1
+    ids = table.column("task_id").to_pylist()
+    bad_labels = table.set_column(
+        4, "labels", pa.array([[2] * X.shape[0] for X in Bs], pa.list_(pa.uint8()))
+    )
+    assert packed_batch(bad_labels) is None
+    nulls = table.set_column(0, "task_id", pa.array([None, *ids[1:]], pa.string()))
+    assert packed_batch(nulls) is None
+
+
+def test_methods_without_a_packed_path_take_the_general_path(monkeypatch):
+    table = _table(_tasks(np.random.default_rng(8), 10), "all")
+    for method, backend in (("codet", None), ("aces-c", "numpy"), ("aces-o", None)):
+        calls = _both(monkeypatch, table, method, backend=backend)
+        assert calls == [False], (method, backend)
