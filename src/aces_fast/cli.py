@@ -839,7 +839,8 @@ def _add_dataset_commands(sub: Any) -> None:
         "--threads",
         type=_positive_int,
         metavar="N",
-        help="threads per batch (default: all cores locally, 1 per Ray task)",
+        help="batches ranked at once locally, one thread each (default: all cores); "
+        "threads per Ray task (default 1)",
     )
     rd.add_argument("--backend", help="cpp, numba, torch, numpy or auto")
     rd.add_argument(

@@ -83,6 +83,7 @@ __all__ = [
     "LocalEngine",
     "RunSummary",
     "default_errors_path",
+    "default_workers",
     "get_engine",
     "pass_at_ks",
     "rerank_dataset",
@@ -154,10 +155,11 @@ class RunSummary:
     ``rows``: input rows; ``written``: result rows written by this run;
     ``resumed``: rows skipped because an earlier run had done them (results or
     errors); ``invalid``: bad rows sent to the errors file; ``seconds``: wall
-    time; ``timings``: seconds per stage (local engine: ``read``, ``decode``,
-    ``rerank``, ``pass@k``, ``encode``, ``write``; Ray engine: ``startup``
-    (connecting or starting the cluster) and ``write`` on the driver, the rest
-    runs on the workers).
+    time; ``timings``: seconds per stage, summed over the threads that ran it
+    (local engine: ``read``, ``decode``, ``rerank``, ``pass@k``, ``encode``,
+    ``write``; a batch ranked straight from its packed bytes counts its
+    unpacking under ``rerank``; Ray engine: ``startup`` (connecting or starting
+    the cluster) and ``write`` on the driver, the rest runs on the workers).
     """
 
     output: Path
@@ -180,7 +182,8 @@ def _encode_part(table: Any, meta: dict[str, Any]) -> Any:
     """One part file's bytes (a ``pyarrow.Buffer``): results with their metadata,
     page checksums on. Dictionary encoding is off: it triples the write time of
     these columns (mostly distinct floats and short permutations) and makes the
-    file larger."""
+    file larger. pyarrow releases the GIL while it encodes, so parts encode in
+    parallel on the engine's threads."""
     pa, pq = require_arrow()
     table = table.replace_schema_metadata({b"aces_fast": json.dumps(meta).encode()})
     sink = pa.BufferOutputStream()
@@ -188,11 +191,30 @@ def _encode_part(table: Any, meta: dict[str, Any]) -> Any:
     return sink.getvalue()
 
 
+@dataclass(frozen=True)
+class EncodedPart:
+    """A batch's results already encoded (:meth:`_Committer.encode`): what an engine
+    may hand to ``commit`` instead of the table, so that encoding runs on the
+    engine's threads rather than on the one that commits."""
+
+    data: Any  # the part file's bytes (a pyarrow.Buffer)
+    num_rows: int
+    task_ids: tuple[str | None, str | None]  # the first and the last
+
+
 class _Committer:
     """Turns ranked batches into commits of the results directory."""
 
     def __init__(self, out: Any, meta: dict[str, Any], timings: dict[str, float]):
         self.out, self.meta, self.timings = out, meta, timings
+
+    def encode(self, table: Any, backend: str) -> EncodedPart:
+        """``table``'s part file, with this run's metadata (thread-safe)."""
+        col = table.column("task_id")
+        ids = (col[0].as_py(), col[-1].as_py()) if len(col) else (None, None)
+        return EncodedPart(
+            _encode_part(table, dict(self.meta, backend=backend)), table.num_rows, ids
+        )
 
     def __call__(
         self,
@@ -203,22 +225,20 @@ class _Committer:
         *,
         empty: bool = False,
     ) -> None:
-        """Commit ``table`` (results of the input rows ``rows``) and ``errors``;
-        nothing when both are empty, unless ``empty`` (an empty part)."""
+        """Commit ``table`` (results of the input rows ``rows``; a pyarrow Table or
+        its :class:`EncodedPart`) and ``errors``; nothing when both are empty,
+        unless ``empty`` (an empty part)."""
         tick = time.perf_counter()
         rows = np.asarray(rows, dtype=np.int64)
-        data = None
-        ids: tuple[str | None, str | None] = (None, None)
+        part = None
         if table is not None and (table.num_rows or empty):
-            data = _encode_part(table, dict(self.meta, backend=backend))
-            col = table.column("task_id")
-            ids = (col[0].as_py(), col[-1].as_py()) if len(col) else (None, None)
+            part = table if isinstance(table, EncodedPart) else self.encode(table, backend)
         lines = [json.dumps(e.to_dict()) for e in errors]
         err_rows = np.array([e.row for e in errors if e.row is not None], dtype=np.int64)
-        if data is not None or lines:
-            self.out.commit(
-                data, 0 if table is None else table.num_rows, ids, rows, lines, err_rows
-            )
+        if part is not None:
+            self.out.commit(part.data, part.num_rows, part.task_ids, rows, lines, err_rows)
+        elif lines:
+            self.out.commit(None, 0, (None, None), rows, lines, err_rows)
         self.timings["write"] = self.timings.get("write", 0.0) + time.perf_counter() - tick
 
 
@@ -304,6 +324,11 @@ class _Writer:
         if self._error is not None:
             raise self._error
 
+    def encode(self, table: Any, backend: str) -> Any:
+        """The committer's :meth:`_Committer.encode`, for engines that encode on
+        their own threads (thread-safe)."""
+        return self._commit.encode(table, backend)
+
     def __call__(self, *args: Any, **kwargs: Any) -> None:
         self._raise()
         self._queue.put((args, kwargs))
@@ -319,43 +344,113 @@ class _Writer:
             self._raise()
 
 
+def default_workers() -> int:
+    """Batches a local run ranks at once by default: the cores this process may
+    run on (``os.sched_getaffinity`` where there is one, else ``os.cpu_count``)."""
+    import os
+
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # macOS, Windows
+        return max(1, os.cpu_count() or 1)
+
+
 class LocalEngine:
     """The ``"local"`` engine: this process reads the input batch by batch (on a
-    thread of its own, one batch ahead) and ranks each batch here."""
+    thread of its own, ahead of the ranking) and ranks ``job.n_threads`` batches at
+    once (default :func:`default_workers`), each on one thread: decoding, ranking
+    and Pass@k in compiled code with the GIL released, then encoding its part
+    file (pyarrow, GIL released). Batches are committed in input order, so the
+    output does not depend on the number of threads. With one thread, each batch
+    is ranked with the kernels' own threads instead (``n_threads=1``: one).
+    Memory: about ``2 * threads + 2`` batches.
+    """
 
     name = "local"
 
     def run(self, job: Job, commit: Commit, progress: Callable[[int], None]) -> None:
         """See :meth:`aces_fast._engine.Engine.run`."""
+        import collections
+        from concurrent.futures import ThreadPoolExecutor
+
         from ._input import read_batches
 
+        workers = default_workers() if job.n_threads is None else job.n_threads
+        kernel_threads = job.n_threads if workers == 1 else 1
+        encode = getattr(commit, "encode", None)  # a _Writer of this module encodes
         batches = _prefetch(
             read_batches(
                 job.files, job.batch_size, job.done, job.duplicates, job.skip_invalid, job.timings
-            )
+            ),
+            depth=workers + 1,
         )
+
+        def rank(batch: Any) -> tuple[Any, np.ndarray, list[Any], str, dict[str, float]]:
+            # on a worker: its own timings, merged by the caller (dict updates
+            # from several threads could lose one)
+            timings: dict[str, float] = {}
+            res, errs, ran, rows = None, list(batch.errors), job.backend_name, batch.rows
+            if batch.table is not None and batch.table.num_rows:
+                res, bad, ran = rerank_table(
+                    batch.table,
+                    job.method,
+                    job.params,
+                    rows=batch.rows,
+                    has_labels=job.has_labels,
+                    backend=job.backend,
+                    n_threads=kernel_threads,
+                    skip_invalid=job.skip_invalid,
+                    timings=timings,
+                )
+                ran = ran or job.backend_name
+                if bad:
+                    bad_rows = np.array([e.row for e in bad], dtype=np.int64)
+                    rows = rows[~np.isin(rows, bad_rows)]
+                    errs = sorted(errs + bad, key=lambda e: e.row)
+                if encode is not None and res.num_rows:
+                    tick = time.perf_counter()
+                    res = encode(res, ran)
+                    timings["encode"] = timings.get("encode", 0.0) + time.perf_counter() - tick
+            return res, rows, errs, ran, timings
+
+        def finish(batch: Any, out: tuple[Any, np.ndarray, list[Any], str, dict[str, float]]):
+            res, rows, errs, ran, timings = out
+            for key, dt in timings.items():
+                job.timings[key] = job.timings.get(key, 0.0) + dt
+            commit(res, rows, errs, ran)
+            progress(batch.seen)
+
         with contextlib.closing(batches):  # stops the reading thread on any way out
-            for batch in batches:
-                res, errs, ran = None, list(batch.errors), job.backend_name
-                rows = batch.rows
-                if batch.table is not None and batch.table.num_rows:
-                    res, bad, ran = rerank_table(
-                        batch.table,
-                        job.method,
-                        job.params,
-                        rows=batch.rows,
-                        has_labels=job.has_labels,
-                        backend=job.backend,
-                        n_threads=job.n_threads,
-                        skip_invalid=job.skip_invalid,
-                        timings=job.timings,
-                    )
-                    if bad:
-                        bad_rows = np.array([e.row for e in bad], dtype=np.int64)
-                        rows = rows[~np.isin(rows, bad_rows)]
-                        errs = sorted(errs + bad, key=lambda e: e.row)
-                commit(res, rows, errs, ran or job.backend_name)
-                progress(batch.seen)
+            if workers == 1:
+                for batch in batches:
+                    finish(batch, rank(batch))
+                return
+            pool = ThreadPoolExecutor(workers, thread_name_prefix="aces-fast-rank")
+            pending: collections.deque[tuple[Any, Any]] = collections.deque()
+            try:
+                try:
+                    for batch in batches:
+                        pending.append((batch, pool.submit(rank, batch)))
+                        if len(pending) > workers:  # keep every worker busy, no more
+                            b, fut = pending.popleft()
+                            finish(b, fut.result())
+                except BaseException:
+                    # the input failed (or Ctrl-C): the batches read before are
+                    # ranked in milliseconds and still committed, in order, up to
+                    # the first that failed itself; then the original error
+                    while pending:
+                        b, fut = pending.popleft()
+                        if fut.exception() is not None:
+                            break
+                        finish(b, fut.result())
+                    raise
+                while pending:
+                    b, fut = pending.popleft()
+                    finish(b, fut.result())
+            finally:
+                # an error: batches not yet committed are dropped (the running
+                # ones finish in milliseconds; the waiting ones never start)
+                pool.shutdown(wait=True, cancel_futures=True)
 
 
 def get_engine(name: str) -> Engine:
@@ -433,11 +528,17 @@ def rerank_dataset(
         ``address`` (or a new local one); the input must be readable from the
         workers; results are committed here.
     batch_size : int >= 1
-        Problems per batch: bounds memory (about ``batch_size`` unpacked
-        matrices and their results) and is the unit lost on an interruption.
-    backend, n_threads
-        As for :func:`aces_fast.rerank_batch` (``n_threads`` per Ray task with
-        ``engine="ray"``, default 1 there).
+        Problems per batch: bounds memory (a few batches per thread, each about
+        ``batch_size`` matrices and their results) and is the unit lost on an
+        interruption.
+    backend : str, optional
+        As for :func:`aces_fast.rerank_batch`.
+    n_threads : int >= 1, optional
+        ``engine="local"``: batches ranked at once, each on one thread (default:
+        every core this process may use, :func:`default_workers`; with 1, the
+        batch's tasks are spread over the kernels' threads instead).
+        ``engine="ray"``: threads per Ray task (default 1). The results never
+        depend on it.
     skip_invalid : bool
         Send bad rows (malformed, duplicate task ids, rows of a damaged row
         group) to the errors file and go on, instead of raising.
