@@ -428,22 +428,25 @@ class LocalEngine:
             pool = ThreadPoolExecutor(workers, thread_name_prefix="aces-fast-rank")
             pending: collections.deque[tuple[Any, Any]] = collections.deque()
             try:
-                try:
-                    for batch in batches:
-                        pending.append((batch, pool.submit(rank, batch)))
-                        if len(pending) > workers:  # keep every worker busy, no more
+                while True:
+                    try:
+                        batch = next(batches, None)
+                    except BaseException:
+                        # the input failed (or Ctrl-C while reading): the batches
+                        # read before are ranked in milliseconds and still
+                        # committed, in order, up to one that failed itself
+                        while pending:
                             b, fut = pending.popleft()
+                            if fut.exception() is not None:
+                                break
                             finish(b, fut.result())
-                except BaseException:
-                    # the input failed (or Ctrl-C): the batches read before are
-                    # ranked in milliseconds and still committed, in order, up to
-                    # the first that failed itself; then the original error
-                    while pending:
+                        raise
+                    if batch is None:
+                        break
+                    pending.append((batch, pool.submit(rank, batch)))
+                    if len(pending) > workers:  # keep every worker busy, no more
                         b, fut = pending.popleft()
-                        if fut.exception() is not None:
-                            break
-                        finish(b, fut.result())
-                    raise
+                        finish(b, fut.result())  # a failed batch raises here
                 while pending:
                     b, fut = pending.popleft()
                     finish(b, fut.result())
