@@ -95,13 +95,19 @@ ACES_FAST_KERNEL_BODY void aces_c_raw_body(const double* __restrict L,
     for (int64_t j = 0; j < m; ++j) w[j] = L[j] > 0.5 ? 1.0 : 0.0;  // NaN compares false
     return;
   }
+  // (a select after a division stays a branch under trapping math: the kept
+  // lanes are chosen by a bit mask instead, giving +0.0 where not informative)
+#pragma omp simd
   for (int64_t j = 0; j < m; ++j) {
     const uint64_t bits = static_cast<uint64_t>(colsum[j]) | k2p52bits;
     double c;
     std::memcpy(&c, &bits, sizeof c);
     const double p = (c - k2p52) / dn;
     const double x = (L[j] - 0.5) * p * (1.0 - p);  // the NumPy glue's association
-    w[j] = L[j] > 0.5 ? x : 0.0;
+    uint64_t xb;
+    std::memcpy(&xb, &x, sizeof xb);
+    xb &= L[j] > 0.5 ? ~uint64_t(0) : uint64_t(0);
+    std::memcpy(&w[j], &xb, sizeof xb);
   }
 }
 constexpr simd::Dispatched<&aces_c_raw_body, simd::kAvx512> aces_c_raw{};
