@@ -699,11 +699,14 @@ class ResultsDir:
         covers: np.ndarray,
         error_lines: Sequence[str],
         error_rows: np.ndarray,
+        sha256: str | None = None,
     ) -> None:
         """Commit one batch: ``data`` (a whole Parquet file, or ``None`` when the
         batch has no result rows) holding ``rows`` results of the input rows
         ``covers`` (first and last task id in ``task_ids``), and the bad input
-        rows ``error_rows`` as JSON lines ``error_lines``."""
+        rows ``error_rows`` as JSON lines ``error_lines``. ``sha256``: the hex
+        digest of ``data`` when the caller has it (computed on its own thread);
+        it is what the manifest records and resume verifies the part against."""
         seq = self.commits[-1].seq + 1 if self.commits else 0
         name = _PART.format(seq, self.run) if data is not None else None
         staged = self.meta / "staging" / name if name else None
@@ -717,7 +720,7 @@ class ResultsDir:
                 name,
                 rows=rows,
                 bytes=len(data) if data is not None else 0,
-                sha256=hashlib.sha256(data).hexdigest() if data is not None else "",
+                sha256=(sha256 or hashlib.sha256(data).hexdigest()) if data is not None else "",
                 first_task_id=task_ids[0],
                 last_task_id=task_ids[1],
                 covers=Intervals.of_rows(covers),

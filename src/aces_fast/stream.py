@@ -46,6 +46,7 @@ output), committed with the batch, and the run goes on.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import sys
 import time
@@ -200,6 +201,7 @@ class EncodedPart:
     data: Any  # the part file's bytes (a pyarrow.Buffer)
     num_rows: int
     task_ids: tuple[str | None, str | None]  # the first and the last
+    sha256: str  # of data (hashlib releases the GIL: hashed on the engine's thread)
 
 
 class _Committer:
@@ -212,9 +214,8 @@ class _Committer:
         """``table``'s part file, with this run's metadata (thread-safe)."""
         col = table.column("task_id")
         ids = (col[0].as_py(), col[-1].as_py()) if len(col) else (None, None)
-        return EncodedPart(
-            _encode_part(table, dict(self.meta, backend=backend)), table.num_rows, ids
-        )
+        data = _encode_part(table, dict(self.meta, backend=backend))
+        return EncodedPart(data, table.num_rows, ids, hashlib.sha256(data).hexdigest())
 
     def __call__(
         self,
@@ -236,7 +237,9 @@ class _Committer:
         lines = [json.dumps(e.to_dict()) for e in errors]
         err_rows = np.array([e.row for e in errors if e.row is not None], dtype=np.int64)
         if part is not None:
-            self.out.commit(part.data, part.num_rows, part.task_ids, rows, lines, err_rows)
+            self.out.commit(
+                part.data, part.num_rows, part.task_ids, rows, lines, err_rows, part.sha256
+            )
         elif lines:
             self.out.commit(None, 0, (None, None), rows, lines, err_rows)
         self.timings["write"] = self.timings.get("write", 0.0) + time.perf_counter() - tick
