@@ -221,3 +221,19 @@ def test_methods_without_a_packed_path_take_the_general_path(monkeypatch):
     for method, backend in (("codet", None), ("aces-c", "numpy"), ("aces-o", None)):
         calls = _both(monkeypatch, table, method, backend=backend)
         assert calls == [False], (method, backend)
+
+
+@pytest.mark.parametrize("name", ["majority", "aces-c", "aces-c-filter"])
+def test_a_large_packed_task_equals_its_unpacked_copy(name):
+    """Past 2^16 rows a task frees its scratch as it goes and hashes its rows on
+    several threads: the packed words handed to it must serve both."""
+    rng = np.random.default_rng(3)
+    B = (rng.random((70_000, 70)) < 0.4).astype(np.uint8)
+    B[::3] = B[1]  # repeated rows: the dedup pass merges them
+    data, off, n, m = _packed([B])
+    kw = dict(KW, method=COMPILED[name], n_threads=2)
+    want = core.rerank_batch_flat(tasks=[B], **kw)
+    *got, padding = core.rerank_packed(data=data, offsets=off, n=n, m=m, **kw)
+    assert not padding.any()
+    for w, g in zip(want, got):
+        assert (w is None and g is None) or np.array_equal(w, g, equal_nan=True)

@@ -77,5 +77,23 @@ inline bool unpack_row_msb(const uint8_t* packed, int64_t m, uint8_t* out) {
   return (last & ((1u << (8 - rest)) - 1u)) == 0;
 }
 
+// The packed words of one row (bit j % 64 of word j / 64 = column j) from its nb
+// bytes packed big-endian (as unpack_row_msb reads them): each byte with its
+// bits reversed. Padding bits land above column m: the caller checks they are 0.
+inline void words_of_row_msb(const uint8_t* packed, int64_t nb, uint64_t* words) {
+  static const struct Reverse {
+    uint8_t v[256];
+    Reverse() {
+      for (int b = 0; b < 256; ++b) {
+        int r = 0;
+        for (int i = 0; i < 8; ++i) r |= ((b >> i) & 1) << (7 - i);
+        v[b] = static_cast<uint8_t>(r);
+      }
+    }
+  } reverse;
+  for (int64_t b = 0; b < nb; ++b)
+    words[b / 8] |= static_cast<uint64_t>(reverse.v[packed[b]]) << (8 * (b % 8));
+}
+
 }  // namespace bits
 }  // namespace aces_fast

@@ -55,7 +55,7 @@ bool rows_equal(const uint8_t* a, const uint8_t* b, int64_t m) {
 }
 
 void hash_rows(const uint8_t* B, int64_t n, int64_t m, uint64_t* hash, int64_t* rowsum,
-               bool parallel, int n_threads, uint8_t* high, uint64_t* words_out) {
+               bool parallel, int n_threads, uint8_t* high, uint64_t* words_out, bool words_ready) {
   const int nt = threads_for_work(parallel ? n * m : 0, n_threads);
   const PackRow pack = pack_row_kernel();
   const int64_t nwm = (m + 63) / 64;
@@ -68,8 +68,15 @@ void hash_rows(const uint8_t* B, int64_t n, int64_t m, uint64_t* hash, int64_t* 
     const int64_t i0 = g * kRows, nr = std::min(kRows, n - i0);
     // the caller's rows when it keeps them, else scratch; stride ceil(m / 64)
     uint64_t* words = words_out ? words_out + i0 * nwm : own;
-    for (int64_t k = 0; k < nr; ++k)
-      rowsum[i0 + k] = pack(B + (i0 + k) * m, m, words + k * nwm, hi);
+    for (int64_t k = 0; k < nr; ++k) {
+      if (words_ready) {
+        int64_t c = 0;
+        for (int64_t q = 0; q < nwm; ++q) c += bits::popcount64(words[k * nwm + q]);
+        rowsum[i0 + k] = c;
+      } else {
+        rowsum[i0 + k] = pack(B + (i0 + k) * m, m, words + k * nwm, hi);
+      }
+    }
     if (nr == kRows) {
       uint64_t h[kRows];
       for (int64_t k = 0; k < kRows; ++k) h[k] = hash_start(m);
@@ -101,7 +108,7 @@ void hash_rows(const uint8_t* B, int64_t n, int64_t m, uint64_t* hash, int64_t* 
 }
 
 int64_t dedup_rows(const uint8_t* B, int64_t n, int64_t m, const int64_t* counts_in, RowPlan& plan,
-                   bool parallel, int n_threads, uint8_t* high, bool keep_words) {
+                   bool parallel, int n_threads, uint8_t* high, bool keep_words, bool words_ready) {
   const size_t nn = static_cast<size_t>(std::max<int64_t>(n, 0));
   plan.counts.resize(nn);
   plan.rep.resize(nn);
@@ -114,7 +121,7 @@ int64_t dedup_rows(const uint8_t* B, int64_t n, int64_t m, const int64_t* counts
     plan.words.clear();
   if (n <= 0) return 0;
   hash_rows(B, n, m, plan.hash.data(), plan.rowsum.data(), parallel && n * m >= kMinParallelCells,
-            n_threads, high, keep_words ? plan.words.data() : nullptr);
+            n_threads, high, keep_words ? plan.words.data() : nullptr, keep_words && words_ready);
 
   // Load factor <= 1/2: expected O(1) probes per row.
   const uint64_t cap = next_pow2(2 * static_cast<uint64_t>(n));

@@ -31,8 +31,11 @@ struct RowPlan {
 // when words is not null, row i's packed pattern goes to words[i * ceil(m / 64) ..]
 // (the hash is formed from it anyway; keeping it spares a caller a second pass
 // over B). O(n m); OpenMP over rows when parallel.
+// words_ready: words already holds every row's packed pattern (B's bytes are
+// known to be 0/1): the rows are hashed and counted from it, B is not read.
 void hash_rows(const uint8_t* B, int64_t n, int64_t m, uint64_t* hash, int64_t* rowsum,
-               bool parallel, int n_threads, uint8_t* high = nullptr, uint64_t* words = nullptr);
+               bool parallel, int n_threads, uint8_t* high = nullptr, uint64_t* words = nullptr,
+               bool words_ready = false);
 
 // True iff rows a and b (length m) have the same 0/1 pattern.
 bool rows_equal(const uint8_t* a, const uint8_t* b, int64_t m);
@@ -49,8 +52,12 @@ void release_dedup_scratch(RowPlan& plan);
 // O(n m) hashing (parallel over rows) plus an O(n) expected-time table pass.
 // Requires n < 2^31. Memory: 32 bytes per row plus 8 per table slot (< 4 n),
 // plus m / 8 bytes per row with keep_words.
+// words_ready (with keep_words): plan.words already holds the packed rows of B
+// (n * ceil(m / 64) words, B's bytes 0/1), e.g. from bit-packed input; they are
+// hashed as they are.
 int64_t dedup_rows(const uint8_t* B, int64_t n, int64_t m, const int64_t* counts_in, RowPlan& plan,
-                   bool parallel, int n_threads, uint8_t* high = nullptr, bool keep_words = false);
+                   bool parallel, int n_threads, uint8_t* high = nullptr, bool keep_words = false,
+                   bool words_ready = false);
 
 // dedup = 1 / 0 force it on / off; -1 (auto) applies the rule of each caller:
 // worth it when the work after it grows faster than O(n m) in the row count

@@ -30,19 +30,26 @@ bool run_one(BatchTask& t, const MethodParams& p, MethodWorkspace& ws, bool para
   try {
     const uint8_t* B = t.B;
     if (t.packed != nullptr) {
+      // the bytes for the kernels that read them, and the packed words that the
+      // rest would otherwise pack from those bytes again
+      const int64_t nb = (t.m + 7) / 8, nw = (t.m + 63) / 64;
       ws.unpacked.resize(static_cast<size_t>(t.n * t.m));
+      ws.plan.words.assign(static_cast<size_t>(t.n * nw), 0);
       uint8_t* dst = ws.unpacked.data();
-      const int64_t nb = (t.m + 7) / 8;
+      uint64_t* words = ws.plan.words.data();
       bool clean = true;
-      for (int64_t i = 0; i < t.n; ++i)
-        clean = bits::unpack_row_msb(t.packed + i * nb, t.m, dst + i * t.m) && clean;
+      for (int64_t i = 0; i < t.n; ++i) {
+        const uint8_t* row = t.packed + i * nb;
+        clean = bits::unpack_row_msb(row, t.m, dst + i * t.m) && clean;
+        bits::words_of_row_msb(row, nb, words + i * nw);
+      }
       if (!clean) {
         t.bad_padding = true;
         return false;
       }
       B = dst;
     }
-    run_method(B, t.n, t.m, p, t.out, ws, parallel, n_threads);
+    run_method(B, t.n, t.m, p, t.out, ws, parallel, n_threads, t.packed != nullptr);
     if (t.packed != nullptr && t.n >= kReleaseRows) std::vector<uint8_t>().swap(ws.unpacked);
   } catch (const std::bad_alloc&) {
     t.error = "out of memory";

@@ -417,7 +417,7 @@ void snap_and_order(double* s, int64_t n, double tol, const int64_t* rep, int64_
 }
 
 void run_method(const uint8_t* B, int64_t n, int64_t m, const MethodParams& p, MethodOutput& out,
-                MethodWorkspace& ws, bool parallel, int n_threads) {
+                MethodWorkspace& ws, bool parallel, int n_threads, bool words_ready) {
   out.fallback = false;
   out.not_binary = false;
   const bool par = parallel && n * m >= kMinParallelCells;
@@ -445,8 +445,8 @@ void run_method(const uint8_t* B, int64_t n, int64_t m, const MethodParams& p, M
   if (use_dedup) {
     // the packed rows feed the scores too, while they are small next to the
     // O(n + m) the rest of the call needs (else the scores pack their own)
-    const bool keep = n * ((m + 63) / 64) <= kKeepPackedWords;
-    dedup_rows(B, n, m, nullptr, ws.plan, par, n_threads, &high, keep);
+    const bool keep = words_ready || n * ((m + 63) / 64) <= kKeepPackedWords;
+    dedup_rows(B, n, m, nullptr, ws.plan, par, n_threads, &high, keep, words_ready);
     packed = keep ? ws.plan.words.data() : nullptr;
     rowsum = ws.plan.rowsum.data();
     if (ws.plan.distinct < n) {
@@ -460,6 +460,8 @@ void run_method(const uint8_t* B, int64_t n, int64_t m, const MethodParams& p, M
         release(ws.plan.rep);
       }
     }
+  } else if (words_ready) {
+    packed = ws.plan.words.data();
   } else {
     high = max_byte(B, n * m) > 1 ? 1 : 0;
   }

@@ -120,7 +120,10 @@ void snap_and_order(double* s, int64_t n, double tol, const int64_t* rep, int64_
 // the calling thread's interrupt token (kernels/interrupt.hpp) is cancelled, or
 // with out.not_binary set when a byte of B is neither 0 nor 1 (checked first, in
 // the row-dedup pass when there is one, else in a pass of its own).
+// words_ready: ws.plan.words already holds B's rows packed (n * ceil(m / 64)
+// words, bit j % 64 of word j / 64; unused bits 0) and B's bytes are known to be
+// 0/1 (a task unpacked from bit-packed input): no packing, no value check.
 void run_method(const uint8_t* B, int64_t n, int64_t m, const MethodParams& p, MethodOutput& out,
-                MethodWorkspace& ws, bool parallel, int n_threads);
+                MethodWorkspace& ws, bool parallel, int n_threads, bool words_ready = false);
 
 }  // namespace aces_fast
