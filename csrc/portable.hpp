@@ -15,6 +15,17 @@
 namespace aces_fast {
 namespace portable {
 
+// x as loaded from memory by memcpy, read as a little-endian integer: byte k of
+// memory at bits 8k..8k+7 (a byte swap on big-endian targets only).
+inline uint64_t to_little_endian64(uint64_t x) {
+#if defined(__BYTE_ORDER__) && defined(__ORDER_BIG_ENDIAN__) && \
+    __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+  return __builtin_bswap64(x);
+#else
+  return x;  // x86, ARM and MSVC's targets are little-endian
+#endif
+}
+
 // Number of leading zero bits of x != 0 (0 .. 63).
 inline int clz64(uint64_t x) {
 #if defined(__GNUC__) || defined(__clang__)

@@ -78,21 +78,29 @@ inline bool unpack_row_msb(const uint8_t* packed, int64_t m, uint8_t* out) {
 }
 
 // The packed words of one row (bit j % 64 of word j / 64 = column j) from its nb
-// bytes packed big-endian (as unpack_row_msb reads them): each byte with its
-// bits reversed. Padding bits land above column m: the caller checks they are 0.
+// bytes packed big-endian (as unpack_row_msb reads them): eight bytes loaded as
+// one little-endian word put byte b at bits 8b..8b+7; reversing the bits inside
+// every byte (three swap steps) puts column 8b + i at bit 8b + i. Writes all
+// ceil(nb / 8) words; padding bits land above column m (the caller checks they
+// are 0). Reads exactly nb bytes.
 inline void words_of_row_msb(const uint8_t* packed, int64_t nb, uint64_t* words) {
-  static const struct Reverse {
-    uint8_t v[256];
-    Reverse() {
-      for (int b = 0; b < 256; ++b) {
-        int r = 0;
-        for (int i = 0; i < 8; ++i) r |= ((b >> i) & 1) << (7 - i);
-        v[b] = static_cast<uint8_t>(r);
-      }
-    }
-  } reverse;
-  for (int64_t b = 0; b < nb; ++b)
-    words[b / 8] |= static_cast<uint64_t>(reverse.v[packed[b]]) << (8 * (b % 8));
+  const int64_t whole = nb / 8;
+  auto reverse_bytes_bits = [](uint64_t x) {
+    x = ((x >> 1) & 0x5555555555555555ULL) | ((x & 0x5555555555555555ULL) << 1);
+    x = ((x >> 2) & 0x3333333333333333ULL) | ((x & 0x3333333333333333ULL) << 2);
+    return ((x >> 4) & 0x0F0F0F0F0F0F0F0FULL) | ((x & 0x0F0F0F0F0F0F0F0FULL) << 4);
+  };
+  for (int64_t q = 0; q < whole; ++q) {
+    uint64_t x;
+    std::memcpy(&x, packed + 8 * q, 8);
+    words[q] = reverse_bytes_bits(portable::to_little_endian64(x));
+  }
+  const int64_t rest = nb - 8 * whole;
+  if (rest > 0) {
+    uint64_t x = 0;
+    for (int64_t b = 0; b < rest; ++b) x |= static_cast<uint64_t>(packed[8 * whole + b]) << (8 * b);
+    words[whole] = reverse_bytes_bits(x);
+  }
 }
 
 }  // namespace bits

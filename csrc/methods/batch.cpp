@@ -34,7 +34,7 @@ bool run_one(BatchTask& t, const MethodParams& p, MethodWorkspace& ws, bool para
       // rest would otherwise pack from those bytes again
       const int64_t nb = (t.m + 7) / 8, nw = (t.m + 63) / 64;
       ws.unpacked.resize(static_cast<size_t>(t.n * t.m));
-      ws.plan.words.assign(static_cast<size_t>(t.n * nw), 0);
+      ws.plan.words.resize(static_cast<size_t>(t.n * nw));  // every word is written
       uint8_t* dst = ws.unpacked.data();
       uint64_t* words = ws.plan.words.data();
       bool clean = true;
