@@ -11,9 +11,19 @@ made it. (``Tensor.numpy`` is not a read: it works on CPU tensors only, so
 code that calls it never runs on a device.)
 
 Between validated input and results the torch path must not read the device,
-apart from one final copy-out (:data:`COPY_OUT`). Methods and kernels that
-still read the device carry a budget (:data:`HOST_READS`) that may only go
-down; batches are measured the same way, results left on the device.
+apart from one copy-out: :func:`aces_fast._registry.host_flag` turns ACES-C's
+device ``fallback`` flag into the ``bool`` a :class:`~aces_fast.RerankResult`
+holds, once, after everything else. Methods and kernels that still read the
+device carry a budget (:data:`HOST_READS`) that may only go down. A batch is
+one computation over padded (T, n, m) tensors whose results stay on the device
+as the columns of a :class:`~aces_fast.BatchResult`: it reads nothing at all,
+and its op count does not depend on the number of tasks ``T`` (for tasks that
+share one padded chunk of at most ``chunk_elements`` cells; a bigger batch is
+several chunks).
+
+The ``cuda`` tests run the same calls on a GPU under
+``torch.cuda.set_sync_debug_mode("error")`` and compare with the cpp backend;
+they skip without CUDA.
 """
 
 from __future__ import annotations
@@ -32,7 +42,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 import aces_fast as af
 from aces_fast import _registry
 from aces_fast.backends.torch import TorchBackend
-from helpers import EXAMPLE, random_matrix
+from aces_fast.backends.torch.chunks import DEFAULT_CHUNK_ELEMENTS
+from helpers import EXAMPLE, npy, random_matrix, require_backend
 
 pytestmark = [pytest.mark.usefixtures("one_torch_thread")]
 
@@ -171,20 +182,20 @@ MATRIX[:, 7] = 1
 #: host reads per call (after validation) of each method and kernel, by the counter
 #: below; 0 means sync-free. A budget may only go down.
 HOST_READS = {
-    "majority": 1,
-    "aces-c": 4,
-    "aces-c-filter": 4,
-    "aces-o": 10,
-    "aces-o-warm": 12,
+    "majority": 0,
+    "aces-c": 0,
+    "aces-c-filter": 0,
+    "aces-o": 9,
+    "aces-o-warm": 9,
     "codet": 4,
     "codet-linear": 4,
     "b4": 4,
-    "loo_auc": 1,
-    "loo_auc_weighted": 2,
+    "loo_auc": 0,
+    "loo_auc_weighted": 0,
     "surrogate_loo_auc": 2,
 }
 #: ... and of rerank_batch of a list of tensors
-BATCH_HOST_READS = {"majority": 0, "aces-c": 7, "aces-c-filter": 7, "aces-o": 5, "aces-o-warm": 6}
+BATCH_HOST_READS = {"majority": 0, "aces-c": 0, "aces-c-filter": 0, "aces-o": 5, "aces-o-warm": 5}
 
 #: ACES-O with fewer steps keeps the test quick; the loop is the same
 PARAMS = {"aces-o": {"steps": 6}, "aces-o-warm": {"steps": 6}}
@@ -282,3 +293,91 @@ def test_copy_out_is_allowed_once_and_last():
     assert log.stray_reads() == []
     log.ops.append("aten::mul")  # not the last op any more
     assert log.stray_reads() == log.reads
+
+
+# ---------------------------------------------------------------------------
+# (b) a batch's op count does not grow with its number of tasks
+
+
+@pytest.mark.parametrize("method", ["majority", "aces-c", "aces-c-filter"])
+def test_batch_op_count_does_not_depend_on_the_number_of_tasks(method):
+    n, m = 50, 80
+    assert 1000 * n * m <= DEFAULT_CHUNK_ELEMENTS  # one padded chunk
+    counts = {}
+    for T in (10, 1000):
+        tasks = [
+            TB.prepare(torch.from_numpy(random_matrix(RNG, n, m, 0.5, dup_rows=10)))
+            for _ in range(T)
+        ]
+        log, out = record(lambda tasks=tasks: TB.rerank_batch(tasks, method, _values(method), None))
+        assert len(out) == T
+        counts[T] = log.counts()
+    assert counts[10] == counts[1000]
+    assert sum(counts[10].values()) < 400
+
+
+# ---------------------------------------------------------------------------
+# CUDA: the same calls under torch's sync debug mode, against the cpp backend
+
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+@pytest.fixture
+def sync_errors():
+    """Any host synchronization on the GPU raises inside the test."""
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        yield
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+
+
+@pytest.mark.cuda
+@cuda
+@pytest.mark.parametrize("method", ["majority", "aces-c", "aces-c-filter"])
+def test_cuda_method_without_syncs(method, sync_errors):
+    require_backend("cpp")
+    Bs = [MATRIX, EXAMPLE, random_matrix(RNG, 30, 12)]
+    for B in Bs:
+        torch.cuda.set_sync_debug_mode("default")
+        prepared = TB.prepare(torch.from_numpy(B).cuda())  # validation reads once
+        torch.cuda.set_sync_debug_mode("error")
+        spec = _registry.get(method)
+        out = spec.run(TB, prepared, _values(method))  # no sync up to the copy-out
+        torch.cuda.set_sync_debug_mode("default")
+        got = spec.pack(out, _values(method), TB.name)
+        want = af.rerank(B, method, backend="cpp")
+        assert got.scores.device.type == "cuda"
+        np.testing.assert_array_equal(npy(got.order), want.order)
+        np.testing.assert_allclose(npy(got.weights), want.weights, rtol=0, atol=1e-12)
+        assert got.fallback == want.fallback
+
+
+@pytest.mark.cuda
+@cuda
+@pytest.mark.parametrize("method", ["majority", "aces-c"])
+def test_cuda_batch_without_syncs(method, sync_errors):
+    require_backend("cpp")
+    mats = [random_matrix(RNG, n, m) for n, m in SHAPES]
+    torch.cuda.set_sync_debug_mode("default")
+    tasks = [TB.prepare(torch.from_numpy(B).cuda()) for B in mats]
+    torch.cuda.set_sync_debug_mode("error")
+    got = TB.rerank_batch(tasks, method, _values(method), None)
+    torch.cuda.set_sync_debug_mode("default")
+    want = af.rerank_batch(mats, method, backend="cpp")
+    assert got.scores.device.type == "cuda"
+    np.testing.assert_array_equal(npy(got.order), want.order)
+    np.testing.assert_allclose(npy(got.scores), want.scores, rtol=0, atol=1e-12)
+
+
+@pytest.mark.cuda
+@cuda
+def test_cuda_loo_auc_without_syncs(sync_errors):
+    require_backend("cpp")
+    torch.cuda.set_sync_debug_mode("default")
+    B = TB.prepare(torch.from_numpy(MATRIX).cuda())
+    torch.cuda.set_sync_debug_mode("error")
+    got = TB.loo_auc_public(B, None, 1e-9)
+    torch.cuda.set_sync_debug_mode("default")
+    np.testing.assert_array_equal(npy(got), af.loo_auc(MATRIX, backend="cpp"))
