@@ -79,9 +79,9 @@ def loo_auc_uniform(
     leave-one-out score u - 1: it beats the failers of the levels below u - 1
     (a running sum over levels, read at ``searchsorted(u - 1)``) and ties those
     of the level at u - 1, if any -- the same level positions for every test,
-    since the shift is 1 for all. Counts are integers held exactly (float32
-    below 2**24, else float64; int64 with ``counts``), so the values equal the
-    NumPy reference bit for bit. O(T n log n + T n m) time, O(chunk_elements)
+    since the shift is 1 for all. Counts, their products and sums are integers
+    held exactly (float32 below 2**24, else float64; int64 with ``counts``),
+    so the values equal the NumPy reference bit for bit. O(T n log n + T n m) time, O(chunk_elements)
     extra memory; no host read.
     """
     T, n, m = B.shape
@@ -93,7 +93,8 @@ def loo_auc_uniform(
         return L, passers_out
     levels = min(n, m + 1)
     cdt = count_dtype(n) if counts is None else torch.int64
-    wide = f64 if cdt.is_floating_point else torch.int64
+    # passers x failers products and their sums over levels are at most n**2
+    wide = count_dtype(n * n) if counts is None else torch.int64
     score = B.sum(dim=2, dtype=count_dtype(m)).to(torch.int64)
     if valid is not None:
         score = score.masked_fill(~valid, m + 2)  # sorted last, never a real score - 1
