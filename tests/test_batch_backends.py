@@ -321,7 +321,8 @@ def test_torch_n_threads_is_restored(torch_mod):
 
 
 def test_torch_padded_loo_auc_against_per_task(torch_mod):
-    """Padding rows and columns never count; every value is the per-task one, bit for bit."""
+    """Padding rows and columns never count; every value is the NumPy reference's per
+    task, bit for bit (and with row multiplicities, that of the repeated rows)."""
     torch = torch_mod
     from aces_fast.backends.torch import loo_auc as torch_loo_auc
 
@@ -335,15 +336,37 @@ def test_torch_padded_loo_auc_against_per_task(torch_mod):
             B[t, : rows[t], : cols[t]] = random_matrix(
                 rng, rows[t], cols[t], rng.random(), dup_rows=rows[t] // 2
             )
-        L, passers = torch_loo_auc.loo_auc_uniform_padded(
-            torch.from_numpy(B), torch.from_numpy(rows)
+        valid = torch.arange(n)[None, :] < torch.from_numpy(rows)[:, None]
+        counts = rng.integers(0, 4, size=(T, n))
+        chunk = int(rng.choice([1, 50, 10**6]))
+        L, passers = torch_loo_auc.loo_auc_uniform(torch.from_numpy(B), valid, None, chunk)
+        Lc, passers_c = torch_loo_auc.loo_auc_uniform(
+            torch.from_numpy(B), valid, torch.from_numpy(counts), chunk
         )
         for t in range(T):
-            Bt = torch.from_numpy(np.ascontiguousarray(B[t, : rows[t], : cols[t]]))
-            want = torch_loo_auc.loo_auc(Bt, None, 1e-9)
-            np.testing.assert_array_equal(L[t, : cols[t]].numpy(), want.numpy())
+            Bt = np.ascontiguousarray(B[t, : rows[t], : cols[t]])
+            want = af.loo_auc(Bt, backend="numpy")
+            np.testing.assert_array_equal(L[t, : cols[t]].numpy(), want)
             assert torch.isnan(L[t, cols[t] :]).all()
-            np.testing.assert_array_equal(passers[t, : cols[t]].numpy(), Bt.sum(0).numpy())
+            np.testing.assert_array_equal(passers[t, : cols[t]].numpy(), Bt.sum(0))
+            repeated = np.repeat(Bt, counts[t, : rows[t]], axis=0)
+            if len(repeated):
+                want = af.loo_auc(repeated, backend="numpy")
+                np.testing.assert_array_equal(Lc[t, : cols[t]].numpy(), want)
+                np.testing.assert_array_equal(passers_c[t, : cols[t]].numpy(), repeated.sum(0))
+
+
+def test_torch_loo_auc_counts_stay_exact_past_float32(torch_mod):
+    """From n = 4096 on, passer x failer products pass 2**24: the kernel counts in
+    float64 there, and still equals the reference bit for bit."""
+    torch = torch_mod
+    from aces_fast.backends.torch import loo_auc as torch_loo_auc
+
+    rng = np.random.default_rng(13)
+    for n in (4095, 4100):
+        B = random_matrix(rng, n, 6, 0.5, dup_rows=n // 3)
+        L, _ = torch_loo_auc.loo_auc_uniform(torch.from_numpy(B)[None])
+        np.testing.assert_array_equal(L[0].numpy(), af.loo_auc(B, backend="numpy"))
 
 
 def test_torch_scores_and_sums_do_not_depend_on_order_or_padding(torch_mod):

@@ -9,8 +9,8 @@ gives within the contract's 1e-6 (docs/contract.rst §4). Orders, top-k rows, me
 identical. Padding must be inert: padding rows are absent and padding columns
 inactive, whatever else shares the batch.
 
-Only a CPU is available in CI; the packing code meant for CUDA tensors runs
-here on CPU tensors (``_pad(..., via_numpy=False)``).
+Only a CPU is available in CI; the packing code (``_pad``) takes the same route
+on CPU and CUDA tensors.
 """
 
 from __future__ import annotations
@@ -293,20 +293,30 @@ def test_float32_mode(monkeypatch):
         np.testing.assert_allclose(g.weights, w.weights, rtol=0, atol=1e-5)
 
 
-def test_gpu_packing_route_on_cpu():
-    """_pad's torch route (used off the CPU) builds the same batch as the NumPy route."""
+@pytest.mark.parametrize(
+    "shapes",
+    [
+        [(3, 5), (7, 0), (1, 2), (4, 5), (2, 2)],  # several widths, m = 0
+        [(6, 4), (6, 4), (6, 4)],  # one shape: a single cat
+        [(5, 3)],
+    ],
+)
+def test_pad_places_every_task_in_its_corner(shapes):
+    """_pad (the same route on every device) against a NumPy zero-padded stack."""
     rng = np.random.default_rng(2)
-    mats = [torch.from_numpy(random_matrix(rng, n, m)) for n, m in [(3, 5), (7, 0), (1, 2)]]
-    a, rows_a = _pad(mats, via_numpy=True)
-    b, rows_b = _pad(mats, via_numpy=False)
-    assert a.dtype == b.dtype == torch.uint8 and a.shape == b.shape == (3, 7, 5)
-    np.testing.assert_array_equal(a.numpy(), b.numpy())
-    np.testing.assert_array_equal(rows_a.numpy(), [3, 7, 1])
-    np.testing.assert_array_equal(rows_b.numpy(), [3, 7, 1])
+    mats = [torch.from_numpy(random_matrix(rng, n, m)) for n, m in shapes]
+    B, n_rows = _pad(mats)
+    n_max, m_max = max(n for n, _ in shapes), max(m for _, m in shapes)
+    want = np.zeros((len(shapes), n_max, m_max), np.uint8)
     for k, Bt in enumerate(mats):
-        n, m = Bt.shape
-        np.testing.assert_array_equal(b[k, :n, :m].numpy(), Bt.numpy())
-        assert not b[k, n:].any() and not b[k, :, m:].any()
+        want[k, : Bt.shape[0], : Bt.shape[1]] = Bt.numpy()
+    assert B.dtype == torch.uint8 and B.shape == want.shape
+    np.testing.assert_array_equal(B.numpy(), want)
+    np.testing.assert_array_equal(n_rows.numpy(), [n for n, _ in shapes])
+    # the padded batch is a copy: writing to it leaves the tasks alone
+    before = [Bt.clone() for Bt in mats]
+    B.fill_(7)
+    assert all(torch.equal(a, b) for a, b in zip(mats, before))
 
 
 def test_consensus_methods_still_run_task_by_task():

@@ -458,10 +458,22 @@ class MethodSpec:
             self.result_name(values),
             backend,
             loo,
-            bool(out.fallback) if has_fallback else False,
+            host_flag(out.fallback) if has_fallback else False,
             objective,
             info,
         )
+
+
+def host_flag(flag: Any) -> bool:
+    """A method's flag (ACES-C's ``fallback``) as the ``bool`` a :class:`RerankResult`
+    holds: a Python or NumPy bool, or a one-element tensor.
+
+    For a tensor on a device this reads the device, once, after the method has
+    run: the one copy-out a torch call makes (tests/test_torch_sync.py allows
+    no other host read). A torch batch keeps its flags as a bool tensor column
+    and reads one only when its item is built.
+    """
+    return bool(flag)
 
 
 _SPECS: dict[str, MethodSpec] = {}

@@ -46,16 +46,27 @@ Kernels are vectorized across tests and chunked over columns so that no
 temporary exceeds ``chunk_elements`` entries (default 2**22, 32 MiB in
 float64): LOO-AUC uses (n, k) tensors, the surrogate two (k, U, U) buffers
 for U distinct rows (identical rows are merged with multiplicities, which on
-real data shrinks ACES-O's top-24 rows to about 6). Host synchronizations
-happen only in input validation, a handful of shape-dependent branches (row
-de-duplication, empty-input checks), and the final conversion to NumPy; the
-Adam loop itself runs without any.
+real data shrinks ACES-O's top-24 rows to about 6).
+
+Host synchronizations: majority vote, ACES-C (single call and batch) and the
+LOO-AUC kernel never read the device between validated input and results:
+data-dependent branches compute both sides and select (``maybe`` answers True
+without looking), and tables have fixed sizes (score levels bounded by n or
+m + 1) instead of data-dependent shapes. The one read is the single call's
+copy-out of ACES-C's ``fallback`` flag into a Python bool
+(:func:`aces_fast._registry.host_flag`); a batch keeps its flags on the
+device. Input validation on a device reads it, and ACES-O, CodeT, B4 and the
+surrogate kernel still read it in a few places (row de-duplication, the
+symmetry classes' done check on the CPU). tests/test_torch_sync.py counts the
+aten ops and host reads of every method and kernel on CPU tensors.
 
 Threads: on the CPU, torch's intra-op thread pool (``torch.set_num_threads``)
 applies. For the small matrices of ACES-O, one thread is usually fastest.
 
 Batches: :meth:`TorchBackend.rerank_batch` ranks many tasks (majority vote,
-ACES-C, ACES-O) as zero-padded (T, n, m) tensors on one device. Scores ``B w``
+ACES-C, ACES-O) as zero-padded (T, n, m) tensors on one device and returns the
+columnar :class:`~aces_fast.BatchResult`, its columns on that device; the
+number of ops per padded chunk does not depend on the number of tasks. Scores ``B w``
 and the weight sums are rounded independently of summation order
 (:func:`.scores.row_scores`, :func:`.scores.exact_sum`), so a task's majority / ACES-C
 batch results equal its per-task results bit for bit, on any device. Batched
@@ -81,7 +92,8 @@ import numpy as np
 
 from ... import _registry
 from ..._validation import as_pass_matrix, as_weights, is_torch_tensor
-from ...result import RerankResult, SurrogateResult
+from ...batch_result import BatchResult
+from ...result import SurrogateResult
 from ..base import Backend, BackendUnavailableError
 
 try:
@@ -271,11 +283,10 @@ class TorchBackend(Backend):
         )
 
     def loo_auc_uniform(self, B):
-        return (
-            _loo_auc.loo_auc(B, None, 0.0, None, self.chunk_elements),
-            self.column_sums(B),
-            None,
-        )
+        """``(L (m,), passers (m,), None)``: :func:`.loo_auc.loo_auc_uniform` as a
+        batch of one."""
+        L, passers = _loo_auc.loo_auc_uniform(B[None], chunk_elements=self.chunk_elements)
+        return L[0], passers[0], None
 
     @staticmethod
     def column_sums(B):
@@ -325,7 +336,9 @@ class TorchBackend(Backend):
 
     @staticmethod
     def maybe(mask) -> bool:
-        return bool(mask.any())
+        # True without looking: reading the mask would sync with the device, and the
+        # semantics select per element (where), so the skipped work is only a shortcut
+        return True
 
     @staticmethod
     def count(x):
@@ -337,7 +350,8 @@ class TorchBackend(Backend):
 
     @staticmethod
     def fmax(x, y):
-        return torch.fmax(x, torch.as_tensor(y, dtype=x.dtype, device=x.device))
+        # torch.full fills on the device; torch.as_tensor(y, device=...) would copy from the host
+        return torch.fmax(x, torch.full((), y, dtype=x.dtype, device=x.device))
 
     @staticmethod
     def log(x):
@@ -403,9 +417,10 @@ class TorchBackend(Backend):
 
     def rerank_batch(
         self, Bs: Sequence[Any], method: str, values: dict[str, Any], n_threads: int | None
-    ) -> list[RerankResult] | None:
-        """Methods over tasks (majority vote, ACES-C, ACES-O) on zero-padded batches;
-        see :func:`.batch.rerank_batch`. ``None`` for the others (CodeT, B4)."""
+    ) -> BatchResult | None:
+        """Methods over tasks (majority vote, ACES-C, ACES-O) on zero-padded batches,
+        as a columnar :class:`~aces_fast.BatchResult`; see :func:`.batch.rerank_batch`.
+        ``None`` for the others (CodeT, B4)."""
         from .batch import rerank_batch
 
         return rerank_batch(self, Bs, method, values, n_threads)

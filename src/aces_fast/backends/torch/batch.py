@@ -4,12 +4,15 @@
 stacks each group into one zero-padded tensor (:func:`pad`) and runs the
 method's semantics (:mod:`aces_fast._semantics`, the same functions as per task)
 on it with :class:`PaddedTasks` as the backend: the semantics broadcast over the
-leading task axis, and :class:`PaddedTasks` supplies padded kernels. Results are
-copied to the host once per group. Every step is vectorized over tasks and
-tests: Python loops run only over column (or row) chunks of at most
-``chunk_elements`` entries, over 62-column key words when merging rows, over
-groups of tasks with similar shapes and over ACES-O's Adam steps -- never over
-tasks, except for the padding copies and the split into results.
+leading task axis, and :class:`PaddedTasks` supplies padded kernels. The
+chunks' outputs are gathered into the flat columns of a
+:class:`~aces_fast.BatchResult` (:mod:`.columns`), on the tasks' device. Every
+step is vectorized over tasks and tests: Python loops run only over column (or
+row) chunks of at most ``chunk_elements`` entries, over 62-column key words
+when merging rows, over groups of tasks with similar shapes and over ACES-O's
+Adam steps -- never over tasks, except for the padding copies (host copies on
+the CPU) and host-side index arithmetic. Majority vote and ACES-C read nothing
+back from the device (tests/test_torch_sync.py).
 
 Shapes: a batch of T tasks is a ``uint8`` (T, n, m) tensor with ``n`` the most
 candidates and ``m`` the most tests of its tasks; task t's (n_t, m_t) pass
@@ -38,13 +41,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from ... import _registry, _semantics
+from ... import _registry
+from ...batch_result import BatchResult
 from ...result import RerankResult
 from ..shapes import shape_chunks
-from . import TorchBackend, to_output
+from . import TorchBackend, _to_numpy
 from . import aces_o as _aces_o
 from . import loo_auc as _loo_auc
-from .validate import from_numpy
+from .columns import Columns, upload
 
 #: cap on batched ACES-O's per-step pair tensors on the CPU (8 MiB in float64):
 #: measured fastest among 2**17..2**22 for 100 x m real tasks and 200 x 500 ones
@@ -81,17 +85,13 @@ class PaddedTasks(TorchBackend):
         return self._valid
 
     @staticmethod
-    def maybe(mask) -> bool:
-        return True  # knowing would cost a host sync per batch
-
-    @staticmethod
     def column_sums(B):
         # exact in float32 below 2**24 rows; torch's float reductions beat its integer ones
-        return B.to(_loo_auc._count_dtype(B.shape[1])).sum(dim=1).to(torch.int64)
+        return B.to(_loo_auc.count_dtype(B.shape[1])).sum(dim=1).to(torch.int64)
 
     @staticmethod
     def row_sums(B):
-        return B.to(_loo_auc._count_dtype(B.shape[2])).sum(dim=2).to(torch.int64)
+        return B.to(_loo_auc.count_dtype(B.shape[2])).sum(dim=2).to(torch.int64)
 
     @staticmethod
     def take_rows(B, rows):
@@ -99,7 +99,8 @@ class PaddedTasks(TorchBackend):
         return B.gather(1, rows[:, :, None].expand(T, rows.shape[1], m))
 
     def loo_auc_uniform(self, B):
-        L, passers = _loo_auc.loo_auc_uniform_padded(B, self.n_rows)
+        # no column chunks: the padded batch is bounded by its own chunking
+        L, passers = _loo_auc.loo_auc_uniform(B, self.row_mask(B), chunk_elements=None)
         return L, passers, None
 
     def aces_o_fit(self, B, logits0, active, gamma, lr, steps, counts=None, bins=None):
@@ -130,7 +131,7 @@ def _intra_op_threads(n_threads: int | None):
 
 def rerank_batch(
     be: TorchBackend, Bs: Sequence[Any], method: str, values: dict[str, Any], n_threads: int | None
-) -> list[RerankResult] | None:
+) -> BatchResult | None:
     """Rank many tasks with a method over tasks, in padded batches (:meth:`TorchBackend.rerank_batch`).
 
     The protocol of :mod:`aces_fast.batch`. Tasks (all on one device; NumPy
@@ -141,26 +142,32 @@ def rerank_batch(
     top-k rows merged to distinct rows, the Adam loop (in groups of similar
     shape, two per-step pair tensors of at most ``chunk_elements`` entries, on
     the CPU at most ``CPU_PAIR_ELEMENTS``, which run faster in cache),
-    normalization, scores of all rows, tie snapping, orders.
+    normalization, scores of all rows, tie snapping, orders. A task whose own
+    ``n m`` exceeds ``chunk_elements`` runs alone through the same semantics
+    on the backend itself (whose kernels chunk over tests).
 
-    A task whose own ``n m`` exceeds ``chunk_elements`` runs through the
-    per-task method (which chunks over tests). Results mirror each task's input
-    type; they equal :meth:`TorchBackend.rerank` task by task bit for bit for
-    majority vote and ACES-C, and for ACES-O up to summation order in the
-    surrogate (weights to 1e-9, see the package docstring; same top-k rows).
-    ``n_threads`` sets torch's (process-wide) intra-op thread count for the call
-    on the CPU and restores it afterwards. Returns ``None`` for methods not over
-    tasks (CodeT, B4: the caller loops over tasks). Cost O(sum over chunks of
-    T n_max m_max), plus for ACES-O O(T K m log K) to find distinct rows and
-    O(steps sum_t U_t^2 m_t) (up to group padding) for the Adam loop, plus one
-    copy per task to pad.
+    Returns the columnar :class:`~aces_fast.BatchResult` (:class:`.columns.Columns`
+    gathers the chunks' outputs into task order): tensors on the tasks' device
+    for tensor tasks -- majority vote and ACES-C never read the device, not even
+    the ``fallback`` flags, which stay a bool tensor column (tests/test_torch_sync.py)
+    -- NumPy columns for NumPy tasks, and for a batch mixing the two NumPy
+    columns with items that mirror each task's input. Item ``t`` equals
+    :meth:`TorchBackend.rerank` of task ``t`` bit for bit for majority vote and
+    ACES-C, and for ACES-O up to summation order in the surrogate (weights to
+    1e-9, see the package docstring; same top-k rows). ``n_threads`` sets
+    torch's (process-wide) intra-op thread count for the call on the CPU and
+    restores it afterwards. ``None`` for methods not over tasks (CodeT, B4:
+    the caller loops over tasks). Cost O(sum over chunks of T n_max m_max),
+    plus for ACES-O O(T K m log K) to find distinct rows and O(steps sum_t
+    U_t^2 m_t) (up to group padding) for the Adam loop, plus one copy per task
+    to pad; the number of ops grows with the number of chunks, not of tasks.
     """
     spec = _registry.get(method)
     if not spec.over_tasks:
         return None
     mats = [be._matrix(B) for B in Bs]
     if not mats:
-        return []
+        return BatchResult.from_results([], spec, values, be.name)
     device = mats[0][0].device
     for t, (Bt, _) in enumerate(mats):
         if Bt.device != device:
@@ -170,53 +177,88 @@ def rerank_batch(
                 "every task there first"
             )
     shapes = [(int(Bt.shape[0]), int(Bt.shape[1])) for Bt, _ in mats]
-    results: list[RerankResult | None] = [None] * len(mats)
+    columns = Columns(shapes, device)
     with _intra_op_threads(n_threads if device.type == "cpu" else None):
         for chunk in shape_chunks(shapes, be.chunk_elements):
             if len(chunk) == 1 and mats[chunk[0]][0].numel() > be.chunk_elements:
-                t = chunk[0]  # too big to pad: the per-task path chunks over tests
-                results[t] = be.rerank(to_output(*mats[t]), method, values)
+                # too big to pad: the backend's own kernels chunk over tests
+                columns.add(spec.run(be, mats[chunk[0]][0], values), chunk, padded=False)
                 continue
-            group = [mats[t] for t in chunk]
-            padded, n_rows = pad([Bt for Bt, _ in group])
-            nx = PaddedTasks(be, n_rows, [Bt.shape[1] for Bt, _ in group])
-            out = spec.run(nx, padded, values)
-            host = _host_copy(out) if any(numpy_out for _, numpy_out in group) else out
-            for k, (Bt, numpy_out) in enumerate(group):
-                task = (host if numpy_out else out).task(k, *Bt.shape)
-                results[chunk[k]] = spec.pack(task, values, be.name)
-    return results  # type: ignore[return-value]
+            padded, n_rows = pad([mats[t][0] for t in chunk])
+            nx = PaddedTasks(be, n_rows, [shapes[t][1] for t in chunk])
+            columns.add(spec.run(nx, padded, values), chunk)
+        fields = columns.fields()
+    return _batch_result(spec, values, be.name, fields, [numpy_out for _, numpy_out in mats])
 
 
-def _host_copy(out: _semantics.Outputs) -> _semantics.Outputs:
-    """NumPy copies of a batch's output tensors (one transfer each per chunk)."""
-    return _semantics.Outputs(
-        *(x if x is None or isinstance(x, bool) else x.cpu().numpy() for x in out)
-    )
+def _batch_result(
+    spec: _registry.MethodSpec,
+    values: dict[str, Any],
+    backend: str,
+    fields: dict[str, Any],
+    numpy_out: list[bool],
+) -> BatchResult:
+    """The BatchResult of a batch's columns (tensors): as they are for tensor tasks,
+    NumPy for NumPy tasks; a mixed batch has NumPy columns and items of each
+    task's own type."""
+
+    def make(convert: Any, items: list[RerankResult] | None = None) -> BatchResult:
+        col = {
+            k: v if v is None or k.endswith("_offsets") else convert(v) for k, v in fields.items()
+        }
+        return BatchResult(
+            spec,
+            values,
+            backend,
+            n_offsets=col["scores_offsets"],
+            scores=col["scores"],
+            order=col["order"],
+            m_offsets=(
+                col["weights_offsets"] if col["weights"] is not None else col["loo_auc_offsets"]
+            ),
+            weights=col["weights"],
+            loo_auc=col["loo_auc"],
+            fallback=col["fallback"],
+            objective=col["objective"],
+            objective_offsets=col["objective_offsets"],
+            rows=col["rows"],
+            rows_offsets=col["rows_offsets"],
+            items=items,
+        )
+
+    on_device = make(lambda x: x)
+    if not any(numpy_out):
+        return on_device
+    host = make(_to_numpy)
+    if all(numpy_out):
+        return host
+    return make(_to_numpy, [host[t] if out else on_device[t] for t, out in enumerate(numpy_out)])
 
 
-def pad(
-    mats: Sequence[torch.Tensor], via_numpy: bool | None = None
-) -> tuple[torch.Tensor, torch.Tensor]:
+def pad(mats: Sequence[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
     """Stack uint8 (n_t, m_t) tensors (one device) zero-padded: ``(B (T, n, m), n_rows (T,))``.
 
-    One slice copy per task; on the CPU (``via_numpy`` None) through NumPy,
-    cheaper per call than torch's slice assignment, which runs elsewhere (and
-    on the CPU with ``via_numpy=False``, as the tests do). O(T n m).
+    Tasks with the same number of tests ``m_t`` are joined by one ``cat`` and
+    their rows copied into place by one ``index_copy_`` (the row positions are
+    computed on the host from the shapes); tasks of one shape need only the
+    ``cat``. A few ops per distinct ``m_t``, none per task, no host read, and
+    the same route on every device. O(T n m).
     """
     device = mats[0].device
-    n_max = max(Bt.shape[0] for Bt in mats)
-    m_max = max(Bt.shape[1] for Bt in mats)
-    if via_numpy is None:
-        via_numpy = device.type == "cpu"
-    if via_numpy:
-        buffer = np.zeros((len(mats), n_max, m_max), dtype=np.uint8)
-        for k, Bt in enumerate(mats):
-            buffer[k, : Bt.shape[0], : Bt.shape[1]] = Bt.numpy()
-        padded = from_numpy(buffer)
-    else:
-        padded = torch.zeros((len(mats), n_max, m_max), dtype=torch.uint8, device=device)
-        for k, Bt in enumerate(mats):
-            padded[k, : Bt.shape[0], : Bt.shape[1]] = Bt
-    n_rows = torch.tensor([Bt.shape[0] for Bt in mats], dtype=torch.int64, device=device)
-    return padded, n_rows
+    n = np.array([Bt.shape[0] for Bt in mats], np.int64)
+    m = np.array([Bt.shape[1] for Bt in mats], np.int64)
+    T, n_max, m_max = len(mats), int(n.max()), int(m.max())
+    if (n == n_max).all() and (m == m_max).all():  # equal shapes: one copy
+        joined = torch.cat(list(mats)) if T > 1 else mats[0].clone()
+        return joined.view(T, n_max, m_max), upload(n, device)
+    padded = torch.zeros((T * n_max, m_max), dtype=torch.uint8, device=device)
+    for width in np.unique(m[m > 0]).tolist():
+        group = np.flatnonzero(m == width)
+        rows = torch.cat([mats[t] for t in group.tolist()])
+        counts = n[group]
+        first = np.zeros(len(group), np.int64)
+        np.cumsum(counts[:-1], out=first[1:])
+        # padded row of each row of ``rows``: its task's first padded row + its rank
+        where = np.repeat(group * n_max - first, counts) + np.arange(int(counts.sum()))
+        padded[:, :width].index_copy_(0, upload(where, device), rows)
+    return padded.view(T, n_max, m_max), upload(n, device)

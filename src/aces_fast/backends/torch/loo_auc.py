@@ -1,5 +1,12 @@
-"""LOO-AUC of every test with exact integer counting: per task, and the uniform
-LOO-AUC of a zero-padded batch of tasks."""
+"""LOO-AUC of every test with exact integer counting, without reading the device:
+uniform weights over a task axis (one task, or a zero-padded batch), float
+weights per task.
+
+Both kernels group candidates by score into a table of fixed size -- at most
+``min(n, m + 1)`` integer score levels, at most ``n`` distinct float scores --
+so no shape depends on the data and no value is read back to the host
+(docs/contract.rst §2.4 for the method).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +15,135 @@ import math
 import torch
 
 from .chunks import DEFAULT_CHUNK_ELEMENTS, column_chunks
+
+
+def count_dtype(*bounds: int) -> torch.dtype:
+    """float32 when every count stays below 2**24 (exact there; torch's float
+    reductions are several times faster than its integer ones), else float64."""
+    return torch.float32 if max(bounds) < 2**24 else torch.float64
+
+
+def _sorted_groups(
+    sv: torch.Tensor, real: torch.Tensor, size: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Groups of equal sorted values ``sv`` (..., n): ``(group (..., n), first (..., n))``.
+
+    ``group`` numbers the runs of equal values 0, 1, ... along the last axis;
+    entries not ``real`` go to the spare group ``size``. ``first`` marks the
+    first entry of each real run.
+    """
+    first = torch.ones_like(real)
+    first[..., 1:] = sv[..., 1:] != sv[..., :-1]
+    first &= real
+    group = torch.where(real, first.cumsum(dim=-1) - 1, size)
+    return group, first
+
+
+def loo_auc_uniform(
+    B: torch.Tensor,
+    valid: torch.Tensor | None = None,
+    counts: torch.Tensor | None = None,
+    chunk_elements: int | None = DEFAULT_CHUNK_ELEMENTS,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Uniform-weight LOO-AUC of every test of every task: ``(L (T, m), passers (T, m))``.
+
+    Parameters
+    ----------
+    B : uint8 tensor (T, n, m) of 0/1
+        One task per leading index (``B[None]`` for a single matrix).
+    valid : bool tensor (T, n), optional
+        The rows that are candidates (a padded batch: task t's first
+        ``n_t``); the others never count.
+    counts : int tensor (T, n), optional
+        Row multiplicities (0 = absent row).
+    chunk_elements : int or None
+        Cap on the entries of the per-chunk temporaries (about
+        ``T (n + 4 levels)`` per test); ``None``: all tests at once (a padded
+        batch is already bounded by its chunking).
+
+    Returns
+    -------
+    L : float64 tensor (T, m)
+        ``nan`` for constant tests (padding columns have no passer, so they are constant).
+    passers : int64 tensor (T, m)
+        Passing candidates per test (with multiplicity).
+
+    Notes
+    -----
+    Rows of equal integer score u form a level. The levels are the runs of the
+    sorted row sums, numbered into a table of ``levels = min(n, m + 1)``
+    slots (unused slots are empty and score ``m + 3``, so nothing depends on
+    how many levels a task has) plus a spare slot that takes what must not
+    count. One ``index_add`` sums each level's rows, giving its passers per
+    test; failers are the rest of the level. A passer of a level has
+    leave-one-out score u - 1: it beats the failers of the levels below u - 1
+    (a running sum over levels, read at ``searchsorted(u - 1)``) and ties those
+    of the level at u - 1, if any -- the same level positions for every test,
+    since the shift is 1 for all. Counts, their products and sums are integers
+    held exactly (float32 below 2**24, else float64; int64 with ``counts``),
+    so the values equal the NumPy reference bit for bit. O(T n log n + T n m) time, O(chunk_elements)
+    extra memory; no host read.
+    """
+    T, n, m = B.shape
+    dev = B.device
+    f64 = torch.float64
+    L = torch.full((T, m), math.nan, dtype=f64, device=dev)
+    passers_out = torch.zeros((T, m), dtype=torch.int64, device=dev)
+    if T == 0 or m == 0:
+        return L, passers_out
+    levels = min(n, m + 1)
+    cdt = count_dtype(n) if counts is None else torch.int64
+    # passers x failers products and their sums over levels are at most n**2
+    wide = count_dtype(n * n) if counts is None else torch.int64
+    score = B.sum(dim=2, dtype=count_dtype(m)).to(torch.int64)
+    if valid is not None:
+        score = score.masked_fill(~valid, m + 2)  # sorted last, never a real score - 1
+    sv, perm = torch.sort(score, dim=1)
+    real = sv <= m
+    level, first = _sorted_groups(sv, real, levels)
+    # score of each level, ascending; unused slots m + 3 (the spare slot collects junk)
+    value = torch.full((T, levels + 1), m + 3, dtype=torch.int64, device=dev)
+    value = value.scatter_(1, torch.where(first, level, levels), sv)[:, :levels].contiguous()
+    if counts is None:
+        row_weight = real.to(cdt)
+    else:
+        row_weight = torch.where(real, counts.to(cdt).gather(1, perm), 0)
+    size = torch.zeros((T, levels + 1), dtype=cdt, device=dev).scatter_add_(1, level, row_weight)
+    total = size.sum(dim=1, keepdim=True).to(wide)
+    base = torch.arange(T, device=dev)[:, None] * (levels + 1)
+    slot = (torch.empty_like(level).scatter_(1, perm, level) + base).reshape(-1)
+    target = value - 1
+    lo = torch.searchsorted(value, target, side="left")  # levels scoring < u - 1
+    at = value.gather(1, lo.clamp(max=levels - 1)) == target
+    lo_idx = (lo + base).reshape(-1)
+    tie_idx = (torch.where(at & (lo < levels), lo, levels) + base).reshape(-1)  # spare: empty
+    per_test = T * (n + 4 * (levels + 1))
+    budget = per_test * m if chunk_elements is None else chunk_elements
+    for a, b in column_chunks(m, per_test, budget):
+        k = b - a
+        rows = B[:, :, a:b].to(cdt)
+        if counts is not None:
+            rows = rows * counts.to(cdt)[:, :, None]
+        lp = torch.zeros((T * (levels + 1), k), dtype=cdt, device=dev)
+        lp = lp.index_add_(0, slot, rows.reshape(T * n, k)).view(T, levels + 1, k)
+        lp[:, levels] = 0  # the spare slot: rows that are not candidates
+        failers = size[:, :, None] - lp
+        below = torch.zeros((T, levels + 1, k), dtype=cdt, device=dev)
+        torch.cumsum(failers[:, :levels], dim=1, out=below[:, 1:])
+
+        def at_levels(table: torch.Tensor, idx: torch.Tensor, k: int = k) -> torch.Tensor:
+            flat = table.reshape(T * (levels + 1), k)
+            return flat.index_select(0, idx).view(T, levels, k).to(wide)
+
+        passers = lp[:, :levels].to(wide)
+        wins = (passers * at_levels(below, lo_idx)).sum(dim=1)
+        ties = (passers * at_levels(failers, tie_idx)).sum(dim=1)
+        P = passers.sum(dim=1)
+        pairs = P * (total - P)
+        value_k = (wins.to(f64) + 0.5 * ties.to(f64)) / pairs.to(f64)
+        L[:, a:b] = torch.where(pairs > 0, value_k, math.nan)
+        passers_out[:, a:b] = P.to(torch.int64)
+    return L, passers_out
 
 
 def loo_auc(
@@ -23,153 +159,61 @@ def loo_auc(
     ----------
     B : uint8 tensor (n, m) of 0/1.
     weights : float64 tensor (m,) or None
-        None means uniform integer weights: scores are int64 row sums and ties
-        are exact equality. Float weights tie within ``tie_tol * sum(w)``.
+        None means uniform integer weights (:func:`loo_auc_uniform`). Float
+        weights tie within ``tie_tol * sum(w)``.
     counts : int64 tensor (n,), optional
         Row multiplicities (0 = absent row).
 
-    Method: rows with equal scores share every comparison, so candidates are
-    grouped by their distinct score values ``u`` (one sort; V <= n groups, and
-    V <= m + 1 under uniform weights). For a chunk of k tests, one
-    ``index_add`` gives the (V, k) passer multiplicities per score group; the
-    failers are the rest of each group, and their prefix sums over the sorted
-    groups form a (V + 1, k) table. A passer group's shifted score
-    ``u - w_j`` (+/- the tolerance) is located among the ``u`` with
-    ``searchsorted``; the table entries there count the failers strictly below
-    and at-or-below it. Under uniform weights the shift is 1 for every test, so
-    the positions are one (V,) vector shared by all tests. The comparisons are
-    the NumPy reference's and the counts exact integers (int32 when they cannot
+    Method (float weights): rows with equal scores share every comparison, so
+    candidates are grouped by their distinct score values ``u``: one sort, and a
+    table of n slots (unused ones score ``+inf``, after every real score). For
+    a chunk of k tests, one ``index_add`` gives the (n, k) passer
+    multiplicities per score group; the failers are the rest of each group,
+    and their prefix sums over the sorted groups form an (n + 1, k) table. A
+    passer group's shifted score ``u - w_j`` (+/- the tolerance) is located
+    among the ``u`` with ``searchsorted``; the table entries there count the
+    failers strictly below and at-or-below it. The comparisons are the NumPy
+    reference's and the counts exact integers (int32 when they cannot
     overflow, else int64), so the values equal the reference bit for bit.
-    O(n log n + n m + V m log V) time, O(chunk_elements) extra memory; no
-    (n, n) tensor.
+    O(n log n + n m log n) time, O(chunk_elements) extra memory; no (n, n)
+    tensor and no host read.
     """
     n, m = B.shape
     dev = B.device
+    if weights is None:
+        L, _ = loo_auc_uniform(
+            B[None], None, None if counts is None else counts[None], chunk_elements
+        )
+        return L[0]
     out = torch.full((m,), math.nan, dtype=torch.float64, device=dev)
     if m == 0:
         return out
-    c = (
-        torch.ones(n, dtype=torch.int64, device=dev)
-        if counts is None
-        else counts.to(device=dev, dtype=torch.int64)
-    )
-    total = n if counts is None else int(c.sum())
-    # every count and every passer x failer product below is at most total**2
-    idt = torch.int32 if total * total < 2**31 else torch.int64
-    if weights is None:
-        s = B.sum(dim=1, dtype=torch.int64)
-    else:
-        w = weights.to(device=dev, dtype=torch.float64)
-        s = B.to(torch.float64) @ w
-        tol = tie_tol * float(w.sum())
-    u, group = torch.unique(s, sorted=True, return_inverse=True)
-    V = u.shape[0]
-    c = c.to(idt)
-    group_size = torch.zeros(V, dtype=idt, device=dev).index_add_(0, group, c)
-    if weights is None:
-        lo_shared = torch.searchsorted(u, u - 1, side="left")
-        hi_shared = torch.searchsorted(u, u - 1, side="right")
+    # every count and every passer x failer product below is at most (sum of counts)**2
+    idt = torch.int32 if counts is None and n * n < 2**31 else torch.int64
+    c = torch.ones(n, dtype=idt, device=dev) if counts is None else counts.to(device=dev, dtype=idt)
+    w = weights.to(device=dev, dtype=torch.float64)
+    s = B.to(torch.float64) @ w
+    tol = tie_tol * w.sum()
+    sv, perm = torch.sort(s)
+    sorted_group, first = _sorted_groups(sv, torch.ones_like(sv, dtype=torch.bool), n)
+    group = torch.empty_like(sorted_group).scatter_(0, perm, sorted_group)
+    u = torch.full((n + 1,), math.inf, dtype=torch.float64, device=dev)
+    u = u.scatter_(0, torch.where(first, sorted_group, n), sv)[:n].contiguous()
+    group_size = torch.zeros(n, dtype=idt, device=dev).index_add_(0, group, c)
     for a, b in column_chunks(m, n, chunk_elements):
-        passers = torch.zeros((V, b - a), dtype=idt, device=dev).index_add_(
+        passers = torch.zeros((n, b - a), dtype=idt, device=dev).index_add_(
             0, group, B[:, a:b].to(idt) * c[:, None]
         )
-        prefix = torch.zeros((V + 1, b - a), dtype=idt, device=dev)
+        prefix = torch.zeros((n + 1, b - a), dtype=idt, device=dev)
         torch.cumsum(group_size[:, None] - passers, dim=0, out=prefix[1:])
-        if weights is None:
-            below = prefix.index_select(0, lo_shared)
-            at_or_below = prefix.index_select(0, hi_shared)
-        else:
-            q = u[:, None] - w[None, a:b]
-            q_hi = q + tol
-            q_lo = q.sub_(tol)  # in place: (u - w) - tol, the reference's rounding order
-            below = prefix.gather(0, torch.searchsorted(u, q_lo, side="left"))
-            at_or_below = prefix.gather(0, torch.searchsorted(u, q_hi, side="right"))
+        q = u[:, None] - w[None, a:b]
+        q_hi = q + tol
+        q_lo = q.sub_(tol)  # in place: (u - w) - tol, the reference's rounding order
+        below = prefix.gather(0, torch.searchsorted(u, q_lo, side="left"))
+        at_or_below = prefix.gather(0, torch.searchsorted(u, q_hi, side="right"))
         wins = (passers * below).sum(dim=0, dtype=idt)
         ties = (passers * (at_or_below - below)).sum(dim=0, dtype=idt)
-        pairs = passers.sum(dim=0, dtype=torch.int64) * prefix[V].to(torch.int64)
+        pairs = passers.sum(dim=0, dtype=torch.int64) * prefix[n].to(torch.int64)
         value = (wins.to(torch.float64) + 0.5 * ties.to(torch.float64)) / pairs.to(torch.float64)
         out[a:b] = torch.where(pairs > 0, value, out[a:b])
     return out
-
-
-def _count_dtype(*bounds: int) -> torch.dtype:
-    """float32 when every count stays below 2**24 (exact there; torch's float
-    reductions are several times faster than its integer ones), else float64."""
-    return torch.float32 if max(bounds) < 2**24 else torch.float64
-
-
-def loo_auc_uniform_padded(
-    B: torch.Tensor, n_rows: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Uniform-weight LOO-AUC of every test of every task: ``(L (T, m), passers (T, m))``.
-
-    ``B`` uint8 (T, n, m): task t's pass matrix in its top-left (n_rows[t], m_t)
-    corner, zeros elsewhere; ``n_rows`` int64 (T,). ``L`` is float64 with
-    ``nan`` for constant tests (padding columns have no passer, so they are
-    constant); ``passers`` int64 counts each test's passing candidates.
-
-    Rows of equal integer score u form a level (padding rows are left out).
-    One ``index_add`` sums each level's rows, giving its passers per test
-    (T, levels, m); failers are the rest of the level. A passer of a level has
-    leave-one-out score u - 1: it beats the failers of the levels below u - 1
-    (a running sum over levels, read at ``searchsorted(u - 1)``) and ties those
-    of the level at u - 1, if any -- the same level positions for every test,
-    since the shift is 1 for all. Counts are integers held exactly in floating
-    point (below 2**24 in float32, 2**53 in float64), and the final
-    expression is :func:`loo_auc`'s, so every value equals the per-task one
-    bit for bit. O(T n m + T n log n) time, O(T n m) memory; one host sync
-    (the largest number of levels).
-    """
-    T, n, m = B.shape
-    dev = B.device
-    f64 = torch.float64
-    if T == 0 or m == 0:
-        return (
-            torch.full((T, m), math.nan, dtype=f64, device=dev),
-            torch.zeros((T, m), dtype=torch.int64, device=dev),
-        )
-    cdt = _count_dtype(n, m)
-    Bc = B.to(cdt)
-    n_col = n_rows[:, None]
-    valid = torch.arange(n, device=dev)[None, :] < n_col
-    # padding rows score m + 2: sorted last, never a real score minus 1
-    score = Bc.sum(dim=2).to(torch.int64).masked_fill_(~valid, m + 2)
-    sv, perm = torch.sort(score, dim=1)
-    first = torch.ones((T, n), dtype=torch.bool, device=dev)
-    first[:, 1:] = sv[:, 1:] != sv[:, :-1]
-    first &= sv <= m
-    per_task = first.sum(dim=1)
-    levels = int(per_task.max())
-    # level of each sorted row; padding rows go to a spare slot `levels`
-    level = torch.where(sv <= m, torch.cumsum(first, dim=1) - 1, levels)
-    value = torch.full((T, levels + 1), m + 3, dtype=torch.int64, device=dev)
-    value.scatter_(1, torch.where(first, level, levels), sv)  # ascending, unused: m + 3
-    value = value[:, :levels].contiguous()
-    size = torch.zeros((T, levels + 1), dtype=cdt, device=dev)
-    size.scatter_add_(1, level, valid.to(cdt))
-    row_level = torch.empty_like(level).scatter_(1, perm, level)
-    slot = (row_level + torch.arange(T, device=dev)[:, None] * (levels + 1)).reshape(-1)
-    lp = torch.zeros((T * (levels + 1), m), dtype=cdt, device=dev)
-    lp.index_add_(0, slot, Bc.reshape(T * n, m))
-    del Bc
-    level_passers = lp.reshape(T, levels + 1, m)  # spare slot: 0 passers
-    level_failers = size[:, :, None] - level_passers  # spare slot: 0 (size 0)
-    failers_below = torch.zeros((T, levels + 1, m), dtype=cdt, device=dev)
-    torch.cumsum(level_failers[:, :levels], dim=1, out=failers_below[:, 1:])
-    target = value - 1
-    lo = torch.searchsorted(value, target, side="left")  # levels scoring < u - 1
-    at = value.gather(1, lo.clamp(max=max(levels - 1, 0))) == target
-    tie_level = torch.where(at & (lo < levels), lo, levels)  # spare slot: no failers
-    base = torch.arange(T, device=dev)[:, None] * (levels + 1)
-
-    def rows(table: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-        flat = table.reshape(T * (levels + 1), m)
-        return flat.index_select(0, (idx + base).reshape(-1)).reshape(T, levels, m).to(f64)
-
-    passers = level_passers[:, :levels].to(f64)
-    wins = (passers * rows(failers_below, lo)).sum(dim=1)
-    ties = (passers * rows(level_failers, tie_level)).sum(dim=1)
-    P = passers.sum(dim=1)
-    pairs = P * (n_col.to(f64) - P)
-    L = torch.where(pairs > 0, (wins + 0.5 * ties) / pairs, math.nan)
-    return L, P.to(torch.int64)

@@ -1,0 +1,383 @@
+"""Host synchronizations and op counts of the ``torch`` backend (issue #22).
+
+On a GPU every operation that reads device memory from the host (``.item()``,
+``bool(tensor)``, a ``nonzero`` or ``unique`` whose output shape depends on the
+data, ``.tolist()``) stalls the host until the device has caught up, and
+every dispatched op is a kernel launch. Both are visible on CPU tensors, where
+CI runs: :class:`OpLog` records every aten op dispatched (a
+``TorchDispatchMode``) and the host reads made through tensor methods that
+bypass the dispatcher (``tolist``), each with the aces_fast function that
+made it. (``Tensor.numpy`` is not a read: it works on CPU tensors only, so
+code that calls it never runs on a device.)
+
+Between validated input and results the torch path must not read the device,
+apart from one copy-out: :func:`aces_fast._registry.host_flag` turns ACES-C's
+device ``fallback`` flag into the ``bool`` a :class:`~aces_fast.RerankResult`
+holds, once, after everything else. Methods and kernels that still read the
+device carry a budget (:data:`HOST_READS`) that may only go down. A batch is
+one computation over padded (T, n, m) tensors whose results stay on the device
+as the columns of a :class:`~aces_fast.BatchResult`: it reads nothing at all,
+and its op count does not depend on the number of tasks ``T`` (for tasks that
+share one padded chunk of at most ``chunk_elements`` cells; a bigger batch is
+several chunks).
+
+The ``cuda`` tests run the same calls on a GPU under
+``torch.cuda.set_sync_debug_mode("error")`` and compare with the cpp backend;
+they skip without CUDA.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import aces_fast as af
+from aces_fast import _registry
+from aces_fast.backends.torch import TorchBackend
+from aces_fast.backends.torch.chunks import DEFAULT_CHUNK_ELEMENTS
+from helpers import EXAMPLE, npy, random_matrix, require_backend
+
+pytestmark = [pytest.mark.usefixtures("one_torch_thread")]
+
+#: aten ops that read device memory on the host (a sync on CUDA) whatever their arguments
+SYNC_OPS = frozenset(
+    {
+        "aten::item",
+        "aten::_local_scalar_dense",
+        "aten::is_nonzero",
+        "aten::nonzero",
+        "aten::nonzero_numpy",
+        "aten::argwhere",
+        "aten::masked_select",
+        "aten::equal",
+        "aten::allclose",
+        "aten::bincount",
+        "aten::repeat_interleave",
+    }
+)
+#: aten ops whose output shape depends on the data (``unique`` and its kin)
+SYNC_PREFIXES = ("aten::unique", "aten::_unique")
+#: ops that sync when an index is a bool mask (``x[mask]``: a data-dependent shape)
+MASK_INDEX_OPS = frozenset({"aten::index", "aten::index_put", "aten::index_put_"})
+#: the one function allowed to read the device: the single call's copy-out
+COPY_OUT = ("_registry.py", "host_flag")
+
+
+def _caller() -> tuple[str, str]:
+    """(file name, function) of the innermost aces_fast frame on the stack."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        path = frame.f_code.co_filename.replace("\\", "/")
+        if "/aces_fast/" in path:
+            return path.rsplit("/", 1)[-1], frame.f_code.co_name
+        frame = frame.f_back
+    return "?", "?"
+
+
+def _tensors(x: Any) -> list:
+    if isinstance(x, torch.Tensor):
+        return [x]
+    if isinstance(x, (list, tuple)):
+        return [t for item in x for t in _tensors(item)]
+    return []
+
+
+def _syncs(name: str, args: tuple, kwargs: dict) -> bool:
+    if name in SYNC_OPS or name.startswith(SYNC_PREFIXES):
+        return True
+    if name in MASK_INDEX_OPS:
+        indices = args[1] if len(args) > 1 else kwargs.get("indices", ())
+        return any(t.dtype in (torch.bool, torch.uint8) for t in _tensors(indices))
+    if name in ("aten::_to_copy", "aten::copy_", "aten::to"):
+        # a device-to-host copy (only ever seen with a device input)
+        src = [t.device.type for t in _tensors(args[1:2] if name == "aten::copy_" else args[:1])]
+        dst = kwargs.get("device")
+        if name == "aten::copy_":
+            dst = args[0].device
+        return bool(src) and dst is not None and torch.device(dst).type == "cpu" != src[0]
+    return False
+
+
+class OpLog(TorchDispatchMode):
+    """Records every aten op dispatched in its ``with`` block, and host reads.
+
+    Attributes
+    ----------
+    ops : list of str
+        Every op's name (``"aten::add"``), in dispatch order; host reads through
+        ``Tensor.tolist`` appear as ``"host::tolist"``.
+    reads : list of (int, str, tuple of str)
+        ``(position in ops, op name, (file, function))`` of every op that reads
+        the device from the host.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: list[str] = []
+        self.reads: list[tuple[int, str, tuple[str, str]]] = []
+        self._patched: dict[str, Any] = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = func._schema.name
+        if _syncs(name, args, kwargs):
+            self.reads.append((len(self.ops), name, _caller()))
+        self.ops.append(name)
+        return func(*args, **kwargs)
+
+    def _host(self, method: str) -> Callable[..., Any]:
+        original = getattr(torch.Tensor, method)
+
+        def read(tensor, *args, **kwargs):
+            self.reads.append((len(self.ops), f"host::{method}", _caller()))
+            self.ops.append(f"host::{method}")
+            return original(tensor, *args, **kwargs)
+
+        return read
+
+    def __enter__(self):
+        for method in ("tolist",):
+            self._patched[method] = getattr(torch.Tensor, method)
+            setattr(torch.Tensor, method, self._host(method))
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        for method, original in self._patched.items():
+            setattr(torch.Tensor, method, original)
+        return super().__exit__(*exc)
+
+    def counts(self) -> Counter:
+        return Counter(self.ops)
+
+    def stray_reads(self) -> list[tuple[int, str, tuple[str, str]]]:
+        """Host reads other than one final copy-out (:data:`COPY_OUT`, after
+        every other op)."""
+        stray = [r for r in self.reads if r[2] != COPY_OUT]
+        copy_out = [r for r in self.reads if r[2] == COPY_OUT]
+        if len(copy_out) > 1 or (copy_out and copy_out[0][0] != len(self.ops) - 1):
+            stray += copy_out  # more than one, or not the last op
+        return stray
+
+
+def record(fn: Callable[[], Any]) -> tuple[OpLog, Any]:
+    with OpLog() as log:
+        out = fn()
+    return log, out
+
+
+TB = TorchBackend()
+RNG = np.random.default_rng(22)
+#: 200 x 500, the issue's cell: Bernoulli, a duplicated row block and a constant column
+MATRIX = random_matrix(RNG, 200, 500, 0.5, dup_rows=40)
+MATRIX[:, 7] = 1
+
+#: host reads per call (after validation) of each method and kernel, by the counter
+#: below; 0 means sync-free. A budget may only go down.
+HOST_READS = {
+    "majority": 0,
+    "aces-c": 0,
+    "aces-c-filter": 0,
+    "aces-o": 9,
+    "aces-o-warm": 9,
+    "codet": 4,
+    "codet-linear": 4,
+    "b4": 4,
+    "loo_auc": 0,
+    "loo_auc_weighted": 0,
+    "surrogate_loo_auc": 2,
+}
+#: ... and of rerank_batch of a list of tensors
+BATCH_HOST_READS = {"majority": 0, "aces-c": 0, "aces-c-filter": 0, "aces-o": 5, "aces-o-warm": 5}
+
+#: ACES-O with fewer steps keeps the test quick; the loop is the same
+PARAMS = {"aces-o": {"steps": 6}, "aces-o-warm": {"steps": 6}}
+
+
+def _values(method: str) -> dict:
+    return _registry.method_params(method, PARAMS.get(method, {}))
+
+
+def _kernel_call(name: str, B: Any) -> Callable[[], Any]:
+    w = TB.prepare_weights(torch.from_numpy(RNG.random(B.shape[1])), B.shape[1])
+    if name == "loo_auc":
+        return lambda: TB.loo_auc_public(B, None, 1e-9)
+    if name == "loo_auc_weighted":
+        return lambda: TB.loo_auc_public(B, w, 1e-9)
+    return lambda: TB.surrogate_public(B, w / w.sum(), 10.0)
+
+
+def _call(name: str, B: Any) -> Callable[[], Any]:
+    if name in _registry.names():
+        return lambda: TB.rerank(B, name, _values(name))
+    return _kernel_call(name, B)
+
+
+def test_every_method_and_kernel_has_a_budget():
+    assert set(HOST_READS) == set(af.METHODS) | {
+        "loo_auc",
+        "loo_auc_weighted",
+        "surrogate_loo_auc",
+    }
+    over_tasks = {s.name for s in _registry.specs() if s.over_tasks}
+    assert set(BATCH_HOST_READS) == over_tasks
+
+
+@pytest.mark.parametrize("name", list(HOST_READS))
+@pytest.mark.parametrize("matrix", ["random", "example"])
+def test_host_reads_within_budget(name, matrix):
+    """(a) Host reads of one call on a validated tensor: none but the copy-out for
+    the sync-free methods and kernels, at most the budget for the others."""
+    B = TB.prepare(torch.from_numpy(MATRIX if matrix == "random" else EXAMPLE))
+    log, _ = record(_call(name, B))
+    stray = log.stray_reads()
+    assert len(stray) <= HOST_READS[name], stray
+    if HOST_READS[name] == 0:
+        assert stray == []
+
+
+@pytest.mark.parametrize("method", list(BATCH_HOST_READS))
+def test_batch_host_reads_within_budget(method):
+    """(a) rerank_batch of tensors of mixed shapes, results left on the device:
+    no host read at all for the sync-free methods (not even the copy-out)."""
+    tasks = [TB.prepare(torch.from_numpy(random_matrix(RNG, n, m))) for n, m in SHAPES]
+    log, out = record(lambda: TB.rerank_batch(tasks, method, _values(method), None))
+    assert len(out) == len(tasks)
+    assert len(log.reads) <= BATCH_HOST_READS[method], log.reads
+    if BATCH_HOST_READS[method] == 0:
+        assert log.reads == []
+
+
+SHAPES = [(8, 10), (1, 4), (5, 0), (30, 12), (12, 30), (60, 80)]
+
+
+def test_the_counter_sees_host_reads():
+    """The recorder catches each kind of read, and names the function that made it."""
+
+    def reads():
+        x = torch.arange(6.0)
+        bool(x.any())
+        x[x > 2].sum()
+        torch.unique(x)
+        x.nonzero()
+        x.tolist()
+        return float(x.sum())
+
+    log, _ = record(reads)
+    names = [r[1] for r in log.reads]
+    assert names == [
+        "aten::_local_scalar_dense",  # bool(x.any())
+        "aten::index",  # x[mask]
+        "aten::_unique2",
+        "aten::nonzero",
+        "host::tolist",
+        "aten::_local_scalar_dense",  # float(...)
+    ]
+    assert all(r[2][1] in ("?", "reads") for r in log.reads)
+    # arithmetic, views and reductions that stay on the device are not reads
+    log, _ = record(lambda: (torch.arange(6.0) * 2).cumsum(0).sort().values[:3].max())
+    assert log.reads == [] and len(log.ops) >= 5
+
+
+def test_copy_out_is_allowed_once_and_last():
+    log = OpLog()
+    log.ops = ["aten::add", "aten::is_nonzero"]
+    log.reads = [(1, "aten::is_nonzero", COPY_OUT)]
+    assert log.stray_reads() == []
+    log.ops.append("aten::mul")  # not the last op any more
+    assert log.stray_reads() == log.reads
+
+
+# ---------------------------------------------------------------------------
+# (b) a batch's op count does not grow with its number of tasks
+
+
+@pytest.mark.parametrize("method", ["majority", "aces-c", "aces-c-filter"])
+def test_batch_op_count_does_not_depend_on_the_number_of_tasks(method):
+    n, m = 50, 80
+    assert 1000 * n * m <= DEFAULT_CHUNK_ELEMENTS  # one padded chunk
+    counts = {}
+    for T in (10, 1000):
+        tasks = [
+            TB.prepare(torch.from_numpy(random_matrix(RNG, n, m, 0.5, dup_rows=10)))
+            for _ in range(T)
+        ]
+        log, out = record(lambda tasks=tasks: TB.rerank_batch(tasks, method, _values(method), None))
+        assert len(out) == T
+        counts[T] = log.counts()
+    assert counts[10] == counts[1000]
+    assert sum(counts[10].values()) < 400
+
+
+# ---------------------------------------------------------------------------
+# CUDA: the same calls under torch's sync debug mode, against the cpp backend
+
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+@pytest.fixture
+def sync_errors():
+    """Any host synchronization on the GPU raises inside the test."""
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        yield
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+
+
+@pytest.mark.cuda
+@cuda
+@pytest.mark.parametrize("method", ["majority", "aces-c", "aces-c-filter"])
+def test_cuda_method_without_syncs(method, sync_errors):
+    require_backend("cpp")
+    Bs = [MATRIX, EXAMPLE, random_matrix(RNG, 30, 12)]
+    for B in Bs:
+        torch.cuda.set_sync_debug_mode("default")
+        prepared = TB.prepare(torch.from_numpy(B).cuda())  # validation reads once
+        torch.cuda.set_sync_debug_mode("error")
+        spec = _registry.get(method)
+        out = spec.run(TB, prepared, _values(method))  # no sync up to the copy-out
+        torch.cuda.set_sync_debug_mode("default")
+        got = spec.pack(out, _values(method), TB.name)
+        want = af.rerank(B, method, backend="cpp")
+        assert got.scores.device.type == "cuda"
+        np.testing.assert_array_equal(npy(got.order), want.order)
+        np.testing.assert_allclose(npy(got.weights), want.weights, rtol=0, atol=1e-12)
+        assert got.fallback == want.fallback
+
+
+@pytest.mark.cuda
+@cuda
+@pytest.mark.parametrize("method", ["majority", "aces-c"])
+def test_cuda_batch_without_syncs(method, sync_errors):
+    require_backend("cpp")
+    mats = [random_matrix(RNG, n, m) for n, m in SHAPES]
+    torch.cuda.set_sync_debug_mode("default")
+    tasks = [TB.prepare(torch.from_numpy(B).cuda()) for B in mats]
+    torch.cuda.set_sync_debug_mode("error")
+    got = TB.rerank_batch(tasks, method, _values(method), None)
+    torch.cuda.set_sync_debug_mode("default")
+    want = af.rerank_batch(mats, method, backend="cpp")
+    assert got.scores.device.type == "cuda"
+    np.testing.assert_array_equal(npy(got.order), want.order)
+    np.testing.assert_allclose(npy(got.scores), want.scores, rtol=0, atol=1e-12)
+
+
+@pytest.mark.cuda
+@cuda
+def test_cuda_loo_auc_without_syncs(sync_errors):
+    require_backend("cpp")
+    torch.cuda.set_sync_debug_mode("default")
+    B = TB.prepare(torch.from_numpy(MATRIX).cuda())
+    torch.cuda.set_sync_debug_mode("error")
+    got = TB.loo_auc_public(B, None, 1e-9)
+    torch.cuda.set_sync_debug_mode("default")
+    np.testing.assert_array_equal(npy(got), af.loo_auc(MATRIX, backend="cpp"))
