@@ -17,7 +17,11 @@ Runs:
   repetitions, ``-m target`` for the cells the speed goals read;
 * ``MALLOC_MMAP_THRESHOLD_=131072 python -m pytest benchmarks --benchmark-enable
   --bench-memory --benchmark-json FILE``: the peak working memory of every cell
-  (a separate run: the fixed mmap threshold changes allocation costs).
+  (a separate run: the fixed mmap threshold changes allocation costs);
+* ``python -m pytest benchmarks --benchmark-enable --bench-device cuda``: the
+  device cells instead (:func:`harness.cells.device_cases`): ``torch-cuda``
+  next to ``cpp`` on all of the host's cores; without CUDA every ``torch-cuda``
+  cell is skipped with the reason.
 
 ``aces-fast bench`` runs these and prints the tables (:mod:`harness.command`).
 Cells with 2 000 or more candidates, or a long estimated call, are marked
@@ -90,6 +94,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--bench-threads", type=_list(int), metavar="T,...", help="only these thread counts (1, 2)"
     )
     group.addoption(
+        "--bench-device",
+        default="cpu",
+        metavar="DEVICE",
+        help="cpu (the CPU matrix, default) or cuda (torch-cuda next to cpp on all cores)",
+    )
+    group.addoption(
         "--bench-max-call",
         type=float,
         default=300.0,
@@ -114,11 +124,20 @@ def pytest_configure(config: pytest.Config) -> None:
     for option, allowed in (
         ("bench_ops", cells.OPS),
         ("bench_families", workloads.FAMILIES),
-        ("bench_sizes", cells.SIZES),
-        ("bench_impls", cells.IMPLS),
+        ("bench_sizes", cells.ALL_SIZES),
+        ("bench_impls", cells.IMPLS + cells.DEVICE_IMPLS),
         ("bench_threads", cells.THREADS),
     ):
         _check_choices(config, option, allowed)
+    if config.getoption("bench_device") not in cells.DEVICES:
+        raise pytest.UsageError(
+            f"--bench-device: unknown {config.getoption('bench_device')}; choose from "
+            f"{', '.join(cells.DEVICES)}"
+        )
+    if config.getoption("bench_device") != "cpu" and config.getoption("bench_threads"):
+        raise pytest.UsageError(
+            "--bench-threads does not apply to a device run (cpp runs on all of the host's cores)"
+        )
     if config.getoption("bench_rounds") < 1:
         raise pytest.UsageError("--bench-rounds must be >= 1")
     if config.getoption("bench_memory"):
@@ -162,26 +181,53 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     ]
     threads: Sequence[int] | None = config.getoption("bench_threads")
     reps = 1 if smoke or config.getoption("bench_memory") else config.getoption("bench_rounds")
-    chosen = cells.all_cases(
-        ops=ops,
-        families=config.getoption("bench_families") or workloads.FAMILIES,
-        sizes=config.getoption("bench_sizes"),
-        impls=config.getoption("bench_impls"),
-        threads=threads,
-        reps=reps,
-    )
+    device = config.getoption("bench_device")
+    if device == "cpu":
+        chosen = cells.all_cases(
+            ops=ops,
+            families=config.getoption("bench_families") or workloads.FAMILIES,
+            sizes=config.getoption("bench_sizes"),
+            impls=config.getoption("bench_impls"),
+            threads=threads,
+            reps=reps,
+        )
+    else:
+        chosen = cells.device_cases(
+            ops=ops,
+            families=config.getoption("bench_families") or workloads.SYNTHETIC,
+            sizes=config.getoption("bench_sizes"),
+            impls=config.getoption("bench_impls"),
+            reps=reps,
+            device=device,
+        )
     goals = set(targets.target_groups())
+    device_goals = set(targets.device_target_cells())
     params = []
     for case in chosen:
         # the smoke run checks each path once: thread counts matter only for batches
-        if smoke and case.threads > 1 and case.kind != "batch":
+        if smoke and case.threads > 1 and case.kind != "batch" and case.device == "cpu":
             continue
         marks = [pytest.mark.slow] if case.slow else []
-        if (case.op, case.family, case.size, case.threads) in goals and case.impl != "numpy":
+        if case.device != "cpu":
+            if (case.op, case.family, case.size, case.impl) in device_goals:
+                marks.append(pytest.mark.target)
+        elif (case.op, case.family, case.size, case.threads) in goals and case.impl != "numpy":
             marks.append(pytest.mark.target)
         case_id = case.id[len(ops[0]) + 1 :] if len(metafunc.module.OPS) == 1 else case.id
         params.append(pytest.param(case, id=case_id, marks=marks))
     metafunc.parametrize("case", params)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A device run keeps only the matrix's cells (the streaming tests have no
+    device variant: they would only add minutes of CPU work)."""
+    if config.getoption("bench_device") == "cpu":
+        return
+    keep = [i for i in items if "case" in getattr(i, "fixturenames", ())]
+    dropped = [i for i in items if "case" not in getattr(i, "fixturenames", ())]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
 
 
 @pytest.fixture(scope="session")
@@ -189,7 +235,9 @@ def runtimes(request: pytest.FixtureRequest) -> dict[str, Any]:
     """Import every library and JIT-compile numba once, before any measurement
     (smoke runs skip this: nothing is timed, numba compiles what they call)."""
     if _enabled(request.config) and not _RUNTIMES:
-        impls = request.config.getoption("bench_impls") or cells.IMPLS
+        impls = request.config.getoption("bench_impls") or (
+            cells.IMPLS if request.config.getoption("bench_device") == "cpu" else cells.CUDA_IMPLS
+        )
         _RUNTIMES.update(runtime.load_runtimes(impls))
     return _RUNTIMES
 
@@ -222,8 +270,12 @@ def run_case(benchmark: Any, runtimes: dict[str, Any], request: pytest.FixtureRe
 def pytest_benchmark_update_json(
     config: pytest.Config, benchmarks: Any, output_json: dict[str, Any]
 ) -> None:
-    """Add the harness's facts to the ``--benchmark-json`` output."""
+    """Add the harness's facts to the ``--benchmark-json`` output (a device run
+    adds its GPU under ``device``)."""
+    device = config.getoption("bench_device")
+    extra = {} if device == "cpu" else {"device": runtime.device_info(device)}
     output_json[HARNESS_KEY] = {
+        **extra,
         "mode": _mode(config).name,
         "rounds": config.getoption("bench_rounds"),
         "max_time_s": float(config.getoption("benchmark_max_time")),

@@ -593,3 +593,221 @@ def test_the_scaling_table_gives_each_thread_count_its_speed_up():
     }
     assert "100/s" in lines[(*g, "cpp")] and "(2x)" in lines[(*g, "cpp")]
     assert "4ms" in lines[(*c, "cpp")] and "1ms (4x)" in lines[(*c, "cpp")]
+
+
+# ---------------------------------------------------------------------------
+# --device cuda: torch-cuda next to cpp on all cores (checked here on CPU tensors)
+
+
+def test_device_cells_pair_torch_cuda_with_cpp_on_all_cores():
+    cases = cells.device_cases(cores=16)
+    groups = {}
+    for c in cases:
+        assert c.device == "cuda" and c.threads == 16 and c.family != "real"
+        groups.setdefault((c.op, c.family, c.size), []).append(c.impl)
+    # every operation, the batch cells included, has both implementations side by side
+    assert {g[0] for g in groups} == set(cells.OPS)
+    assert all(impls == ["cpp", "torch-cuda"] for impls in groups.values())
+    assert ("loo-auc", "distinct", "100000x2000") in groups
+    assert ("aces-o-all", "distinct", "2000x1000") in groups
+    batch_c = next(c for c in cases if c.op == "batch-aces-c")
+    batch_o = next(c for c in cases if c.op == "batch-aces-o")
+    assert (batch_c.tasks, batch_c.size, batch_o.tasks) == (2000, "200x500", 200)
+    # a CPU run's batches keep their 200 tasks
+    assert cells.Case("batch-aces-c", "distinct", "200x500", "cpp", 2).tasks == 200
+    assert cells.device_cases(cores=4)[0].threads == 4
+    assert cells.device_cases()[0].threads == cells.host_cores()
+    reps = cells.device_cases(ops=("aces-c",), families=("distinct",), sizes=("200x500",), reps=2)
+    assert [(c.rep, c.impl) for c in reps] == [
+        (0, "cpp"),
+        (0, "torch-cuda"),
+        (1, "cpp"),
+        (1, "torch-cuda"),
+    ]
+    # the CPU matrix is untouched by the device cells
+    assert not any(c.impl == "torch-cuda" or c.device != "cpu" for c in cells.all_cases())
+
+
+def test_quick_device_run_keeps_the_goal_cells_and_drops_the_large_others():
+    goal_cells = set(targets.device_target_cells())
+    assert ("aces-o-all", "distinct", "2000x1000", "torch-cuda") in goal_cells
+    assert ("aces-o-all", "distinct", "2000x1000", "cpp") not in goal_cells  # absolute goal
+    assert ("loo-auc", "distinct", "100000x2000", "cpp") in goal_cells  # a speed-up goal
+    quick = [c for c in cells.device_cases(cores=16) if not c.slow or c.cell[:4] in goal_cells]
+    kept = {(c.op, c.family, c.size, c.impl) for c in quick}
+    assert ("loo-auc", "distinct", "20000x1000", "cpp") not in kept
+    assert ("aces-c", "dup-heavy", "200x500", "torch-cuda") in kept
+    assert ("batch-aces-c", "distinct", "200x500", "torch-cuda") in kept
+    assert ("batch-aces-o", "dup-heavy", "200x500", "cpp") in kept
+
+
+def test_torch_cuda_cell_moves_inputs_once_and_synchronizes_every_call(monkeypatch):
+    torch = pytest.importorskip("torch")
+    monkeypatch.setitem(cells.TORCH_DEVICE, "torch-cuda", "cpu")
+    moved, synced = [], []
+    to_device = cells._to_device
+    monkeypatch.setattr(cells, "_to_device", lambda x, d: moved.append(d) or to_device(x, d))
+    monkeypatch.setattr(cells, "_synchronize", lambda d: synced.append(d))
+    B, w = workloads.workload("distinct", 24, 100)
+    for op in cells.CALL_OPS:
+        moved.clear(), synced.clear()
+        fn = cells.make_call(op, "torch-cuda", B, w, threads=2)
+        assert moved == ["cpu"] * (2 if op == "loo-auc-weighted" else 1)
+        out = fn()
+        fn()
+        assert synced == ["cpu", "cpu"] and len(moved) in (1, 2)  # no copy per call
+        ref = cells.make_call(op, "cpp", B, w)()
+        if op.startswith("loo-auc"):
+            assert isinstance(out, torch.Tensor)
+            np.testing.assert_allclose(out.numpy(), ref, rtol=0, atol=1e-12)
+        else:
+            assert isinstance(out.order, torch.Tensor) and out.backend == "torch"
+            np.testing.assert_array_equal(out.order.numpy(), ref.order)
+    tasks = workloads.batch_tasks("distinct", 3, 20, 30)
+    moved.clear(), synced.clear()
+    fn = cells.make_call("batch-aces-c", "torch-cuda", tasks)
+    out = fn()
+    assert moved == ["cpu"] * 3 and synced == ["cpu"] and len(out) == 3
+    from benchmarks.harness import suite
+
+    suite.check_output(cells.Case("batch-aces-c", "distinct", "20x30", "torch-cuda", 2), out, tasks)
+
+
+def test_without_cuda_the_torch_cuda_cells_say_why(monkeypatch):
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    reason = cells.skip_reason(
+        cells.Case("aces-c", "distinct", "200x500", "torch-cuda", 2, device="cuda")
+    )
+    assert reason is not None and reason.startswith("torch-cuda unavailable: no CUDA device")
+    assert runtime.device_unavailable_reason("cpu") is None
+    info = runtime.device_info("cuda")
+    assert "no CUDA device" in info["unavailable"]
+    # the cpp cell beside it still runs
+    if runtime.backend_unavailable_reason("cpp") is None:
+        assert cells.skip_reason(cells.Case("aces-c", "distinct", "200x500", "cpp", 2)) is None
+
+
+def test_device_run_refuses_before_any_run_without_cuda(monkeypatch, capsys):
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(
+        command, "_suite_run", lambda *a, **k: pytest.fail("the benchmarks ran before the check")
+    )
+    monkeypatch.setattr(sys, "argv", ["aces-fast bench", "--device", "cuda", "-q"])
+    assert command.console_main() == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("aces-fast bench: error: --device cuda: ")
+    assert "no CUDA device is available" in err[0]
+    for argv, message in (
+        (["--device", "cuda", "--threads", "1"], "--threads does not apply"),
+        (["--device", "cuda", "--impls", "numba"], "not numba"),
+        (["--impls", "torch-cuda"], "needs --device cuda"),
+        (["--sizes", "100000x2000"], "--device cuda only"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            command.main([*argv, "-q"])
+
+
+def test_aces_fast_bench_device_cuda_without_a_gpu_is_one_error_line(tmp_path):
+    pytest.importorskip("torch")
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="")  # no GPU, on any machine
+    env.pop("ACES_FAST_BACKEND", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "aces_fast", "bench", "--device", "cuda", "-q"],
+        cwd=str(ROOT),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 1 and proc.stdout == "" and "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("aces-fast: error: --device cuda: ")
+    assert "no CUDA device is available" in lines[0]
+
+
+def test_device_pytest_command_adds_the_device_and_cpu_stays_as_it_was(tmp_path):
+    parser = command.build_parser()
+    cpu = command.pytest_command(
+        ROOT / "benchmarks", parser.parse_args([]), tmp_path / "t.json", memory=False
+    )
+    assert not any(a.startswith("--bench-device") for a in cpu)
+    cuda = command.pytest_command(
+        ROOT / "benchmarks", parser.parse_args(["--device", "cuda"]), tmp_path / "t.json", False
+    )
+    assert cuda[-1] == "--bench-device=cuda" and cuda[:-1] == cpu
+    assert parser.parse_args([]).device == "cpu"
+
+
+def _device_timing(cuda_batch_c=(2e-3, 1.5e-3, 1e-3)):
+    """A device run's JSON: cpp on 16 cores and torch-cuda, three repetitions."""
+    t = 16
+
+    def pair(op, size, cpp, cuda, **extra):
+        return [
+            b
+            for rep, (c, g) in enumerate(zip(cpp, cuda))
+            for b in (
+                _bench(op, "distinct", size, "cpp", t, rep, c, **extra),
+                _bench(op, "distinct", size, "torch-cuda", t, rep, g, **extra),
+            )
+        ]
+
+    return {
+        "benchmarks": [
+            # cpp/cuda per repetition: 10, 20, 30 -> 20x
+            *pair("batch-aces-c", "200x500", (20e-3, 30e-3, 30e-3), cuda_batch_c, tasks=2000),
+            *pair("batch-aces-o", "200x500", (0.1, 0.1, 0.1), (0.05, 0.04, 0.05), tasks=200),
+            _bench("aces-o-all", "distinct", "2000x1000", "torch-cuda", t, 0, 0.8),
+            *pair("aces-c", "200x500", (50e-6,) * 3, (0.3e-3, 0.25e-3, 0.4e-3)),
+        ],
+        report.HARNESS_KEY: {
+            "skipped": [
+                dict(
+                    op="loo-auc",
+                    family="distinct",
+                    size="100000x2000",
+                    impl="torch-cuda",
+                    threads=t,
+                    kind="call",
+                    reason="torch-cuda unavailable: no CUDA device is available",
+                )
+            ]
+        },
+    }
+
+
+def test_device_goals_and_cpp_over_cuda_ratios_from_a_result_set():
+    rows = report.aggregate(_device_timing())
+    by = {(r["op"], r["impl"]): r for r in rows}
+    assert by[("batch-aces-c", "torch-cuda")]["speedup_vs_cpp"] == pytest.approx(20.0)
+    assert "speedup_vs_cpp" not in by[("batch-aces-c", "cpp")]
+    goals = {g["target"]: g for g in targets.evaluate_device(rows)}
+    assert len(goals) == len(targets.DEVICE_GOALS)
+    status = {
+        name.split(",")[0] + ("/s" if "tasks" in g["goal"] else ""): g["status"]
+        for name, g in goals.items()
+    }
+    assert status["rerank_batch ACES-C 2000 tasks of 200x500 distinct"] == "met"  # 20x >= 10x
+    # 2000 tasks in 1.5 ms (median) = 1.33 M tasks/s >= 1 M
+    assert status["rerank_batch ACES-C 2000 tasks of 200x500 distinct/s"] == "met"
+    assert status["rerank_batch ACES-O K=24 200 tasks of 200x500 distinct"] == "not met"  # 2x
+    assert status["ACES-O top_k=None T=90 2000x1000 distinct"] == "met"  # 0.8 s <= 1 s
+    assert status["ACES-C 200x500 distinct"] == "not met"  # 0.3 ms > 0.2 ms
+    loo = next(g for n, g in goals.items() if n.startswith("LOO-AUC 100000x2000"))
+    assert loo["status"] == "not measured" and "no CUDA device" in loo["why"]
+    text = targets.format_targets(list(goals.values()))
+    assert "20x" in text and ">= 10x cpp" in text and "<= 0.2 ms" in text and "800 ms" in text
+    table = report.format_device_table(rows)
+    assert table.splitlines()[0].startswith("cpp on all 16 cores")
+    line = next(ln for ln in table.splitlines() if ln.startswith("batch-aces-c"))
+    assert "200x500 x2000" in line and line.rstrip().endswith("20x")
+    assert "skipped: torch-cuda unavailable" in table
+    # the torch-cuda column shows in the ordinary tables too
+    assert "torch-cuda" in report.format_tables(rows)
+    # slower on the GPU: a speed-up below 1 keeps its digits
+    slow = report.aggregate(_device_timing(cuda_batch_c=(0.2, 0.3, 0.3)))
+    g = targets.evaluate_device(slow)[0]
+    assert g["shown"] == "0.1x" and g["status"] == "not met"
+    assert report.format_device_table([]) == ""

@@ -15,6 +15,14 @@ threads cell (and a repetition index, see :func:`all_cases`). Three kinds:
 Implementations: every aces_fast backend and, in the same group, the operation's
 baseline (``numpy-rankdata`` for LOO-AUC and ACES-C, ``torch-autograd`` for
 ACES-O, :mod:`.baselines`); batch cells run the backends that have a batch path.
+
+Device cells (``aces-fast bench --device cuda``, :func:`device_cases`): the
+``torch-cuda`` implementation -- the torch backend on CUDA tensors, inputs moved
+to the device once before any timing, every timed call followed by
+``torch.cuda.synchronize()`` -- next to ``cpp`` on all of the host's cores, in
+one group per operation, family and size (:data:`CUDA_SIZES`; batch cells on
+:data:`CUDA_BATCH_TASKS` tasks), so each cpp / cuda ratio is measured side by
+side.
 """
 
 from __future__ import annotations
@@ -29,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from . import workloads
-from .runtime import backend_unavailable_reason
+from .runtime import backend_unavailable_reason, device_unavailable_reason
 
 #: per-call operation -> (description, baseline implementation)
 CALL_OPS: dict[str, tuple[str, str]] = {
@@ -55,6 +63,27 @@ BATCH_BACKENDS: tuple[str, ...] = ("cpp", "numba", "torch")
 BASELINES: tuple[str, ...] = ("numpy-rankdata", "torch-autograd")
 IMPLS: tuple[str, ...] = BACKENDS + BASELINES
 THREADS: tuple[int, ...] = (1, 2)
+#: devices of ``--device``; ``cuda`` runs :func:`device_cases` instead of :func:`all_cases`
+DEVICES: tuple[str, ...] = ("cpu", "cuda")
+#: implementations that run on an accelerator, and the torch device each puts its
+#: inputs on (the tests point it at ``cpu`` to exercise the same code without a GPU)
+DEVICE_IMPLS: tuple[str, ...] = ("torch-cuda",)
+TORCH_DEVICE: dict[str, str] = {"torch-cuda": "cuda"}
+#: what a device run compares: the device implementations and cpp on all host cores
+CUDA_IMPLS: tuple[str, ...] = ("cpp", *DEVICE_IMPLS)
+#: synthetic sizes of each per-call operation in a device run (the GPU goals read
+#: LOO-AUC at 100000x2000, ACES-O top_k=None at 2000x1000, ACES-C at 200x500)
+CUDA_SIZES: dict[str, tuple[str, ...]] = {
+    "loo-auc": ("200x500", "20000x1000", "100000x2000"),
+    "loo-auc-weighted": ("200x500", "20000x1000", "100000x2000"),
+    "aces-c": ("200x500", "2000x1000"),
+    "aces-o": ("200x500", "2000x1000"),
+    "aces-o-all": ("200x500", "2000x1000"),
+}
+#: tasks of each batch cell in a device run (the issue's goals: 2000 ACES-C tasks)
+CUDA_BATCH_TASKS: dict[str, int] = {"batch-aces-c": 2000, "batch-aces-o": 200}
+#: every size a run may name (``--sizes``): the CPU matrix's and the device run's
+ALL_SIZES: tuple[str, ...] = (*SIZES, "100000x2000")
 ACES_O_STEPS = 90
 ACES_O_TOP_K = 24
 #: cells with at least this many candidates are ``slow``
@@ -69,10 +98,19 @@ SLOW_SWEEP_S = 10.0
 #: 2-core AMD EPYC (equal rows make cpp and numba faster); the NumPy reference
 #: also pays :data:`_NUMPY_STEP_TEST_S` per step and test (a Python loop). Used
 #: only to mark cells slow and to skip calls far over a time budget.
-_PAIR_RATE = {"cpp": 5e8, "numba": 6e8, "torch": 4e7, "numpy": 5e7, "torch-autograd": 1.2e7}
+_PAIR_RATE = {
+    "cpp": 5e8,
+    "numba": 6e8,
+    "torch": 4e7,
+    "numpy": 5e7,
+    "torch-autograd": 1.2e7,
+    # a guess for one H100/H200, used only to mark cells slow
+    "torch-cuda": 2e10,
+}
 _NUMPY_STEP_TEST_S = 3.5e-5
-#: fixed cost per Adam step (operator dispatch, autograd graph), seconds
-_STEP_S = {"torch": 1.5e-4, "torch-autograd": 5e-4}
+#: fixed cost per Adam step (operator dispatch, autograd graph; kernel launches
+#: and host syncs on CUDA: 163 ms for 91 steps on an H200, issue 22), seconds
+_STEP_S = {"torch": 1.5e-4, "torch-autograd": 5e-4, "torch-cuda": 1.8e-3}
 #: The pair tensor of the autograd baseline may use at most this share of RAM.
 _MEM_SHARE = 0.25
 
@@ -87,6 +125,7 @@ class Case:
     impl: str
     threads: int
     rep: int = 0
+    device: str = "cpu"
 
     @property
     def kind(self) -> str:
@@ -94,6 +133,11 @@ class Case:
         if self.op in BATCH_OPS:
             return "batch"
         return "real" if self.family == "real" else "call"
+
+    @property
+    def tasks(self) -> int:
+        """Tasks of a batch cell (:data:`CUDA_BATCH_TASKS` in a device run)."""
+        return CUDA_BATCH_TASKS.get(self.op, BATCH_TASKS) if self.device != "cpu" else BATCH_TASKS
 
     @property
     def shape(self) -> tuple[int, int] | None:
@@ -194,8 +238,105 @@ def all_cases(
     return out
 
 
+def host_cores() -> int:
+    """The cores this process may run on (what "cpp on all of the host's cores" uses)."""
+    import os
+
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def device_cases(
+    ops: Sequence[str] = OPS,
+    families: Sequence[str] = workloads.SYNTHETIC,
+    sizes: Sequence[str] | None = None,
+    impls: Sequence[str] | None = None,
+    reps: int = 1,
+    cores: int | None = None,
+    device: str = "cuda",
+) -> list[Case]:
+    """The cells of a device run: per operation, synthetic family and size
+    (:data:`CUDA_SIZES`, batches at :data:`BATCH_SIZE`), ``cpp`` on ``cores``
+    threads (default: all of the host's) and every device implementation, in
+    one group, the repetitions interleaved as in :func:`all_cases`. The real
+    family has no device cells (one small call per problem measures launch
+    latency, which the ACES-C 200x500 cell already does)."""
+    cores = host_cores() if cores is None else cores
+    chosen = [i for i in CUDA_IMPLS if impls is None or i in impls]
+    out: list[Case] = []
+    for op in ops:
+        for family in families:
+            if family == "real":
+                continue
+            op_sizes = (BATCH_SIZE,) if op in BATCH_OPS else CUDA_SIZES[op]
+            for size in op_sizes:
+                if sizes is not None and size not in sizes:
+                    continue
+                for rep in range(reps):
+                    out += [Case(op, family, size, i, cores, rep, device) for i in chosen]
+    return out
+
+
 # ---------------------------------------------------------------------------
 # what a cell calls
+
+
+def _to_device(x: np.ndarray, device: str) -> Any:
+    """``x`` as a torch tensor on ``device`` (once per cell, before any timing)."""
+    import torch
+
+    return torch.from_numpy(np.ascontiguousarray(x)).to(device)
+
+
+def _synchronize(device: str) -> None:
+    """Wait for the device's queued work, so a timed call includes it."""
+    import torch
+
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _device_call(op: str, impl: str, B: Any, w: np.ndarray | None) -> Callable[[], Any]:
+    """``op`` with the torch backend on tensors already on ``TORCH_DEVICE[impl]``,
+    each call ending with :func:`_synchronize`."""
+    import aces_fast as af
+
+    device = TORCH_DEVICE[impl]
+    call: Callable[[], Any]
+    if op in BATCH_OPS:
+        method = BATCH_OPS[op][1]
+        tasks = [_to_device(b, device) for b in B]
+
+        def call() -> Any:
+            return af.rerank_batch(tasks, method, backend="torch")
+    else:
+        Bt = _to_device(B, device)
+        top_k = None if op == "aces-o-all" else ACES_O_TOP_K
+        if op == "loo-auc":
+
+            def call() -> Any:
+                return af.loo_auc(Bt, backend="torch")
+        elif op == "loo-auc-weighted":
+            wt = _to_device(np.asarray(w, dtype=np.float64), device)
+
+            def call() -> Any:
+                return af.loo_auc(Bt, wt, backend="torch")
+        elif op == "aces-c":
+
+            def call() -> Any:
+                return af.aces_c(Bt, backend="torch")
+        else:
+
+            def call() -> Any:
+                return af.aces_o(Bt, steps=ACES_O_STEPS, top_k=top_k, backend="torch")
+
+    def timed() -> Any:
+        out = call()
+        _synchronize(device)
+        return out
+
+    return timed
 
 
 def make_call(
@@ -203,6 +344,10 @@ def make_call(
 ) -> Callable[[], Any]:
     """A zero-argument callable running per-call ``op`` with ``impl`` on ``(B, w)``,
     or batch ``op`` on the task list ``B`` with ``threads`` threads."""
+    if impl in DEVICE_IMPLS:
+        if op not in OPS:
+            raise ValueError(f"unknown operation {op!r}; choose from {', '.join(OPS)}")
+        return _device_call(op, impl, B, w)
     if op in BATCH_OPS:
         if impl not in BACKENDS:
             raise ValueError(f"implementation {impl!r} has no batch path")
@@ -235,14 +380,16 @@ def make_call(
     raise ValueError(f"implementation {impl!r} does not compute {op!r}")
 
 
-def inputs(case: Case, batch_tasks: int = BATCH_TASKS) -> list[tuple[Any, np.ndarray]]:
+def inputs(case: Case, batch_tasks: int | None = None) -> list[tuple[Any, np.ndarray]]:
     """The ``(B, weights)`` inputs of a cell: one for a ``call`` cell, one per
-    problem for a ``real`` cell, and ``(tasks, empty)`` for a batch cell."""
+    problem for a ``real`` cell, and ``(tasks, empty)`` for a batch cell
+    (``batch_tasks`` tasks, default :attr:`Case.tasks`)."""
     if case.kind == "real":
         return list(workloads.real_problems(case.size))
     n, m = parse_size(case.size)
     if case.kind == "batch":
-        return [(workloads.batch_tasks(case.family, batch_tasks, n, m), np.empty(0))]
+        count = case.tasks if batch_tasks is None else batch_tasks
+        return [(workloads.batch_tasks(case.family, count, n, m), np.empty(0))]
     return [workloads.workload(case.family, n, m)]
 
 
@@ -279,7 +426,7 @@ def _call_seconds(op: str, impl: str, B: np.ndarray) -> float:
     return 0.0
 
 
-def estimate_seconds(case: Case, batch_tasks: int = BATCH_TASKS) -> float:
+def estimate_seconds(case: Case, batch_tasks: int | None = None) -> float:
     """A rough time (seconds) of one timed call of a cell: one call, one sweep
     over the problems, or one batch. Only ACES-O, the NumPy reference and the
     rankdata baseline at large sizes can be expensive."""
@@ -289,9 +436,14 @@ def estimate_seconds(case: Case, batch_tasks: int = BATCH_TASKS) -> float:
         )
     if case.kind == "real":
         return sum(_call_seconds(case.op, case.impl, B) for B, _ in inputs(case))
+    count = case.tasks if batch_tasks is None else batch_tasks
     first = workloads.batch_tasks(case.family, 1, *parse_size(case.size))[0]  # no need for all
-    per_task = _call_seconds(BATCH_OPS[case.op][1], case.impl, first)
-    return per_task * batch_tasks / case.threads
+    op = BATCH_OPS[case.op][1]
+    if case.impl in DEVICE_IMPLS:  # one batched run: the per-step cost is paid once
+        fixed = _STEP_S[case.impl] * (ACES_O_STEPS + 1) if op.startswith("aces-o") else 0.0
+        return _call_seconds(op, case.impl, first) * count - fixed * (count - 1)
+    per_task = _call_seconds(op, case.impl, first)
+    return per_task * count / case.threads
 
 
 def _available_memory() -> float:
@@ -306,11 +458,11 @@ def _available_memory() -> float:
 
 
 def skip_reason(
-    case: Case, max_call_s: float = 300.0, batch_tasks: int = BATCH_TASKS
+    case: Case, max_call_s: float = 300.0, batch_tasks: int | None = None
 ) -> str | None:
     """Why ``case`` cannot or should not run here (``None`` when it runs).
 
-    Reasons: an unavailable backend or missing baseline dependency; the
+    Reasons: an unavailable backend, device (no CUDA) or missing baseline dependency; the
     autograd baseline's ``(k, k, m)`` float64 pair tensors exceeding a quarter of
     the available memory; an estimated timed call over ``max_call_s``.
     """
@@ -318,6 +470,12 @@ def skip_reason(
         reason = backend_unavailable_reason(case.impl)
         if reason is not None:
             return f"backend {case.impl} unavailable: {reason}"
+    elif case.impl in DEVICE_IMPLS:
+        reason = backend_unavailable_reason("torch")
+        if reason is None:
+            reason = device_unavailable_reason(TORCH_DEVICE[case.impl])
+        if reason is not None:
+            return f"{case.impl} unavailable: {reason}"
     elif case.impl == "torch-autograd":
         if importlib.util.find_spec("torch") is None:
             return "baseline (b) needs torch, which is not installed"

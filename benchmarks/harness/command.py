@@ -14,6 +14,12 @@ runs it and reads its JSON:
    memory before it;
 3. the import time of ``aces_fast`` in fresh interpreters.
 
+``--device cuda`` runs the device cells instead (:func:`.cells.device_cases`):
+the torch backend on CUDA tensors (``torch-cuda``, synchronized after every
+call) next to cpp on all of the host's cores, no memory run (resident memory
+does not see the GPU's), then the cpp / cuda table and the GPU goals. Without
+a CUDA device it stops before any run with one error line.
+
 The tables show per cell the median over repetitions and the speed-up over the
 group's baseline, computed repetition by repetition (both measured side by side)
 and then the median. Speed goals are printed as measured / goal / status; they
@@ -101,6 +107,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="every cell, up to 20000x1000 (an hour or more on 2 cores)",
     )
     parser.add_argument(
+        "--device",
+        choices=cells.DEVICES,
+        default="cpu",
+        help="cpu: the CPU matrix (default); cuda: the torch backend on CUDA tensors "
+        "next to cpp on all of the host's cores, and the GPU goals",
+    )
+    parser.add_argument(
         "--rounds",
         type=_positive(int, "--rounds"),
         default=3,
@@ -127,22 +140,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--sizes",
-        type=_choices(cells.SIZES, "size"),
+        type=_choices(cells.ALL_SIZES, "size"),
         metavar="NxM,...",
-        help=f"synthetic sizes ({', '.join(cells.SIZES)}); given sizes run even when marked slow",
+        help=f"synthetic sizes ({', '.join(cells.SIZES)}; {cells.ALL_SIZES[-1]} with "
+        "--device cuda); given sizes run even when marked slow",
     )
     parser.add_argument(
         "--impls",
-        type=_choices(cells.IMPLS, "implementation"),
+        type=_choices(cells.IMPLS + cells.DEVICE_IMPLS, "implementation"),
         metavar="NAME,...",
-        help=f"implementations ({', '.join(cells.IMPLS)}); "
-        "default all (a speed-up needs the operation's baseline)",
+        help=f"implementations ({', '.join(cells.IMPLS)}; with --device cuda: "
+        f"{', '.join(cells.CUDA_IMPLS)}); default all (a speed-up needs the operation's baseline)",
     )
     parser.add_argument(
         "--threads",
         type=_choices(cells.THREADS, "thread count", int),
         metavar="T,...",
-        help="thread counts (1, 2); default both",
+        help="thread counts (1, 2); default both (--device cuda: cpp on all cores)",
     )
     parser.add_argument(
         "--no-memory",
@@ -182,6 +196,9 @@ Three runs, one after another:
 
 Quick mode (the default) took about 16 minutes on 2 shared cores; --full an
 hour or more.
+--device cuda times the torch backend on CUDA tensors next to cpp on all of
+the host's cores (no memory run) and prints the cpp/cuda ratios and the GPU
+goals; it stops with an error when no CUDA device is available.
 Output files (--json, --plot) are checked before the runs start.
 Details: benchmarks/README.md."""
 
@@ -228,7 +245,39 @@ def pytest_command(
             cmd.append(f"--bench-{option}={','.join(map(str, values))}")
     if not args.full and not args.sizes:
         cmd += ["-m", "not slow or target"]
+    if getattr(args, "device", "cpu") != "cpu":
+        cmd.append(f"--bench-device={args.device}")
     return cmd
+
+
+def check_device(args: argparse.Namespace) -> None:
+    """ValueError now, before any run, for a device run that cannot happen here
+    (no CUDA device) or options that do not apply to the device chosen."""
+    from .runtime import device_unavailable_reason
+
+    if args.device == "cpu":
+        chosen = [i for i in args.impls or () if i in cells.DEVICE_IMPLS]
+        if chosen:
+            raise ValueError(f"--impls {','.join(chosen)} needs --device cuda")
+        wrong = [s for s in args.sizes or () if s not in cells.SIZES]
+        if wrong:
+            raise ValueError(f"--sizes {','.join(wrong)} is a size of --device cuda only")
+        return
+    if args.threads:
+        raise ValueError(
+            f"--threads does not apply to --device {args.device}: cpp runs on all "
+            f"{cells.host_cores()} of the host's cores"
+        )
+    wrong = [i for i in args.impls or () if i not in cells.CUDA_IMPLS]
+    if wrong:
+        raise ValueError(
+            f"--device {args.device} compares {', '.join(cells.CUDA_IMPLS)}; not {', '.join(wrong)}"
+        )
+    if args.families and set(args.families) <= {"real"}:
+        raise ValueError(f"--device {args.device} has no cells for the real family")
+    reason = device_unavailable_reason(args.device)
+    if reason is not None:
+        raise ValueError(f"--device {args.device}: {reason}")
 
 
 def _run_pytest(cmd: list[str], env: dict[str, str], cwd: Path, log: Path, echo: bool) -> int:
@@ -282,6 +331,8 @@ def run(args: argparse.Namespace, suite_dir: Path | None = None) -> int:
                 f"the benchmark suite needs {why} (pip install pytest "
                 "pytest-benchmark, or the project's test extra)"
             )
+    check_device(args)
+    device_run = args.device != "cpu"
     if args.plot and importlib.util.find_spec("matplotlib") is None:
         raise ValueError("--plot needs matplotlib (pip install matplotlib)")
     # the report is written after minutes of measuring: refuse a bad path now
@@ -299,11 +350,13 @@ def run(args: argparse.Namespace, suite_dir: Path | None = None) -> int:
     env.setdefault("ACES_FAST_NUMBA_CACHE", "1")
     echo = not args.quiet
     commands = {"timing": pytest_command(suite_dir, args, workdir / "timing.json", False)}
-    if not args.no_memory:
+    # resident memory does not see a GPU's: a device run has no memory run
+    memory_run = not args.no_memory and not device_run
+    if memory_run:
         commands["memory"] = pytest_command(suite_dir, args, workdir / "memory.json", True)
     timing = _suite_run("timing", commands["timing"], env, workdir, suite_dir, echo)
     memory = None
-    if not args.no_memory:
+    if memory_run:
         name, value = MMAP_THRESHOLD_ENV
         memory = _suite_run(
             "memory", commands["memory"], dict(env, **{name: value}), workdir, suite_dir, echo
@@ -312,13 +365,18 @@ def run(args: argparse.Namespace, suite_dir: Path | None = None) -> int:
     facts = timing.get(report.HARNESS_KEY, {})
     rows = report.aggregate(timing, memory)
     versions = facts.get("versions", {})
-    goals = targets.evaluate(rows, versions.get("default_backend", "cpp"), import_time)
+    if device_run:
+        goals = targets.evaluate_device(rows)
+    else:
+        goals = targets.evaluate(rows, versions.get("default_backend", "cpp"), import_time)
     full = {
         "date": date,
         "machine": facts.get("machine", {}),
+        **({"device": facts.get("device", {})} if device_run else {}),
         "versions": versions,
         "settings": {
             "mode": "full" if args.full else "quick",
+            **({"device": args.device} if device_run else {}),
             "rounds": args.rounds,
             "max_time_s": facts.get("max_time_s"),
             "runtimes": facts.get("runtimes"),
@@ -334,7 +392,12 @@ def run(args: argparse.Namespace, suite_dir: Path | None = None) -> int:
     }
     print(_header(full))
     print(report.format_tables(rows))
-    print("\nSpeed goals (measured, never asserted):")
+    if device_run:
+        print()
+        print(report.format_device_table(rows))
+        print("\nGPU goals of issue 22 (measured, never asserted):")
+    else:
+        print("\nSpeed goals (measured, never asserted):")
     print(targets.format_targets(goals))
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
@@ -364,6 +427,17 @@ def _cpp_build(info: Any) -> str:
     )
 
 
+def _device_line(info: dict[str, Any]) -> str:
+    """The GPU of a device run, or why there is none."""
+    if info.get("unavailable") or not info.get("name"):
+        return f"  device {info.get('device')}: {info.get('unavailable', 'unknown')}"
+    return (
+        f"  device {info['device']}: {info['name']} ({info.get('memory_gb')} GB, "
+        f"compute capability {info.get('capability')}, CUDA {info.get('cuda')}, "
+        f"torch {info.get('torch')}); no memory run"
+    )
+
+
 def _header(full: dict[str, Any]) -> str:
     m, v, s = full["machine"], full["versions"], full["settings"]
     libs = "  ".join(
@@ -381,6 +455,7 @@ def _header(full: dict[str, Any]) -> str:
             ),
             f"  {libs}",
             f"  default backend {v.get('default_backend')}; {_cpp_build(v.get('cpp_backend'))}",
+            *([_device_line(full["device"])] if "device" in full else []),
             f"  threads pinned per cell via {s.get('thread_pinning')}",
             (
                 f"  timing: pytest-benchmark, {s['rounds']} repetition(s) per cell interleaved group by "

@@ -20,7 +20,7 @@ import statistics
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .cells import BACKENDS, BASELINES, BATCH_OPS, CALL_OPS, OPS, SIZES
+from .cells import ALL_SIZES, BACKENDS, BASELINES, BATCH_OPS, CALL_OPS, DEVICE_IMPLS, OPS
 
 Cell = tuple[str, str, str, str, int]
 HARNESS_KEY = "aces_fast_harness"
@@ -59,7 +59,9 @@ def aggregate(timing: dict[str, Any], memory: dict[str, Any] | None = None) -> l
     ``tasks`` and ``tasks_per_s`` (batch), ``vs_1_thread`` (the cell's speed-up
     over its own one-thread cell, likewise; ``None`` at one thread or without
     it), ``peak_extra_bytes`` and
-    ``input_bytes`` (memory run), ``skipped`` (the reason, or ``None``).
+    ``input_bytes`` (memory run), ``skipped`` (the reason, or ``None``);
+    a device implementation's row (``torch-cuda``) also has ``speedup_vs_cpp``:
+    cpp's time over its own, per repetition, then the median.
     """
     per_rep: dict[Cell, dict[int, dict[str, Any]]] = {}
     for bench in timing.get("benchmarks", []):
@@ -101,6 +103,10 @@ def aggregate(timing: dict[str, Any], memory: dict[str, Any] | None = None) -> l
         if impl != "cpp" and (op, family, size, "cpp", threads) in values:
             inverse = _ratios(values[(op, family, size, "cpp", threads)], values[cell])
             row["vs_cpp"] = statistics.median(inverse) if inverse else None
+        if impl in DEVICE_IMPLS:
+            over = values.get((op, family, size, "cpp", threads), {})
+            speedups = _ratios(values[cell], over)
+            row["speedup_vs_cpp"] = statistics.median(speedups) if speedups else None
         if row["kind"] == "real":
             row["p99_s"] = statistics.median(
                 float(b["extra_info"]["problem_p99_s"]) for b in reps.values()
@@ -144,8 +150,8 @@ def aggregate(timing: dict[str, Any], memory: dict[str, Any] | None = None) -> l
 
 
 def _order(row: dict[str, Any]) -> tuple[Any, ...]:
-    impls = BACKENDS + BASELINES
-    size = SIZES.index(row["size"]) if row["size"] in SIZES else len(SIZES)
+    impls = BACKENDS + DEVICE_IMPLS + BASELINES
+    size = ALL_SIZES.index(row["size"]) if row["size"] in ALL_SIZES else len(ALL_SIZES)
     return (
         OPS.index(row["op"]) if row["op"] in OPS else len(OPS),
         row["family"],
@@ -207,7 +213,7 @@ def _table(rows: Sequence[dict[str, Any]], kind: str, text, notes: list[str]) ->
     mine = [r for r in rows if r["kind"] == kind]
     if not mine:
         return []
-    impls = [i for i in BACKENDS if any(r["impl"] == i for r in mine)]
+    impls = [i for i in BACKENDS + DEVICE_IMPLS if any(r["impl"] == i for r in mine)]
     has_base = any(r["baseline"] for r in mine)
     header = ["op", "family", "size", "thr"] + impls + (["baseline"] if has_base else [])
     body = []
@@ -277,6 +283,53 @@ def _scaling(rows: Sequence[dict[str, Any]]) -> list[str]:
     if not body:
         return []
     return _grid(["op", "family", "size", "impl"] + [f"{t} thr" for t in counts], body)
+
+
+def format_device_table(rows: Sequence[dict[str, Any]]) -> str:
+    """A device run's comparison: per cell, cpp on all cores, each device
+    implementation, and cpp / device (the device's speed-up, measured side by
+    side); ``""`` when no row is a device implementation's."""
+    body = []
+    for op, family, size, threads in _groups(rows):
+        group = {
+            r["impl"]: r
+            for r in rows
+            if (r["op"], r["family"], r["size"], r["threads"]) == (op, family, size, threads)
+        }
+        for impl in DEVICE_IMPLS:
+            dev = group.get(impl)
+            if dev is None:
+                continue
+            cpp = group.get("cpp")
+            what = f"{size} x{dev['tasks']}" if dev.get("tasks") else size
+            line = [op, family, what]
+            for r in (cpp, dev):
+                if r is None:
+                    line.append("")
+                elif r.get("skipped"):
+                    line.append("skipped")
+                else:
+                    line.append(
+                        _rate(r) + (f" {fmt_time(r['median_s'])}" if r.get("tasks") else "")
+                    )
+            ratio = dev.get("speedup_vs_cpp")
+            line.append(fmt_ratio(ratio) if ratio else "-")
+            body.append(line)
+    if not body:
+        return ""
+    threads = next((r["threads"] for r in rows if r["impl"] in DEVICE_IMPLS), "?")
+    reasons = sorted({r["skipped"] for r in rows if r["impl"] in DEVICE_IMPLS and r.get("skipped")})
+    lines = [
+        (
+            f"cpp on all {threads} cores vs the torch backend on CUDA tensors (synchronized "
+            "after every call): median per call, or tasks/s and time per batch; cpp/cuda = "
+            "speed-up of cuda, per repetition, then the median"
+        ),
+        "",
+        *_grid(["op", "family", "size", f"cpp {threads}t", "torch-cuda", "cpp/cuda"], body),
+    ]
+    lines += [f"skipped: {why}" for why in reasons]
+    return "\n".join(lines)
 
 
 def format_tables(rows: Sequence[dict[str, Any]]) -> str:

@@ -44,6 +44,44 @@ def backend_unavailable_reason(name: str) -> str | None:
     return None
 
 
+def device_unavailable_reason(device: str) -> str | None:
+    """``None`` when torch can put tensors on ``device`` here (``cpu`` always),
+    else why not: torch missing, built without CUDA, or no CUDA device visible."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        return "torch is not installed"
+    import torch
+
+    if torch.device(device).type != "cuda":
+        return None
+    if not torch.cuda.is_available():
+        built = (
+            f"built with CUDA {torch.version.cuda}" if torch.version.cuda else "a CPU-only build"
+        )
+        return f"no CUDA device is available (torch {torch.__version__}, {built})"
+    return None
+
+
+def device_info(device: str = "cuda") -> dict[str, Any]:
+    """The GPU of a device run (name, memory, CUDA and driver facts), or the reason
+    there is none."""
+    reason = device_unavailable_reason(device)
+    if reason is not None:
+        return {"device": device, "unavailable": reason}
+    import torch
+
+    props = torch.cuda.get_device_properties(torch.device(device))
+    return {
+        "device": device,
+        "name": props.name,
+        "memory_gb": round(props.total_memory / 1e9, 1),
+        "capability": f"{props.major}.{props.minor}",
+        "cuda": torch.version.cuda,
+        "torch": torch.__version__,
+    }
+
+
 def default_backend() -> str:
     """The backend ``auto`` picks for a NumPy input (what a user gets)."""
     import aces_fast
@@ -69,6 +107,14 @@ def load_runtimes(impls: Sequence[str]) -> dict[str, Any]:
         if impl in impls:
             with contextlib.suppress(ImportError):
                 importlib.import_module(module)
+    if "torch-cuda" in impls and device_unavailable_reason("cuda") is None:
+        import torch
+
+        # the CUDA context and the allocator's first pool: seconds, never timed
+        t0 = time.perf_counter()
+        torch.zeros(1, device="cuda").add_(1)
+        torch.cuda.synchronize()
+        facts["cuda_init_s"] = round(time.perf_counter() - t0, 2)
     return facts
 
 

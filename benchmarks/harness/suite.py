@@ -54,22 +54,27 @@ class Mode:
         self.reps = reps
 
 
+def _host(x: Any) -> np.ndarray:
+    """An output array on the host (a torch tensor may live on a GPU)."""
+    return np.asarray(x.detach().cpu() if hasattr(x, "detach") else x)
+
+
 def check_output(case: Case, out: Any, B: Any) -> None:
     """The call computed something of the right shape (guards against timing a no-op)."""
     if case.kind == "batch":
         assert isinstance(out, Sequence) and len(out) == len(B)  # a BatchResult
         n, m = B[0].shape
-        assert out[0].scores.shape == (n,) and np.asarray(out[0].weights).shape == (m,)
+        assert tuple(out[0].scores.shape) == (n,) and _host(out[0].weights).shape == (m,)
         return
     n, m = B.shape
     if case.op.startswith("loo-auc"):
-        values = np.asarray(out)
+        values = _host(out)
         assert values.shape == (m,)
         finite = values[np.isfinite(values)]
         assert ((finite >= 0) & (finite <= 1)).all()
         return
     weights = out[0] if isinstance(out, tuple) else out.weights
-    weights = np.asarray(weights.cpu() if hasattr(weights, "cpu") else weights)
+    weights = _host(weights)
     assert weights.shape == (m,) and (weights >= 0).all()
     total = float(weights.sum())
     assert total == 0.0 or abs(total - 1.0) < 1e-9

@@ -67,11 +67,133 @@ GOALS: tuple[tuple[str, str, str, str, int, str, float], ...] = (
 NUMBA_WITHIN = 3.0
 IMPORT_MS = 150.0
 
+#: The GPU goals of issue 22 (one H100 or H200; a device run,
+#: ``--device cuda``): (name, op, family, size, kind, goal). ``speedup`` goals are
+#: cpp-on-all-cores time / torch-cuda time in the same group of the same run;
+#: ``max_s`` and ``tasks_per_s`` read the torch-cuda cell alone.
+DEVICE_GOALS: tuple[tuple[str, str, str, str, str, float], ...] = (
+    (
+        "rerank_batch ACES-C 2000 tasks of 200x500 distinct, torch-cuda vs cpp all cores",
+        "batch-aces-c",
+        "distinct",
+        "200x500",
+        "speedup",
+        10.0,
+    ),
+    (
+        "rerank_batch ACES-C 2000 tasks of 200x500 distinct, torch-cuda",
+        "batch-aces-c",
+        "distinct",
+        "200x500",
+        "tasks_per_s",
+        1_000_000.0,
+    ),
+    (
+        "rerank_batch ACES-O K=24 200 tasks of 200x500 distinct, torch-cuda vs cpp all cores",
+        "batch-aces-o",
+        "distinct",
+        "200x500",
+        "speedup",
+        5.0,
+    ),
+    (
+        "ACES-O top_k=None T=90 2000x1000 distinct, torch-cuda, median per call",
+        "aces-o-all",
+        "distinct",
+        "2000x1000",
+        "max_s",
+        1.0,
+    ),
+    (
+        "LOO-AUC 100000x2000 distinct, torch-cuda vs cpp all cores",
+        "loo-auc",
+        "distinct",
+        "100000x2000",
+        "speedup",
+        5.0,
+    ),
+    (
+        "ACES-C 200x500 distinct, one call, CUDA tensor in and out, torch-cuda",
+        "aces-c",
+        "distinct",
+        "200x500",
+        "max_s",
+        0.2e-3,
+    ),
+)
+#: the implementation a device goal reads
+DEVICE_IMPL = "torch-cuda"
+
 
 def target_groups() -> list[tuple[str, str, str, int]]:
     """``(op, family, size, threads)`` of every group a goal reads (the ``target``
     marker of the suite selects them)."""
     return [(op, family, size, threads) for _, op, family, size, threads, _, _ in GOALS]
+
+
+def device_target_cells() -> list[tuple[str, str, str, str]]:
+    """``(op, family, size, impl)`` of every cell a device goal reads: the
+    torch-cuda cell, and for a speed-up goal the cpp cell beside it."""
+    out = []
+    for _, op, family, size, kind, _ in DEVICE_GOALS:
+        for impl in (DEVICE_IMPL, "cpp") if kind == "speedup" else (DEVICE_IMPL,):
+            if (op, family, size, impl) not in out:
+                out.append((op, family, size, impl))
+    return out
+
+
+def _fmt_seconds(s: float) -> str:
+    return f"{s * 1e3:.3g} ms" if s < 1 else f"{s:.3g} s"
+
+
+def evaluate_device(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every GPU goal (:data:`DEVICE_GOALS`) on the aggregated cells of a device
+    run; a goal whose torch-cuda cell is missing or skipped is ``not measured``
+    (with the skip reason, e.g. no CUDA device, in ``why``)."""
+    out = []
+    for name, op, family, size, kind, goal in DEVICE_GOALS:
+        cell = _find(rows, op, family, size, DEVICE_IMPL, _threads_of(rows, op, family, size))
+        if kind == "speedup":
+            value = cell.get("speedup_vs_cpp") if cell else None
+            shown = fmt_ratio(value) if value else "-"
+            entry = _entry(name, f">= {goal:g}x cpp", value, shown, bool(value and value >= goal))
+        elif kind == "max_s":
+            value = cell["median_s"] if cell else None
+            entry = _entry(
+                name,
+                f"<= {_fmt_seconds(goal)}",
+                value,
+                _fmt_seconds(value) if value else "-",
+                bool(value and value <= goal),
+            )
+        else:
+            value = cell.get("tasks_per_s") if cell else None
+            entry = _entry(
+                name,
+                f">= {goal:,.0f} tasks/s",
+                value,
+                f"{value:,.0f} tasks/s" if value else "-",
+                bool(value and value >= goal),
+            )
+        if cell is None:
+            skipped = [
+                r["skipped"]
+                for r in rows
+                if (r["op"], r["family"], r["size"], r["impl"]) == (op, family, size, DEVICE_IMPL)
+                and r.get("skipped")
+            ]
+            if skipped:
+                entry["why"] = skipped[0]
+        out.append(entry)
+    return out
+
+
+def _threads_of(rows: Sequence[dict[str, Any]], op: str, family: str, size: str) -> int:
+    """The thread count of a device run's cell (all of that host's cores)."""
+    for r in rows:
+        if (r["op"], r["family"], r["size"], r["impl"]) == (op, family, size, DEVICE_IMPL):
+            return int(r["threads"])
+    return -1
 
 
 def _find(

@@ -1,0 +1,64 @@
+"""tools/gpu_parity.py (issue 22): its comparison catches a mismatch, and its run
+on CPU tensors (the logic the GPU run uses) passes."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+
+_PATH = Path(__file__).resolve().parents[1] / "tools" / "gpu_parity.py"
+_spec = importlib.util.spec_from_file_location("gpu_parity", _PATH)
+parity = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(parity)
+
+
+def _res(order, scores, weights=None):
+    return SimpleNamespace(
+        order=np.array(order), scores=np.array(scores, float), weights=weights, objective=None
+    )
+
+
+def test_compare_flags_orders_floats_and_missing_fields():
+    ref = _res([1, 0], [0.2, 0.8], np.array([0.5, 0.5]))
+    assert parity.compare("aces-c", ref, ref)[0] is None
+    assert (
+        parity.compare("aces-c", _res([0, 1], [0.2, 0.8], ref.weights), ref)[0] == "order differs"
+    )
+    near = _res([1, 0], [0.2, 0.8], np.array([0.5 + 1e-8, 0.5]))
+    why, diff = parity.compare("aces-c", near, ref)
+    assert why.startswith("weights: max |diff|") and diff == pytest.approx(1e-8)
+    # ACES-O weights are held to the torch tests' 1e-6
+    assert parity.compare("aces-o", near, ref)[0] is None
+    assert parity.compare("aces-c", _res([1, 0], [0.2, 0.8]), ref)[0] == "weights: one side is None"
+    nan = _res([1, 0], [np.nan, 0.8], ref.weights)
+    assert "NaN" in parity.compare("aces-c", nan, ref)[0]
+
+
+def test_every_family_is_a_01_matrix_of_its_kind():
+    rng = np.random.default_rng(0)
+    for family in parity.FAMILIES:
+        B = parity.random_matrix(family, 40, 30, rng)
+        assert B.shape == (40, 30) and B.dtype == np.uint8 and set(np.unique(B)) <= {0, 1}
+    dup = parity.random_matrix("dup-heavy", 40, 30, rng)
+    assert len(np.unique(dup, axis=0)) <= 10
+    cols = parity.random_matrix("dup-cols", 40, 30, rng)
+    assert np.unique(cols, axis=1).shape[1] <= 10
+
+
+def test_parity_on_cpu_tensors_passes_and_prints_one_line_per_method(capsys):
+    import aces_fast as af
+
+    rc = parity.main(["--device", "cpu", "--quick", "--max-problems", "2"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    lines = out.splitlines()
+    for method in [*af.METHODS, "loo-auc"]:
+        row = next(ln.split() for ln in lines if ln.split()[:1] == [method])
+        assert int(row[1]) > 0 and row[2] == "0"
+    assert lines[-1].split()[0] == "all"

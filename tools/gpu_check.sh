@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# One command for a GPU machine (issue 22, item 6): build the package, run the
+# cuda-marked tests, the parity check (tools/gpu_parity.py: every method, torch
+# on CUDA vs cpp) and `aces-fast bench --device cuda --quick`, within a total
+# budget of 8 minutes, then print one summary table (step, status, seconds).
+#
+# The machine needs torch (CUDA), numba, pybind11, scikit-build-core, cmake,
+# ninja, pytest and pyarrow; no network (the build uses no isolation, no deps).
+#
+#   bash tools/gpu_check.sh            # on the GPU machine
+#   GPU_CHECK_CPU=1 bash tools/gpu_check.sh
+#       degraded mode for a machine without CUDA: says so per step, skips the
+#       build (uses src/ with its compiled extension) unless GPU_CHECK_BUILD=1,
+#       and runs the parity check on CPU tensors with few cases
+#
+# Environment: PYTHON (default python3), GPU_CHECK_BUDGET (seconds, default 480),
+# GPU_CHECK_DIR (build target, default a temporary folder).
+# Exit status: 0 when every step that ran passed, 1 otherwise.
+set -u
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+BUDGET=${GPU_CHECK_BUDGET:-480}
+CPU_MODE=${GPU_CHECK_CPU:-0}
+START=$(date +%s)
+LOGDIR=$(mktemp -d "${TMPDIR:-/tmp}/gpu-check.XXXXXX")
+DIR=${GPU_CHECK_DIR:-$LOGDIR/site}
+STEPS=()
+FAILED=0
+
+left() { echo $((BUDGET - ($(date +%s) - START))); }
+
+# record NAME STATUS SECONDS
+record() { STEPS+=("$1|$2|$3"); }
+
+# step NAME LIMIT CMD...: run CMD under `timeout` (at most LIMIT s and what is
+# left of the budget), echo its output, record pass / FAIL (rc) / timeout
+step() {
+    local name=$1 limit=$2
+    shift 2
+    local avail
+    avail=$(left)
+    if [ "$avail" -le 5 ]; then
+        record "$name" "FAIL: not run (budget spent)" 0
+        return 1
+    fi
+    [ "$limit" -gt "$avail" ] && limit=$avail
+    echo "== $name (limit ${limit}s): $*"
+    local t0 rc
+    t0=$(date +%s)
+    timeout --kill-after=10 "$limit" "$@" 2>&1 | tee "$LOGDIR/$name.log"
+    rc=${PIPESTATUS[0]}
+    local secs=$(($(date +%s) - t0))
+    case $rc in
+        0) record "$name" pass "$secs" ;;
+        124 | 137) record "$name" "FAIL: timeout after ${limit}s" "$secs" ;;
+        *) record "$name" "FAIL (exit $rc)" "$secs" ;;
+    esac
+    return "$rc"
+}
+
+HAS_CUDA=$("$PYTHON" -c 'import torch; print(int(torch.cuda.is_available()))' 2>/dev/null || echo 0)
+if [ "$HAS_CUDA" != 1 ] && [ "$CPU_MODE" != 1 ]; then
+    echo "gpu_check: no CUDA device is available to torch here;" \
+        "GPU_CHECK_CPU=1 runs the degraded CPU check" >&2
+    exit 2
+fi
+if [ "$HAS_CUDA" = 1 ]; then
+    "$PYTHON" -c 'import torch; p = torch.cuda.get_device_properties(0); print(f"gpu_check: {p.name}, {p.total_memory / 2**30:.0f} GiB, torch {torch.__version__}, CUDA {torch.version.cuda}")'
+else
+    echo "gpu_check: CPU mode, no CUDA device: the cuda steps say so; parity runs on CPU tensors"
+fi
+
+# 1. build
+if [ "$CPU_MODE" = 1 ] && [ "${GPU_CHECK_BUILD:-0}" != 1 ]; then
+    echo "== build: skipped in CPU mode (GPU_CHECK_BUILD=1 builds); using src/"
+    record build "skipped (CPU mode: src/)" 0
+    SITE=$PWD/src
+else
+    if step build 240 "$PYTHON" -m pip install --no-build-isolation --no-deps --no-index \
+        --target "$DIR" --upgrade .; then
+        SITE=$DIR
+    else
+        SITE=""
+    fi
+fi
+
+if [ -n "$SITE" ]; then
+    export PYTHONPATH="$SITE:$PWD${PYTHONPATH:+:$PYTHONPATH}"
+    "$PYTHON" -c 'import aces_fast, sys; print("gpu_check: aces_fast", aces_fast.__version__, "from", aces_fast.__file__)'
+
+    # 2. the cuda-marked tests (they skip without CUDA)
+    if [ "$HAS_CUDA" != 1 ]; then
+        echo "== cuda-tests: no CUDA device: the cuda tests skip; running them to show it"
+    fi
+    step cuda-tests 120 "$PYTHON" -m pytest -m cuda -p no:cacheprovider -q -rs tests
+    rc=$?
+    if [ "$rc" = 5 ]; then  # pytest: nothing selected
+        STEPS[-1]="cuda-tests|FAIL: no test carries the cuda marker|${STEPS[-1]##*|}"
+    elif [ "$rc" = 4 ] && grep -q "Unknown marker" "$LOGDIR/cuda-tests.log"; then
+        STEPS[-1]="cuda-tests|FAIL: the cuda marker is not registered|${STEPS[-1]##*|}"
+    elif [ "$rc" = 0 ] && [ "$HAS_CUDA" != 1 ]; then
+        STEPS[-1]="cuda-tests|pass (skipped: no CUDA)|${STEPS[-1]##*|}"
+    fi
+
+    # 3. parity: every method, torch on the device vs cpp
+    if [ "$HAS_CUDA" = 1 ]; then
+        step parity 150 "$PYTHON" tools/gpu_parity.py --device cuda
+    else
+        echo "== parity: no CUDA device: torch on CPU tensors, quick case list"
+        step parity 150 "$PYTHON" tools/gpu_parity.py --device cpu --quick
+        [ $? = 0 ] && STEPS[-1]="parity|pass (CPU tensors)|${STEPS[-1]##*|}"
+    fi
+
+    # 4. the device benchmark
+    if [ "$HAS_CUDA" = 1 ]; then
+        step bench 330 "$PYTHON" -m benchmarks --device cuda --quick --no-import-time \
+            --json "$LOGDIR/bench.json"
+    else
+        echo "== bench: no CUDA device: checking that --device cuda refuses with one line"
+        step bench 60 "$PYTHON" -m benchmarks --device cuda --quick
+        if grep -q "error: --device cuda: no CUDA device" "$LOGDIR/bench.log" \
+            && [ "$(wc -l <"$LOGDIR/bench.log")" = 1 ]; then
+            STEPS[-1]="bench|not run: no CUDA device (refused as expected)|${STEPS[-1]##*|}"
+        fi
+    fi
+fi
+
+echo
+echo "gpu_check summary ($(($(date +%s) - START)) s of ${BUDGET} s; logs in $LOGDIR)"
+printf '%-12s  %-50s  %7s\n' step status seconds
+printf '%-12s  %-50s  %7s\n' ------------ -------------------------------------------------- -------
+for s in "${STEPS[@]}"; do
+    IFS='|' read -r name status secs <<<"$s"
+    printf '%-12s  %-50s  %7s\n' "$name" "$status" "$secs"
+    case $status in FAIL*) FAILED=1 ;; esac
+done
+exit "$FAILED"

@@ -1,0 +1,189 @@
+"""Parity of the torch backend on a device against the cpp backend (issue 22).
+
+Every method of :data:`aces_fast.METHODS` runs on a torch tensor on ``--device``
+(``cuda`` by default) with ``backend="torch"`` and on the same matrix as NumPy
+with ``backend="cpp"``; the results must agree: ``order`` exactly, the floats
+(``scores``, ``weights``, ``objective``, ``loo_auc``) within ``1e-9``, except
+ACES-O's weights and scores, held to ``1e-6`` as in tests/test_torch_backend.py
+(the torch backend's own exponential). ``loo_auc`` alone is checked too.
+
+Inputs: the bundled HumanEval problems (``aces_fast.datasets.load_dataset``)
+and random matrices of five families (Bernoulli, planted, duplicate-heavy,
+duplicated columns, constant columns) at several shapes.
+
+Prints one line per method (cases, failures, largest float difference) and the
+first failures; exit status 1 on any mismatch, 2 when the device is missing.
+
+    python tools/gpu_parity.py                      # on the GPU, everything
+    python tools/gpu_parity.py --device cpu --quick # the same logic on CPU tensors
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+BUNDLED = ("humaneval-codegen16b", "humaneval-gpt35")
+FAMILIES = ("bernoulli", "planted", "dup-heavy", "dup-cols", "const-cols")
+SHAPES = ((1, 1), (2, 3), (7, 5), (24, 100), (60, 40), (200, 500))
+QUICK_SHAPES = ((1, 1), (2, 3), (7, 5), (24, 60))
+FLOAT_TOL = 1e-9
+ACES_O_TOL = 1e-6  # tests/test_torch_backend.py: ACES-O weights and scores
+#: the paper's ACES-O is costly on CPU tensors: smaller runs there
+METHOD_PARAMS = {"aces-o": {"steps": 30}, "aces-o-warm": {"steps": 30}}
+
+
+def random_matrix(family: str, n: int, m: int, rng: np.random.Generator) -> np.ndarray:
+    """A 0/1 uint8 ``(n, m)`` matrix of a family."""
+    if family == "bernoulli":
+        return (rng.random((n, m)) < rng.uniform(0.1, 0.9)).astype(np.uint8)
+    if family == "planted":
+        correct = rng.random(n) < 0.3
+        alpha, beta = rng.uniform(0.5, 1.0, m), rng.uniform(0.0, 0.6, m)
+        p = np.where(correct[:, None], alpha[None, :], beta[None, :])
+        return (rng.random((n, m)) < p).astype(np.uint8)
+    B = (rng.random((n, m)) < 0.5).astype(np.uint8)
+    if family == "dup-heavy" and n > 1:
+        distinct = max(1, n // 4)
+        B = B[rng.integers(0, distinct, size=n)]
+    elif family == "dup-cols" and m > 1:
+        B = B[:, rng.integers(0, max(1, m // 3), size=m)]
+    elif family == "const-cols":
+        cols = rng.random(m) < 0.3
+        B[:, cols] = (rng.random(int(cols.sum())) < 0.5).astype(np.uint8)
+    return np.ascontiguousarray(B)
+
+
+def cases(
+    per_family: int, shapes: tuple[tuple[int, int], ...], max_problems: int | None
+) -> Iterator[tuple[str, np.ndarray]]:
+    """``(label, B)``: bundled problems, then random matrices."""
+    from aces_fast.datasets import load_dataset
+
+    for name in BUNDLED:
+        for k, problem in enumerate(load_dataset(name)):
+            if max_problems is not None and k >= max_problems:
+                break
+            B = np.array(problem.B, dtype=np.uint8, order="C")
+            if B.shape[1] > 0:
+                yield f"{name}[{k}]", B
+    rng = np.random.default_rng(2026)
+    for family in FAMILIES:
+        for n, m in shapes:
+            for i in range(per_family):
+                yield f"{family} {n}x{m} #{i}", random_matrix(family, n, m, rng)
+
+
+def _host(x: Any) -> np.ndarray | None:
+    if x is None:
+        return None
+    return np.asarray(x.detach().cpu()) if hasattr(x, "detach") else np.asarray(x)
+
+
+def compare(method: str, got: Any, ref: Any) -> tuple[str | None, float]:
+    """``(what differs or None, largest float difference)``."""
+    worst = 0.0
+    aces_o = method.startswith("aces-o")
+    for field in ("order", "scores", "weights", "objective", "loo_auc"):
+        a, r = _host(getattr(got, field, None)), _host(getattr(ref, field, None))
+        if (a is None) != (r is None):
+            return f"{field}: one side is None", worst
+        if a is None or r is None:
+            continue
+        if a.shape != r.shape:
+            return f"{field}: shape {a.shape} vs {r.shape}", worst
+        if field == "order":
+            if not np.array_equal(a, r):
+                return "order differs", worst
+            continue
+        a, r = a.astype(np.float64), r.astype(np.float64)
+        if not np.array_equal(np.isnan(a), np.isnan(r)):
+            return f"{field}: NaN in different places", worst
+        both = ~np.isnan(a)
+        diff = float(np.abs(a[both] - r[both]).max()) if both.any() else 0.0
+        worst = max(worst, diff)
+        tol = ACES_O_TOL if aces_o and field in ("weights", "scores") else FLOAT_TOL
+        if diff > tol:
+            return f"{field}: max |diff| {diff:.3g} > {tol:g}", worst
+    return None, worst
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default=None, help="torch device (default: cuda)")
+    parser.add_argument(
+        "--quick", action="store_true", help="few random cases, small shapes (CPU check)"
+    )
+    parser.add_argument("--per-family", type=int, default=None, help="random matrices per shape")
+    parser.add_argument("--max-problems", type=int, default=None, help="bundled problems each")
+    args = parser.parse_args(argv)
+
+    import torch
+
+    import aces_fast as af
+
+    device = args.device or "cuda"
+    if torch.device(device).type == "cuda" and not torch.cuda.is_available():
+        print(f"gpu_parity: no CUDA device is available (torch {torch.__version__})")
+        return 2
+    per_family = args.per_family or (1 if args.quick else 6)
+    shapes = QUICK_SHAPES if args.quick else SHAPES
+    max_problems = (
+        args.max_problems if args.max_problems is not None else (8 if args.quick else None)
+    )
+    methods = [*af.METHODS, "loo-auc"]
+    stats = {m: {"cases": 0, "failures": 0, "max_diff": 0.0} for m in methods}
+    failures: list[str] = []
+    t0 = time.perf_counter()
+    warnings.simplefilter("ignore", af.CostWarning)
+    for label, B in cases(per_family, shapes, max_problems):
+        Bt = torch.from_numpy(B).to(device)
+        for method in methods:
+            s = stats[method]
+            s["cases"] += 1
+            try:
+                if method == "loo-auc":
+                    got = _Loo(af.loo_auc(Bt, backend="torch"))
+                    ref = _Loo(af.loo_auc(B, backend="cpp"))
+                else:
+                    params = METHOD_PARAMS.get(method, {})
+                    got = af.rerank(Bt, method, backend="torch", **params)
+                    ref = af.rerank(B, method, backend="cpp", **params)
+                    if str(getattr(got.order, "device", device)) != str(Bt.device):
+                        raise AssertionError(f"result on {got.order.device}, input on {Bt.device}")
+                why, diff = compare(method, got, ref)
+            except Exception as exc:  # a crash on the device is a failure, not an abort
+                why, diff = f"{type(exc).__name__}: {exc}", 0.0
+            s["max_diff"] = max(s["max_diff"], diff)
+            if why is not None:
+                s["failures"] += 1
+                failures.append(f"{method} on {label} {B.shape}: {why}")
+    total_cases = sum(s["cases"] for s in stats.values())
+    total_fail = sum(s["failures"] for s in stats.values())
+    print(f"parity: torch on {device} vs cpp on NumPy ({time.perf_counter() - t0:.1f} s)")
+    print(f"{'method':<14}{'cases':>7}{'failures':>10}  max float diff")
+    for method, s in stats.items():
+        print(f"{method:<14}{s['cases']:>7}{s['failures']:>10}  {s['max_diff']:.3g}")
+    print(f"{'all':<14}{total_cases:>7}{total_fail:>10}")
+    for line in failures[:20]:
+        print(f"  FAIL {line}")
+    if len(failures) > 20:
+        print(f"  ... and {len(failures) - 20} more")
+    return 1 if total_fail else 0
+
+
+class _Loo:
+    """LOO-AUC values in the shape :func:`compare` reads."""
+
+    def __init__(self, values: Any):
+        self.loo_auc = values
+
+
+if __name__ == "__main__":
+    sys.exit(main())
