@@ -84,8 +84,15 @@ else
     fi
 fi
 
+# Pure-Python test tools the GPU machine may lack (pytest-benchmark, which the
+# bench needs, and hypothesis, which some test modules import): prepared here
+# with `pip install --target .gpu_deps pytest-benchmark py-cpuinfo hypothesis`
+# and carried along (the device tool's `carry`), they go on the path.
+DEPS=""
+if [ -d .gpu_deps ]; then DEPS="$PWD/.gpu_deps"; fi
+
 if [ -n "$SITE" ]; then
-    export PYTHONPATH="$SITE:$PWD${PYTHONPATH:+:$PYTHONPATH}"
+    export PYTHONPATH="$SITE:$PWD${DEPS:+:$DEPS}${PYTHONPATH:+:$PYTHONPATH}"
     "$PYTHON" -c 'import aces_fast, sys; print("gpu_check: aces_fast", aces_fast.__version__, "from", aces_fast.__file__)'
 
     # 2. the cuda-marked tests (they skip without CUDA)
