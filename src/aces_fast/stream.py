@@ -480,10 +480,9 @@ def get_engine(name: str) -> Engine:
 
 
 def _header(
-    files: Sequence[Any], method: str, params: dict[str, Any], backend: str, has_labels: bool
+    identity: Any, method: str, params: dict[str, Any], backend: str, has_labels: bool
 ) -> dict[str, Any]:
     from . import __version__
-    from ._commit import file_identity
 
     return json.loads(
         json.dumps(
@@ -493,7 +492,7 @@ def _header(
                 "backend": backend,
                 "aces_fast": __version__,
                 "has_labels": has_labels,
-                "input": file_identity([f.path for f in files]),
+                "input": identity,
             }
         )
     )
@@ -597,7 +596,9 @@ def rerank_dataset(
     bit, whatever the engine and batch size.
     """
     require_arrow()
-    from ._commit import ResultsDir
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ._commit import ResultsDir, file_identity
     from ._input import duplicate_rows, open_inputs, task_ids_at
     from .backends import check_backend_choice, resolve_backend
     from .parquet import InvalidRowError, RowError
@@ -618,6 +619,11 @@ def rerank_dataset(
     start = time.perf_counter()
     files, has_labels = open_inputs(path_in)
     total = sum(f.num_rows for f in files)
+    # The input's checksum (for --resume) is hashed while the task ids are
+    # checked for duplicates: both read the whole input, hashlib without the GIL.
+    hashing = ThreadPoolExecutor(1, thread_name_prefix="aces-fast-hash")
+    identity = hashing.submit(file_identity, [f.path for f in files])
+    hashing.shutdown(wait=False)  # an error below leaves it to finish on its own
     dups = duplicate_rows(files)
     if dups and not skip_invalid:
         row = min(dups)
@@ -630,7 +636,8 @@ def rerank_dataset(
     bar: _Progress | None = None
     writer: _Writer | None = None
     try:
-        out.begin(_header(files, method, p, used, has_labels), resume=resume, restart=restart)
+        header = _header(identity.result(), method, p, used, has_labels)
+        out.begin(header, resume=resume, restart=restart)
         out.report()
         meta = {
             "format": "rerank-results",
