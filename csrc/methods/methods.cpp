@@ -321,6 +321,9 @@ void radix_pass(const uint64_t* ks, const int32_t* is, int64_t d, int shift, uin
   }
 }
 
+// Below this many keys radix_sort makes one radix pass before insertion, not two.
+constexpr int64_t kOnePassRadix = 256;
+
 // Sorts the pairs (key[r], idx[r]), r < d, ascending by key, stably. Small
 // inputs use insertion into the sorted prefix. Otherwise two LSD radix passes on
 // the 16 highest bits in which the keys differ (scores spread over those: each
@@ -339,10 +342,20 @@ void radix_sort(uint64_t* key, int32_t* idx, int64_t d, uint64_t* key2, int32_t*
   for (int64_t r = 1; r < d; ++r) differ |= key[r] ^ key[0];
   if (differ == 0) return;
   const int top = 63 - portable::clz64(differ);
-  const int lo = std::max(0, top - 15);
-  radix_pass(key, idx, d, lo, key2, idx2);
-  radix_pass(key2, idx2, d, lo + 8, key, idx);
-  if (insertion_sort(key, idx, d, 4 * d)) return;
+  if (d < kOnePassRadix) {
+    // Few keys: one pass on the 8 highest differing bits already spreads them
+    // over 256 buckets (a fraction of a key each), and a second pass would
+    // cost its 256-bucket prefix sum again for little.
+    radix_pass(key, idx, d, std::max(0, top - 7), key2, idx2);
+    std::memcpy(key, key2, static_cast<size_t>(d) * sizeof(uint64_t));
+    std::memcpy(idx, idx2, static_cast<size_t>(d) * sizeof(int32_t));
+    if (insertion_sort(key, idx, d, 4 * d)) return;
+  } else {
+    const int lo = std::max(0, top - 15);
+    radix_pass(key, idx, d, lo, key2, idx2);
+    radix_pass(key2, idx2, d, lo + 8, key, idx);
+    if (insertion_sort(key, idx, d, 4 * d)) return;
+  }
   // Bytes where every key agrees need no pass (LSD passes sort any input).
   uint64_t* ks = key;
   int32_t* is = idx;
@@ -367,14 +380,18 @@ void snap_and_order(double* s, int64_t n, double tol, const int64_t* rep, int64_
   if (n <= 0) return;
   // Sort the distinct rows only: a row with rep[i] != i has its representative's
   // score (identical bytes give identical sums).
-  sc.key.clear();
-  sc.idx.clear();
-  for (int64_t i = 0; i < n; ++i)
-    if (!rep || rep[i] == i) {
-      sc.key.push_back(order_key(s[i]));
-      sc.idx.push_back(static_cast<int32_t>(i));
-    }
-  const int64_t d = static_cast<int64_t>(sc.key.size());
+  sc.key.resize(static_cast<size_t>(n));
+  sc.idx.resize(static_cast<size_t>(n));
+  int64_t d = 0;
+  {
+    uint64_t* kw = sc.key.data();
+    int32_t* iw = sc.idx.data();
+    for (int64_t i = 0; i < n; ++i)
+      if (!rep || rep[i] == i) {
+        kw[d] = order_key(s[i]);
+        iw[d++] = static_cast<int32_t>(i);
+      }
+  }
   sc.key2.resize(static_cast<size_t>(d));
   sc.idx2.resize(static_cast<size_t>(d));
   radix_sort(sc.key.data(), sc.idx.data(), d, sc.key2.data(), sc.idx2.data());
