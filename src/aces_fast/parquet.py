@@ -219,6 +219,17 @@ def _list_parts(arr: pa.Array, dtype: Any) -> tuple[np.ndarray, np.ndarray, np.n
     return offsets, vals.astype(dtype, copy=False), null
 
 
+def _list_column(
+    table: Any, name: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A list column as ``(row is null, offsets, int64 values, value is null,
+    lengths)`` (see :func:`_list_parts`)."""
+    arr = _column(table, name)
+    null = np.asarray(arr.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+    off, val, vnull = _list_parts(arr, np.int64)
+    return null, off, val, vnull, off[1:] - off[:-1]
+
+
 def _ints(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """An integer column as ``(int64 values with nulls as 0, null mask)``."""
     if arr.null_count == 0 and not (
@@ -344,10 +355,7 @@ def _row_checks(table: Any) -> _Rows:
     )
     labels = None
     if "labels" in names:
-        l_arr = _column(table, "labels")
-        l_null = np.asarray(l_arr.is_null().to_numpy(zero_copy_only=False), dtype=bool)
-        l_off, l_val, l_vnull = _list_parts(l_arr, np.int64)
-        l_len = l_off[1:] - l_off[:-1]
+        l_null, l_off, l_val, l_vnull, l_len = _list_column(table, "labels")
         checks.append(
             (~l_null & (l_len != n), lambda i: f"labels has {l_len[i]} entries; need n = {n[i]}")
         )
@@ -373,10 +381,7 @@ def _row_checks(table: Any) -> _Rows:
         labels = (l_off, l_val, l_null)
     test_count = None
     if "test_count" in names:
-        t_arr = _column(table, "test_count")
-        t_null = np.asarray(t_arr.is_null().to_numpy(zero_copy_only=False), dtype=bool)
-        t_off, t_val, _ = _list_parts(t_arr, np.int64)
-        t_len = t_off[1:] - t_off[:-1]
+        t_null, t_off, t_val, _, t_len = _list_column(table, "test_count")
         checks.append(
             (
                 ~t_null & (t_len != m),

@@ -166,9 +166,8 @@ class CppBackend(ArrayBackend):
         copy (CodeT, B4, binned ACES-O), which the caller then runs task by task.
         """
         spec = _registry.get(method)
-        code = _CODES.get(spec.core_method)  # type: ignore[arg-type]
-        args = None if code is None or spec.core_args is None else spec.core_args(values)
-        if args is None:
+        kwargs = _method_kwargs(spec, values, self.n_threads if n_threads is None else n_threads)
+        if kwargs is None:
             for t, B in enumerate(Bs):  # the tasks run in Python: check here, naming the task
                 try:
                     check_zero_one(B)
@@ -176,16 +175,7 @@ class CppBackend(ArrayBackend):
                     raise ValueError(f"task {t}: {exc}") from None
             return None
         out = core.rerank_batch_flat(
-            tasks=Bs if isinstance(Bs, (list, tuple)) else list(Bs),
-            method=code,
-            tie_tol=args.tie_tol,
-            gamma=args.gamma,
-            lr=args.lr,
-            steps=args.steps,
-            top_k=args.top_k,
-            warm=args.warm,
-            dedup=None,
-            n_threads=self.n_threads if n_threads is None else n_threads,
+            tasks=Bs if isinstance(Bs, (list, tuple)) else list(Bs), **kwargs
         )
         return _flat_result(spec, values, out)
 
@@ -202,24 +192,11 @@ class CppBackend(ArrayBackend):
         on the unpacked matrices bit for bit.
         """
         spec = _registry.get(method)
-        code = _CODES.get(spec.core_method)  # type: ignore[arg-type]
-        args = None if code is None or spec.core_args is None else spec.core_args(values)
-        if args is None:
+        kwargs = _method_kwargs(spec, values, self.n_threads if n_threads is None else n_threads)
+        if kwargs is None:
             return None
         *out, padding = core.rerank_packed(
-            data=packed.data,
-            offsets=packed.offsets,
-            n=packed.n,
-            m=packed.m,
-            method=code,
-            tie_tol=args.tie_tol,
-            gamma=args.gamma,
-            lr=args.lr,
-            steps=args.steps,
-            top_k=args.top_k,
-            warm=args.warm,
-            dedup=None,
-            n_threads=self.n_threads if n_threads is None else n_threads,
+            data=packed.data, offsets=packed.offsets, n=packed.n, m=packed.m, **kwargs
         )
         if padding.any():
             return None
@@ -232,6 +209,26 @@ class CppBackend(ArrayBackend):
             "simd": core.simd_level(),
             "max_threads": core.max_threads(),
         }
+
+
+def _method_kwargs(spec: Any, values: dict[str, Any], n_threads: int) -> dict[str, Any] | None:
+    """The method arguments of the compiled batch calls, or ``None`` for a method
+    without a compiled copy (CodeT, B4, binned ACES-O)."""
+    code = _CODES.get(spec.core_method)
+    args = None if code is None or spec.core_args is None else spec.core_args(values)
+    if args is None:
+        return None
+    return {
+        "method": code,
+        "tie_tol": args.tie_tol,
+        "gamma": args.gamma,
+        "lr": args.lr,
+        "steps": args.steps,
+        "top_k": args.top_k,
+        "warm": args.warm,
+        "dedup": None,
+        "n_threads": n_threads,
+    }
 
 
 def _flat_result(spec: Any, values: dict[str, Any], out: Sequence[Any]) -> BatchResult:
