@@ -97,7 +97,7 @@ ACES_FAST_KERNEL_BODY void aces_c_raw_body(const double* __restrict L,
   }
   // (a select after a division stays a branch under trapping math: the kept
   // lanes are chosen by a bit mask instead, giving +0.0 where not informative)
-#pragma omp simd
+  ACES_FAST_OMP_SIMD
   for (int64_t j = 0; j < m; ++j) {
     const uint64_t bits = static_cast<uint64_t>(colsum[j]) | k2p52bits;
     double c;
