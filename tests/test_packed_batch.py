@@ -237,3 +237,12 @@ def test_a_large_packed_task_equals_its_unpacked_copy(name):
     assert not padding.any()
     for w, g in zip(want, got):
         assert (w is None and g is None) or np.array_equal(w, g, equal_nan=True)
+
+
+def test_a_run_with_labels_and_a_batch_without_them(monkeypatch):
+    """A run whose output has pass@k columns (another file has labels) and a batch
+    whose file has none: both paths write null pass@k for every row."""
+    table = _table(_tasks(np.random.default_rng(9), 20), labels=None)
+    assert _both(monkeypatch, table, "aces-c", has_labels=True) == [True]
+    out, _, _ = _engine.rerank_table(table, "aces-c", method_params("aces-c", {}), has_labels=True)
+    assert out.column("pass@1").null_count == out.num_rows == 20

@@ -349,13 +349,12 @@ void radix_sort(uint64_t* key, int32_t* idx, int64_t d, uint64_t* key2, int32_t*
     radix_pass(key, idx, d, std::max(0, top - 7), key2, idx2);
     std::memcpy(key, key2, static_cast<size_t>(d) * sizeof(uint64_t));
     std::memcpy(idx, idx2, static_cast<size_t>(d) * sizeof(int32_t));
-    if (insertion_sort(key, idx, d, 4 * d)) return;
   } else {
     const int lo = std::max(0, top - 15);
     radix_pass(key, idx, d, lo, key2, idx2);
     radix_pass(key2, idx2, d, lo + 8, key, idx);
-    if (insertion_sort(key, idx, d, 4 * d)) return;
   }
+  if (insertion_sort(key, idx, d, 4 * d)) return;
   // Bytes where every key agrees need no pass (LSD passes sort any input).
   uint64_t* ks = key;
   int32_t* is = idx;

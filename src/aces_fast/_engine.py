@@ -189,14 +189,17 @@ def rerank_table(
     cols: dict[str, Any] = {"task_id": task_ids}
     passk: dict[int, Any] = {}
     if has_labels:
-        if packed is not None and packed.labels is not None:
-            values = dict(zip(PASS_KS, _pass_at_ks_flat(scores, n_off, packed)))
-            missing = ~packed.has_labels
-        else:
-            labels = (dec.labels if packed is None else None) or [None] * T
+        if packed is None:  # the general path: the decoded labels, task by task
+            labels = dec.labels or [None] * T
             views = [scores[n_off[t] : n_off[t + 1]] for t in range(T)]
             values = pass_at_ks(views, labels, PASS_KS)
             missing = np.array([y is None for y in labels], dtype=bool)
+        elif packed.labels is not None:
+            values = dict(zip(PASS_KS, _pass_at_ks_flat(scores, n_off, packed)))
+            missing = ~packed.has_labels
+        else:  # this batch's file has no labels column: every pass@k is null
+            values = {k: np.full(T, np.nan) for k in PASS_KS}
+            missing = np.ones(T, dtype=bool)
         for k in PASS_KS:
             passk[k] = pa.array(values[k], pa.float64(), mask=missing)
     t_pass = time.perf_counter()

@@ -430,6 +430,11 @@ class LocalEngine:
                 return
             pool = ThreadPoolExecutor(workers, thread_name_prefix="aces-fast-rank")
             pending: collections.deque[tuple[Any, Any]] = collections.deque()
+
+            def commit_oldest() -> None:
+                b, fut = pending.popleft()
+                finish(b, fut.result())  # a failed batch raises here
+
             try:
                 while True:
                     try:
@@ -438,21 +443,16 @@ class LocalEngine:
                         # the input failed (or Ctrl-C while reading): the batches
                         # read before are ranked in milliseconds and still
                         # committed, in order, up to one that failed itself
-                        while pending:
-                            b, fut = pending.popleft()
-                            if fut.exception() is not None:
-                                break
-                            finish(b, fut.result())
+                        while pending and pending[0][1].exception() is None:
+                            commit_oldest()
                         raise
                     if batch is None:
                         break
                     pending.append((batch, pool.submit(rank, batch)))
                     if len(pending) > workers:  # keep every worker busy, no more
-                        b, fut = pending.popleft()
-                        finish(b, fut.result())  # a failed batch raises here
+                        commit_oldest()
                 while pending:
-                    b, fut = pending.popleft()
-                    finish(b, fut.result())
+                    commit_oldest()
             finally:
                 # an error: batches not yet committed are dropped (the running
                 # ones finish in milliseconds; the waiting ones never start)
