@@ -394,6 +394,50 @@ print(json.dumps({"level": core.simd_level(), "missed": missed}))
 """
 
 
+# A bad byte in every column of a short row, for every tail length of the
+# packing kernel's last partial word (its 32-, 16-, 8- and 1-byte steps).
+_COLUMN_WORKER = r"""
+import json, sys
+import numpy as np
+from aces_fast import _core as core
+
+missed = []
+kw = dict(method=core.METHOD_CODES["aces-c"], tie_tol=1e-9, gamma=10.0, lr=0.05, steps=0,
+          top_k=None, warm=False, dedup=True, n_threads=1)
+for m in json.loads(sys.argv[1]):
+    B = (np.random.default_rng(m).random((3, m)) < 0.5).astype(np.uint8)
+    B[2] = B[0]
+    for j in range(m):
+        C = B.copy()
+        C[1, j] = 2
+        try:
+            core.rerank(B=C, **kw)
+            missed.append([m, j])
+        except ValueError:
+            pass
+print(json.dumps({"level": core.simd_level(), "missed": missed}))
+"""
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_packing_finds_a_bad_byte_in_every_column(level):
+    if level not in _supported_levels():
+        pytest.skip(f"this CPU does not run the {level} variants")
+    env = dict(os.environ, ACES_FAST_SIMD=level, OMP_NUM_THREADS="1")
+    widths = list(range(1, 73)) + [100, 127, 128, 129, 191]
+    proc = subprocess.run(
+        [sys.executable, "-c", _COLUMN_WORKER, json.dumps(widths)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["level"] == level
+    assert out["missed"] == []
+
+
 @pytest.mark.parametrize("level", LEVELS)
 def test_rerank_finds_every_bad_byte_at_every_level(level):
     if level not in _supported_levels():

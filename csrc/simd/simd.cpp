@@ -533,13 +533,51 @@ __attribute__((target("avx2,popcnt"))) int64_t pack_row_avx2(const uint8_t* row,
     words[q] = ~(static_cast<uint64_t>(zhi) << 32 | zlo);
     passes += _mm_popcnt_u64(words[q]);
   }
+  uint8_t tail = 0;
   if (j < m) {
-    words[q] = bits::pass_bits(row + j, m - j);
-    passes += _mm_popcnt_u64(words[q]);
+    // the last partial word in a 32- and a 16-byte step, then the last 16 bytes
+    // of the row (overlapping bytes already seen: their bits are shifted out,
+    // and a bad one among them was found already); a byte loop only for rows of
+    // under 16 columns (a byte loop with its own value check used to cost more
+    // than the whole rest of a short row)
+    const int64_t r = m - j;
+    uint64_t w = 0;
+    int64_t k = 0;
+    if (r >= 32) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + j));
+      any = _mm256_or_si256(any, v);
+      w = static_cast<uint32_t>(~_mm256_movemask_epi8(_mm256_cmpeq_epi8(v, zero)));
+      k = 32;
+    }
+    const __m128i zero16 = _mm_setzero_si128();
+    __m128i any16 = zero16;
+    if (r - k >= 16) {
+      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + j + k));
+      any16 = _mm_or_si128(any16, v);
+      w |= static_cast<uint64_t>(~_mm_movemask_epi8(_mm_cmpeq_epi8(v, zero16)) & 0xFFFF) << k;
+      k += 16;
+    }
+    const int64_t rest = r - k;
+    if (rest > 0 && m >= 16) {
+      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + m - 16));
+      any16 = _mm_or_si128(any16, v);
+      const uint64_t b =
+          static_cast<uint32_t>(~_mm_movemask_epi8(_mm_cmpeq_epi8(v, zero16)) & 0xFFFF);
+      w |= (b >> (16 - rest)) << k;
+    } else {
+      for (; k < r; ++k) {
+        tail |= row[j + k];
+        w |= static_cast<uint64_t>(row[j + k] != 0) << k;
+      }
+    }
+    // 0xFE in a byte of any16 lands in tail's bits (a cast would leave the
+    // upper half of a 256-bit register undefined)
+    const __m128i hi16 = _mm_and_si128(any16, _mm_set1_epi8(static_cast<char>(0xFE)));
+    if (!_mm_testz_si128(hi16, hi16)) tail |= 0xFE;
+    words[q] = w;
+    passes += _mm_popcnt_u64(w);
   }
   if (high) {
-    uint8_t tail = 0;
-    for (int64_t t = j; t < m; ++t) tail |= row[t];
     const __m256i mask = _mm256_set1_epi8(static_cast<char>(0xFE));
     if (!_mm256_testz_si256(any, mask) || (tail & 0xFE)) *high = 1;
   }
