@@ -424,7 +424,7 @@ def test_packing_finds_a_bad_byte_in_every_column(level):
     if level not in _supported_levels():
         pytest.skip(f"this CPU does not run the {level} variants")
     env = dict(os.environ, ACES_FAST_SIMD=level, OMP_NUM_THREADS="1")
-    widths = list(range(1, 73)) + [100, 127, 128, 129, 191]
+    widths = [*range(1, 73), 100, 127, 128, 129, 191]
     proc = subprocess.run(
         [sys.executable, "-c", _COLUMN_WORKER, json.dumps(widths)],
         env=env,

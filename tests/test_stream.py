@@ -105,6 +105,35 @@ def test_batch_size_does_not_change_results(tmp_path, bundled):
     assert tables[0].equals(tables[1]) and tables[0].equals(tables[2])
 
 
+@pytest.mark.parametrize("labels", [True, False])
+def test_part_files_checksum_pages_and_keep_task_id_statistics(tmp_path, labels):
+    """The part layout (stream._encode_part): page checksums on every column,
+    min/max statistics on the scalar columns (readers prune by task id) and on no
+    list column, scores stored uncompressed, the rest snappy."""
+    path = tmp_path / "in.parquet"
+    write_synthetic(path, 40, 6, 9, row_group_size=40, labels=labels)
+    rerank_dataset(path, tmp_path / "o", "aces-c", n_threads=1)
+    (part,) = sorted((tmp_path / "o").glob("part-*.parquet"))
+    meta = pq.ParquetFile(part).metadata
+    group = meta.row_group(0)
+    cols = {group.column(i).path_in_schema: group.column(i) for i in range(group.num_columns)}
+    scalar = {"task_id", "fallback"} | ({f"pass@{k}" for k in PASS_KS} if labels else set())
+    lists = {f"{c}.list.element" for c in ("order", "scores", "weights")}
+    assert set(cols) == scalar | lists
+    for name, col in cols.items():
+        assert col.is_stats_set == (name in scalar), name
+        assert col.compression == ("UNCOMPRESSED" if name.startswith("scores") else "SNAPPY")
+    st = cols["task_id"].statistics
+    assert (st.min, st.max) == ("task/0", "task/9")  # string order
+    # every page carries a checksum: a flipped byte in the scores is caught
+    data = bytearray(part.read_bytes())
+    start = cols["scores.list.element"].data_page_offset
+    data[start + cols["scores.list.element"].total_compressed_size // 2] ^= 0xFF
+    (tmp_path / "bad.parquet").write_bytes(bytes(data))
+    with pytest.raises(OSError, match="(?i)crc|checksum"):
+        pq.ParquetFile(tmp_path / "bad.parquet", page_checksum_verification=True).read()
+
+
 @pytest.mark.parametrize("method", ["aces-c", "aces-o", "codet"])
 def test_threads_do_not_change_a_byte_of_the_parts(tmp_path, method):
     """Several batches ranked at once (the local engine's threads), in every
