@@ -12,9 +12,11 @@ namespace aces_fast {
 // aces_fast.pass_at_k: with s_k the min(k, n)-th largest score, the candidates
 // above s_k fit whole (a correct one there gives 1); in the level of s_k, g tied
 // candidates with c correct and r places left all miss with probability
-// prod_{i<r} (g-c-i)/(g-i), multiplied in that order. O(n K) for K = the
-// largest min(k, n) up to 32 (the top K kept sorted in one pass), else O(n) per
-// k (a selection); scratch holds a copy of s then.
+// prod_{i<r} (g-c-i)/(g-i), multiplied in that order. For K = the largest
+// min(k, n) up to 32: O(n K) worst case, O(n) typically (one pass keeps the top
+// K sorted, a second gathers the z scores >= the K-th largest into scratch, and
+// each k counts its levels among those z); else O(n) per k (a selection on a
+// copy of s in scratch).
 void pass_at_ks_one(const double* s, const uint8_t* y, int64_t n, const int64_t* ks, int64_t nk,
                     double* out, std::vector<double>& scratch);
 
