@@ -194,6 +194,27 @@ def test_fast_path_on_a_slice_of_a_batch(monkeypatch):
     assert _both(monkeypatch, batch, "aces-c", has_labels=True) == [True]
 
 
+def test_a_slice_converts_only_its_own_label_entries():
+    """A slice's list ``values`` is its parent's whole child array: the row checks
+    convert only the slice's range (else each batch cut from a large row group
+    converts the whole group's labels), and its labels are those of the same
+    rows written on their own."""
+    from aces_fast.parquet import _column, _list_parts
+
+    Bs = _tasks(np.random.default_rng(8), 300)
+    table = _table(Bs, "some")
+    part = table.slice(120, 30)
+    off, vals, vnull = _list_parts(_column(part, "labels"), np.int64)
+    alone = pa.Table.from_pylist(part.to_pylist(), schema=table.schema)
+    want_off, want_vals, _ = _list_parts(_column(alone, "labels"), np.int64)
+    assert off[0] == 0 and vals.size == vnull.size == off[-1]
+    np.testing.assert_array_equal(off, want_off)
+    np.testing.assert_array_equal(vals, want_vals)
+    got, want = packed_batch(part), packed_batch(alone)
+    np.testing.assert_array_equal(got.labels, want.labels)
+    np.testing.assert_array_equal(got.has_labels, want.has_labels)
+
+
 def test_bad_rows_take_the_general_path(monkeypatch):
     Bs = _tasks(np.random.default_rng(7), 12)
     table = _table(Bs, "all")

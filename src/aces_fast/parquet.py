@@ -208,10 +208,15 @@ def _binary_parts(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _list_parts(arr: pa.Array, dtype: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(offsets int64 (len+1,), values, value is null)`` of a (large) list array; the
-    offsets index ``values`` directly (slices keep their absolute offsets)."""
+    """``(offsets int64 (len+1,), values, value is null)`` of a (large) list array;
+    the offsets start at 0 and index ``values`` directly. O(len + entries of these
+    rows): a slice's ``values`` is its parent's whole child array (a batch cut
+    from a large row group would otherwise convert the whole group's entries,
+    once per batch), so only the slice's own range is converted."""
     offsets = np.asarray(arr.offsets, dtype=np.int64)
-    values = arr.values
+    start = int(offsets[0]) if offsets.size else 0
+    values = arr.values.slice(start, int(offsets[-1]) - start if offsets.size else 0)
+    offsets = offsets - start  # (a view of an Arrow buffer is read-only)
     if pa.types.is_boolean(values.type):
         values = values.cast(pa.uint8())
     null = np.asarray(values.is_null().to_numpy(zero_copy_only=False), dtype=bool)
