@@ -188,6 +188,9 @@ class TorchBackend(Backend):
 
     def __init__(self, dtype: Any = "float64", chunk_elements: int | None = None):
         self.dtype = _parse_dtype(dtype)
+        #: cap on ACES-O's pair tensors; None: sized by the free memory on CUDA
+        #: (:func:`.aces_o.pair_budget`), ``DEFAULT_CHUNK_ELEMENTS`` on the CPU
+        self.pair_elements = None if chunk_elements is None else int(chunk_elements)
         if chunk_elements is None:
             chunk_elements = DEFAULT_CHUNK_ELEMENTS
         if int(chunk_elements) < 1:
@@ -263,7 +266,7 @@ class TorchBackend(Backend):
             steps,
             self._vector(counts, Bt, torch.int64),
             self.dtype,
-            self.chunk_elements,
+            self.pair_elements,
         )
         return w.to(torch.float64), obj.to(torch.float64)
 
