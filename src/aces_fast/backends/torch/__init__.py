@@ -55,10 +55,16 @@ without looking), and tables have fixed sizes (score levels bounded by n or
 m + 1) instead of data-dependent shapes. The one read is the single call's
 copy-out of ACES-C's ``fallback`` flag into a Python bool
 (:func:`aces_fast._registry.host_flag`); a batch keeps its flags on the
-device. Input validation on a device reads it, and ACES-O, CodeT, B4 and the
-surrogate kernel still read it in a few places (row de-duplication, the
-symmetry classes' done check on the CPU). tests/test_torch_sync.py counts the
-aten ops and host reads of every method and kernel on CPU tensors.
+device. Input validation on a device reads it, and CodeT, B4 and the
+surrogate kernel still read it in a few places (row de-duplication). ACES-O
+reads twice per call, both before its Adam loop (the distinct-row counts and
+the symmetry classes' sizes, which shape the loop's tensors); each Adam step
+is then a fixed sequence of 53 aten ops (one column chunk of pair tensors)
+on buffers made once -- no sort, no host read, no allocation. Its pair
+tensors hold ``chunk_elements`` entries each when given, else on CUDA a share
+of the free device memory (:func:`.aces_o.pair_budget`).
+tests/test_torch_sync.py counts the aten ops and host reads of every method
+and kernel on CPU tensors.
 
 Threads: on the CPU, torch's intra-op thread pool (``torch.set_num_threads``)
 applies. For the small matrices of ACES-O, one thread is usually fastest.
