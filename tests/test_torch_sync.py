@@ -19,7 +19,9 @@ one computation over padded (T, n, m) tensors whose results stay on the device
 as the columns of a :class:`~aces_fast.BatchResult`: it reads nothing at all,
 and its op count does not depend on the number of tasks ``T`` (for tasks that
 share one padded chunk of at most ``chunk_elements`` cells; a bigger batch is
-several chunks).
+several chunks). ACES-O reads twice, before its Adam loop, whose steps each
+dispatch a fixed sequence of at most :data:`ADAM_STEP_OPS` ops with no sort
+and no read.
 
 The ``cuda`` tests run the same calls on a GPU under
 ``torch.cuda.set_sync_debug_mode("error")`` and compare with the cpp backend;
@@ -438,3 +440,35 @@ def test_cuda_loo_auc_without_syncs(sync_errors):
     got = TB.loo_auc_public(B, None, 1e-9)
     torch.cuda.set_sync_debug_mode("default")
     np.testing.assert_array_equal(npy(got), af.loo_auc(MATRIX, backend="cpp"))
+
+
+@pytest.mark.cuda
+@cuda
+@pytest.mark.parametrize("method", ["aces-o", "aces-o-warm"])
+def test_cuda_aces_o_adam_loop_without_syncs(method, monkeypatch):
+    """The Adam loop (steps 2.., symmetry classes snapped every step) runs under
+    ``set_sync_debug_mode("error")``, per task and in a batch; results match cpp."""
+    require_backend("cpp")
+    from aces_fast.backends.torch import aces_o
+
+    run = aces_o._GroupFit.run
+
+    def strict(self, *args):
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            return run(self, *args)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+
+    monkeypatch.setattr(aces_o._GroupFit, "run", strict)
+    mats = [_with_symmetric_tests(MATRIX, 20), _with_symmetric_tests(random_matrix(RNG, 40, 50), 8)]
+    tasks = [TB.prepare(torch.from_numpy(B).cuda()) for B in mats]
+    single = [TB.rerank(B, method, _values(method)) for B in tasks]
+    batch = TB.rerank_batch(tasks, method, _values(method), None)
+    for k, B in enumerate(mats):
+        want = af.rerank(B, method, backend="cpp", **PARAMS[method])
+        for got in (single[k], batch[k]):
+            assert got.weights.device.type == "cuda"
+            np.testing.assert_allclose(npy(got.weights), want.weights, rtol=0, atol=1e-9)
+            np.testing.assert_array_equal(npy(got.order), want.order)

@@ -22,12 +22,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 
 from ..._constants import ADAM_BETA1, ADAM_BETA2, ADAM_EPS, SNAP_RTOL_FLOAT32
 from ..._constants import SNAP_RTOL as _SNAP_RTOL64
 from ..shapes import shape_chunks
 from .chunks import DEFAULT_CHUNK_ELEMENTS, column_chunks
+from .columns import upload
 from .dedup import distinct_rows_padded
 from .surrogate import _EXP_SAFE
 
@@ -42,7 +44,7 @@ CUDA_PAIR_MEMORY_FRACTION = 0.5
 
 
 def pair_budget(device: torch.device, dtype: torch.dtype, pair_elements: int | None) -> int:
-    """Entries of each of the two per-chunk pair tensors (T, k, U, U) of the Adam loop.
+    """Entries of each of the two per-chunk pair tensors (k, T, U, U) of the Adam loop.
 
     ``pair_elements`` when given (a cap chosen by the caller); otherwise, on
     CUDA, ``CUDA_PAIR_MEMORY_FRACTION`` of the free device memory split over
@@ -173,7 +175,9 @@ class ClassTable:
         # bucketize: 0 for d < 0, 1 for d == 0, 2 for 0 < d <= tol, 3 for d > tol
         finfo = torch.finfo(x.dtype)
         below_zero = -finfo.smallest_normal * finfo.eps  # the negative number nearest 0
-        self.bounds = torch.tensor([below_zero, 0.0, tol], dtype=x.dtype, device=dev)
+        np_dtype = np.float32 if x.dtype == torch.float32 else np.float64
+        bounds = np.array([below_zero, 0.0, tol], dtype=np_dtype)
+        self.bounds = upload(bounds, dev)  # pinned, non-blocking: the host does not wait
         self.xm = x.new_empty(M)
         self.xm_col = self.xm.view(M, 1)
         self.xt = x.new_empty((M, W))
@@ -482,7 +486,7 @@ def _fit(
     workspace = _Workspace(entries, dtype, dev)
     fits, stats = [], []
     for group, u, c, chunk_tests in plans:
-        idx = torch.tensor(group, dtype=torch.int64, device=dev)
+        idx = upload(np.array(group, dtype=np.int64), dev)
         fit = _GroupFit(
             Bu.index_select(0, idx)[:, :u, :c].contiguous(),
             counts.index_select(0, idx)[:, :u].contiguous(),
