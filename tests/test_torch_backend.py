@@ -31,6 +31,7 @@ from aces_fast.backends.torch import (
     FLOAT32_RTOL,
     FLOAT32_WEIGHT_ATOL,
     TorchBackend,
+    aces_o,
     chunks,
     to_device,
     to_output,
@@ -491,6 +492,53 @@ def test_column_chunking_gives_same_results(chunk):
     assert list(chunks.column_chunks(5, 4, chunk)) == [
         (a, min(5, a + max(1, chunk // 4))) for a in range(0, 5, max(1, chunk // 4))
     ]
+
+
+def test_large_pool_pair_chunks_match_one_chunk(monkeypatch):
+    """ACES-O on every row (``top_k=None``): pair tensors split into column chunks of
+    one or a few tests (a tiny budget) give what one chunk gives, per task and in a
+    batch, and the chunks really are that small."""
+    widths = []
+    chunk = aces_o._Chunk
+    monkeypatch.setattr(
+        aces_o, "_Chunk", lambda s, a, b, ws: widths.append(b - a) or chunk(s, a, b, ws)
+    )
+    rng = np.random.default_rng(12)
+    B = random_matrix(rng, 90, 17, 0.5, dup_rows=20)
+    B = np.hstack([B, B[:, :3]])  # symmetry classes through the loop
+    params = method_params("aces-o", {"top_k": None, "steps": 30})
+    want = TB.rerank(B, "aces-o", params)
+    U = len(np.unique(B, axis=0))
+    for tests in (1, 3):
+        small = TorchBackend(chunk_elements=tests * U * U)
+        widths.clear()
+        for got in (
+            small.rerank(B, "aces-o", params),
+            small.rerank_batch([B], "aces-o", params, None)[0],
+        ):
+            _assert_same(got.weights, want.weights, atol=1e-14)
+            _assert_same(got.objective, want.objective, atol=1e-14)
+            np.testing.assert_array_equal(got.order, want.order)
+        assert max(widths) == tests and len(widths) >= 2 * (B.shape[1] // tests)
+    assert aces_o.pair_budget(torch.device("cpu"), torch.float64, 3 * U * U) == 3 * U * U
+
+
+def test_pair_budget_from_free_device_memory(monkeypatch):
+    """Without a cap the pair tensors get a fixed budget on the CPU and
+    ``CUDA_PAIR_MEMORY_FRACTION`` of the free memory on CUDA (two tensors)."""
+    cpu = torch.device("cpu")
+    assert aces_o.pair_budget(cpu, torch.float64, None) == chunks.DEFAULT_CHUNK_ELEMENTS
+    assert aces_o.pair_budget(cpu, torch.float64, 5) == 5
+    assert aces_o.pair_budget(cpu, torch.float64, 0) == 1
+    free = 10 * 2**30
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (free, 80 * 2**30))
+    cuda = torch.device("cuda")
+    share = free * aces_o.CUDA_PAIR_MEMORY_FRACTION
+    assert aces_o.pair_budget(cuda, torch.float64, None) == int(share) // 16
+    assert aces_o.pair_budget(cuda, torch.float32, None) == int(share) // 8
+    assert aces_o.pair_budget(cuda, torch.float64, 1000) == 1000  # a cap wins
+    assert TorchBackend().pair_elements is None
+    assert TorchBackend(chunk_elements=77).pair_elements == 77
 
 
 def test_float32_mode_within_documented_tolerance():

@@ -212,8 +212,6 @@ def test_hot_path_never_runs_the_per_task_method(monkeypatch):
     want = _per_task(TASKS, PARAM_SETS["warm"])
     monkeypatch.setattr(TorchBackend, "rerank", forbidden)
     monkeypatch.setattr(torch_aces_o, "aces_o_fit", forbidden)
-    monkeypatch.setattr(torch_aces_o, "surrogate_core", forbidden)
-    monkeypatch.setattr(torch_aces_o, "SurrogateData", forbidden)
     monkeypatch.setattr(torch_surrogate, "surrogate_core", forbidden)
     monkeypatch.setattr(torch_surrogate, "SurrogateData", forbidden)
     monkeypatch.setattr(torch_loo_auc, "loo_auc", forbidden)
@@ -230,10 +228,12 @@ def test_chunking_does_not_change_results(chunk, monkeypatch):
     prepared = [be.prepare(B) for B in TASKS]
     params = PARAM_SETS["warm"]
     want = _per_task(TASKS, params)
-    calls = []
-    fit = torch_aces_o.aces_o_fit_padded
+    calls = []  # padded fits of tasks with tests (a task without tests is no cell)
+    fit = torch_aces_o.aces_o_fit_groups
     monkeypatch.setattr(
-        torch_aces_o, "aces_o_fit_padded", lambda *a, **k: calls.append(1) or fit(*a, **k)
+        torch_aces_o,
+        "aces_o_fit_groups",
+        lambda *a, **k: (max(a[2]) > 0 and calls.append(1)) or fit(*a, **k),
     )
     got = be.rerank_batch(prepared, "aces-o", method_params("aces-o", params), None)
     for g, w in zip(got, want):
@@ -244,9 +244,23 @@ def test_chunking_does_not_change_results(chunk, monkeypatch):
         assert calls
 
 
+def _padded_surrogate(data, w, gamma, chunk_tests):
+    """``(J (T,), dJ/dw (T, m))`` of the Adam loop's surrogate (``aces_o._Surrogate``)
+    at weights ``w`` (T, m), with pair tensors of ``chunk_tests`` tests."""
+    Bu, counts = data
+    T, U, _ = Bu.shape
+    zeros = torch.zeros_like(w)
+    adam = torch_aces_o._Adam(zeros.clone(), zeros.clone(), zeros.clone(), 0.1)
+    adam.w.copy_(w)
+    workspace = torch_aces_o._Workspace(chunk_tests * T * U * U, w.dtype, w.device)
+    sur = torch_aces_o._Surrogate(Bu, counts, gamma, adam, chunk_tests, workspace)
+    return sur.evaluate().view(T), adam.g.clone()
+
+
 def test_pair_tensors_split_over_tests_are_exact():
-    """surrogate_core_padded with column chunks of 1 and of all tests agree, and both
-    equal the per-task surrogate_core of every task (padding rows and columns add 0)."""
+    """The Adam loop's surrogate with column chunks of 1, 2 and all tests agree, and
+    equal the per-task surrogate_core of every task (padding rows and columns add 0),
+    on both the exp-trick and the sigmoid path."""
     rng = np.random.default_rng(8)
     shapes = [(9, 7), (4, 11), (15, 3), (1, 5)]
     mats = [torch.from_numpy(random_matrix(rng, n, m, 0.5, dup_rows=2)) for n, m in shapes]
@@ -254,26 +268,28 @@ def test_pair_tensors_split_over_tests_are_exact():
     rows, valid = _padded_top_k(B, n_rows, None)
     Bk = B.gather(1, rows[:, :, None].expand(*rows.shape, B.shape[2]))
     Bu, counts, _distinct = torch_dedup.distinct_rows_padded(Bk, valid, torch.float64)
-    data = torch_surrogate.PaddedSurrogateData(Bu.contiguous(), counts.contiguous())
+    data = (Bu.contiguous(), counts.contiguous())
     w = torch.from_numpy(rng.random(B.shape[::2]))
     for t, (_, m) in enumerate(shapes):
         w[t, m:] = 0  # padding columns are inactive: weight 0
     w = w / w.sum(dim=1, keepdim=True)
-    for exp_trick in (True, False):
-        J1, g1 = torch_surrogate.surrogate_core_padded(data, w, 10.0, exp_trick, chunk_elements=1)
-        J2, g2 = torch_surrogate.surrogate_core_padded(data, w, 10.0, exp_trick)
-        np.testing.assert_allclose(J1.numpy(), J2.numpy(), rtol=0, atol=1e-14)
-        np.testing.assert_allclose(g1.numpy(), g2.numpy(), rtol=0, atol=1e-13)
+    for gamma in (10.0, 750.0):  # exp trick, sigmoid
+        J1, g1 = _padded_surrogate(data, w, gamma, 1)
+        J2, g2 = _padded_surrogate(data, w, gamma, 2)
+        J3, g3 = _padded_surrogate(data, w, gamma, B.shape[2])
+        for J, g in ((J1, g1), (J2, g2)):
+            np.testing.assert_allclose(J.numpy(), J3.numpy(), rtol=0, atol=1e-14)
+            np.testing.assert_allclose(g.numpy(), g3.numpy(), rtol=0, atol=1e-13 * gamma)
         for t, (_n, m) in enumerate(shapes):
             _, J, g = torch_surrogate.surrogate_core(
                 torch_surrogate.SurrogateData(mats[t], None, torch.float64),
                 w[t, :m].contiguous(),
-                10.0,
-                max_w=1.0 if exp_trick else None,
+                gamma,
+                max_w=1.0,
             )
-            assert abs(float(J2[t]) - float(J)) <= 1e-14
-            np.testing.assert_allclose(g2[t, :m].numpy(), g.numpy(), rtol=0, atol=1e-13)
-            np.testing.assert_array_equal(g2[t, m:].numpy(), 0.0)
+            assert abs(float(J3[t]) - float(J)) <= 1e-14
+            np.testing.assert_allclose(g3[t, :m].numpy(), g.numpy(), rtol=0, atol=1e-13 * gamma)
+            np.testing.assert_array_equal(g3[t, m:].numpy(), 0.0)
 
 
 def test_float32_mode(monkeypatch):
@@ -378,16 +394,65 @@ def test_distinct_rows_padded_matches_unique():
             assert not counts[t, u:].any() and not Bu[t, u:].any() and not Bu[t, :, m:].any()
 
 
-def test_softmax_masked_padded_without_active_tests_gives_zeros():
-    logits = torch.tensor([[0.5, 1.0, -2.0], [3.0, 0.0, 1.0]], dtype=torch.float64)
-    active = torch.tensor([[True, False, True], [False, False, False]])
-    w = torch_aces_o.softmax_masked_padded(logits, active, active.any(dim=1, keepdim=True))
-    assert not torch.isnan(w).any()
+def test_tasks_without_active_tests_get_zeros_in_a_shared_group():
+    """A task whose tests are all inactive shares an Adam group with others: zero
+    weights and objective (no NaN from a softmax over nothing), the others unchanged."""
+    rng = np.random.default_rng(9)
+    B = torch.from_numpy(random_matrix(rng, 6, 5, 0.5))
+    Bk = torch.stack([B, B])
+    valid = torch.ones((2, 6), dtype=torch.bool)
+    active = torch.tensor([[True] * 5, [False] * 5])
+    logits0 = torch.zeros((2, 5), dtype=torch.float64)
+    w, obj = torch_aces_o.aces_o_fit_groups(Bk, valid, [5, 5], logits0, active, 10.0, 0.1, 8)
+    assert not torch.isnan(w).any() and not torch.isnan(obj).any()
     np.testing.assert_array_equal(w[1].numpy(), 0.0)
-    np.testing.assert_allclose(
-        w[0].numpy(), torch_aces_o.softmax_masked(logits[0], active[0]).numpy(), rtol=0, atol=1e-16
-    )
-    assert float(w[0, 1]) == 0.0
+    np.testing.assert_array_equal(obj[1].numpy(), 0.0)
+    alone, obj_alone = torch_aces_o.aces_o_fit(B, logits0[0], active[0], 10.0, 0.1, 8)
+    np.testing.assert_allclose(w[0].numpy(), alone.numpy(), rtol=0, atol=1e-15)
+    np.testing.assert_allclose(obj[0].numpy(), obj_alone.numpy(), rtol=0, atol=1e-15)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_class_table_snaps_as_the_sorted_rule(seed):
+    """The Adam loop's sort-free snapping (aces_o.ClassTable) gives the sorted rule's
+    values bit for bit (SymmetryClasses, docs/contract.rst §7.5) and the same
+    refined classes, step after step: ties, chains of neighbours within tol whose
+    ends are further apart, gaps just above tol, classes that split and that stay."""
+    rng = np.random.default_rng(seed)
+    T, m, tol = int(rng.integers(1, 5)), int(rng.integers(2, 40)), 1e-10
+    # starting logits with many ties: classes of all sizes
+    logits = torch.from_numpy(rng.integers(0, 4, (T, m)).astype(np.float64))
+    active = torch.from_numpy(rng.random((T, m)) < 0.85)
+    sorted_rule = torch_aces_o.SymmetryClasses(logits, active)
+    levels = np.array([0.0, 0.4, 0.9, 1.0, 1.3, 2.2, 2.5, 3.6, 7.0]) * tol
+
+    def gradient():  # one value per class (kept), plus noise at the scale of tol
+        base = rng.choice([-0.3, 0.0, 0.25], size=(T, m + 1))
+        g = np.take_along_axis(base, sorted_rule.labels.numpy(), axis=1)
+        noise = rng.choice(levels, size=(T, m)) * (rng.random((T, m)) < 0.4)
+        return torch.from_numpy(g + noise * rng.choice([1.0, 1.0, 3.0], size=(T, 1)))
+
+    x = gradient()
+    x.copy_(sorted_rule.snap(x, tol))  # the first step, as in the fit
+    sizes = sorted_rule.sizes()
+    multi = sizes > 1
+    members, width = int(multi.sum()), int(torch.where(multi, sizes, 0).max())
+    if members == 0:
+        return
+    table = torch_aces_o.ClassTable(x, sorted_rule.labels, sizes, members, width, tol)
+    for _ in range(4):
+        x.copy_(gradient())
+        want = sorted_rule.snap(x, tol)
+        table.snap()
+        np.testing.assert_array_equal(x.numpy(), want.numpy())
+        keys = sorted_rule.labels + torch.arange(T)[:, None] * (m + 1)  # (task, label)
+        flat = keys.reshape(-1)[table.midx]
+        same = flat[:, None] == flat[table.kidx]
+        assert bool(same.all())  # a row holds only its own class
+        for i in range(members):  # ... and all of it
+            assert set(table.kidx[i].tolist()) == set(
+                torch.nonzero(flat == flat[i]).reshape(-1).tolist()
+            )
 
 
 def test_shape_chunks_budget_and_waste():

@@ -19,7 +19,9 @@ one computation over padded (T, n, m) tensors whose results stay on the device
 as the columns of a :class:`~aces_fast.BatchResult`: it reads nothing at all,
 and its op count does not depend on the number of tasks ``T`` (for tasks that
 share one padded chunk of at most ``chunk_elements`` cells; a bigger batch is
-several chunks).
+several chunks). ACES-O reads twice, before its Adam loop, whose steps each
+dispatch a fixed sequence of at most :data:`ADAM_STEP_OPS` ops with no sort
+and no read.
 
 The ``cuda`` tests run the same calls on a GPU under
 ``torch.cuda.set_sync_debug_mode("error")`` and compare with the cpp backend;
@@ -185,8 +187,8 @@ HOST_READS = {
     "majority": 0,
     "aces-c": 0,
     "aces-c-filter": 0,
-    "aces-o": 9,
-    "aces-o-warm": 9,
+    "aces-o": 2,
+    "aces-o-warm": 2,
     "codet": 4,
     "codet-linear": 4,
     "b4": 4,
@@ -195,7 +197,7 @@ HOST_READS = {
     "surrogate_loo_auc": 2,
 }
 #: ... and of rerank_batch of a list of tensors
-BATCH_HOST_READS = {"majority": 0, "aces-c": 0, "aces-c-filter": 0, "aces-o": 5, "aces-o-warm": 5}
+BATCH_HOST_READS = {"majority": 0, "aces-c": 0, "aces-c-filter": 0, "aces-o": 2, "aces-o-warm": 2}
 
 #: ACES-O with fewer steps keeps the test quick; the loop is the same
 PARAMS = {"aces-o": {"steps": 6}, "aces-o-warm": {"steps": 6}}
@@ -317,6 +319,63 @@ def test_batch_op_count_does_not_depend_on_the_number_of_tasks(method):
 
 
 # ---------------------------------------------------------------------------
+# (c) one ACES-O Adam step: a fixed, short op sequence without sort or host read
+
+#: aten ops one Adam step of ACES-O may dispatch (one column chunk of pair tensors)
+ADAM_STEP_OPS = 60
+#: ops that sort (or select by sorting)
+SORT_OPS = ("aten::sort", "aten::argsort", "aten::topk", "aten::kthvalue", "aten::msort")
+
+
+def _with_symmetric_tests(B: np.ndarray, copies: int) -> np.ndarray:
+    """``B`` with its first ``copies`` columns duplicated: symmetry classes that last
+    through the whole fit, so every step snaps."""
+    return np.ascontiguousarray(np.hstack([B, B[:, :copies]]))
+
+
+def _adam_step_ops(run: Callable[[int], Any], steps: tuple[int, int] = (6, 10)) -> Counter:
+    """The aten ops one Adam step adds: the op counts of ``run(steps[1])`` minus those
+    of ``run(steps[0])``, divided by the step difference (each op a whole number of
+    times per step, the host reads the same)."""
+    a, b = (record(lambda s=s: run(s))[0] for s in steps)
+    k = steps[1] - steps[0]
+    diff = b.counts()
+    diff.subtract(a.counts())
+    assert all(v >= 0 and v % k == 0 for v in diff.values()), diff
+    assert [r[1:] for r in a.reads] == [r[1:] for r in b.reads]  # none per step
+    return Counter({name: v // k for name, v in diff.items() if v})
+
+
+@pytest.mark.parametrize("method", ["aces-o", "aces-o-warm"])
+@pytest.mark.parametrize("route", ["single", "batch"])
+def test_aces_o_adam_step_op_budget(method, route):
+    """(c) An Adam step runs at most ``ADAM_STEP_OPS`` ops, none of them a sort or a
+    host read, while symmetry classes are snapped (duplicate columns) -- per task on
+    the issue's 200 x 500 cell, and for a batch whose tasks share one Adam group."""
+    if route == "single":
+        B = TB.prepare(torch.from_numpy(_with_symmetric_tests(MATRIX, 20)))
+
+        def run(steps):
+            return TB.rerank(B, method, _registry.method_params(method, {"steps": steps}))
+
+    else:
+        tasks = [
+            TB.prepare(torch.from_numpy(_with_symmetric_tests(random_matrix(RNG, 40, 50), 8)))
+            for _ in range(4)
+        ]
+
+        def run(steps):
+            params = _registry.method_params(method, {"steps": steps})
+            return TB.rerank_batch(tasks, method, params, None)
+
+    per_step = _adam_step_ops(run)
+    assert sum(per_step.values()) <= ADAM_STEP_OPS, per_step
+    assert per_step["aten::bucketize"] == 1  # the classes are snapped every step
+    assert not [name for name in per_step if name.startswith(SORT_OPS)], per_step
+    assert not [name for name in per_step if name in SYNC_OPS or name.startswith("host::")]
+
+
+# ---------------------------------------------------------------------------
 # CUDA: the same calls under torch's sync debug mode, against the cpp backend
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -381,3 +440,35 @@ def test_cuda_loo_auc_without_syncs(sync_errors):
     got = TB.loo_auc_public(B, None, 1e-9)
     torch.cuda.set_sync_debug_mode("default")
     np.testing.assert_array_equal(npy(got), af.loo_auc(MATRIX, backend="cpp"))
+
+
+@pytest.mark.cuda
+@cuda
+@pytest.mark.parametrize("method", ["aces-o", "aces-o-warm"])
+def test_cuda_aces_o_adam_loop_without_syncs(method, monkeypatch):
+    """The Adam loop (steps 2.., symmetry classes snapped every step) runs under
+    ``set_sync_debug_mode("error")``, per task and in a batch; results match cpp."""
+    require_backend("cpp")
+    from aces_fast.backends.torch import aces_o
+
+    run = aces_o._GroupFit.run
+
+    def strict(self, *args):
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            return run(self, *args)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+
+    monkeypatch.setattr(aces_o._GroupFit, "run", strict)
+    mats = [_with_symmetric_tests(MATRIX, 20), _with_symmetric_tests(random_matrix(RNG, 40, 50), 8)]
+    tasks = [TB.prepare(torch.from_numpy(B).cuda()) for B in mats]
+    single = [TB.rerank(B, method, _values(method)) for B in tasks]
+    batch = TB.rerank_batch(tasks, method, _values(method), None)
+    for k, B in enumerate(mats):
+        want = af.rerank(B, method, backend="cpp", **PARAMS[method])
+        for got in (single[k], batch[k]):
+            assert got.weights.device.type == "cuda"
+            np.testing.assert_allclose(npy(got.weights), want.weights, rtol=0, atol=1e-9)
+            np.testing.assert_array_equal(npy(got.order), want.order)

@@ -55,10 +55,16 @@ without looking), and tables have fixed sizes (score levels bounded by n or
 m + 1) instead of data-dependent shapes. The one read is the single call's
 copy-out of ACES-C's ``fallback`` flag into a Python bool
 (:func:`aces_fast._registry.host_flag`); a batch keeps its flags on the
-device. Input validation on a device reads it, and ACES-O, CodeT, B4 and the
-surrogate kernel still read it in a few places (row de-duplication, the
-symmetry classes' done check on the CPU). tests/test_torch_sync.py counts the
-aten ops and host reads of every method and kernel on CPU tensors.
+device. Input validation on a device reads it, and CodeT, B4 and the
+surrogate kernel still read it in a few places (row de-duplication). ACES-O
+reads twice per call, both before its Adam loop (the distinct-row counts and
+the symmetry classes' sizes, which shape the loop's tensors); each Adam step
+is then a fixed sequence of 53 aten ops (one column chunk of pair tensors)
+on buffers made once -- no sort, no host read, no allocation. Its pair
+tensors hold ``chunk_elements`` entries each when given, else on CUDA a share
+of the free device memory (:func:`.aces_o.pair_budget`).
+tests/test_torch_sync.py counts the aten ops and host reads of every method
+and kernel on CPU tensors.
 
 Threads: on the CPU, torch's intra-op thread pool (``torch.set_num_threads``)
 applies. For the small matrices of ACES-O, one thread is usually fastest.
@@ -188,6 +194,9 @@ class TorchBackend(Backend):
 
     def __init__(self, dtype: Any = "float64", chunk_elements: int | None = None):
         self.dtype = _parse_dtype(dtype)
+        #: cap on ACES-O's pair tensors; None: sized by the free memory on CUDA
+        #: (:func:`.aces_o.pair_budget`), ``DEFAULT_CHUNK_ELEMENTS`` on the CPU
+        self.pair_elements = None if chunk_elements is None else int(chunk_elements)
         if chunk_elements is None:
             chunk_elements = DEFAULT_CHUNK_ELEMENTS
         if int(chunk_elements) < 1:
@@ -263,7 +272,7 @@ class TorchBackend(Backend):
             steps,
             self._vector(counts, Bt, torch.int64),
             self.dtype,
-            self.chunk_elements,
+            self.pair_elements,
         )
         return w.to(torch.float64), obj.to(torch.float64)
 

@@ -69,11 +69,11 @@ class PaddedTasks(TorchBackend):
         self._valid: torch.Tensor | None = None
         device = n_rows.device
         # ACES-O's per-step pair tensors: tensors that stay in cache run faster on
-        # the CPU (a GPU wants them large)
+        # the CPU (a GPU wants them large: by default sized by its free memory)
         self.pair_elements = (
             min(self.chunk_elements, CPU_PAIR_ELEMENTS)
             if device.type == "cpu"
-            else self.chunk_elements
+            else parent.pair_elements
         )
 
     def row_count(self, B):

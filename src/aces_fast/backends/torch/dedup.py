@@ -37,12 +37,16 @@ _KEY_BITS = 62
 
 
 def distinct_rows_padded(
-    Bk: torch.Tensor, valid: torch.Tensor, dtype: torch.dtype
+    Bk: torch.Tensor,
+    valid: torch.Tensor,
+    dtype: torch.dtype,
+    weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
     """The distinct rows among each task's rows, with multiplicities.
 
     ``Bk`` uint8 (T, K, m), ``valid`` bool (T, K): the rows that count (padding
-    rows are zero rows that do not). Returns ``(Bu (T, U, m), counts (T, U), distinct)``: ``Bu`` and
+    rows are zero rows that do not); ``weights`` (T, K): each valid row's
+    multiplicity (default 1). Returns ``(Bu (T, U, m), counts (T, U), distinct)``: ``Bu`` and
     ``counts`` in ``dtype``, task t's ``distinct[t]`` distinct rows first, in
     lexicographic order as ``torch.unique(dim=0)`` gives them to the per-task
     path (:class:`SurrogateData`), then zero rows with count 0 (U the largest
@@ -79,8 +83,11 @@ def distinct_rows_padded(
     base = torch.arange(T, device=dev)[:, None] * (U + 1)
     # slot U of every task is a spare that collects what must not count
     slot = torch.where(sorted_valid, pos, U) + base
+    mult = sorted_valid.to(dtype)
+    if weights is not None:
+        mult *= weights.gather(1, perm).to(dtype)
     counts = torch.zeros(T * (U + 1), dtype=dtype, device=dev).index_add_(
-        0, slot.reshape(-1), sorted_valid.reshape(-1).to(dtype)
+        0, slot.reshape(-1), mult.reshape(-1)
     )
     first = torch.where(new, pos, U) + base
     Bu = torch.zeros((T * (U + 1), m), dtype=dtype, device=dev).index_add_(

@@ -1,5 +1,6 @@
-"""The logistic surrogate of LOO-AUC and its analytic gradient: per task, and for a
-padded batch of tasks (the same operations with a task axis in front)."""
+"""The logistic surrogate of LOO-AUC and its analytic gradient, per task (the
+``surrogate`` kernel; ACES-O's Adam loop runs its own buffered copy with a task
+axis, :class:`.aces_o._Surrogate`)."""
 
 from __future__ import annotations
 
@@ -149,83 +150,3 @@ def surrogate(
     w = weights.to(device=B.device, dtype=dtype)
     max_w = float(w.max()) if w.numel() else 0.0
     return surrogate_core(data, w, gamma, chunk_elements, max_w)
-
-
-class PaddedSurrogateData:
-    """:class:`SurrogateData` for T tasks: ``Bf`` (T, U, m) distinct rows and their
-    multiplicities ``counts`` (T, U) in the working dtype (count 0: padding)."""
-
-    def __init__(self, Bf: torch.Tensor, counts: torch.Tensor):
-        self.Bf = Bf
-        self.passers = Bf * counts[:, :, None]
-        self.failers = (1 - Bf) * counts[:, :, None]
-        self.passers_t = self.passers.transpose(1, 2).contiguous()  # (T, m, U)
-        self.failers_t = self.failers.transpose(1, 2).contiguous()
-        self.pairs = self.passers.sum(dim=1) * self.failers.sum(dim=1)  # exact integers
-        valid = self.pairs > 0
-        self.valid_f = valid.to(Bf.dtype)
-        self.safe_pairs = torch.where(valid, self.pairs, torch.ones_like(self.pairs))
-        self.inv_pairs = self.valid_f / self.safe_pairs
-        self._work: dict = {}
-
-    def work(self, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Two reusable (T, k, U, U) buffers (see :meth:`SurrogateData.work`)."""
-        if k not in self._work:
-            T, U, _ = self.Bf.shape
-            self._work[k] = (self.Bf.new_empty((T, k, U, U)), self.Bf.new_empty((T, k, U, U)))
-        return self._work[k]
-
-
-def surrogate_core_padded(
-    data: PaddedSurrogateData,
-    w: torch.Tensor,
-    gamma: float,
-    exp_trick: bool,
-    chunk_elements: int = DEFAULT_CHUNK_ELEMENTS,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(J (T,), dJ/dw (T, m))`` of every task at weights ``w`` (T, m).
-
-    :func:`surrogate_core` with a task axis in front: the same operations, with
-    (T, k, U, U) pair tensors for a chunk of k tests (k as large as
-    ``chunk_elements`` allows, at least 1) and batched mat-vecs over the
-    T * k (task, test) pairs. ``exp_trick`` needs ``gamma * max(w)`` below
-    ``_EXP_SAFE`` (true on the simplex when the per-task path uses it).
-    Padding rows and columns add exactly 0. O(T U^2 m) time.
-    """
-    Bf = data.Bf
-    T, U, m = Bf.shape
-    s = torch.bmm(Bf, w[:, :, None]).squeeze(2)  # (T, U)
-    if exp_trick:
-        E = torch.exp((s[:, None, :] - s[:, :, None]).mul_(gamma))  # exp(-gamma (s_p - s_f))
-        e = torch.exp(gamma * w)
-    else:
-        gdiff = (s[:, :, None] - s[:, None, :]).mul_(gamma)
-        gw = gamma * w
-    cv = torch.zeros((T, U, 1), dtype=w.dtype, device=w.device)
-    Ls, Ds = [], []
-    for a, b in column_chunks(m, T * U * U, chunk_elements):
-        k = b - a
-        sig, dsig = data.work(k)
-        if exp_trick:
-            torch.mul(E[:, None], e[:, a:b, None, None], out=sig).add_(1.0).reciprocal_()
-        else:
-            torch.sub(gdiff[:, None], gw[:, a:b, None, None], out=sig).sigmoid_()
-        torch.addcmul(sig, sig, sig, value=-1.0, out=dsig)
-        pt = data.passers_t[:, a:b]
-        ft = data.failers_t[:, a:b]
-        sig2, dsig2 = sig.view(T * k, U, U), dsig.view(T * k, U, U)
-        ft2 = ft.reshape(T * k, 1, U)
-        sig_f = torch.bmm(ft2, sig2.transpose(1, 2)).view(T, k, U)
-        dsig_f = torch.bmm(ft2, dsig2.transpose(1, 2)).view(T, k, U)
-        dsig_p = torch.bmm(pt.reshape(T * k, 1, U), dsig2).view(T, k, U)
-        Ls.append(torch.linalg.vecdot(pt, sig_f) / data.safe_pairs[:, a:b])
-        Ds.append(torch.linalg.vecdot(pt, dsig_f))
-        u = (pt * dsig_f).addcmul_(ft, dsig_p, value=-1.0)  # (T, k, U)
-        cv.baddbmm_(u.transpose(1, 2), (w[:, a:b] * data.inv_pairs[:, a:b])[:, :, None])
-    Lc = Ls[0] if len(Ls) == 1 else torch.cat(Ls, dim=1)
-    D = Ds[0] if len(Ds) == 1 else torch.cat(Ds, dim=1)
-    excess = (Lc - 0.5).mul_(data.valid_f)
-    J = torch.linalg.vecdot(w, excess)
-    grad = torch.addcmul(excess, w * data.inv_pairs, D, value=-gamma)
-    grad = grad[:, :, None].baddbmm_(Bf.transpose(1, 2), cv, alpha=gamma).squeeze(2)
-    return J, grad
