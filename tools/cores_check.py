@@ -1,0 +1,184 @@
+"""The many-core goals of issue #23, measured in one prepared run.
+
+Not part of the package: a measuring script for a many-core host (the GPU
+machine's 16 cores, lent for minutes at a time). ``python tools/cores_check.py``
+measures, with the cpp backend and a fresh process per thread count (as the
+issue measured), each cell best of ``--repeats``:
+
+* ``rerank_batch`` ACES-C on 2 000 distinct-row tasks of 200x500 and on 20 000
+  of 24x100, tasks/s per thread count, and the 16 / 1 ratio (goal: >= 12x for
+  200x500);
+* one ACES-C call on a 200x500 distinct-row matrix, microseconds at the
+  default thread count and at each explicit one (goal: default within 1.1x of
+  the best);
+* ``aces-fast rerank-dataset`` on ``--problems`` synthetic 100x50 problems with
+  labels (``benchmarks.harness.stream_scale``'s generator), tasks/s at
+  ``--threads 1`` and at the most threads (goal: >= 300 000 at 16).
+
+It prints one table per cell and the goal lines (measured, never asserted),
+and ``--json FILE`` keeps every number. ``--max-threads`` caps the thread
+counts (default: the cores this process may use), so that the script can be
+tried on a small machine; ``--problems 0`` skips the stream.
+
+    PYTHONPATH=src python tools/cores_check.py --max-threads 2 --problems 20000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+# Runs in a fresh interpreter per thread count: argv = cell, threads (0 = the
+# default), repeats, the .npy stack of the cell's tasks. Prints one JSON number (tasks/s, or microseconds per call).
+# A single call takes its thread count from OMP_NUM_THREADS (set by _cell), as
+# a user pins it.
+_CELL = r"""
+import json, sys, time
+import numpy as np
+import aces_fast as af
+
+cell, threads, repeats, path = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+stack = np.load(path)  # the cell's tasks, made once by the parent
+best = float("inf")
+if cell == "call":
+    B = stack[0]
+    af.rerank(B, "aces-c", backend="cpp")
+    for _ in range(repeats):
+        tick = time.perf_counter()
+        for _ in range(200):
+            af.rerank(B, "aces-c", backend="cpp")
+        best = min(best, (time.perf_counter() - tick) / 200)
+    print(json.dumps(best * 1e6))
+else:
+    tasks = list(stack)
+    nt = threads or None
+    af.rerank_batch(tasks[:50], "aces-c", backend="cpp", n_threads=nt)
+    for _ in range(repeats):
+        tick = time.perf_counter()
+        af.rerank_batch(tasks, "aces-c", backend="cpp", n_threads=nt)
+        best = min(best, time.perf_counter() - tick)
+    print(json.dumps(len(tasks) / best))
+"""
+
+
+def _thread_counts(limit: int) -> list[int]:
+    counts = [t for t in (1, 2, 4, 8, 16, 32, 64) if t < limit] + [limit]
+    return sorted(set(counts))
+
+
+#: cell -> (tasks, n, m) of distinct-row matrices (benchmarks.harness.workloads)
+CELLS = {"batch-200x500": (2000, 200, 500), "batch-24x100": (20000, 24, 100), "call": (1, 200, 500)}
+
+
+def _tasks(cell: str, work: Path) -> Path:
+    """The cell's tasks as one .npy stack (made once: 10-15 s per batch cell)."""
+    from benchmarks.harness.workloads import batch_tasks, workload
+
+    count, n, m = CELLS[cell]
+    path = work / f"{cell}.npy"
+    if cell == "call":
+        np.save(path, workload("distinct", n, m)[0][None])
+    else:
+        np.save(path, np.stack(batch_tasks("distinct", count, n, m)))
+    return path
+
+
+def _cell(cell: str, threads: int, repeats: int, env: dict[str, str], tasks: Path) -> float:
+    if cell == "call" and threads:
+        env = dict(env, OMP_NUM_THREADS=str(threads))
+    out = subprocess.run(
+        [sys.executable, "-c", _CELL, cell, str(threads), str(repeats), str(tasks)],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    if out.returncode:
+        raise SystemExit(f"cores_check: the {cell} cell failed:\n{out.stderr}")
+    return float(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def _stream(problems: int, counts: list[int], work: Path, env: dict[str, str]) -> dict[int, Any]:
+    from benchmarks.harness.stream_scale import write_synthetic
+
+    src = work / f"in_{problems}.parquet"
+    tick = time.perf_counter()
+    write_synthetic(src, problems, 100, 50)
+    print(f"wrote {problems:,} problems of 100x50 in {time.perf_counter() - tick:.1f} s")
+    runs: dict[int, Any] = {}
+    for t in counts:
+        out = work / f"out{t}"
+        cmd = [sys.executable, "-m", "aces_fast", "rerank-dataset", str(src), "-o", str(out)]
+        cmd += ["--threads", str(t), "-q", "--json"]
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        if done.returncode:
+            raise SystemExit(f"cores_check: rerank-dataset failed:\n{done.stderr}")
+        runs[t] = json.loads(done.stdout)
+        subprocess.run(["rm", "-rf", str(out)], check=True)
+        print(f"rerank-dataset --threads {t}: {runs[t]['tasks_per_s']:,.0f} tasks/s", flush=True)
+    return runs
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    ap.add_argument("--max-threads", type=int, default=cores or 1)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--problems", type=int, default=300_000)
+    ap.add_argument("--json", help="write every measurement to this file")
+    args = ap.parse_args(argv)
+    if args.max_threads < 1 or args.repeats < 1 or args.problems < 0:
+        ap.error("--max-threads and --repeats must be >= 1, --problems >= 0")
+    counts = _thread_counts(args.max_threads)
+    root = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(root))  # benchmarks.harness
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH", ""), str(root)) if p)
+    env.pop("OMP_NUM_THREADS", None)  # the default must be the library's own
+    print(f"cores_check: {cores} cores usable; thread counts {counts}", flush=True)
+    res: dict[str, Any] = {"cores": cores, "counts": counts}
+    with tempfile.TemporaryDirectory(prefix="cores-check-") as tmp:
+        for cell in ("batch-200x500", "batch-24x100"):
+            stack = _tasks(cell, Path(tmp))
+            rates = {t: _cell(cell, t, args.repeats, env, stack) for t in counts}
+            stack.unlink()
+            res[cell] = rates
+            print(f"\n{cell} ACES-C, distinct rows, tasks/s")
+            for t, r in rates.items():
+                print(f"  {t:>3} threads  {r:>12,.0f}  {r / rates[1]:5.1f}x one thread", flush=True)
+        stack = _tasks("call", Path(tmp))
+        call = {t: _cell("call", t, args.repeats, env, stack) for t in [0, *counts]}
+    res["call-200x500-us"] = call
+    best = min(v for t, v in call.items() if t)
+    print("\none ACES-C call 200x500, microseconds")
+    for t, us in call.items():
+        print(f"  {'default' if t == 0 else f'{t} threads':>11}  {us:8.1f}  {us / best:5.2f}x best")
+    if args.problems:
+        with tempfile.TemporaryDirectory(prefix="cores-check-") as tmp:
+            runs = _stream(args.problems, [1, counts[-1]], Path(tmp), env)
+        res["stream"] = runs
+    top = counts[-1]
+    print("\ngoals (issue #23; measured, not asserted)")
+    b = res["batch-200x500"]
+    print(f"  batch 200x500 at {top} threads: {b[top] / b[1]:.1f}x one thread (goal >= 12x at 16)")
+    print(f"  one call at the default: {call[0] / best:.2f}x the best (goal <= 1.1x)")
+    if args.problems:
+        rate = res["stream"][top]["tasks_per_s"]
+        print(f"  rerank-dataset --threads {top}: {rate:,.0f} tasks/s (goal >= 300,000 at 16)")
+    if args.json:
+        Path(args.json).write_text(json.dumps(res, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
