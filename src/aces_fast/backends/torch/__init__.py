@@ -48,15 +48,17 @@ float64): LOO-AUC uses (n, k) tensors, the surrogate two (k, U, U) buffers
 for U distinct rows (identical rows are merged with multiplicities, which on
 real data shrinks ACES-O's top-24 rows to about 6).
 
-Host synchronizations: majority vote, ACES-C (single call and batch) and the
-LOO-AUC kernel never read the device between validated input and results:
-data-dependent branches compute both sides and select (``maybe`` answers True
-without looking), and tables have fixed sizes (score levels bounded by n or
-m + 1) instead of data-dependent shapes. The one read is the single call's
+Host synchronizations: majority vote, ACES-C (single call and batch), CodeT,
+B4 and the LOO-AUC kernel never read the device between validated input and
+results: data-dependent branches compute both sides and select (``maybe``
+answers True without looking), and tables have fixed sizes (score levels
+bounded by n or m + 1; CodeT's and B4's consensus sets found by a stable sort
+of packed row keys, one slot per row, :mod:`.dedup`) instead of
+data-dependent shapes. The one read is the single call's
 copy-out of ACES-C's ``fallback`` flag into a Python bool
 (:func:`aces_fast._registry.host_flag`); a batch keeps its flags on the
-device. Input validation on a device reads it, and CodeT, B4 and the
-surrogate kernel still read it in a few places (row de-duplication). ACES-O
+device. Input validation on a device reads it, and the surrogate kernel
+still reads it in a few places (row de-duplication). ACES-O
 reads twice per call, both before its Adam loop (the distinct-row counts and
 the symmetry classes' sizes, which shape the loop's tensors); each Adam step
 is then a fixed sequence of 53 aten ops (one column chunk of pair tensors)
