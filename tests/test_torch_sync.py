@@ -194,7 +194,7 @@ HOST_READS = {
     "b4": 0,
     "loo_auc": 0,
     "loo_auc_weighted": 0,
-    "surrogate_loo_auc": 2,
+    "surrogate_loo_auc": 1,
 }
 #: ... and of rerank_batch of a list of tensors
 BATCH_HOST_READS = {"majority": 0, "aces-c": 0, "aces-c-filter": 0, "aces-o": 2, "aces-o-warm": 2}
@@ -515,3 +515,27 @@ def test_cuda_aces_o_adam_loop_without_syncs(method, monkeypatch):
             assert got.weights.device.type == "cuda"
             np.testing.assert_allclose(npy(got.weights), want.weights, rtol=0, atol=1e-9)
             np.testing.assert_array_equal(npy(got.order), want.order)
+
+
+@pytest.mark.cuda
+@cuda
+def test_cuda_surrogate_does_not_read_the_weights(sync_errors, monkeypatch):
+    """The public surrogate on a device does not read the weights (``torch.sigmoid``
+    instead of the CPU's exp trick, which needs max(w) on the host). Its one
+    read left, :class:`SurrogateData`'s distinct-row merge, runs beforehand."""
+    from aces_fast.backends.torch import surrogate as _surrogate
+
+    require_backend("cpp")
+    torch.cuda.set_sync_debug_mode("default")
+    B = TB.prepare(torch.from_numpy(MATRIX).cuda())
+    w = torch.from_numpy(RNG.random(MATRIX.shape[1]))
+    w = (w / w.sum()).cuda()
+    data = _surrogate.SurrogateData(B, None, torch.float64)
+    monkeypatch.setattr(_surrogate, "SurrogateData", lambda *args: data)
+    torch.cuda.set_sync_debug_mode("error")
+    L, J, g = _surrogate.surrogate(B, w, 10.0)
+    torch.cuda.set_sync_debug_mode("default")
+    want = af.surrogate_loo_auc(MATRIX, npy(w), 10.0, backend="cpp")
+    np.testing.assert_allclose(npy(L), want.values, rtol=1e-12, atol=1e-12)
+    assert abs(float(J) - want.objective) <= 1e-12
+    np.testing.assert_allclose(npy(g), want.gradient, rtol=1e-12, atol=1e-12)
