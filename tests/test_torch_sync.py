@@ -337,6 +337,113 @@ def test_by_distinct_keys_gives_equal_keys_equal_bits():
 
 
 # ---------------------------------------------------------------------------
+# validation: one route (tensor ops where the tensor lives), one read per batch
+
+#: dtypes a pass matrix tensor may come in (bool and uint8 are checked by their
+#: largest byte, the others by their first offending entry)
+TENSOR_DTYPES = ["uint8", "bool", "int8", "int64", "float16", "bfloat16", "float32", "float64"]
+
+
+def _as(B: np.ndarray, dtype: str) -> Any:
+    return torch.from_numpy(B).to(getattr(torch, dtype))
+
+
+def test_a_batch_of_tensors_is_validated_with_one_host_read():
+    tasks = [
+        _as(random_matrix(RNG, n, m), TENSOR_DTYPES[i % len(TENSOR_DTYPES)])
+        for i, (n, m) in enumerate(SHAPES * 3)
+    ]
+    tasks[4] = tasks[4].t().contiguous().t()  # a non-contiguous layout
+    log, out = record(lambda: TB.prepare_batch(tasks))
+    assert [r[1] for r in log.reads] == ["host::tolist"], log.reads
+    for B, got in zip(tasks, out):
+        assert got.dtype == torch.uint8 and got.is_contiguous()
+        assert torch.equal(got, B.to(torch.uint8))
+    # one matrix and weights: one read each; a contiguous uint8 tensor is not copied
+    B = torch.from_numpy(MATRIX)
+    log, got = record(lambda: TB.prepare(B))
+    assert len(log.reads) == 1 and got.data_ptr() == B.data_ptr()
+    log, _ = record(lambda: TB.prepare_weights(torch.rand(MATRIX.shape[1]), MATRIX.shape[1]))
+    assert len(log.reads) == 1
+
+
+def test_tensors_are_validated_without_numpy(monkeypatch):
+    """No torch -> NumPy -> torch round trip: validating (and ranking) CPU tensors
+    never converts one to NumPy."""
+    import aces_fast._validation as validation
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a tensor went through NumPy")
+
+    monkeypatch.setattr(torch.Tensor, "numpy", refuse)
+    monkeypatch.setattr(torch.Tensor, "__array__", refuse)
+    monkeypatch.setattr(validation, "tensor_to_numpy", refuse)
+    tasks = [_as(random_matrix(RNG, n, m), d) for (n, m), d in zip(SHAPES, TENSOR_DTYPES)]
+    TB.prepare_batch(tasks)
+    TB.prepare(tasks[0])
+    TB.prepare_weights(torch.ones(8, dtype=torch.float32), 8)
+    af.rerank_batch(tasks, "aces-c", backend="torch")
+    af.rerank(tasks[0], "codet", backend="torch")
+    af.loo_auc(tasks[0], torch.ones(10), backend="torch")
+
+
+def _corrupt(rng: np.random.Generator, B: Any, how: str) -> Any:
+    if how == "value":
+        bad = torch.tensor(rng.choice([2, 3, -1, 7]), dtype=B.dtype)
+        if B.dtype == torch.bool:  # a bool tensor whose bytes are not 0/1
+            B = B.view(torch.uint8).clone()
+            B[0, -1] = 5
+            return B.view(torch.bool)
+        if B.dtype == torch.uint8:
+            bad = torch.tensor(rng.choice([2, 3, 7]), dtype=B.dtype)
+        B = B.clone()
+        B[-1, -1] = bad
+        return B
+    if how == "nan":
+        return B.to(torch.float32).index_fill(1, torch.tensor([0]), float("nan"))
+    if how == "shape":
+        return B[0]
+    if how == "empty":
+        return B[:0]
+    if how == "complex":
+        return B.to(torch.complex64)
+    A = B.numpy() if B.is_complex() else B.float().numpy()  # NumPy items
+    return A.astype(object) if how == "object" else A * 2
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_batch_errors_name_the_first_invalid_task(seed):
+    """The error of a batch mixing tensors (validated together, one read) and NumPy
+    items is the first invalid task's, prefixed ``task <i>:``, word for word what
+    validating task by task (the NumPy backend's route) raises."""
+    from aces_fast.backends import get_backend
+
+    rng = np.random.default_rng(seed)
+    T = int(rng.integers(1, 7))
+    tasks: list[Any] = []
+    for _ in range(T):
+        dtype = TENSOR_DTYPES[int(rng.integers(len(TENSOR_DTYPES)))]
+        tasks.append(_as(random_matrix(rng, int(rng.integers(2, 6)), 3), dtype))
+    for t in rng.choice(T, size=min(T, int(rng.integers(1, 3))), replace=False):
+        how = ["value", "nan", "shape", "empty", "complex", "object", "numpy"][rng.integers(7)]
+        tasks[t] = _corrupt(rng, tasks[t], how)
+    ref = get_backend("numpy")
+    try:
+        ref.prepare_batch(list(tasks))
+    except (TypeError, ValueError) as exc:
+        want: Exception | None = exc
+    else:
+        want = None
+    if want is None:
+        assert len(TB.prepare_batch(tasks)) == T
+        return
+    with pytest.raises(type(want)) as got:
+        TB.prepare_batch(tasks)
+    assert str(got.value) == str(want)
+    assert str(got.value).startswith("task ")
+
+
+# ---------------------------------------------------------------------------
 # (b) a batch's op count does not grow with its number of tasks
 
 
