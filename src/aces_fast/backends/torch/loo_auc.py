@@ -141,7 +141,12 @@ def loo_auc_uniform(
         lp = lp.index_add_(0, slot, rows.reshape(T * n, k)).view(T, levels + 1, k)
         lp = lp[:, :levels].to(wide)  # passers per level; the spare slot is not a level
         P = lp.sum(dim=1).to(f64)
-        x = lp + shift[:, :, None]
+        # x: in the rows' buffer when they are B converted (no longer needed, and
+        # already paged in: a fresh tensor of this size costs page faults on the CPU)
+        out = None
+        if rows is Bc and rows.dtype == wide and B.dtype != wide:  # Bc is a copy
+            out = rows.view(-1)[: T * levels * k].view(T, levels, k)
+        x = torch.add(lp, shift[:, :, None], out=out)
         x[:, 1:].addcmul_(adjacent[:, 1:, None], lp[:, :-1])
         twice = x.mul_(lp).sum(dim=1).to(f64)  # 2 wins + ties + P**2, exact
         pairs = P * (total - P)
