@@ -646,3 +646,24 @@ def test_cuda_surrogate_does_not_read_the_weights(sync_errors, monkeypatch):
     np.testing.assert_allclose(npy(L), want.values, rtol=1e-12, atol=1e-12)
     assert abs(float(J) - want.objective) <= 1e-12
     np.testing.assert_allclose(npy(g), want.gradient, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.cuda
+@cuda
+def test_cuda_batch_validation_synchronizes_once():
+    """Validating a batch of CUDA tensors of mixed dtypes: one synchronization."""
+    import warnings
+
+    tasks = [_as(random_matrix(RNG, n, m), d).cuda() for (n, m), d in zip(SHAPES, TENSOR_DTYPES)]
+    torch.cuda.synchronize()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            out = TB.prepare_batch(tasks)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    syncs = [str(c.message) for c in caught if "synchroniz" in str(c.message)]
+    assert len(syncs) == 1, syncs
+    for B, got in zip(tasks, out):
+        assert got.device == B.device and torch.equal(got, B.to(torch.uint8))

@@ -89,8 +89,13 @@ def _first(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 def _largest_bytes(mats: list[torch.Tensor]) -> list[torch.Tensor]:
     """The largest entry (0-d) of each non-empty ``uint8`` matrix: one fused
     multi-tensor reduction where torch has it (``_foreach_max``)."""
-    foreach_max = getattr(torch, "_foreach_max", None)
-    return list(foreach_max(mats)) if foreach_max is not None else [B.max() for B in mats]
+    foreach_max = getattr(torch, "_foreach_max", None)  # torch >= 2.4
+    if foreach_max is not None:
+        try:
+            return list(foreach_max(mats))
+        except (RuntimeError, NotImplementedError):  # a build without it for uint8
+            pass
+    return [B.max() for B in mats]
 
 
 class _Task:
