@@ -357,13 +357,14 @@ def test_torch_padded_loo_auc_against_per_task(torch_mod):
 
 
 def test_torch_loo_auc_counts_stay_exact_past_float32(torch_mod):
-    """From n = 4096 on, passer x failer products pass 2**24: the kernel counts in
-    float64 there, and still equals the reference bit for bit."""
+    """From n = 2897 on, the level tables' sums of products (at most 2 n**2) pass
+    2**24: the kernel counts in float64 there, and still equals the reference bit
+    for bit on both sides of the switch (and where n**2 passes 2**24 too)."""
     torch = torch_mod
     from aces_fast.backends.torch import loo_auc as torch_loo_auc
 
     rng = np.random.default_rng(13)
-    for n in (4095, 4100):
+    for n in (2896, 2897, 4100):
         B = random_matrix(rng, n, 6, 0.5, dup_rows=n // 3)
         L, _ = torch_loo_auc.loo_auc_uniform(torch.from_numpy(B)[None])
         np.testing.assert_array_equal(L[0].numpy(), af.loo_auc(B, backend="numpy"))

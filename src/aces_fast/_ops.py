@@ -70,7 +70,10 @@ class ArrayOps(Protocol):
         ...
 
     def row_groups(self, B: Array) -> tuple[Array, Array, Array]:
-        """Distinct rows: ``(representatives, group of each row, group sizes)``."""
+        """Identical rows: ``(representatives (U, m), group of each row (n,), group
+        sizes (U,))``. Representatives may repeat (equal ones have equal sizes):
+        the NumPy backends give the U distinct rows, torch every row itself
+        (fixed shapes, U = n)."""
         ...
 
     # -- primitives over the last axis ---------------------------------------------

@@ -242,18 +242,28 @@ def aces_o(
     return Outputs(scores, weights, order, objective=objective, rows=rows)
 
 
-def _consensus(nx: ArrayOps, B: Any) -> tuple[Any, Any, Any, Any]:
-    """Distinct rows over the non-constant tests: ``(patterns, inverse, sizes, Bn)``."""
-    keep = nonconstant(nx.column_sums(B), B.shape[0])
-    Bn = B if bool(keep.all()) else B[:, keep]
+def _consensus(nx: ArrayOps, B: Any) -> tuple[Any, Any, Any, Any, Any]:
+    """Identical rows over the non-constant tests: ``(patterns, inverse, sizes, Bn, M)``.
+
+    ``Bn`` is ``B`` with its constant tests zeroed (same shape: no column
+    selection of a data-dependent width), ``M`` the number of non-constant
+    tests (an integer, or a 0-d array); ``patterns, inverse, sizes`` are
+    ``nx.row_groups(Bn)``. Zero columns change no row's group, pass count or
+    any count B4 takes, so this equals grouping the non-constant columns.
+    """
+    keep = nonconstant(nx.column_sums(B), B.shape[-2])
+    M = nx.count(keep)
+    Bn = B
+    if nx.maybe(B.shape[-1] != M):  # some test is constant
+        Bn = B * keep
     patterns, inverse, sizes = nx.row_groups(Bn)
-    return patterns, inverse, sizes, Bn
+    return patterns, inverse, sizes, Bn, M
 
 
 def codet(nx: ArrayOps, B: Any, exponent: float) -> Outputs:
     """CodeT: a consensus set (identical rows over the non-constant tests) scores
     ``(#tests its row passes) * (set size) ** exponent``. O(n m log n)."""
-    patterns, inverse, sizes, _ = _consensus(nx, B)
+    patterns, inverse, sizes, _, _ = _consensus(nx, B)
 
     def score(passed: Any, size: Any) -> Any:
         return nx.to_float(passed) * nx.to_float(size) ** exponent
@@ -276,8 +286,8 @@ def b4(nx: ArrayOps, B: Any, alpha: float, beta0: float) -> Outputs:
     of rows outside ``x`` x tests outside ``y``; ``a = alpha``, ``b = beta0``.
     O(n m log n + U m) for U distinct rows.
     """
-    patterns, inverse, sizes, Bn = _consensus(nx, B)
-    N, M = Bn.shape
+    patterns, inverse, sizes, Bn, M = _consensus(nx, B)
+    N = Bn.shape[-2]
     col = nx.column_sums(Bn)
     ny = nx.row_sums(patterns)
     in_y = nx.count(patterns * col)  # members of x pass every test of y

@@ -4,6 +4,16 @@ The rule is: convert and validate in Python, once, with messages that name the
 problem; the kernels then receive a C-contiguous ``uint8`` matrix holding only
 0/1 (zero-copy when the caller already has one, or a ``bool`` matrix) and
 float64 vectors of the right length.
+
+The rules themselves -- which dtypes and shapes a pass matrix and weights may
+have, and the message of each violation -- are defined once, in the section
+"the rules" below, on metadata (a dtype's kind, a shape) and on the few values
+a check finds (the offending value, a sum). NumPy input is checked here
+(:func:`as_pass_matrix`, :func:`as_weights`); a tensor on the torch backend is
+checked where it lives by :mod:`aces_fast.backends.torch.validate`, which finds
+those values with tensor ops and reads them once, and raises the same errors.
+The CPU backends take a CPU tensor as the NumPy array it views
+(:func:`tensor_to_numpy`).
 """
 
 from __future__ import annotations
@@ -38,7 +48,91 @@ def check_zero_one(B: np.ndarray, name: str = "B", top: int | None = None) -> No
         if top is None:
             top = int(B.max())
         if top > 1:
-            raise ValueError(f"{name} must contain only 0 and 1; found value {top}")
+            raise pass_value_error(name, int(top))
+
+
+# ---------------------------------------------------------------------------
+# the rules: accepted dtypes and shapes, and the message of every violation
+
+
+def dtype_kind(dtype: Any) -> str:
+    """NumPy's kind character of a NumPy or torch dtype: ``"b"`` (bool), ``"u"``,
+    ``"i"``, ``"f"``, ``"c"``, or another NumPy kind (``"O"``, ``"U"``, ...);
+    ``"?"`` for a torch dtype of none of the five (quantized, bits)."""
+    if isinstance(dtype, np.dtype):
+        return dtype.kind
+    torch = sys.modules["torch"]  # a torch dtype: torch is imported
+    if dtype == torch.bool:
+        return "b"
+    if dtype.is_complex:
+        return "c"
+    if dtype.is_floating_point:
+        return "f"
+    try:
+        return "i" if torch.iinfo(dtype).min < 0 else "u"
+    except TypeError:  # no integer dtype either
+        return "?"
+
+
+def complex_tensor_error(name: str, dtype: Any) -> TypeError:
+    return TypeError(f"{name} must be real-valued, got a tensor of dtype {dtype}")
+
+
+def check_pass_dtype(kind: str, dtype: Any, name: str, *, tensor: bool = False) -> None:
+    """Raise ``TypeError`` unless a pass matrix's dtype (kind ``kind``) holds numbers
+    that can be 0/1: bool, integer or float (a complex tensor: real-valued)."""
+    if tensor and kind == "c":
+        raise complex_tensor_error(name, dtype)
+    if kind not in "biuf":
+        raise TypeError(f"{name} must hold 0/1 values as bool, integer or float; got dtype {dtype}")
+
+
+def check_pass_shape(shape: tuple[int, ...], name: str) -> None:
+    """Raise ``ValueError`` unless ``shape`` is ``(n, m)`` with ``n >= 1``."""
+    if len(shape) != 2:
+        raise ValueError(
+            f"{name} must be 2-D with shape (n_candidates, n_tests); got shape {shape}"
+        )
+    if shape[0] == 0:
+        raise ValueError(f"{name} has an empty candidate axis (shape {shape}); need n >= 1")
+
+
+def pass_value_error(name: str, value: Any) -> ValueError:
+    """The error of a pass matrix holding ``value`` (a Python number; ``None``: NaN).
+
+    The value reported: the largest byte of a ``uint8``/``bool`` matrix, else the
+    first offending entry in row-major order; NaN is reported before any other
+    value."""
+    if value is None:
+        return ValueError(f"{name} contains NaN; a pass matrix must contain only 0 and 1")
+    return ValueError(f"{name} must contain only 0 and 1; found value {value!r}")
+
+
+def check_weights_dtype(kind: str, dtype: Any, name: str, *, tensor: bool = False) -> None:
+    """Raise ``TypeError`` unless weights are real numbers (bool, integer or float)."""
+    if tensor and kind == "c":
+        raise complex_tensor_error(name, dtype)
+    if kind not in "biuf":
+        raise TypeError(f"{name} must be real numbers; got dtype {dtype}")
+
+
+def check_weights_shape(shape: tuple[int, ...], m: int, name: str) -> None:
+    """Raise ``ValueError`` unless ``shape`` is ``(m,)``."""
+    if len(shape) != 1:
+        raise ValueError(f"{name} must be 1-D with length m={m}; got shape {shape}")
+    if shape[0] != m:
+        raise ValueError(f"{name} has length {shape[0]} but B has m={m} tests (columns)")
+
+
+def check_weight_findings(name: str, finite: bool, negative: Any, total: float) -> None:
+    """Raise the ``ValueError`` of weights' values: not all ``finite``, a ``negative``
+    one (the first, a float; ``None`` when there is none), or a sum ``total``
+    beyond :data:`MAX_WEIGHT_SUM` -- checked in that order."""
+    if not finite:
+        raise ValueError(f"{name} must be finite; found NaN or infinity")
+    if negative is not None:
+        raise ValueError(f"{name} must be non-negative; found {negative!r}")
+    check_weight_sum(total, name)
 
 
 def tensor_device(x: Any) -> str | None:
@@ -74,7 +168,7 @@ def tensor_to_numpy(x: Any, name: str, *, host_copy: bool = False) -> np.ndarray
             )
         x = x.cpu()
     if x.is_complex():
-        raise TypeError(f"{name} must be real-valued, got a tensor of dtype {x.dtype}")
+        raise complex_tensor_error(name, x.dtype)
     x = x.detach()
     if x.is_floating_point() and x.element_size() < 4 and x.dtype != sys.modules["torch"].float16:
         # bfloat16 / float8 have no NumPy dtype; float32 holds every such value exactly
@@ -138,16 +232,8 @@ def as_pass_matrix(
             B = np.asarray(B)
         except ValueError as exc:  # ragged nested lists
             raise ValueError(f"{name} must be a rectangular (n, m) array: {exc}") from None
-    if B.dtype == object or B.dtype.kind not in "biuf":
-        raise TypeError(
-            f"{name} must hold 0/1 values as bool, integer or float; got dtype {B.dtype}"
-        )
-    if B.ndim != 2:
-        raise ValueError(
-            f"{name} must be 2-D with shape (n_candidates, n_tests); got shape {B.shape}"
-        )
-    if B.shape[0] == 0:
-        raise ValueError(f"{name} has an empty candidate axis (shape {B.shape}); need n >= 1")
+    check_pass_dtype(B.dtype.kind, B.dtype, name)
+    check_pass_shape(B.shape, name)
     if B.dtype == np.uint8 or B.dtype == np.bool_:
         # zero-copy; a bool array's bytes can hold other values too (views of
         # other data), so it is checked like uint8
@@ -158,12 +244,11 @@ def as_pass_matrix(
             check_zero_one(B, name)
         return B
     if B.dtype.kind == "f" and B.size and np.isnan(B).any():
-        raise ValueError(f"{name} contains NaN; a pass matrix must contain only 0 and 1")
+        raise pass_value_error(name, None)
     if B.size:
         bad = (B != 0) & (B != 1)
         if bad.any():
-            value = B[bad].flat[0].item()
-            raise ValueError(f"{name} must contain only 0 and 1; found value {value!r}")
+            raise pass_value_error(name, B[bad].flat[0].item())
     return np.ascontiguousarray(B, dtype=np.uint8)
 
 
@@ -179,26 +264,22 @@ def as_weights(w: Any, m: int, name: str = "weights", *, host_copy: bool = False
     if is_torch_tensor(w):
         w = tensor_to_numpy(w, name, host_copy=host_copy)
     arr = np.asarray(w)
-    if arr.dtype == object or arr.dtype.kind not in "biuf":
-        raise TypeError(f"{name} must be real numbers; got dtype {arr.dtype}")
-    if arr.ndim != 1:
-        raise ValueError(f"{name} must be 1-D with length m={m}; got shape {arr.shape}")
+    check_weights_dtype(arr.dtype.kind, arr.dtype, name)
+    check_weights_shape(arr.shape, m, name)
     arr = np.ascontiguousarray(arr, dtype=np.float64)
-    if arr.shape[0] != m:
-        raise ValueError(f"{name} has length {arr.shape[0]} but B has m={m} tests (columns)")
     check_weight_values(arr, name)
     return arr
 
 
 def check_weight_values(arr: np.ndarray, name: str = "weights") -> None:
-    """The value checks of :func:`as_weights` on a float64 (m,) array."""
-    if not np.isfinite(arr).all():
-        raise ValueError(f"{name} must be finite; found NaN or infinity")
-    if (arr < 0).any():
-        raise ValueError(f"{name} must be non-negative; found {arr[arr < 0][0].item()!r}")
-    with np.errstate(over="ignore"):
+    """The value checks of :func:`as_weights` on a float64 (m,) array
+    (:func:`check_weight_findings`)."""
+    finite = bool(np.isfinite(arr).all())
+    negative = arr < 0
+    first = arr[negative][0].item() if finite and negative.any() else None
+    with np.errstate(over="ignore", invalid="ignore"):
         total = float(arr.sum())
-    check_weight_sum(total, name)
+    check_weight_findings(name, finite, first, total)
 
 
 #: The largest sum of weights accepted. Scores ``B @ w`` (at most the sum) and the

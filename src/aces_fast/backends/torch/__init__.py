@@ -12,8 +12,11 @@ Input and output types
   stays there: ``RerankResult`` arrays (``scores``, ``weights``, ``order``,
   ``loo_auc``, ``objective``, ``info["rows"]``), LOO-AUC values and
   ``SurrogateResult`` fields (``objective`` as a 0-d tensor) are tensors on the
-  input's device. A CPU tensor of a NumPy-compatible dtype is validated by
-  :func:`aces_fast._validation.as_pass_matrix` (zero-copy for ``uint8``/``bool``).
+  input's device. Validation follows the rules of :mod:`aces_fast._validation`
+  (same errors as for NumPy input) with tensor ops on the tensor's own device,
+  never through NumPy, and reads the device once: for one matrix, and for all
+  the tensors of a ``rerank_batch`` together (:mod:`.validate`; zero-copy for
+  contiguous ``uint8``/``bool``).
 * Anything else (NumPy arrays, nested lists) is validated by the shared NumPy
   validators, wrapped with ``torch.from_numpy`` (no copy), computed on the CPU,
   and returned as NumPy arrays -- so ``backend="torch"`` is a drop-in for the
@@ -48,15 +51,17 @@ float64): LOO-AUC uses (n, k) tensors, the surrogate two (k, U, U) buffers
 for U distinct rows (identical rows are merged with multiplicities, which on
 real data shrinks ACES-O's top-24 rows to about 6).
 
-Host synchronizations: majority vote, ACES-C (single call and batch) and the
-LOO-AUC kernel never read the device between validated input and results:
-data-dependent branches compute both sides and select (``maybe`` answers True
-without looking), and tables have fixed sizes (score levels bounded by n or
-m + 1) instead of data-dependent shapes. The one read is the single call's
-copy-out of ACES-C's ``fallback`` flag into a Python bool
+Host synchronizations: majority vote, ACES-C (single call and batch), CodeT,
+B4 and the LOO-AUC kernel never read the device between validated input and
+results: data-dependent branches compute both sides and select (``maybe``
+answers True without looking), and tables have fixed sizes (score levels
+bounded by n or m + 1; CodeT's and B4's consensus sets found by a stable sort
+of packed row keys, one slot per row, :mod:`.dedup`) instead of
+data-dependent shapes. The one read is the single call's copy-out of
+ACES-C's ``fallback`` flag into a Python bool
 (:func:`aces_fast._registry.host_flag`); a batch keeps its flags on the
-device. Input validation on a device reads it, and CodeT, B4 and the
-surrogate kernel still read it in a few places (row de-duplication). ACES-O
+device. Input validation reads the device once (per call, or per batch), and
+the surrogate kernel once more (row de-duplication). ACES-O
 reads twice per call, both before its Adam loop (the distinct-row counts and
 the symmetry classes' sizes, which shape the loop's tensors); each Adam step
 is then a fixed sequence of 53 aten ops (one column chunk of pair tensors)
@@ -111,7 +116,7 @@ try:
     from . import scores as _scores
     from . import surrogate as _surrogate
     from .chunks import DEFAULT_CHUNK_ELEMENTS
-    from .validate import check_pass_tensor, check_weights_tensor, from_numpy
+    from .validate import check_pass_tensor, check_pass_tensors, check_weights_tensor, from_numpy
 except Exception as exc:  # ImportError, or a broken install failing to load its libraries
     torch = None  # type: ignore[assignment]
     _IMPORT_ERROR: BaseException | None = exc
@@ -125,24 +130,6 @@ FLOAT32_RTOL = 1e-4
 FLOAT32_WEIGHT_ATOL = 1e-4
 
 _DTYPE_NAMES = ("float64", "float32")
-# dtypes torch can hand to NumPy; others (bfloat16, float8) are validated in torch
-_NUMPY_COMPATIBLE = (
-    ()
-    if torch is None
-    else (
-        torch.bool,
-        torch.uint8,
-        torch.int8,
-        torch.int16,
-        torch.int32,
-        torch.int64,
-        torch.float16,
-        torch.float32,
-        torch.float64,
-        torch.complex64,
-        torch.complex128,
-    )
-)
 
 
 def _parse_dtype(dtype: Any) -> torch.dtype:
@@ -206,20 +193,48 @@ class TorchBackend(Backend):
     # -- conversions -------------------------------------------------------------
 
     def prepare(self, B: Any) -> Any:
-        """Validate a pass matrix: a tensor stays a (uint8) tensor on its device,
+        """Validate a pass matrix: a tensor is checked where it lives and stays a
+        (uint8) tensor there (:func:`.validate.check_pass_tensor`, one host read);
         anything else becomes the validated NumPy ``uint8`` array (outputs NumPy)."""
         if not is_torch_tensor(B):
             return as_pass_matrix(B)
-        if B.device.type == "cpu" and B.dtype in _NUMPY_COMPATIBLE:
-            return from_numpy(as_pass_matrix(B))
         return check_pass_tensor(B)
 
+    def prepare_batch(self, items: list[Any], start: int = 0) -> list[Any]:
+        """:meth:`prepare` of every task, the tensors all at once: checked where they
+        live and read once per device (:func:`.validate.check_pass_tensors`).
+
+        The error is the one of the first invalid task, its message prefixed
+        ``"task <start + index>: "``, as for any backend."""
+        tensors = [t for t, B in enumerate(items) if is_torch_tensor(B)]
+        if not tensors:
+            return super().prepare_batch(items, start)
+        out: list[Any] = list(items)
+        failure: Exception | None = None
+        for t, B in enumerate(items):
+            if not is_torch_tensor(B):
+                try:
+                    out[t] = super().prepare_batch([B], start + t)[0]
+                except (TypeError, ValueError) as exc:
+                    failure = exc
+                    tensors = [i for i in tensors if i < t]  # only those before it count
+                    break
+        if tensors:
+            checked = check_pass_tensors(
+                [items[t] for t in tensors], indices=[start + t for t in tensors]
+            )
+            for t, B in zip(tensors, checked):
+                out[t] = B
+        if failure is not None:
+            raise failure
+        return out
+
     def prepare_weights(self, w: Any, m: int) -> Any:
-        """Validate weights: a tensor stays a float64 tensor on its device, else NumPy float64."""
+        """Validate weights: a tensor is checked where it lives and stays a float64
+        tensor there (:func:`.validate.check_weights_tensor`, one host read); else
+        NumPy float64."""
         if not is_torch_tensor(w):
             return as_weights(w, m)
-        if w.device.type == "cpu" and w.dtype in _NUMPY_COMPATIBLE:
-            return from_numpy(as_weights(w, m))
         return check_weights_tensor(w, m)
 
     def _matrix(self, B: Any) -> tuple[torch.Tensor, bool]:

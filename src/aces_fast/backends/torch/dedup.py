@@ -1,5 +1,10 @@
 """Identical rows: distinct rows with their sizes (per task) or multiplicities (a
-padded batch), and evaluating a function once per distinct key."""
+padded batch), and evaluating a function once per distinct key.
+
+Grouping here never reads the device: equal rows (or key tuples) are found by
+a lexicographic stable sort of exact int64 keys, and every table has a fixed
+size (one slot per row) instead of ``torch.unique``'s data-dependent one.
+"""
 
 from __future__ import annotations
 
@@ -7,29 +12,86 @@ from collections.abc import Callable
 
 import torch
 
+from .chunks import DEFAULT_CHUNK_ELEMENTS
+
+
+def row_keys(B: torch.Tensor, chunk_elements: int = DEFAULT_CHUNK_ELEMENTS) -> torch.Tensor:
+    """Each row of a 0/1 matrix as exact int64 sort keys: int64 (n, W), W = max(1, ceil(m / 62)).
+
+    Word ``k`` holds columns ``62 k .. 62 k + 61``, the first most significant
+    (< 2**62: exact), so rows compare lexicographically as their key tuples and
+    equal rows have equal keys. Temporaries of at most about ``chunk_elements``
+    int64 entries. O(n m).
+    """
+    n, m = B.shape
+    words = max(1, -(-m // _KEY_BITS))
+    powers = torch.pow(2, torch.arange(_KEY_BITS - 1, -1, -1, dtype=torch.int64, device=B.device))
+    keys = torch.zeros((n, words), dtype=torch.int64, device=B.device)
+    step = max(1, chunk_elements // max(1, n * _KEY_BITS))  # words per chunk
+    for a in range(0, words, step):
+        b = min(words, a + step)
+        lo, hi = a * _KEY_BITS, min(m, b * _KEY_BITS)
+        bits = torch.zeros((n, (b - a) * _KEY_BITS), dtype=torch.int64, device=B.device)
+        bits[:, : hi - lo] = B[:, lo:hi]
+        keys[:, a:b] = (bits.view(n, b - a, _KEY_BITS) * powers).sum(dim=2)
+    return keys
+
+
+def sorted_groups(keys: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Equal key tuples made adjacent: ``(perm (K,), new (K,))`` for int64 ``keys`` (K, W).
+
+    ``perm`` orders the tuples lexicographically (first column most
+    significant; ties by index), by one stable sort per column, least
+    significant first; ``new[r]`` is True where ``keys[perm[r]]`` differs from
+    ``keys[perm[r - 1]]`` (always at r = 0): it starts a group. Fixed shapes,
+    no host read. O(W K log K).
+    """
+    K, W = keys.shape
+    perm = torch.arange(K, device=keys.device)
+    for w in range(W - 1, -1, -1):
+        perm = perm.gather(0, torch.sort(keys[:, w].gather(0, perm), stable=True).indices)
+    ordered = keys.index_select(0, perm)
+    new = torch.ones(K, dtype=torch.bool, device=keys.device)
+    new[1:] = (ordered[1:] != ordered[:-1]).any(dim=1)
+    return perm, new
+
 
 def row_groups(B: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Distinct rows: ``(patterns (U, m), inverse (n,), sizes (U,))`` like consensus.row_groups."""
-    if B.shape[1] == 0:
-        n = B.shape[0]
-        return (
-            B[:1],
-            torch.zeros(n, dtype=torch.int64, device=B.device),
-            torch.tensor([n], dtype=torch.int64, device=B.device),
-        )
-    patterns, inverse, sizes = torch.unique(B, dim=0, return_inverse=True, return_counts=True)
-    return patterns, inverse.reshape(-1), sizes
+    """Identical rows, in fixed shapes: ``(patterns (n, m), inverse (n,), sizes (n,))``.
+
+    Unlike ``consensus.row_groups`` (which returns the U distinct rows), every
+    row is its own representative: ``patterns`` is ``B``, ``inverse`` is
+    ``0 .. n - 1`` and ``sizes[i]`` (int64) counts the rows equal to row ``i``.
+    What CodeT and B4 compute per representative is then the same for equal
+    rows, and the shapes do not depend on the data (no host read):
+    :func:`row_keys`, :func:`sorted_groups`, and group sizes summed into a
+    table of n slots. O(n m + (m / 62) n log n).
+    """
+    n = B.shape[0]
+    perm, new = sorted_groups(row_keys(B))
+    group = torch.cumsum(new, dim=0) - 1  # of each sorted row, < n
+    ones = torch.ones(n, dtype=torch.int64, device=B.device)
+    sizes = torch.zeros(n, dtype=torch.int64, device=B.device).index_add_(0, group, ones)
+    sizes = torch.empty_like(sizes).scatter_(0, perm, sizes.gather(0, group))
+    return B, torch.arange(n, device=B.device), sizes
 
 
 def by_distinct_keys(fn: Callable[..., torch.Tensor], *keys: torch.Tensor) -> torch.Tensor:
-    """``fn(*keys)`` evaluated once per distinct key tuple (int64 columns (K,)),
-    gathered back to (K,).
+    """``fn(*keys)`` (int64 columns (K,)) with equal key tuples given bit-equal results.
 
-    Evaluating each distinct key once makes sets with equal keys get bit-equal
-    scores, whatever code path (vectorized or scalar) an elementwise op takes.
+    An elementwise op can round the same input differently at different
+    positions (vectorized body vs scalar tail), so ``fn`` runs on every key
+    and each tuple takes the value computed at the first of its equals (in
+    :func:`sorted_groups` order): sets with equal keys get bit-equal scores.
+    Fixed shapes, no host read. O(len(keys) K log K).
     """
-    uniq, inv = torch.unique(torch.stack(keys, dim=1), dim=0, return_inverse=True)
-    return fn(*uniq.unbind(dim=1))[inv.reshape(-1)]
+    K = keys[0].shape[0]
+    perm, new = sorted_groups(torch.stack(keys, dim=1))
+    first = torch.cummax(
+        torch.where(new, torch.arange(K, device=perm.device), 0), dim=0
+    ).values  # the sorted position starting each tuple's group
+    leader = torch.empty_like(perm).scatter_(0, perm, perm.gather(0, first))
+    return fn(*keys).gather(0, leader)
 
 
 #: bits of a row packed into one int64 sort key by :func:`distinct_rows_padded`

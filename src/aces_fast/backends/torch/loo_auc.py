@@ -58,7 +58,7 @@ def loo_auc_uniform(
         Row multiplicities (0 = absent row).
     chunk_elements : int or None
         Cap on the entries of the per-chunk temporaries (about
-        ``T (n + 4 levels)`` per test); ``None``: all tests at once (a padded
+        ``T (n + 2 levels)`` per test); ``None``: all tests at once (a padded
         batch is already bounded by its chunking).
 
     Returns
@@ -70,19 +70,28 @@ def loo_auc_uniform(
 
     Notes
     -----
-    Rows of equal integer score u form a level. The levels are the runs of the
+    Rows of equal integer score form a level. The levels are the runs of the
     sorted row sums, numbered into a table of ``levels = min(n, m + 1)``
     slots (unused slots are empty and score ``m + 3``, so nothing depends on
     how many levels a task has) plus a spare slot that takes what must not
-    count. One ``index_add`` sums each level's rows, giving its passers per
-    test; failers are the rest of the level. A passer of a level has
-    leave-one-out score u - 1: it beats the failers of the levels below u - 1
-    (a running sum over levels, read at ``searchsorted(u - 1)``) and ties those
-    of the level at u - 1, if any -- the same level positions for every test,
-    since the shift is 1 for all. Counts, their products and sums are integers
-    held exactly (float32 below 2**24, else float64; int64 with ``counts``),
-    so the values equal the NumPy reference bit for bit. O(T n log n + T n m) time, O(chunk_elements)
-    extra memory; no host read.
+    count. One ``index_add`` sums each level's rows: ``p_i``, the passers of
+    level i per test (T, levels, k); failers are the rest of the level.
+
+    A passer of level i (score ``u_i``) has leave-one-out score ``u_i - 1``:
+    it beats every failer of the levels below i except those of level i - 1
+    when ``u_{i-1} = u_i - 1`` (``a_i``, the same for every test, since the
+    shift is 1 for all), and ties those. With ``s_i`` the rows of level i,
+    ``S_i`` the rows below it and ``P = sum_i p_i``, the pairs among passers
+    sum to ``(P**2 - sum_i p_i**2) / 2``, so ::
+
+        2 wins + ties = sum_i p_i (2 S_i - a_i s_{i-1} + p_i + a_i p_{i-1}) - P**2
+
+    -- one table expression and two sums over levels per test, no gather.
+    Each factor lies in [0, 2 n], so every partial sum is an integer of at
+    most ``2 n**2``, held exactly (float32 below 2**24, else float64; int64
+    with ``counts``), and ``L = (2 wins + ties) / 2 / (P (N - P))`` equals
+    the NumPy reference bit for bit. O(T n log n + T n m) time,
+    O(chunk_elements) extra memory; no host read.
     """
     T, n, m = B.shape
     dev = B.device
@@ -93,9 +102,68 @@ def loo_auc_uniform(
         return L, passers_out
     levels = min(n, m + 1)
     cdt = count_dtype(n) if counts is None else torch.int64
+    # the level tables' sums of products are at most 2 n**2 (see the Notes)
+    wide = count_dtype(2 * n * n) if counts is None else torch.int64
+    per_test = T * (n + 2 * levels)
+    budget = per_test * m if chunk_elements is None else chunk_elements
+    chunks = list(column_chunks(m, per_test, budget))
+    # one chunk (a padded batch): B is converted once, for the scores and the level sums
+    Bc = B.to(cdt) if len(chunks) == 1 and counts is None else None
+    score = (B.sum(dim=2) if Bc is None else Bc.sum(dim=2)).to(torch.int64)  # exact: m < 2**24
+    if valid is not None:
+        score = score.masked_fill(~valid, m + 2)  # sorted last, never a real score - 1
+    sv, perm = torch.sort(score, dim=1)
+    real = sv <= m
+    level, first = _sorted_groups(sv, real, levels)
+    # score of each level, ascending; unused slots m + 3 (the spare slot collects junk)
+    value = torch.full((T, levels + 1), m + 3, dtype=torch.int64, device=dev)
+    value = value.scatter_(1, torch.where(first, level, levels), sv)[:, :levels]
+    if counts is None:
+        row_weight = real.to(cdt)
+    else:
+        row_weight = torch.where(real, counts.to(cdt).gather(1, perm), 0)
+    size = torch.zeros((T, levels + 1), dtype=cdt, device=dev).scatter_add_(1, level, row_weight)
+    size = size[:, :levels].to(wide)
+    total = size.sum(dim=1, keepdim=True).to(f64)
+    # per level: rows strictly below, and whether the level below scores exactly one less
+    rows_below = torch.cumsum(size, dim=1) - size
+    adjacent = torch.zeros((T, levels), dtype=wide, device=dev)
+    adjacent[:, 1:] = value[:, 1:] == value[:, :-1] + 1
+    shift = (2 * rows_below).sub_(torch.cat((size[:, :1] * 0, size[:, :-1]), dim=1) * adjacent)
+    base = torch.arange(T, device=dev)[:, None] * (levels + 1)
+    slot = (torch.empty_like(level).scatter_(1, perm, level) + base).reshape(-1)
+    for a, b in chunks:
+        k = b - a
+        rows = B[:, :, a:b].to(cdt) if Bc is None else Bc
+        if counts is not None:
+            rows = rows * counts.to(cdt)[:, :, None]
+        lp = torch.zeros((T * (levels + 1), k), dtype=cdt, device=dev)
+        lp = lp.index_add_(0, slot, rows.reshape(T * n, k)).view(T, levels + 1, k)
+        lp = lp[:, :levels].to(wide)  # passers per level; the spare slot is not a level
+        P = lp.sum(dim=1).to(f64)
+        # x: in the rows' buffer when they are B converted (no longer needed, and
+        # already paged in: a fresh tensor of this size costs page faults on the CPU)
+        out = None
+        if rows is Bc and rows.dtype == wide and B.dtype != wide:  # Bc is a copy
+            out = rows.view(-1)[: T * levels * k].view(T, levels, k)
+        x = torch.add(lp, shift[:, :, None], out=out)
+        x[:, 1:].addcmul_(adjacent[:, 1:, None], lp[:, :-1])
+        twice = x.mul_(lp).sum(dim=1).to(f64)  # 2 wins + ties + P**2, exact
+        pairs = P * (total - P)
+        value_k = (twice - P * P) * 0.5 / pairs
+        L[:, a:b] = torch.where(pairs > 0, value_k, math.nan)
+        passers_out[:, a:b] = P.to(torch.int64)
+    return L, passers_out
+    levels = min(n, m + 1)
+    cdt = count_dtype(n) if counts is None else torch.int64
     # passers x failers products and their sums over levels are at most n**2
     wide = count_dtype(n * n) if counts is None else torch.int64
-    score = B.sum(dim=2, dtype=count_dtype(m)).to(torch.int64)
+    per_test = T * (n + 2 * levels)
+    budget = per_test * m if chunk_elements is None else chunk_elements
+    chunks = list(column_chunks(m, per_test, budget))
+    # one chunk (a padded batch): B is converted once, for the scores and the level sums
+    Bc = B.to(cdt) if len(chunks) == 1 and counts is None else None
+    score = (B.sum(dim=2) if Bc is None else Bc.sum(dim=2)).to(torch.int64)  # exact: m < 2**24
     if valid is not None:
         score = score.masked_fill(~valid, m + 2)  # sorted last, never a real score - 1
     sv, perm = torch.sort(score, dim=1)

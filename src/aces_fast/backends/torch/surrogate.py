@@ -145,8 +145,16 @@ def surrogate(
     Returns ``(L (m,), J (0-d), grad (m,))`` in ``dtype`` on ``B.device``;
     ``L_j = nan`` where test j has no passer or no failer (such tests add
     nothing to J). Cost O(n^2 m) time, O(chunk_elements + n m) memory.
+
+    The exp trick of :func:`surrogate_core` needs ``max(w)`` on the host. On
+    the CPU it is read from host memory (no synchronization); on a device the
+    weights are not read and ``torch.sigmoid`` is used (as fast there: both
+    are memory-bound passes over the (k, n, n) pair tensor). The two agree to
+    a few ulps.
     """
     data = SurrogateData(B, counts, dtype)
     w = weights.to(device=B.device, dtype=dtype)
-    max_w = float(w.max()) if w.numel() else 0.0
+    max_w = None
+    if w.device.type == "cpu":
+        max_w = float(w.detach().numpy().max()) if w.numel() else 0.0
     return surrogate_core(data, w, gamma, chunk_elements, max_w)

@@ -1,19 +1,36 @@
-"""Tensors in: zero-copy NumPy wrapping, and validation on the tensor's own device
-(the same checks and messages as :mod:`aces_fast._validation`)."""
+"""Tensors in: validation where they live, and zero-copy NumPy wrapping.
+
+A tensor is checked by the rules of :mod:`aces_fast._validation` (accepted
+dtypes and shapes, and every message, are defined there once) on its own
+device, without a NumPy copy: the dtype and shape rules apply to metadata; the
+values a rule needs (the largest byte of a ``uint8``/``bool`` matrix, the first
+offending entry of another dtype, a NaN; the weights' first non-finite or
+negative entry and their sum) are found with fixed-shape tensor ops into a
+small int64 summary per task. The summaries of a whole batch are joined and
+read from the device once (one ``tolist``); then the errors are raised on the
+host, for the first invalid task, exactly as the NumPy validators would.
+"""
 
 from __future__ import annotations
 
+import struct
 import warnings
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
 
-from ..._validation import check_tensor_device, check_weight_sum
-
-_INTEGER_DTYPES = frozenset(
-    getattr(torch, name)
-    for name in ("uint8", "int8", "int16", "int32", "int64", "uint16", "uint32", "uint64")
-    if hasattr(torch, name)
+from ..._validation import (
+    MAX_WEIGHT_SUM,
+    check_pass_dtype,
+    check_pass_shape,
+    check_tensor_device,
+    check_weight_findings,
+    check_weights_dtype,
+    check_weights_shape,
+    dtype_kind,
+    pass_value_error,
 )
 
 
@@ -32,11 +49,6 @@ def from_numpy(a: np.ndarray) -> torch.Tensor:
         return torch.from_numpy(a)
 
 
-def _scalar(x: torch.Tensor):
-    """A 0-d tensor as the Python number the NumPy validators report."""
-    return x.detach().cpu().item()
-
-
 #: device types the kernels run on (float64 and int64 tensor ops everywhere)
 DEVICES = ("cpu", "cuda")
 
@@ -53,66 +65,216 @@ def check_device(x: torch.Tensor, name: str) -> None:
         )
 
 
-def check_pass_tensor(B: torch.Tensor, name: str = "B") -> torch.Tensor:
-    """Validate a pass-matrix tensor where it lives; return contiguous ``uint8`` (n, m).
+# ---------------------------------------------------------------------------
+# excess: how far a matrix is from 0/1, found on the device (no host read)
 
-    Same checks and messages as :func:`aces_fast._validation.as_pass_matrix`, run
-    with tensor ops on ``B.device`` (one host synchronization per check that
-    reads data). ``bool``/``uint8`` input is returned without a copy when
-    contiguous. Raises TypeError for complex or non-numeric dtypes, ValueError for
-    a device it cannot compute on (:func:`check_device`), a wrong ndim, an empty
-    candidate axis, NaN or values other than 0 and 1.
+
+def _as_bits(x: torch.Tensor) -> torch.Tensor:
+    """A 0-d float tensor as the int64 bit pattern of its float64 value (exact)."""
+    return x.to(torch.float64).reshape(1).view(torch.int64).reshape(())
+
+
+def _from_bits(bits: int) -> float:
+    return float(struct.unpack("<d", struct.pack("<q", bits))[0])
+
+
+def _first(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The entry of ``x`` at the first True of ``mask`` (row-major; ``x``'s first
+    entry when there is none), 0-d. A gather: indexing with a 0-d tensor would
+    read the index on the host."""
+    index = mask.reshape(-1).to(torch.uint8).argmax()
+    return x.reshape(-1).gather(0, index.reshape(1)).reshape(())
+
+
+def _largest_bytes(mats: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The largest entry (0-d) of each non-empty ``uint8`` matrix: one fused
+    multi-tensor reduction where torch has it (``_foreach_max``)."""
+    foreach_max = getattr(torch, "_foreach_max", None)  # torch >= 2.4
+    if foreach_max is not None:
+        try:
+            return list(foreach_max(mats))
+        except (RuntimeError, NotImplementedError):  # a build without it for uint8
+            pass
+    return [B.max() for B in mats]
+
+
+class _Task:
+    """A pass-matrix tensor through the metadata rules, its values still to read.
+
+    ``excess()`` is a float64 0-d tensor, ``<= 0`` exactly when every entry is
+    0 or 1 (NaN otherwise included): the largest byte minus 1 for ``uint8`` and
+    ``bool`` (checked like ``uint8``: a bool tensor's bytes may hold other
+    values), ``max(-min, max - 1)`` for integers, and for floats the largest
+    ``|x - uint8(x)|`` (non-zero for a fraction, a negative, an out-of-range
+    value, inf or NaN, whatever the conversion makes of them) or the largest
+    ``uint8(x)`` minus 1. ``value()`` finds what the message reports, only
+    for an invalid matrix.
     """
-    check_device(B, name)
-    if B.is_complex():
-        raise TypeError(f"{name} must be real-valued, got a tensor of dtype {B.dtype}")
-    if not (B.dtype == torch.bool or B.is_floating_point() or B.dtype in _INTEGER_DTYPES):
-        raise TypeError(
-            f"{name} must hold 0/1 values as bool, integer or float; got dtype {B.dtype}"
-        )
-    shape = tuple(B.shape)
-    if B.ndim != 2:
-        raise ValueError(
-            f"{name} must be 2-D with shape (n_candidates, n_tests); got shape {shape}"
-        )
-    if shape[0] == 0:
-        raise ValueError(f"{name} has an empty candidate axis (shape {shape}); need n >= 1")
-    B = B.detach()
-    if B.dtype == torch.bool:
-        return B.contiguous().view(torch.uint8)
-    if B.dtype == torch.uint8:
-        if B.numel() and int(B.max()) > 1:
-            raise ValueError(f"{name} must contain only 0 and 1; found value {int(B.max())}")
-        return B.contiguous()
-    if B.numel():
-        if B.is_floating_point() and bool(torch.isnan(B).any()):
-            raise ValueError(f"{name} contains NaN; a pass matrix must contain only 0 and 1")
-        bad = (B != 0) & (B != 1)
-        if bool(bad.any()):
-            value = _scalar(B[bad][0])
-            raise ValueError(f"{name} must contain only 0 and 1; found value {value!r}")
-    return B.to(torch.uint8).contiguous()
+
+    def __init__(self, index: int, B: torch.Tensor, name: str):
+        check_device(B, name)
+        kind = dtype_kind(B.dtype)
+        check_pass_dtype(kind, B.dtype, name, tensor=True)
+        check_pass_shape(tuple(B.shape), name)
+        B = B.detach()
+        self.index, self.name = index, name
+        self.bytes = kind == "b" or B.dtype == torch.uint8  # checked by the largest byte
+        if kind == "b":
+            B = B.view(torch.uint8)
+        elif kind == "u" and not self.bytes:
+            B = B.to(torch.int64)  # uint16/32/64: few tensor ops support them
+        self.source = B
+        self.empty = B.numel() == 0
+        self.converted = None if self.bytes else B.to(torch.uint8)
+
+    def result(self) -> torch.Tensor:
+        """The validated matrix: contiguous ``uint8`` (n, m) (no copy when it already is)."""
+        return (self.source if self.converted is None else self.converted).contiguous()
+
+    def excess(self) -> torch.Tensor:
+        B, u = self.source, self.converted
+        assert u is not None, "bytes are checked together (_largest_bytes)"
+        if B.is_floating_point():
+            off = torch.sub(B, u, out=torch.empty_like(B)).abs_().amax().to(torch.float64)
+            return torch.maximum(off, u.amax().to(torch.float64) - 1)
+        low, high = torch.aminmax(B)  # as float64: -low overflows for the smallest integer
+        return torch.maximum(-low.to(torch.float64), high.to(torch.float64) - 1)
+
+    def value(self) -> Any:
+        """What the error reports (``None``: NaN): the first entry that is neither 0
+        nor 1 (row-major). One more host read, on the error path only."""
+        flat = self.source.reshape(-1)
+        first = _first(flat, (flat != 0) & (flat != 1))
+        if not flat.is_floating_point():
+            return int(first.to(torch.int64).item())
+        nan, bits = torch.stack((torch.isnan(flat).any().to(torch.int64), _as_bits(first))).tolist()
+        return None if nan else _from_bits(bits)
+
+
+def _read_excess(group: list[_Task]) -> list[tuple[_Task, float]]:
+    """``(task, excess)`` of non-empty tasks on one device, read from it at once."""
+    if len(group) == 1:  # a single call: the fewest ops
+        task = group[0]
+        x = task.source.max() if task.bytes else task.excess()
+        return [(task, float(x.item()) - task.bytes)]  # the one host read
+    byte_tasks = [task for task in group if task.bytes]
+    value_tasks = [task for task in group if not task.bytes]
+    parts = [task.excess().reshape(1) for task in value_tasks]
+    if byte_tasks:
+        largest = torch.stack(_largest_bytes([task.source for task in byte_tasks]))
+        parts.insert(0, largest.to(torch.float64) - 1)
+    excess = torch.cat(parts).tolist()  # the one host read
+    return list(zip(byte_tasks + value_tasks, excess))
+
+
+def _prefixed(exc: Exception, index: int | None) -> Exception:
+    if index is None:
+        return exc
+    return type(exc)(f"task {index}: {exc}")
+
+
+def check_pass_tensors(
+    Bs: Sequence[torch.Tensor], name: str = "B", indices: Sequence[int] | None = None
+) -> list[torch.Tensor]:
+    """Validate pass-matrix tensors where they live, reading each device once.
+
+    Parameters
+    ----------
+    Bs : sequence of torch.Tensor
+        Pass matrices, each (n_t, m_t), of any real dtype, on ``cpu`` or ``cuda``.
+    name : str
+        The argument's name in messages.
+    indices : sequence of int, optional
+        Each matrix's index in the caller's batch: a message starts with
+        ``"task <index>: "``. ``None``: no prefix (one matrix).
+
+    Returns
+    -------
+    list of torch.Tensor
+        Contiguous ``uint8`` (n_t, m_t) on each input's device; a contiguous
+        ``uint8`` or ``bool`` input is returned without a copy (a view).
+
+    Raises
+    ------
+    TypeError, ValueError
+        The error :func:`aces_fast._validation.as_pass_matrix` raises for the
+        first invalid matrix (by position): complex or non-numeric dtype, a
+        device the backend cannot compute on, wrong ndim, no candidates, NaN,
+        a value other than 0 and 1.
+
+    Notes
+    -----
+    Metadata rules first, on the host, up to the first matrix that breaks one;
+    then every matrix before it gets its ``excess`` (the largest byte of all
+    ``uint8``/``bool`` ones in one multi-tensor reduction; a few fixed-shape
+    ops for each other one), joined into one float64 vector per device and
+    read once. Only an invalid matrix costs one more read (the value its
+    message names). O(total cells).
+    """
+    tasks: list[_Task] = []
+    failure: tuple[int, Exception] | None = None
+    for t, B in enumerate(Bs):
+        try:
+            tasks.append(_Task(t, B, name))
+        except (TypeError, ValueError) as exc:
+            failure = (t, exc)
+            break
+    by_device: dict[torch.device, list[_Task]] = {}
+    for task in tasks:
+        if not task.empty:
+            by_device.setdefault(task.source.device, []).append(task)
+    invalid: list[tuple[_Task, float]] = []
+    for group in by_device.values():
+        invalid += [(task, x) for task, x in _read_excess(group) if not x <= 0]
+    if invalid:
+        task, x = min(invalid, key=lambda found: found[0].index)
+        if failure is None or task.index < failure[0]:
+            value = int(x) + 1 if task.bytes else task.value()
+            failure = (task.index, pass_value_error(task.name, value))
+    if failure is not None:
+        t, error = failure
+        raise _prefixed(error, None if indices is None else indices[t]) from None
+    return [task.result() for task in tasks]
+
+
+def check_pass_tensor(B: torch.Tensor, name: str = "B") -> torch.Tensor:
+    """Validate one pass-matrix tensor where it lives; return contiguous ``uint8`` (n, m).
+
+    :func:`check_pass_tensors` of one matrix: the checks and messages of
+    :func:`aces_fast._validation.as_pass_matrix`, one host read (none for an
+    empty matrix or an invalid dtype or shape). ``bool``/``uint8`` input is
+    returned without a copy when contiguous.
+    """
+    return check_pass_tensors([B], name)[0]
 
 
 def check_weights_tensor(w: torch.Tensor, m: int, name: str = "weights") -> torch.Tensor:
     """Validate weights where they live; return float64 (m,) on ``w.device``.
 
-    Same checks and messages as :func:`aces_fast._validation.as_weights`.
+    The checks and messages of :func:`aces_fast._validation.as_weights`, by its
+    rules (:func:`~aces_fast._validation.check_weight_findings`). Valid weights
+    cost one host read: their sum and minimum, found on the device together
+    (a sum within :data:`~aces_fast._validation.MAX_WEIGHT_SUM` and a minimum
+    >= 0 also rule out NaN and infinity); only invalid ones are read again,
+    for what the message names. O(m).
     """
     check_device(w, name)
-    if w.is_complex():
-        raise TypeError(f"{name} must be real-valued, got a tensor of dtype {w.dtype}")
-    if not (w.dtype == torch.bool or w.is_floating_point() or w.dtype in _INTEGER_DTYPES):
-        raise TypeError(f"{name} must be real numbers; got dtype {w.dtype}")
+    kind = dtype_kind(w.dtype)
+    check_weights_dtype(kind, w.dtype, name, tensor=True)
+    check_weights_shape(tuple(w.shape), m, name)
     w = w.detach().to(torch.float64).contiguous()
-    if w.ndim != 1:
-        raise ValueError(f"{name} must be 1-D with length m={m}; got shape {tuple(w.shape)}")
-    if w.shape[0] != m:
-        raise ValueError(f"{name} has length {w.shape[0]} but B has m={m} tests (columns)")
-    if not bool(torch.isfinite(w).all()):
-        raise ValueError(f"{name} must be finite; found NaN or infinity")
+    if m == 0:
+        return w
+    total, low = torch.stack((w.sum(), w.amin())).tolist()  # the one host read
+    if total <= MAX_WEIGHT_SUM and low >= 0:
+        return w
     negative = w < 0
-    if bool(negative.any()):
-        raise ValueError(f"{name} must be non-negative; found {_scalar(w[negative][0])!r}")
-    check_weight_sum(_scalar(w.sum()), name)
-    return w
+    finite, has_negative, first = torch.stack(
+        (
+            torch.isfinite(w).all().to(torch.float64),
+            negative.any().to(torch.float64),
+            _first(w, negative),
+        )
+    ).tolist()
+    check_weight_findings(name, bool(finite), first if has_negative else None, total)
+    raise AssertionError(f"{name}: invalid weights passed every rule")  # pragma: no cover
