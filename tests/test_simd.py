@@ -423,10 +423,15 @@ print(json.dumps({"level": core.simd_level(), "missed": missed}))
 def test_packing_finds_a_bad_byte_in_every_column(level):
     if level not in _supported_levels():
         pytest.skip(f"this CPU does not run the {level} variants")
-    env = dict(os.environ, ACES_FAST_SIMD=level, OMP_NUM_THREADS="1")
     widths = [*range(1, 73), 100, 127, 128, 129, 191]
+    assert _missed_at_level(level, _COLUMN_WORKER, widths) == []
+
+
+def _missed_at_level(level: str, worker: str, cases: list) -> list:
+    """Run a bad-byte worker at one SIMD level (one thread); its misses."""
+    env = dict(os.environ, ACES_FAST_SIMD=level, OMP_NUM_THREADS="1")
     proc = subprocess.run(
-        [sys.executable, "-c", _COLUMN_WORKER, json.dumps(widths)],
+        [sys.executable, "-c", worker, json.dumps(cases)],
         env=env,
         capture_output=True,
         text=True,
@@ -435,7 +440,7 @@ def test_packing_finds_a_bad_byte_in_every_column(level):
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["level"] == level
-    assert out["missed"] == []
+    return out["missed"]
 
 
 @pytest.mark.parametrize("level", LEVELS)
@@ -443,18 +448,7 @@ def test_rerank_finds_every_bad_byte_at_every_level(level):
     if level not in _supported_levels():
         pytest.skip(f"this CPU does not run the {level} variants")
     shapes = [(2, 1), (3, 7), (9, 64), (12, 130), (40, 500), (17, 517)]
-    env = dict(os.environ, ACES_FAST_SIMD=level, OMP_NUM_THREADS="1")
-    proc = subprocess.run(
-        [sys.executable, "-c", _CHECK_WORKER, json.dumps(shapes)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr
-    out = json.loads(proc.stdout)
-    assert out["level"] == level
-    assert out["missed"] == []
+    assert _missed_at_level(level, _CHECK_WORKER, shapes) == []
 
 
 def test_rerank_check_on_threads_and_in_batches():

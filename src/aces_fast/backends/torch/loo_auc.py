@@ -154,64 +154,6 @@ def loo_auc_uniform(
         L[:, a:b] = torch.where(pairs > 0, value_k, math.nan)
         passers_out[:, a:b] = P.to(torch.int64)
     return L, passers_out
-    levels = min(n, m + 1)
-    cdt = count_dtype(n) if counts is None else torch.int64
-    # passers x failers products and their sums over levels are at most n**2
-    wide = count_dtype(n * n) if counts is None else torch.int64
-    per_test = T * (n + 2 * levels)
-    budget = per_test * m if chunk_elements is None else chunk_elements
-    chunks = list(column_chunks(m, per_test, budget))
-    # one chunk (a padded batch): B is converted once, for the scores and the level sums
-    Bc = B.to(cdt) if len(chunks) == 1 and counts is None else None
-    score = (B.sum(dim=2) if Bc is None else Bc.sum(dim=2)).to(torch.int64)  # exact: m < 2**24
-    if valid is not None:
-        score = score.masked_fill(~valid, m + 2)  # sorted last, never a real score - 1
-    sv, perm = torch.sort(score, dim=1)
-    real = sv <= m
-    level, first = _sorted_groups(sv, real, levels)
-    # score of each level, ascending; unused slots m + 3 (the spare slot collects junk)
-    value = torch.full((T, levels + 1), m + 3, dtype=torch.int64, device=dev)
-    value = value.scatter_(1, torch.where(first, level, levels), sv)[:, :levels].contiguous()
-    if counts is None:
-        row_weight = real.to(cdt)
-    else:
-        row_weight = torch.where(real, counts.to(cdt).gather(1, perm), 0)
-    size = torch.zeros((T, levels + 1), dtype=cdt, device=dev).scatter_add_(1, level, row_weight)
-    total = size.sum(dim=1, keepdim=True).to(wide)
-    base = torch.arange(T, device=dev)[:, None] * (levels + 1)
-    slot = (torch.empty_like(level).scatter_(1, perm, level) + base).reshape(-1)
-    target = value - 1
-    lo = torch.searchsorted(value, target, side="left")  # levels scoring < u - 1
-    at = value.gather(1, lo.clamp(max=levels - 1)) == target
-    lo_idx = (lo + base).reshape(-1)
-    tie_idx = (torch.where(at & (lo < levels), lo, levels) + base).reshape(-1)  # spare: empty
-    per_test = T * (n + 4 * (levels + 1))
-    budget = per_test * m if chunk_elements is None else chunk_elements
-    for a, b in column_chunks(m, per_test, budget):
-        k = b - a
-        rows = B[:, :, a:b].to(cdt)
-        if counts is not None:
-            rows = rows * counts.to(cdt)[:, :, None]
-        lp = torch.zeros((T * (levels + 1), k), dtype=cdt, device=dev)
-        lp = lp.index_add_(0, slot, rows.reshape(T * n, k)).view(T, levels + 1, k)
-        lp[:, levels] = 0  # the spare slot: rows that are not candidates
-        failers = size[:, :, None] - lp
-        below = torch.zeros((T, levels + 1, k), dtype=cdt, device=dev)
-        torch.cumsum(failers[:, :levels], dim=1, out=below[:, 1:])
-
-        def at_levels(table: torch.Tensor, idx: torch.Tensor, k: int = k) -> torch.Tensor:
-            flat = table.reshape(T * (levels + 1), k)
-            return flat.index_select(0, idx).view(T, levels, k).to(wide)
-
-        passers = lp[:, :levels].to(wide)
-        wins = (passers * at_levels(below, lo_idx)).sum(dim=1)
-        ties = (passers * at_levels(failers, tie_idx)).sum(dim=1)
-        P = passers.sum(dim=1)
-        pairs = P * (total - P)
-        value_k = (wins.to(f64) + 0.5 * ties.to(f64)) / pairs.to(f64)
-        L[:, a:b] = torch.where(pairs > 0, value_k, math.nan)
-        passers_out[:, a:b] = P.to(torch.int64)
-    return L, passers_out
 
 
 def loo_auc(
