@@ -547,7 +547,8 @@ py::object py_pass_at_ks(const FastArgs& args) {
   const int64_t* pk = ks.data();
   {
     py::gil_scoped_release release;
-    std::vector<double> scratch, row(K);
+    aces_fast::PassScratch scratch;
+    std::vector<double> row(K);
     for (size_t t = 0; t < T; ++t) {
       if (ph[t])
         aces_fast::pass_at_ks_one(ps + po[t], py_ + po[t], po[t + 1] - po[t], pk,

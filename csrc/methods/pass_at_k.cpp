@@ -8,20 +8,7 @@ namespace aces_fast {
 
 namespace {
 
-// The levels above and at sk: counts of candidates and of correct ones.
-// Pass@kk from the level counts: `above` candidates score above s_k (good_above
-// of them correct), g tie at s_k (c of them correct).
-double pass_from_counts(int64_t kk, int64_t above, int64_t good_above, int64_t g, int64_t c) {
-  if (good_above > 0) return 1.0;
-  const int64_t room = kk - above;
-  if (room > g - c) return 1.0;  // some pick must be a correct one
-  double p = 1.0;
-  for (int64_t i = 0; i < room; ++i)
-    p *= static_cast<double>(g - c - i) / static_cast<double>(g - i);
-  return 1.0 - p;
-}
-
-// The levels above and at sk over the whole ranking.
+// The levels above and at sk among s (n): counts of candidates and of correct ones.
 double pass_at_level(const double* s, const uint8_t* y, int64_t n, int64_t kk, double sk) {
   int64_t above = 0, good_above = 0, g = 0, c = 0;
   for (int64_t i = 0; i < n; ++i) {
@@ -33,7 +20,13 @@ double pass_at_level(const double* s, const uint8_t* y, int64_t n, int64_t kk, d
     g += at;
     c += at & good;
   }
-  return pass_from_counts(kk, above, good_above, g, c);
+  if (good_above > 0) return 1.0;
+  const int64_t room = kk - above;
+  if (room > g - c) return 1.0;  // some pick must be a correct one
+  double p = 1.0;
+  for (int64_t i = 0; i < room; ++i)
+    p *= static_cast<double>(g - c - i) / static_cast<double>(g - i);
+  return 1.0 - p;
 }
 
 constexpr int64_t kSmallTop = 32;
@@ -41,7 +34,7 @@ constexpr int64_t kSmallTop = 32;
 }  // namespace
 
 void pass_at_ks_one(const double* s, const uint8_t* y, int64_t n, const int64_t* ks, int64_t nk,
-                    double* out, std::vector<double>& scratch) {
+                    double* out, PassScratch& scratch) {
   int64_t K = 0;
   for (int64_t q = 0; q < nk; ++q) K = std::max(K, std::min(ks[q], n));
   if (K <= kSmallTop) {
@@ -60,37 +53,26 @@ void pass_at_ks_one(const double* s, const uint8_t* y, int64_t n, const int64_t*
     // at a level: gather those few (with their labels) in one pass and count
     // each k's levels among them, instead of a pass over all n per k.
     const double floor = top[K - 1];
-    scratch.clear();
+    scratch.s.clear();
+    scratch.y.clear();
     for (int64_t i = 0; i < n; ++i)
       if (s[i] >= floor) {
-        scratch.push_back(s[i]);
-        scratch.push_back(y[i] != 0 ? 1.0 : 0.0);
+        scratch.s.push_back(s[i]);
+        scratch.y.push_back(y[i]);
       }
-    const double* z = scratch.data();
-    const int64_t nz = static_cast<int64_t>(scratch.size() / 2);
+    const int64_t nz = static_cast<int64_t>(scratch.s.size());
     for (int64_t q = 0; q < nk; ++q) {
       const int64_t kk = std::min(ks[q], n);
-      const double sk = top[kk - 1];
-      int64_t above = 0, good_above = 0, g = 0, c = 0;
-      for (int64_t i = 0; i < nz; ++i) {
-        const int64_t good = z[2 * i + 1] != 0.0 ? 1 : 0;
-        const int64_t up = z[2 * i] > sk ? 1 : 0;
-        const int64_t at = z[2 * i] == sk ? 1 : 0;
-        above += up;
-        good_above += up & good;
-        g += at;
-        c += at & good;
-      }
-      out[q] = pass_from_counts(kk, above, good_above, g, c);
+      out[q] = pass_at_level(scratch.s.data(), scratch.y.data(), nz, kk, top[kk - 1]);
     }
     return;
   }
   for (int64_t q = 0; q < nk; ++q) {
     const int64_t kk = std::min(ks[q], n);
-    scratch.assign(s, s + n);
-    std::nth_element(scratch.begin(), scratch.begin() + (kk - 1), scratch.end(),
+    scratch.s.assign(s, s + n);
+    std::nth_element(scratch.s.begin(), scratch.s.begin() + (kk - 1), scratch.s.end(),
                      std::greater<double>());
-    out[q] = pass_at_level(s, y, n, kk, scratch[static_cast<size_t>(kk - 1)]);
+    out[q] = pass_at_level(s, y, n, kk, scratch.s[static_cast<size_t>(kk - 1)]);
   }
 }
 

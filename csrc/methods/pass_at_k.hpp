@@ -14,10 +14,14 @@ namespace aces_fast {
 // candidates with c correct and r places left all miss with probability
 // prod_{i<r} (g-c-i)/(g-i), multiplied in that order. For K = the largest
 // min(k, n) up to 32: O(n K) worst case, O(n) typically (one pass keeps the top
-// K sorted, a second gathers the z scores >= the K-th largest into scratch, and
-// each k counts its levels among those z); else O(n) per k (a selection on a
-// copy of s in scratch).
+// K sorted, a second gathers the z scores >= the K-th largest and their labels
+// into scratch, and each k counts its levels among those z); else O(n) per k (a
+// selection on a copy of s in scratch).
+struct PassScratch {
+  std::vector<double> s;   // gathered scores, or a copy of s to select in
+  std::vector<uint8_t> y;  // the gathered scores' labels
+};
 void pass_at_ks_one(const double* s, const uint8_t* y, int64_t n, const int64_t* ks, int64_t nk,
-                    double* out, std::vector<double>& scratch);
+                    double* out, PassScratch& scratch);
 
 }  // namespace aces_fast
