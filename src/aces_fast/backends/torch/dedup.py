@@ -8,6 +8,7 @@ size (one slot per row) instead of ``torch.unique``'s data-dependent one.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
@@ -16,43 +17,47 @@ from .chunks import DEFAULT_CHUNK_ELEMENTS
 
 
 def row_keys(B: torch.Tensor, chunk_elements: int = DEFAULT_CHUNK_ELEMENTS) -> torch.Tensor:
-    """Each row of a 0/1 matrix as exact int64 sort keys: int64 (n, W), W = max(1, ceil(m / 62)).
+    """Each row of 0/1 matrices as exact int64 sort keys: B (..., n, m) -> int64
+    (..., n, W), W = max(1, ceil(m / 62)).
 
     Word ``k`` holds columns ``62 k .. 62 k + 61``, the first most significant
     (< 2**62: exact), so rows compare lexicographically as their key tuples and
     equal rows have equal keys. Temporaries of at most about ``chunk_elements``
-    int64 entries. O(n m).
+    int64 entries. O(rows m).
     """
-    n, m = B.shape
+    *lead, n, m = B.shape
+    R = math.prod(lead) * n  # (reshape(-1, m) is ambiguous for m = 0)
+    rows = B.reshape(R, m)
     words = max(1, -(-m // _KEY_BITS))
     powers = torch.pow(2, torch.arange(_KEY_BITS - 1, -1, -1, dtype=torch.int64, device=B.device))
-    keys = torch.zeros((n, words), dtype=torch.int64, device=B.device)
-    step = max(1, chunk_elements // max(1, n * _KEY_BITS))  # words per chunk
+    keys = torch.zeros((R, words), dtype=torch.int64, device=B.device)
+    step = max(1, chunk_elements // max(1, R * _KEY_BITS))  # words per chunk
     for a in range(0, words, step):
         b = min(words, a + step)
         lo, hi = a * _KEY_BITS, min(m, b * _KEY_BITS)
-        bits = torch.zeros((n, (b - a) * _KEY_BITS), dtype=torch.int64, device=B.device)
-        bits[:, : hi - lo] = B[:, lo:hi]
-        keys[:, a:b] = (bits.view(n, b - a, _KEY_BITS) * powers).sum(dim=2)
-    return keys
+        bits = torch.zeros((R, (b - a) * _KEY_BITS), dtype=torch.int64, device=B.device)
+        bits[:, : hi - lo] = rows[:, lo:hi]
+        keys[:, a:b] = (bits.view(R, b - a, _KEY_BITS) * powers).sum(dim=2)
+    return keys.view(*lead, n, words)
 
 
 def sorted_groups(keys: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Equal key tuples made adjacent: ``(perm (K,), new (K,))`` for int64 ``keys`` (K, W).
+    """Equal key tuples made adjacent: ``(perm (..., K), new (..., K))`` for int64
+    ``keys`` (..., K, W), every leading index on its own.
 
     ``perm`` orders the tuples lexicographically (first column most
     significant; ties by index), by one stable sort per column, least
-    significant first; ``new[r]`` is True where ``keys[perm[r]]`` differs from
-    ``keys[perm[r - 1]]`` (always at r = 0): it starts a group. Fixed shapes,
-    no host read. O(W K log K).
+    significant first; ``new[..., r]`` is True where ``keys[..., perm[r], :]``
+    differs from the tuple before it (always at r = 0): it starts a group.
+    Fixed shapes, no host read. O(W K log K) per leading index.
     """
-    K, W = keys.shape
-    perm = torch.arange(K, device=keys.device)
+    *lead, K, W = keys.shape
+    perm = torch.arange(K, device=keys.device).expand(*lead, K)
     for w in range(W - 1, -1, -1):
-        perm = perm.gather(0, torch.sort(keys[:, w].gather(0, perm), stable=True).indices)
-    ordered = keys.index_select(0, perm)
-    new = torch.ones(K, dtype=torch.bool, device=keys.device)
-    new[1:] = (ordered[1:] != ordered[:-1]).any(dim=1)
+        perm = perm.gather(-1, torch.sort(keys[..., w].gather(-1, perm), stable=True).indices)
+    ordered = keys.gather(-2, perm[..., None].expand(*lead, K, W))
+    new = torch.ones((*lead, K), dtype=torch.bool, device=keys.device)
+    new[..., 1:] = (ordered[..., 1:, :] != ordered[..., :-1, :]).any(dim=-1)
     return perm, new
 
 
@@ -94,7 +99,7 @@ def by_distinct_keys(fn: Callable[..., torch.Tensor], *keys: torch.Tensor) -> to
     return fn(*keys).gather(0, leader)
 
 
-#: bits of a row packed into one int64 sort key by :func:`distinct_rows_padded`
+#: bits of a row packed into one int64 sort key by :func:`row_keys`
 _KEY_BITS = 62
 
 
@@ -113,24 +118,15 @@ def distinct_rows_padded(
     lexicographic order as ``torch.unique(dim=0)`` gives them to the per-task
     path (:class:`SurrogateData`), then zero rows with count 0 (U the largest
     ``distinct[t]``). Each row is packed into ``ceil(m / 62)`` exact int64
-    keys, first column most significant; one stable sort per key word (least
-    significant first) orders the rows lexicographically, so equal rows are
-    adjacent. O(T K m + (m / 62) T K log K) time, O(T K m) memory; one host
-    sync (``distinct``).
+    keys (:func:`row_keys`) and the rows ordered lexicographically
+    (:func:`sorted_groups`), so equal rows are adjacent. O(T K m + (m / 62)
+    T K log K) time, O(T K m) memory; one host sync (``distinct``).
     """
     T, K, m = Bk.shape
     dev = Bk.device
-    words = max(1, -(-m // _KEY_BITS))
-    bits = torch.zeros((T, K, words * _KEY_BITS), dtype=torch.int64, device=dev)
-    bits[:, :, :m] = Bk
-    powers = torch.pow(2, torch.arange(_KEY_BITS - 1, -1, -1, dtype=torch.int64, device=dev))
-    keys = (bits.view(T, K, words, _KEY_BITS) * powers).sum(dim=3)  # < 2**62: exact
-    del bits
-    perm = torch.arange(K, device=dev).expand(T, K)
-    for word in range(words - 1, -1, -1):  # radix sort over the key words
-        perm = perm.gather(
-            1, torch.sort(keys[:, :, word].gather(1, perm), dim=1, stable=True).indices
-        )
+    keys = row_keys(Bk)  # (T, K, words)
+    words = keys.shape[2]
+    perm, _ = sorted_groups(keys)
     # padding rows (zero rows, sorted among the real zero rows) go last
     perm = perm.gather(
         1, torch.sort((~valid).gather(1, perm).to(torch.uint8), dim=1, stable=True).indices
