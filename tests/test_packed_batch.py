@@ -73,6 +73,11 @@ def test_padding_bits_flag_their_task_only():
     [
         (lambda d, o, n, m: (d, o, n + np.array([0, 1]), m), "task 1: B has 2 bytes, need n"),
         (lambda d, o, n, m: (d, o, n, m + np.array([9, 0])), "task 0: B has"),
+        # the largest n and m: n * ceil(m / 8) < 2**59, reported without overflow
+        (
+            lambda d, o, n, m: (d, o, np.array([2**31 - 1, 2]), np.array([2**31 - 1, 8])),
+            "task 0: B has 3 bytes, need n \\* ceil\\(m / 8\\) = 576460752034988032",
+        ),
         (lambda d, o, n, m: (d, o, np.array([0, 2]), m), r"task 0: n must be in \[1"),
         (lambda d, o, n, m: (d, o, n, np.array([-1, 8])), r"task 0: m must be in \[0"),
         (lambda d, o, n, m: (d[:-1], o, n, m), "task 1: offsets .* not inside data"),

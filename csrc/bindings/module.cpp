@@ -492,10 +492,7 @@ py::object py_rerank_packed(const FastArgs& args) {
     if (lo < 0 || hi < lo || hi > size)
       throw py::value_error(where + "offsets [" + std::to_string(lo) + ", " + std::to_string(hi) +
                             ") are not inside data (" + std::to_string(size) + " bytes)");
-    const int64_t nb = (m + 7) / 8;
-    if (nb != 0 && n > (hi - lo) / nb)  // n * nb would exceed the slice (or int64)
-      throw py::value_error(where + "B has " + std::to_string(hi - lo) +
-                            " bytes, need n * ceil(m / 8)");
+    const int64_t nb = (m + 7) / 8;  // n < 2**31 and nb <= 2**28: n * nb cannot overflow
     if (n * nb != hi - lo)
       throw py::value_error(where + "B has " + std::to_string(hi - lo) + " bytes, need n * " +
                             "ceil(m / 8) = " + std::to_string(n * nb));
