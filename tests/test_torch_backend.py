@@ -33,6 +33,7 @@ from aces_fast.backends.torch import (
     TorchBackend,
     aces_o,
     chunks,
+    surrogate,
     to_device,
     to_output,
     validate,
@@ -499,9 +500,9 @@ def test_large_pool_pair_chunks_match_one_chunk(monkeypatch):
     one or a few tests (a tiny budget) give what one chunk gives, per task and in a
     batch, and the chunks really are that small."""
     widths = []
-    chunk = aces_o._Chunk
+    chunk = surrogate._Chunk
     monkeypatch.setattr(
-        aces_o, "_Chunk", lambda s, a, b, ws: widths.append(b - a) or chunk(s, a, b, ws)
+        surrogate, "_Chunk", lambda s, a, b, ws: widths.append(b - a) or chunk(s, a, b, ws)
     )
     rng = np.random.default_rng(12)
     B = random_matrix(rng, 90, 17, 0.5, dup_rows=20)

@@ -212,8 +212,7 @@ def test_hot_path_never_runs_the_per_task_method(monkeypatch):
     want = _per_task(TASKS, PARAM_SETS["warm"])
     monkeypatch.setattr(TorchBackend, "rerank", forbidden)
     monkeypatch.setattr(torch_aces_o, "aces_o_fit", forbidden)
-    monkeypatch.setattr(torch_surrogate, "surrogate_core", forbidden)
-    monkeypatch.setattr(torch_surrogate, "SurrogateData", forbidden)
+    monkeypatch.setattr(torch_surrogate, "surrogate", forbidden)
     monkeypatch.setattr(torch_loo_auc, "loo_auc", forbidden)
     got = af.rerank_batch(TASKS, "aces-o", backend="torch", **PARAM_SETS["warm"])
     for g, w in zip(got, want):
@@ -228,39 +227,38 @@ def test_chunking_does_not_change_results(chunk, monkeypatch):
     prepared = [be.prepare(B) for B in TASKS]
     params = PARAM_SETS["warm"]
     want = _per_task(TASKS, params)
-    calls = []  # padded fits of tasks with tests (a task without tests is no cell)
+    calls = []  # tasks per fit with tests (a task without tests is no cell)
     fit = torch_aces_o.aces_o_fit_groups
     monkeypatch.setattr(
         torch_aces_o,
         "aces_o_fit_groups",
-        lambda *a, **k: (max(a[2]) > 0 and calls.append(1)) or fit(*a, **k),
+        lambda *a, **k: (max(a[2]) > 0 and calls.append(len(a[2]))) or fit(*a, **k),
     )
     got = be.rerank_batch(prepared, "aces-o", method_params("aces-o", params), None)
     for g, w in zip(got, want):
         assert_close(g, w, atol=1e-12)
+    assert calls
     if chunk == 1:
-        assert not calls  # every task went through the per-task method
+        assert set(calls) == {1}  # every task alone: the per-task method, a batch of one
     else:
-        assert calls
+        assert max(calls) > 1
 
 
 def _padded_surrogate(data, w, gamma, chunk_tests):
-    """``(J (T,), dJ/dw (T, m))`` of the Adam loop's surrogate (``aces_o._Surrogate``)
-    at weights ``w`` (T, m), with pair tensors of ``chunk_tests`` tests."""
+    """``(J (T,), dJ/dw (T, m))`` of the batched surrogate (``surrogate.Surrogate``, as
+    the Adam loop runs it) at weights ``w`` (T, m), pair tensors of ``chunk_tests`` tests."""
     Bu, counts = data
     T, U, _ = Bu.shape
-    zeros = torch.zeros_like(w)
-    adam = torch_aces_o._Adam(zeros.clone(), zeros.clone(), zeros.clone(), 0.1)
-    adam.w.copy_(w)
-    workspace = torch_aces_o._Workspace(chunk_tests * T * U * U, w.dtype, w.device)
-    sur = torch_aces_o._Surrogate(Bu, counts, gamma, adam, chunk_tests, workspace)
-    return sur.evaluate().view(T), adam.g.clone()
+    g = torch.empty_like(w)
+    workspace = torch_surrogate.Workspace(chunk_tests * T * U * U, w.dtype, w.device)
+    sur = torch_surrogate.Surrogate(Bu, counts, gamma, w, g, chunk_tests, workspace)
+    return sur.evaluate().view(T), g
 
 
 def test_pair_tensors_split_over_tests_are_exact():
-    """The Adam loop's surrogate with column chunks of 1, 2 and all tests agree, and
-    equal the per-task surrogate_core of every task (padding rows and columns add 0),
-    on both the exp-trick and the sigmoid path."""
+    """The batched surrogate with column chunks of 1, 2 and all tests agree, and
+    equal the NumPy reference of every task (padding rows and columns add 0), on
+    both the exp-trick and the sigmoid path."""
     rng = np.random.default_rng(8)
     shapes = [(9, 7), (4, 11), (15, 3), (1, 5)]
     mats = [torch.from_numpy(random_matrix(rng, n, m, 0.5, dup_rows=2)) for n, m in shapes]
@@ -281,14 +279,9 @@ def test_pair_tensors_split_over_tests_are_exact():
             np.testing.assert_allclose(J.numpy(), J3.numpy(), rtol=0, atol=1e-14)
             np.testing.assert_allclose(g.numpy(), g3.numpy(), rtol=0, atol=1e-13 * gamma)
         for t, (_n, m) in enumerate(shapes):
-            _, J, g = torch_surrogate.surrogate_core(
-                torch_surrogate.SurrogateData(mats[t], None, torch.float64),
-                w[t, :m].contiguous(),
-                gamma,
-                max_w=1.0,
-            )
-            assert abs(float(J3[t]) - float(J)) <= 1e-14
-            np.testing.assert_allclose(g3[t, :m].numpy(), g.numpy(), rtol=0, atol=1e-13 * gamma)
+            want = af.surrogate_loo_auc(mats[t].numpy(), w[t, :m].numpy(), gamma, backend="numpy")
+            assert abs(float(J3[t]) - want.objective) <= 1e-14
+            np.testing.assert_allclose(g3[t, :m].numpy(), want.gradient, rtol=0, atol=1e-13 * gamma)
             np.testing.assert_array_equal(g3[t, m:].numpy(), 0.0)
 
 

@@ -629,7 +629,7 @@ def test_cuda_aces_o_adam_loop_without_syncs(method, monkeypatch):
 def test_cuda_surrogate_does_not_read_the_weights(sync_errors, monkeypatch):
     """The public surrogate on a device does not read the weights (``torch.sigmoid``
     instead of the CPU's exp trick, which needs max(w) on the host). Its one
-    read left, :class:`SurrogateData`'s distinct-row merge, runs beforehand."""
+    read left, the distinct-row merge (which sizes the pair tensors), runs beforehand."""
     from aces_fast.backends.torch import surrogate as _surrogate
 
     require_backend("cpp")
@@ -637,8 +637,9 @@ def test_cuda_surrogate_does_not_read_the_weights(sync_errors, monkeypatch):
     B = TB.prepare(torch.from_numpy(MATRIX).cuda())
     w = torch.from_numpy(RNG.random(MATRIX.shape[1]))
     w = (w / w.sum()).cuda()
-    data = _surrogate.SurrogateData(B, None, torch.float64)
-    monkeypatch.setattr(_surrogate, "SurrogateData", lambda *args: data)
+    valid = torch.ones((1, B.shape[0]), dtype=torch.bool, device=B.device)
+    merged = _surrogate.distinct_rows_padded(B[None], valid, torch.float64, None)
+    monkeypatch.setattr(_surrogate, "distinct_rows_padded", lambda *args: merged)
     torch.cuda.set_sync_debug_mode("error")
     L, J, g = _surrogate.surrogate(B, w, 10.0)
     torch.cuda.set_sync_debug_mode("default")

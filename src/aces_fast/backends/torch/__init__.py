@@ -278,7 +278,7 @@ class TorchBackend(Backend):
         return (to_output(L, numpy_out), float(J) if numpy_out else J, to_output(g, numpy_out))
 
     def _aces_o_fit(self, Bt, logits0, active, gamma, lr, steps, counts=None):
-        w, obj = _aces_o.aces_o_fit(
+        return _aces_o.aces_o_fit(
             Bt,
             self._vector(logits0, Bt, torch.float64),
             self._vector(active, Bt, torch.bool),
@@ -289,7 +289,6 @@ class TorchBackend(Backend):
             self.dtype,
             self.pair_elements,
         )
-        return w.to(torch.float64), obj.to(torch.float64)
 
     def aces_o_fit(self, B, logits0, active, gamma, lr, steps, counts=None, bins=None):
         self.no_bins(bins)

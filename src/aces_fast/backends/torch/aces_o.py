@@ -5,8 +5,8 @@ batch of one.
 The Adam loop works on fixed-shape tensors and buffers made before it starts:
 every step writes into the same buffers through views made once (``out=`` and
 in-place ops), so a step dispatches a fixed sequence of about 53 aten ops (one
-column chunk of pair tensors: 21 for the surrogate, 16 for the Adam update, 15
-for the symmetry snapping, 1 softmax), allocates nothing large, sorts nothing
+column chunk of pair tensors: 21 for the surrogate, :class:`.surrogate.Surrogate`,
+16 for the Adam update, 15 for the symmetry snapping, 1 softmax), allocates nothing large, sorts nothing
 and never reads the device from the host -- on CUDA the steps queue without a
 synchronization, and the loop's tensors keep their addresses (what a CUDA graph
 capture would need). tests/test_torch_sync.py counts them.
@@ -28,10 +28,10 @@ import torch
 from ..._constants import ADAM_BETA1, ADAM_BETA2, ADAM_EPS, SNAP_RTOL_FLOAT32
 from ..._constants import SNAP_RTOL as _SNAP_RTOL64
 from ..shapes import shape_chunks
-from .chunks import DEFAULT_CHUNK_ELEMENTS, column_chunks
+from .chunks import DEFAULT_CHUNK_ELEMENTS
 from .columns import upload
 from .dedup import distinct_rows_padded
-from .surrogate import _EXP_SAFE
+from .surrogate import Surrogate, Workspace
 
 #: Relative tolerance of the symmetry snapping (docs/contract.rst §7.5) per working
 #: dtype: float64 as every other backend; float32's sums carry ~1e-7 relative
@@ -249,137 +249,6 @@ class _Adam:
         self.logits.add_(torch.mul(self.m1, self.lr / (1 - beta1**t), out=tmp).div_(den))
 
 
-class _Workspace:
-    """The two pair tensors' storage, shared by the groups of a call (one runs at a time)."""
-
-    def __init__(self, entries: int, dtype: torch.dtype, device: torch.device):
-        self.sig = torch.empty(entries, dtype=dtype, device=device)
-        self.dsig = torch.empty(entries, dtype=dtype, device=device)
-
-
-class _Chunk:
-    """Views of one column chunk ``[a, b)`` of a :class:`_Surrogate`'s buffers."""
-
-    def __init__(self, s: _Surrogate, a: int, b: int, ws: _Workspace):
-        T, U = s.T, s.U
-        k = b - a
-        kT = k * T
-        self.sig = ws.sig[: k * T * U * U].view(k, T, U, U)
-        self.dsig = ws.dsig[: k * T * U * U].view(k, T, U, U)
-        sig3, dsig3 = self.sig.view(kT, U, U), self.dsig.view(kT, U, U)
-        self.sig_t, self.dsig3, self.dsig_t = sig3.transpose(1, 2), dsig3, dsig3.transpose(1, 2)
-        self.x = s.x[a:b].view(k, T, 1, 1)
-        self.pt_r = s.pt[a:b].view(kT, 1, U)
-        self.ft_r = s.ft[a:b].view(kT, 1, U)
-        self.ptl_r = s.ptl[a:b].view(kT, 1, U)
-        self.sig_f_r = s.sig_f[a:b].view(kT, 1, U)
-        self.sig_f_c = s.sig_f[a:b].view(kT, U, 1)
-        self.dsig_f_r = s.dsig_f[a:b].view(kT, 1, U)
-        self.dsig_f_c = s.dsig_f[a:b].view(kT, U, 1)
-        self.dsig_p_r = s.dsig_p[a:b].view(kT, 1, U)
-        self.neg_half = s.neg_half[a:b].view(kT, 1, 1)
-        self.excess = s.excess[a:b].view(kT, 1, 1)
-        self.D = s.D[a:b].view(kT, 1, 1)
-        self.pt3, self.ft3 = s.pt[a:b], s.ft[a:b]
-        self.dsig_f3, self.dsig_p3 = s.dsig_f[a:b], s.dsig_p[a:b]
-        self.u = s.u[: k * T * U].view(k, T, U)
-        self.u_t = self.u.permute(1, 2, 0)  # (T, U, k)
-        self.wip_t = s.wip[a:b].t().unsqueeze(2)  # (T, k, 1)
-
-
-class _Surrogate:
-    """J and ``dJ/dw`` (docs/contract.rst §3) of T tasks at the weights ``adam.w``
-    (T, m), the gradient into ``adam.g``: :func:`.surrogate.surrogate_core` with a
-    task axis, on buffers and views made once.
-
-    ``Bf`` (T, U, m) distinct rows and ``counts`` (T, U) multiplicities in the
-    working dtype (count 0: padding). Per-(test, task) tensors are test-major
-    (m, T, ...) so that a column chunk is one contiguous block; a chunk of k
-    tests holds the (k, T, U, U) pair tensors ``sigma(gamma (s_p - s_f -
-    w_j))`` and ``sigma'`` (``1 / (1 + exp(-gamma (s_p - s_f)) exp(gamma w_j))``
-    while ``exp(gamma)`` is finite, else ``torch.sigmoid``) in ``workspace``,
-    reduced by batched mat-vecs over the k T (test, task) pairs. Padding rows
-    and columns add exactly 0. O(T U^2 m) time per call, 21 ops for one chunk
-    (+ 11 per further chunk), O(T U m) memory besides the workspace.
-    """
-
-    def __init__(
-        self,
-        Bf: torch.Tensor,
-        counts: torch.Tensor,
-        gamma: float,
-        adam: _Adam,
-        chunk_tests: int,
-        workspace: _Workspace,
-    ):
-        T, U, m = Bf.shape
-        self.T, self.U, self.gamma = T, U, gamma
-        dt = Bf.dtype
-        self.exp_trick = gamma * 1.0 < _EXP_SAFE.get(dt, 0.0)  # w on the simplex: max w <= 1
-        passers = Bf * counts[:, :, None]
-        failers = (1 - Bf) * counts[:, :, None]
-        pairs = passers.sum(dim=1) * failers.sum(dim=1)  # (T, m), exact integers
-        valid = pairs > 0
-        safe = torch.where(valid, pairs, torch.ones_like(pairs)).t()
-        self.pt = passers.permute(2, 0, 1).contiguous()  # (m, T, U)
-        self.ft = failers.permute(2, 0, 1).contiguous()
-        # L_j = sum_p ptl_p sum_f c_f sigma_pf; excess = L - 1/2 on tests with pairs
-        self.ptl = (self.pt / safe[:, :, None]).contiguous()
-        self.neg_half = (-0.5 * valid.t().to(dt)).contiguous()
-        self.inv_gamma = gamma * valid.t().to(dt) / safe  # gamma / |P_j||F_j|, 0 without pairs
-        self.gB = gamma * Bf  # s = gamma B w
-        self.Bt = Bf.transpose(1, 2).contiguous()  # (T, m, U)
-        self.s = Bf.new_empty((T, U, 1))
-        self.s_row = self.s.view(T, 1, U)
-        self.P = Bf.new_empty((T, U, U))  # exp(gamma (s_f - s_p)), or gamma (s_p - s_f)
-        self.P4 = self.P.view(1, T, U, U)
-        self.x = Bf.new_empty((m, T))  # exp(gamma w), or gamma w (test-major)
-        self.sig_f = Bf.new_empty((m, T, U))
-        self.dsig_f = Bf.new_empty((m, T, U))
-        self.dsig_p = Bf.new_empty((m, T, U))
-        self.excess = Bf.new_empty((m, T))
-        self.D = Bf.new_empty((m, T))
-        self.wip = Bf.new_empty((m, T))  # gamma w_j / |P_j||F_j|
-        self.u = Bf.new_empty(min(m, chunk_tests) * T * U)
-        self.cv = Bf.new_empty((T, U, 1))
-        self.w_t, self.w_col, self.w_row = adam.w.t(), adam.w.view(T, m, 1), adam.w.view(T, 1, m)
-        self.grad_t, self.grad3 = adam.g.t(), adam.g.view(T, m, 1)
-        self.excess_c = self.excess.t().unsqueeze(2)  # (T, m, 1)
-        self.chunks = [_Chunk(self, a, b, workspace) for a, b in column_chunks(m, 1, chunk_tests)]
-
-    def evaluate(self) -> torch.Tensor:
-        """``J`` (T, 1, 1) at ``adam.w``; ``adam.g`` gets ``dJ/dw``."""
-        gamma = self.gamma
-        torch.bmm(self.gB, self.w_col, out=self.s)
-        if self.exp_trick:
-            torch.sub(self.s_row, self.s, out=self.P).exp_()
-            torch.mul(self.w_t, gamma, out=self.x).exp_()
-        else:
-            torch.sub(self.s, self.s_row, out=self.P)
-            torch.mul(self.w_t, gamma, out=self.x)
-        torch.mul(self.w_t, self.inv_gamma, out=self.wip)
-        for i, c in enumerate(self.chunks):
-            if self.exp_trick:
-                torch.mul(self.P4, c.x, out=c.sig).add_(1.0).reciprocal_()
-            else:
-                torch.sub(self.P4, c.x, out=c.sig).sigmoid_()
-            torch.addcmul(c.sig, c.sig, c.sig, value=-1.0, out=c.dsig)  # sigma (1 - sigma)
-            torch.bmm(c.ft_r, c.sig_t, out=c.sig_f_r)  # sum_f c_f sigma_pf
-            torch.bmm(c.ft_r, c.dsig_t, out=c.dsig_f_r)  # sum_f c_f sigma'_pf
-            torch.bmm(c.pt_r, c.dsig3, out=c.dsig_p_r)  # sum_p c_p sigma'_pf
-            torch.baddbmm(c.neg_half, c.ptl_r, c.sig_f_c, out=c.excess)  # L_j - 1/2
-            torch.bmm(c.pt_r, c.dsig_f_c, out=c.D)
-            # c_i u^j_i = c^P_ij sum_f c_f sigma'_if - c^F_ij sum_p c_p sigma'_pi
-            torch.mul(c.pt3, c.dsig_f3, out=c.u).addcmul_(c.ft3, c.dsig_p3, value=-1.0)
-            if i == 0:  # cv = sum_j gamma w_j / |P_j||F_j| c u^j
-                torch.bmm(c.u_t, c.wip_t, out=self.cv)
-            else:
-                self.cv.baddbmm_(c.u_t, c.wip_t)
-        torch.addcmul(self.excess, self.wip, self.D, value=-1.0, out=self.grad_t)
-        self.grad3.baddbmm_(self.Bt, self.cv)
-        return torch.bmm(self.w_row, self.excess_c)
-
-
 class _GroupFit:
     """ACES-O of a group of T tasks padded to (U, m): the first Adam step (with the
     sort-based :class:`SymmetryClasses`), then the loop (with :class:`ClassTable`)."""
@@ -393,7 +262,7 @@ class _GroupFit:
         gamma: float,
         lr: float,
         chunk_tests: int,
-        workspace: _Workspace,
+        workspace: Workspace,
     ):
         self.any_active = active.any(dim=1, keepdim=True)
         logits = logits0.masked_fill(~active, -math.inf).masked_fill_(~self.any_active, 0.0)
@@ -402,7 +271,9 @@ class _GroupFit:
         self.adam = _Adam(logits, zeros, zeros.clone(), lr)
         # a task without active tests: no rows, so J = 0 and dJ/dw = 0 at its uniform w
         counts = counts * self.any_active
-        self.surrogate = _Surrogate(Bf, counts, gamma, self.adam, chunk_tests, workspace)
+        self.surrogate = Surrogate(
+            Bf, counts, gamma, self.adam.w, self.adam.g, chunk_tests, workspace
+        )
         self.tol = gradient_snap_tol(gamma, Bf.dtype)
         self.objective: list[torch.Tensor] = []
 
@@ -449,20 +320,87 @@ _GROUP_WASTE = 2.0
 _GROUP_SLACK = 1 << 15
 
 
-def _fit(
+def aces_o_fit(
+    B: torch.Tensor,
+    logits0: torch.Tensor,
+    active: torch.Tensor,
+    gamma: float,
+    lr: float,
+    steps: int,
+    counts: torch.Tensor | None = None,
+    dtype: torch.dtype = torch.float64,
+    pair_elements: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """ACES-O's Adam ascent; ``(weights (m,), objective (steps + 1,))`` in float64.
+
+    Adam with PyTorch semantics (beta = (0.9, 0.999), eps = 1e-8, bias
+    correction) on the loss ``-J(softmax(logits))`` restricted to ``active``
+    (bool (m,)) tests; inactive tests keep weight exactly 0. ``B`` uint8
+    (n, m), ``counts`` int (n,) row multiplicities or None. Written out by
+    hand with the operation order of :func:`aces_fast.backends.numpy.aces_o_fit`,
+    including its symmetry snapping (docs/contract.rst §7.5).
+    ``objective[t]`` is J after t updates. The task runs as a batch of one
+    (:func:`aces_o_fit_groups`): identical rows merged, pair tensors of at
+    most ``pair_budget(pair_elements)`` entries, two host reads, none in the
+    loop. O(steps U^2 m + m log m + n m) for U distinct rows.
+    """
+    n, m = B.shape
+    dev = B.device
+    if counts is None:
+        valid = torch.ones((1, n), dtype=torch.bool, device=dev)
+        weights = None
+    else:
+        weights = counts.to(device=dev, dtype=torch.int64)[None, :]
+        valid = weights > 0
+    w, objective = aces_o_fit_groups(
+        B[None],
+        valid,
+        [m],
+        logits0.reshape(1, m),
+        active.reshape(1, m),
+        gamma,
+        lr,
+        steps,
+        dtype,
+        pair_elements,
+        weights,
+    )
+    return w[0], objective[0]
+
+
+def aces_o_fit_groups(
     Bk: torch.Tensor,
     valid: torch.Tensor,
-    weights: torch.Tensor | None,
     n_cols: Sequence[int],
     logits0: torch.Tensor,
     active: torch.Tensor,
     gamma: float,
     lr: float,
     steps: int,
-    dtype: torch.dtype,
-    pair_elements: int | None,
+    dtype: torch.dtype = torch.float64,
+    pair_elements: int | None = None,
+    weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """ACES-O of T tasks (see :func:`aces_o_fit_groups`), in ``dtype``."""
+    """:func:`aces_o_fit` of every task of a padded batch: ``(weights (T, m), objective
+    (T, steps + 1))`` in float64.
+
+    ``Bk`` uint8 (T, K, m): each task's rows to fit on (``valid`` bool (T, K)
+    marks the real ones; padding rows count 0), task t's tests in its first
+    ``n_cols[t]`` columns; ``logits0`` (T, m) and ``active`` bool (T, m) as per
+    task; ``weights`` int (T, K): each valid row's multiplicity (default 1). The rows are merged to distinct rows with multiplicities
+    (:func:`.dedup.distinct_rows_padded`), and the Adam loop runs on groups of
+    tasks with similar (distinct rows U, tests m), so that a task with few
+    distinct rows is not padded to the most of the batch: :func:`shape_chunks`
+    on (U_t^2, m_t), a group's two per-step pair tensors (k, T', U', U')
+    holding at most :func:`pair_budget` entries, closed early once padding
+    would exceed ``_GROUP_WASTE`` times the group's own cells. Each group:
+    the first step with sort-based snapping (:class:`SymmetryClasses`), then
+    steps 2.. with the fixed-shape :class:`ClassTable` -- no sort, no host
+    read, about 53 ops per step. A task's values equal the per-task fit's up
+    to summation order in the surrogate. Time O(T K m log K + steps sum_t
+    U_t^2 m_t) up to group padding; two host reads per call (distinct-row
+    counts; class sizes, for all groups at once), none in the Adam loop.
+    """
     T, _, m = Bk.shape
     dev = Bk.device
     budget = pair_budget(dev, dtype, pair_elements)
@@ -483,7 +421,7 @@ def _fit(
         chunk_tests = max(1, min(c, budget // (len(group) * u * u)))
         plans.append((group, u, c, chunk_tests))
     entries = max((len(g) * u * u * k for g, u, _c, k in plans), default=0)
-    workspace = _Workspace(entries, dtype, dev)
+    workspace = Workspace(entries, dtype, dev)
     fits, stats = [], []
     for group, u, c, chunk_tests in plans:
         idx = upload(np.array(group, dtype=np.int64), dev)
@@ -513,90 +451,4 @@ def _fit(
         wg, og = fit.result()
         w[idx, :c] = wg
         objective[idx] = og
-    return w, objective
-
-
-def aces_o_fit(
-    B: torch.Tensor,
-    logits0: torch.Tensor,
-    active: torch.Tensor,
-    gamma: float,
-    lr: float,
-    steps: int,
-    counts: torch.Tensor | None = None,
-    dtype: torch.dtype = torch.float64,
-    pair_elements: int | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """ACES-O's Adam ascent; ``(weights (m,), objective (steps + 1,))`` in ``dtype``.
-
-    Adam with PyTorch semantics (beta = (0.9, 0.999), eps = 1e-8, bias
-    correction) on the loss ``-J(softmax(logits))`` restricted to ``active``
-    (bool (m,)) tests; inactive tests keep weight exactly 0. ``B`` uint8
-    (n, m), ``counts`` int (n,) row multiplicities or None. Written out by
-    hand with the operation order of :func:`aces_fast.backends.numpy.aces_o_fit`,
-    including its symmetry snapping (docs/contract.rst §7.5).
-    ``objective[t]`` is J after t updates. The task runs as a batch of one
-    (:func:`aces_o_fit_groups`): identical rows merged, pair tensors of at
-    most ``pair_budget(pair_elements)`` entries, two host reads, none in the
-    loop. O(steps U^2 m + m log m + n m) for U distinct rows.
-    """
-    n, m = B.shape
-    dev = B.device
-    if counts is None:
-        valid = torch.ones((1, n), dtype=torch.bool, device=dev)
-        weights = None
-    else:
-        weights = counts.to(device=dev, dtype=torch.int64)[None, :]
-        valid = weights > 0
-    w, objective = _fit(
-        B[None],
-        valid,
-        weights,
-        [m],
-        logits0.reshape(1, m),
-        active.reshape(1, m),
-        gamma,
-        lr,
-        steps,
-        dtype,
-        pair_elements,
-    )
-    return w[0], objective[0]
-
-
-def aces_o_fit_groups(
-    Bk: torch.Tensor,
-    valid: torch.Tensor,
-    n_cols: Sequence[int],
-    logits0: torch.Tensor,
-    active: torch.Tensor,
-    gamma: float,
-    lr: float,
-    steps: int,
-    dtype: torch.dtype = torch.float64,
-    pair_elements: int | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`aces_o_fit` of every task of a padded batch: ``(weights (T, m), objective
-    (T, steps + 1))`` in float64.
-
-    ``Bk`` uint8 (T, K, m): each task's rows to fit on (``valid`` bool (T, K)
-    marks the real ones; padding rows count 0), task t's tests in its first
-    ``n_cols[t]`` columns; ``logits0`` (T, m) and ``active`` bool (T, m) as per
-    task. The rows are merged to distinct rows with multiplicities
-    (:func:`.dedup.distinct_rows_padded`), and the Adam loop runs on groups of
-    tasks with similar (distinct rows U, tests m), so that a task with few
-    distinct rows is not padded to the most of the batch: :func:`shape_chunks`
-    on (U_t^2, m_t), a group's two per-step pair tensors (k, T', U', U')
-    holding at most :func:`pair_budget` entries, closed early once padding
-    would exceed ``_GROUP_WASTE`` times the group's own cells. Each group:
-    the first step with sort-based snapping (:class:`SymmetryClasses`), then
-    steps 2.. with the fixed-shape :class:`ClassTable` -- no sort, no host
-    read, about 53 ops per step. A task's values equal the per-task fit's up
-    to summation order in the surrogate. Time O(T K m log K + steps sum_t
-    U_t^2 m_t) up to group padding; two host reads per call (distinct-row
-    counts; class sizes, for all groups at once), none in the Adam loop.
-    """
-    w, objective = _fit(
-        Bk, valid, None, n_cols, logits0, active, gamma, lr, steps, dtype, pair_elements
-    )
     return w.to(torch.float64), objective.to(torch.float64)

@@ -1,6 +1,12 @@
-"""The logistic surrogate of LOO-AUC and its analytic gradient, per task (the
-``surrogate`` kernel; ACES-O's Adam loop runs its own buffered copy with a task
-axis, :class:`.aces_o._Surrogate`)."""
+"""The logistic surrogate of LOO-AUC and its analytic gradient (docs/contract.rst §3),
+for a padded batch of tasks: one implementation, run by the public ``surrogate``
+kernel (a batch of one) and by every step of ACES-O's Adam loop
+(:mod:`.aces_o`).
+
+:class:`Surrogate` works on buffers and views made once, so that an
+evaluation dispatches a fixed sequence of ops (21 for one column chunk, 11 per
+further chunk), allocates nothing large and never reads the device.
+"""
 
 from __future__ import annotations
 
@@ -9,122 +15,159 @@ import math
 import torch
 
 from .chunks import DEFAULT_CHUNK_ELEMENTS, column_chunks
-
-
-class SurrogateData:
-    """What the surrogate needs from ``B`` that does not change with the weights.
-
-    Identical rows are merged first (their multiplicities add up): the
-    surrogate is a sum over row pairs, so U distinct rows cost (U/n)^2 of the
-    work -- on real data the top-24 candidates have about 6 distinct rows.
-    ``Bf`` is the distinct rows in the working dtype (U, m); ``passers = c * B``
-    and ``failers = c * (1 - B)`` carry the multiplicities ``c`` (U, m).
-    """
-
-    def __init__(self, B: torch.Tensor, counts: torch.Tensor | None, dtype: torch.dtype):
-        c = (
-            torch.ones(B.shape[0], dtype=torch.int64, device=B.device)
-            if counts is None
-            else counts.to(device=B.device, dtype=torch.int64)
-        )
-        if B.shape[0] > 1 and B.shape[1] > 0:
-            B, inverse = torch.unique(B, dim=0, return_inverse=True)
-            c = torch.zeros(B.shape[0], dtype=torch.int64, device=B.device).index_add_(
-                0, inverse.reshape(-1), c
-            )
-        self.Bf = B.to(dtype)
-        c = c.to(dtype)
-        self.passers = self.Bf * c[:, None]
-        self.failers = (1 - self.Bf) * c[:, None]
-        # column-major copies: chunks slice rows of these (k, n)
-        self.passers_t = self.passers.T.contiguous()
-        self.failers_t = self.failers.T.contiguous()
-        self.pairs = self.passers.sum(dim=0) * self.failers.sum(dim=0)
-        self.valid = self.pairs > 0
-        self.valid_f = self.valid.to(dtype)
-        self.safe_pairs = torch.where(self.valid, self.pairs, torch.ones_like(self.pairs))
-        self.inv_pairs = self.valid_f / self.safe_pairs  # 1/|P_j||F_j|, 0 for empty P_j or F_j
-        self._work: dict = {}
-
-    def work(self, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Two reusable (k, n, n) buffers: re-allocating megabytes every Adam step
-        costs page faults that dominate small problems on the CPU."""
-        if k not in self._work:
-            n = self.Bf.shape[0]
-            self._work[k] = (self.Bf.new_empty((k, n, n)), self.Bf.new_empty((k, n, n)))
-        return self._work[k]
-
+from .dedup import distinct_rows_padded
 
 #: ``exp(gamma * w_j)`` stays finite below this exponent (float32 overflows at 88.7)
 _EXP_SAFE = {torch.float64: 700.0, torch.float32: 80.0}
 
 
-def surrogate_core(
-    data: SurrogateData,
-    w: torch.Tensor,
-    gamma: float,
-    chunk_elements: int = DEFAULT_CHUNK_ELEMENTS,
-    max_w: float | None = None,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``(L (m,), J (0-d), dJ/dw (m,))`` in the working dtype; see :func:`surrogate`.
+class Workspace:
+    """The two pair tensors' storage (``entries`` each), shared by every
+    :class:`Surrogate` of a call (one evaluates at a time)."""
 
-    For a chunk of k tests one (k, n, n) tensor holds
-    ``sigma(gamma (s_p - s_f - w_j))`` for every row pair; multiplying by the
-    passer/failer multiplicity vectors (batched mat-vecs) restricts it to
-    P_j x F_j. The gradient follows docs/contract.rst §3 with
-    ``c_i v_i = sum_j c_j (passers_ij sum_f failers_fj sigma'_if
-    - failers_ij sum_p passers_pj sigma'_pi)``. O(n^2 m + n m) time per call,
-    O(chunk_elements) extra memory.
+    def __init__(self, entries: int, dtype: torch.dtype, device: torch.device):
+        self.sig = torch.empty(entries, dtype=dtype, device=device)
+        self.dsig = torch.empty(entries, dtype=dtype, device=device)
 
-    the hint of docs/contract.rst §3: ``sigma(z) = 1 / (1 + E_pf e_j)`` with ``E = exp(-gamma (s_p - s_f))``
-    (n x n, once per call) and ``e_j = exp(gamma w_j)`` (m), which replaces one
-    exp per (test, pair) by a multiply. It is used when ``max_w`` (an upper
-    bound on the weights, known without reading the device) keeps ``e_j``
-    finite; ``E`` itself may overflow to inf (giving sigma = 0, correctly).
-    Otherwise ``torch.sigmoid`` is used.
+
+class _Chunk:
+    """Views of one column chunk ``[a, b)`` of a :class:`Surrogate`'s buffers."""
+
+    def __init__(self, s: Surrogate, a: int, b: int, ws: Workspace):
+        T, U = s.T, s.U
+        k = b - a
+        kT = k * T
+        self.sig = ws.sig[: k * T * U * U].view(k, T, U, U)
+        self.dsig = ws.dsig[: k * T * U * U].view(k, T, U, U)
+        sig3, dsig3 = self.sig.view(kT, U, U), self.dsig.view(kT, U, U)
+        self.sig_t, self.dsig3, self.dsig_t = sig3.transpose(1, 2), dsig3, dsig3.transpose(1, 2)
+        self.x = s.x[a:b].view(k, T, 1, 1)
+        self.pt_r = s.pt[a:b].view(kT, 1, U)
+        self.ft_r = s.ft[a:b].view(kT, 1, U)
+        self.ptl_r = s.ptl[a:b].view(kT, 1, U)
+        self.sig_f_r = s.sig_f[a:b].view(kT, 1, U)
+        self.sig_f_c = s.sig_f[a:b].view(kT, U, 1)
+        self.dsig_f_r = s.dsig_f[a:b].view(kT, 1, U)
+        self.dsig_f_c = s.dsig_f[a:b].view(kT, U, 1)
+        self.dsig_p_r = s.dsig_p[a:b].view(kT, 1, U)
+        self.neg_half = s.neg_half[a:b].view(kT, 1, 1)
+        self.excess = s.excess[a:b].view(kT, 1, 1)
+        self.D = s.D[a:b].view(kT, 1, 1)
+        self.pt3, self.ft3 = s.pt[a:b], s.ft[a:b]
+        self.dsig_f3, self.dsig_p3 = s.dsig_f[a:b], s.dsig_p[a:b]
+        self.u = s.u[: k * T * U].view(k, T, U)
+        self.u_t = self.u.permute(1, 2, 0)  # (T, U, k)
+        self.wip_t = s.wip[a:b].t().unsqueeze(2)  # (T, k, 1)
+
+
+class Surrogate:
+    """J and ``dJ/dw`` of T tasks at the weights ``w`` (T, m), the gradient written
+    into ``g`` (T, m); ``w`` may change between evaluations (the Adam loop's).
+
+    ``Bf`` (T, U, m) distinct rows and ``counts`` (T, U) multiplicities in the
+    working dtype (count 0: padding). Per-(test, task) tensors are test-major
+    (m, T, ...) so that a column chunk of ``chunk_tests`` tests is one
+    contiguous block; a chunk of k tests holds the (k, T, U, U) pair tensors
+    ``sigma(gamma (s_p - s_f - w_j))`` and ``sigma'`` in ``workspace``
+    (at least ``min(m, chunk_tests) T U^2`` entries each), reduced by batched
+    mat-vecs over the k T (test, task) pairs: multiplying by the passer and
+    failer multiplicity vectors restricts a pair tensor to ``P_j x F_j``.
+    The gradient follows docs/contract.rst §3 with ``c_i u^j_i = c^P_ij
+    sum_f c_f sigma'_if - c^F_ij sum_p c_p sigma'_pi``.
+
+    ``max_w``, an upper bound on the weights known without reading the device
+    (1 on the simplex), enables the hint of docs/contract.rst §3 while
+    ``exp(gamma max_w)`` is finite: ``sigma = 1 / (1 + E_pf e_j)`` with ``E =
+    exp(gamma (s_f - s_p))`` (U x U per task, once per evaluation; it may
+    overflow to inf, giving sigma = 0 correctly) and ``e_j = exp(gamma w_j)``,
+    one multiply per (test, pair) instead of an exp. Otherwise (``None``)
+    ``torch.sigmoid``; the two agree to a few ulps. Padding rows and columns
+    add exactly 0. O(T U^2 m) time per evaluation, O(T U m) memory besides
+    the workspace.
     """
-    Bf = data.Bf
-    n, m = Bf.shape
-    if m == 0:
-        return w.new_empty(0), w.new_zeros(()), w.new_empty(0)
-    s = Bf @ w
-    exp_trick = max_w is not None and gamma * max_w < _EXP_SAFE.get(w.dtype, 0.0)
-    if exp_trick:
-        E = torch.exp((s[None, :] - s[:, None]).mul_(gamma))
-        e = torch.exp(gamma * w)
-    else:
-        gdiff = (s[:, None] - s[None, :]).mul_(gamma)
-        gw = gamma * w
-    cv = torch.zeros(n, dtype=w.dtype, device=w.device)
-    Ls, Ds = [], []
-    # Few, large ops per chunk: on a GPU every op is a kernel launch, and on the
-    # CPU small ACES-O problems are dominated by per-op overhead.
-    for a, b in column_chunks(m, n * n, chunk_elements):
-        sig, dsig = data.work(b - a)
-        if exp_trick:
-            torch.mul(E[None, :, :], e[a:b, None, None], out=sig).add_(1.0).reciprocal_()
+
+    def __init__(
+        self,
+        Bf: torch.Tensor,
+        counts: torch.Tensor,
+        gamma: float,
+        w: torch.Tensor,
+        g: torch.Tensor,
+        chunk_tests: int,
+        workspace: Workspace,
+        max_w: float | None = 1.0,
+    ):
+        T, U, m = Bf.shape
+        self.T, self.U, self.gamma = T, U, gamma
+        dt = Bf.dtype
+        self.exp_trick = max_w is not None and gamma * max_w < _EXP_SAFE.get(dt, 0.0)
+        passers = Bf * counts[:, :, None]
+        failers = (1 - Bf) * counts[:, :, None]
+        pairs = passers.sum(dim=1) * failers.sum(dim=1)  # (T, m), exact integers
+        self.valid = pairs > 0
+        safe = torch.where(self.valid, pairs, torch.ones_like(pairs)).t()
+        self.pt = passers.permute(2, 0, 1).contiguous()  # (m, T, U)
+        self.ft = failers.permute(2, 0, 1).contiguous()
+        # L_j = sum_p ptl_p sum_f c_f sigma_pf; excess = L - 1/2 on tests with pairs
+        self.ptl = (self.pt / safe[:, :, None]).contiguous()
+        self.neg_half = (-0.5 * self.valid.t().to(dt)).contiguous()
+        self.inv_gamma = gamma * self.valid.t().to(dt) / safe  # gamma / |P_j||F_j|, 0 without
+        self.gB = gamma * Bf  # s = gamma B w
+        self.Bt = Bf.transpose(1, 2).contiguous()  # (T, m, U)
+        self.s = Bf.new_empty((T, U, 1))
+        self.s_row = self.s.view(T, 1, U)
+        self.P = Bf.new_empty((T, U, U))  # exp(gamma (s_f - s_p)), or gamma (s_p - s_f)
+        self.P4 = self.P.view(1, T, U, U)
+        self.x = Bf.new_empty((m, T))  # exp(gamma w), or gamma w (test-major)
+        self.sig_f = Bf.new_empty((m, T, U))
+        self.dsig_f = Bf.new_empty((m, T, U))
+        self.dsig_p = Bf.new_empty((m, T, U))
+        self.excess = Bf.new_empty((m, T))
+        self.D = Bf.new_empty((m, T))
+        self.wip = Bf.new_empty((m, T))  # gamma w_j / |P_j||F_j|
+        self.u = Bf.new_empty(min(m, chunk_tests) * T * U)
+        self.cv = Bf.new_empty((T, U, 1))
+        self.w_t, self.w_col, self.w_row = w.t(), w.view(T, m, 1), w.view(T, 1, m)
+        self.grad_t, self.grad3 = g.t(), g.view(T, m, 1)
+        self.excess_c = self.excess.t().unsqueeze(2)  # (T, m, 1)
+        self.chunks = [_Chunk(self, a, b, workspace) for a, b in column_chunks(m, 1, chunk_tests)]
+
+    def evaluate(self) -> torch.Tensor:
+        """``J`` (T, 1, 1) at ``w``; ``g`` gets ``dJ/dw``."""
+        gamma = self.gamma
+        torch.bmm(self.gB, self.w_col, out=self.s)
+        if self.exp_trick:
+            torch.sub(self.s_row, self.s, out=self.P).exp_()
+            torch.mul(self.w_t, gamma, out=self.x).exp_()
         else:
-            torch.sub(gdiff[None, :, :], gw[a:b, None, None], out=sig).sigmoid_()
-        torch.addcmul(sig, sig, sig, value=-1.0, out=dsig)  # sigma (1 - sigma)
-        pt = data.passers_t[a:b]
-        ft = data.failers_t[a:b]
-        # batched vector x matrix products (the vector as the left operand is the
-        # fast bmm path for small n)
-        sig_f = torch.bmm(ft[:, None, :], sig.transpose(1, 2)).squeeze(1)  # sum_f c_f sigma_pf
-        dsig_f = torch.bmm(ft[:, None, :], dsig.transpose(1, 2)).squeeze(1)  # sum_f c_f sigma'_pf
-        dsig_p = torch.bmm(pt[:, None, :], dsig).squeeze(1)  # sum_p c_p sigma'_pf
-        Ls.append(torch.linalg.vecdot(pt, sig_f) / data.safe_pairs[a:b])
-        Ds.append(torch.linalg.vecdot(pt, dsig_f))
-        u = (pt * dsig_f).addcmul_(ft, dsig_p, value=-1.0)  # c_i u^j_i, (k, n)
-        cv.addmv_(u.T, w[a:b] * data.inv_pairs[a:b])  # += sum_j c_j c_i u^j_i
-    Lc = Ls[0] if len(Ls) == 1 else torch.cat(Ls)  # 0 for tests with empty P_j or F_j
-    D = Ds[0] if len(Ds) == 1 else torch.cat(Ds)
-    excess = (Lc - 0.5).mul_(data.valid_f)
-    J = torch.dot(w, excess)
-    grad = torch.addcmul(excess, w * data.inv_pairs, D, value=-gamma)
-    grad.addmv_(Bf.T, cv, alpha=gamma)
-    L = torch.where(data.valid, Lc, torch.full_like(Lc, math.nan))
-    return L, J, grad
+            torch.sub(self.s, self.s_row, out=self.P)
+            torch.mul(self.w_t, gamma, out=self.x)
+        torch.mul(self.w_t, self.inv_gamma, out=self.wip)
+        for i, c in enumerate(self.chunks):
+            if self.exp_trick:
+                torch.mul(self.P4, c.x, out=c.sig).add_(1.0).reciprocal_()
+            else:
+                torch.sub(self.P4, c.x, out=c.sig).sigmoid_()
+            torch.addcmul(c.sig, c.sig, c.sig, value=-1.0, out=c.dsig)  # sigma (1 - sigma)
+            torch.bmm(c.ft_r, c.sig_t, out=c.sig_f_r)  # sum_f c_f sigma_pf
+            torch.bmm(c.ft_r, c.dsig_t, out=c.dsig_f_r)  # sum_f c_f sigma'_pf
+            torch.bmm(c.pt_r, c.dsig3, out=c.dsig_p_r)  # sum_p c_p sigma'_pf
+            torch.baddbmm(c.neg_half, c.ptl_r, c.sig_f_c, out=c.excess)  # L_j - 1/2
+            torch.bmm(c.pt_r, c.dsig_f_c, out=c.D)
+            # c_i u^j_i = c^P_ij sum_f c_f sigma'_if - c^F_ij sum_p c_p sigma'_pi
+            torch.mul(c.pt3, c.dsig_f3, out=c.u).addcmul_(c.ft3, c.dsig_p3, value=-1.0)
+            if i == 0:  # cv = sum_j gamma w_j / |P_j||F_j| c u^j
+                torch.bmm(c.u_t, c.wip_t, out=self.cv)
+            else:
+                self.cv.baddbmm_(c.u_t, c.wip_t)
+        torch.addcmul(self.excess, self.wip, self.D, value=-1.0, out=self.grad_t)
+        self.grad3.baddbmm_(self.Bt, self.cv)
+        return torch.bmm(self.w_row, self.excess_c)
+
+    def values(self) -> torch.Tensor:
+        """The surrogate LOO-AUC ``L`` (T, m) of the last evaluation: ``nan`` for a
+        test without a passer or a failer."""
+        return torch.where(self.valid, self.excess.t() + 0.5, math.nan)
 
 
 def surrogate(
@@ -139,22 +182,50 @@ def surrogate(
 
     Parameters
     ----------
-    B : uint8 tensor (n, m); weights : tensor (m,); counts : int64 tensor (n,) or None.
-    dtype : working float dtype (float64, or float32 for speed on GPUs).
+    B : uint8 tensor (n, m)
+    weights : tensor (m,)
+    gamma : float
+    counts : int64 tensor (n,) or None
+        Row multiplicities (default 1).
+    dtype : torch.dtype
+        Working float dtype (float64, or float32 for speed on GPUs).
+    chunk_elements : int
+        Cap on the entries of each of the two per-chunk pair tensors.
 
-    Returns ``(L (m,), J (0-d), grad (m,))`` in ``dtype`` on ``B.device``;
-    ``L_j = nan`` where test j has no passer or no failer (such tests add
-    nothing to J). Cost O(n^2 m) time, O(chunk_elements + n m) memory.
+    Returns
+    -------
+    L : tensor (m,), J : 0-d tensor, grad : tensor (m,)
+        In ``dtype`` on ``B.device``; ``L_j = nan`` where test j has no passer or
+        no failer (such tests add nothing to J).
 
-    The exp trick of :func:`surrogate_core` needs ``max(w)`` on the host. On
-    the CPU it is read from host memory (no synchronization); on a device the
-    weights are not read and ``torch.sigmoid`` is used (as fast there: both
-    are memory-bound passes over the (k, n, n) pair tensor). The two agree to
-    a few ulps.
+    Identical rows are merged first (:func:`.dedup.distinct_rows_padded`, the one
+    host read: the distinct-row count U sizes the pair tensors), then a batch of
+    one :class:`Surrogate` evaluates: on real data the top-24 candidates have
+    about 6 distinct rows, and the pairs cost (U / n)^2 of the work. The exp
+    trick needs ``max(w)`` on the host: on the CPU it is read from host memory
+    (no synchronization); on a device the weights are not read and
+    ``torch.sigmoid`` is used (as fast there: both are memory-bound passes over
+    the pair tensor). O(n m + U^2 m) time, O(chunk_elements + n m) memory.
     """
-    data = SurrogateData(B, counts, dtype)
-    w = weights.to(device=B.device, dtype=dtype)
+    n, m = B.shape
+    dev = B.device
+    w = weights.to(device=dev, dtype=dtype).reshape(1, m)
+    if m == 0:
+        return w.new_empty(0), w.new_zeros(()), w.new_empty(0)
+    if counts is None:
+        mult, valid = None, torch.ones((1, n), dtype=torch.bool, device=dev)
+    else:
+        mult = counts.to(device=dev, dtype=torch.int64).reshape(1, n)
+        valid = mult > 0
+    Bu, c, _ = distinct_rows_padded(B.reshape(1, n, m), valid, dtype, mult)
+    U = Bu.shape[1]
+    chunk_tests = max(1, min(m, chunk_elements // (U * U)))
     max_w = None
-    if w.device.type == "cpu":
-        max_w = float(w.detach().numpy().max()) if w.numel() else 0.0
-    return surrogate_core(data, w, gamma, chunk_elements, max_w)
+    if dev.type == "cpu":
+        max_w = float(w.detach().numpy().max())
+    g = torch.empty_like(w)
+    s = Surrogate(
+        Bu, c, gamma, w, g, chunk_tests, Workspace(chunk_tests * U * U, dtype, dev), max_w
+    )
+    J = s.evaluate()
+    return s.values()[0], J.reshape(()), g[0]
