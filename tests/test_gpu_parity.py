@@ -58,7 +58,7 @@ def test_parity_on_cpu_tensors_passes_and_prints_one_line_per_method(capsys):
     out = capsys.readouterr().out
     assert rc == 0, out
     lines = out.splitlines()
-    for method in [*af.METHODS, "loo-auc"]:
+    for method in [*af.METHODS, "loo-auc", "surrogate"]:
         row = next(ln.split() for ln in lines if ln.split()[:1] == [method])
         assert int(row[1]) > 0 and row[2] == "0"
     assert lines[-1].split()[0] == "all"

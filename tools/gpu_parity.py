@@ -5,7 +5,9 @@ Every method of :data:`aces_fast.METHODS` runs on a torch tensor on ``--device``
 with ``backend="cpp"``; the results must agree: ``order`` exactly, the floats
 (``scores``, ``weights``, ``objective``, ``loo_auc``) within ``1e-9``, except
 ACES-O's weights and scores, held to ``1e-6`` as in tests/test_torch_backend.py
-(the torch backend's own exponential). ``loo_auc`` alone is checked too.
+(the torch backend's own exponential). The kernels ``loo_auc`` and
+``surrogate_loo_auc`` (random simplex weights, ``gamma = 10``: values,
+objective and gradient within ``1e-9``) are checked too.
 
 Inputs: the bundled HumanEval problems (``aces_fast.datasets.load_dataset``)
 and random matrices of five families (Bernoulli, planted, duplicate-heavy,
@@ -86,11 +88,15 @@ def _host(x: Any) -> np.ndarray | None:
     return np.asarray(x.detach().cpu()) if hasattr(x, "detach") else np.asarray(x)
 
 
+#: the fields :func:`compare` checks (a kernel's result is given as these names)
+FIELDS = ("order", "scores", "weights", "objective", "loo_auc", "gradient")
+
+
 def compare(method: str, got: Any, ref: Any) -> tuple[str | None, float]:
     """``(what differs or None, largest float difference)``."""
     worst = 0.0
     aces_o = method.startswith("aces-o")
-    for field in ("order", "scores", "weights", "objective", "loo_auc"):
+    for field in FIELDS:
         a, r = _host(getattr(got, field, None)), _host(getattr(ref, field, None))
         if (a is None) != (r is None):
             return f"{field}: one side is None", worst
@@ -137,10 +143,11 @@ def main(argv: list[str] | None = None) -> int:
     max_problems = (
         args.max_problems if args.max_problems is not None else (8 if args.quick else None)
     )
-    methods = [*af.METHODS, "loo-auc"]
+    methods = [*af.METHODS, "loo-auc", "surrogate"]
     stats = {m: {"cases": 0, "failures": 0, "max_diff": 0.0} for m in methods}
     failures: list[str] = []
     t0 = time.perf_counter()
+    rng = np.random.default_rng(22)  # the surrogate's weights
     warnings.simplefilter("ignore", af.CostWarning)
     for label, B in cases(per_family, shapes, max_problems):
         Bt = torch.from_numpy(B).to(device)
@@ -149,8 +156,17 @@ def main(argv: list[str] | None = None) -> int:
             s["cases"] += 1
             try:
                 if method == "loo-auc":
-                    got = _Loo(af.loo_auc(Bt, backend="torch"))
-                    ref = _Loo(af.loo_auc(B, backend="cpp"))
+                    got = _Kernel(loo_auc=af.loo_auc(Bt, backend="torch"))
+                    ref = _Kernel(loo_auc=af.loo_auc(B, backend="cpp"))
+                elif method == "surrogate":
+                    w = rng.random(B.shape[1])
+                    w /= max(w.sum(), 1.0)
+                    got = _Kernel.of(
+                        af.surrogate_loo_auc(
+                            Bt, torch.from_numpy(w).to(device), 10.0, backend="torch"
+                        )
+                    )
+                    ref = _Kernel.of(af.surrogate_loo_auc(B, w, 10.0, backend="cpp"))
                 else:
                     params = METHOD_PARAMS.get(method, {})
                     got = af.rerank(Bt, method, backend="torch", **params)
@@ -178,11 +194,17 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if total_fail else 0
 
 
-class _Loo:
-    """LOO-AUC values in the shape :func:`compare` reads."""
+class _Kernel:
+    """A kernel's outputs under the field names :func:`compare` reads."""
 
-    def __init__(self, values: Any):
-        self.loo_auc = values
+    def __init__(self, **fields: Any):
+        self.__dict__.update(fields)
+
+    @classmethod
+    def of(cls, sr: Any) -> _Kernel:
+        """A surrogate result: values as ``loo_auc``, the objective as a 1-vector."""
+        objective = sr.objective.reshape(1) if hasattr(sr.objective, "reshape") else [sr.objective]
+        return cls(loo_auc=sr.values, objective=objective, gradient=sr.gradient)
 
 
 if __name__ == "__main__":
