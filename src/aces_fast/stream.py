@@ -179,12 +179,16 @@ class RunSummary:
         return self.written / self.seconds if self.seconds > 0 else float("nan")
 
 
+#: values the Parquet writer takes at a time: one batch of a part's columns (the
+#: default, 1 024, makes the per-batch level work cost 15% of the encoding)
+_WRITE_BATCH = 1 << 16
+
+
 def _encode_part(table: Any, meta: dict[str, Any]) -> Any:
     """One part file's bytes (a ``pyarrow.Buffer``): results with their metadata,
     page checksums on. pyarrow releases the GIL while it encodes, so parts encode
-    in parallel on the engine's threads. Choices, each measured (callgrind,
-    2 048 problems of 100x50; the encoding costs about 50 000 instructions per
-    problem, as much as ranking it):
+    in parallel on the engine's threads. Choices, each measured (2 048 problems
+    of 100x50; the encoding costs about as much as ranking them):
 
     * no dictionary encoding: it triples the write time of these columns (mostly
       distinct floats and short permutations) and makes the file larger;
@@ -192,11 +196,20 @@ def _encode_part(table: Any, meta: dict[str, Any]) -> Any:
       :func:`aces_fast.parquet` readers): a row group's min and max score or
       rank tell nobody anything, and computing them cost 8% of the encoding;
     * snappy everywhere: it saves little on ACES-C's distinct float scores, but
-      much on the tied scores of majority vote or ACES-C's filter variant.
+      much on the tied scores of majority vote or ACES-C's filter variant;
+    * float lists (scores, weights) byte-stream split: their sign and exponent
+      bytes, grouped, compress; the file is 6% smaller and encodes faster;
+    * write batches of ``_WRITE_BATCH`` values instead of 1 024: encoding
+      plus hashing 5.7 -> 4.7 microseconds per problem.
     """
     pa, pq = require_arrow()
     table = table.replace_schema_metadata({b"aces_fast": json.dumps(meta).encode()})
     scalar = [f.name for f in table.schema if not pa.types.is_list(f.type)]
+    split = [
+        f"{f.name}.list.element"
+        for f in table.schema
+        if pa.types.is_list(f.type) and pa.types.is_floating(f.type.value_type)
+    ]
     sink = pa.BufferOutputStream()
     pq.write_table(
         table,
@@ -205,6 +218,8 @@ def _encode_part(table: Any, meta: dict[str, Any]) -> Any:
         write_page_checksum=True,
         write_statistics=scalar,
         compression="snappy",
+        use_byte_stream_split=split,
+        write_batch_size=_WRITE_BATCH,
     )
     return sink.getvalue()
 
