@@ -33,7 +33,7 @@ from __future__ import annotations
 import sys
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pytest
@@ -521,6 +521,93 @@ def test_aces_o_adam_step_op_budget(method, route):
     assert not [name for name in per_step if name in SYNC_OPS or name.startswith("host::")]
 
 
+class _Signatures(TorchDispatchMode):
+    """Each op's name with its non-tensor arguments and its tensors' shapes and
+    dtypes: what a CUDA graph captures of a step (besides the addresses)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[str, tuple[Any, ...]]] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        leaves = torch.utils._pytree.tree_leaves((args, kwargs))
+        sig = tuple(
+            ("tensor", tuple(x.shape), x.dtype) if isinstance(x, torch.Tensor) else repr(x)
+            for x in leaves
+        )
+        self.calls.append((func._schema.name, sig))
+        return func(*args, **kwargs)
+
+
+class _RecordingGraph:
+    """:class:`aces_o.StepGraph`'s protocol on the CPU: the warm-up runs the step,
+    the capture only records it (as CUDA's does), each replay runs it again and
+    must dispatch exactly what the captured step would have."""
+
+    made: ClassVar[list[_RecordingGraph]] = []
+
+    def __init__(self) -> None:
+        self.step: Callable[[], None] | None = None
+        self.signature: list[Any] = []
+        self.replays = 0
+        _RecordingGraph.made.append(self)
+
+    def warm_up(self, step):
+        with _Signatures() as sig:
+            step()
+        self.signature = sig.calls
+
+    def capture(self, step):
+        self.step = step
+
+    def replay(self):
+        with _Signatures() as sig:
+            self.step()
+        assert sig.calls == self.signature  # a step that changed would replay stale
+        self.replays += 1
+
+
+@pytest.mark.parametrize("method", ["aces-o", "aces-o-warm"])
+def test_adam_steps_replayed_as_a_captured_graph_give_the_same_bits(method, monkeypatch):
+    """(item 2) The Adam loop is graph-ready: every step dispatches the same ops with
+    the same arguments (the step counter and bias corrections live on the device),
+    and repeating it by warm-up, capture and replays -- the CUDA graph protocol,
+    here on CPU tensors -- gives the eager loop's weights and objective bit for bit,
+    per task and in a batch."""
+    from aces_fast.backends.torch import aces_o
+
+    steps = 12
+    params = _registry.method_params(method, {"steps": steps})
+    tasks = [
+        TB.prepare(torch.from_numpy(_with_symmetric_tests(random_matrix(RNG, n, m), 5)))
+        for n, m in ((40, 30), (24, 50), (60, 20))
+    ]
+    eager = [TB.rerank(B, method, params) for B in tasks]
+    eager_batch = TB.rerank_batch(tasks, method, params, None)
+    _RecordingGraph.made.clear()
+    monkeypatch.setattr(aces_o, "step_graph", lambda device: _RecordingGraph)
+    replayed = [TB.rerank(B, method, params) for B in tasks]
+    replayed_batch = TB.rerank_batch(tasks, method, params, None)
+    # steps 2..12: one warm-up, one capture, ten replays, per group
+    assert _RecordingGraph.made and {g.replays for g in _RecordingGraph.made} == {steps - 2}
+    for a, b in zip([*eager, *eager_batch], [*replayed, *replayed_batch]):
+        np.testing.assert_array_equal(npy(a.weights), npy(b.weights))
+        np.testing.assert_array_equal(npy(a.objective), npy(b.objective))
+        np.testing.assert_array_equal(npy(a.order), npy(b.order))
+
+
+def test_repeat_runs_a_step_count_times_either_way():
+    from aces_fast.backends.torch import aces_o
+
+    for count in range(6):
+        for graph in (None, _RecordingGraph):
+            done = []
+            aces_o.repeat(lambda done=done: done.append(1), count, graph)
+            assert len(done) == count
+    assert aces_o.step_graph(torch.device("cpu")) is None  # CUDA only
+
+
 # ---------------------------------------------------------------------------
 # CUDA: the same calls under torch's sync debug mode, against the cpp backend
 
@@ -622,6 +709,30 @@ def test_cuda_aces_o_adam_loop_without_syncs(method, monkeypatch):
             assert got.weights.device.type == "cuda"
             np.testing.assert_allclose(npy(got.weights), want.weights, rtol=0, atol=1e-9)
             np.testing.assert_array_equal(npy(got.order), want.order)
+
+
+@pytest.mark.cuda
+@cuda
+@pytest.mark.parametrize("method", ["aces-o", "aces-o-warm"])
+def test_cuda_graph_adam_loop_equals_the_eager_loop(method, monkeypatch):
+    """With ``ACES_FAST_TORCH_CUDA_GRAPHS=1`` the Adam steps replay a captured CUDA
+    graph: the same weights and objective as the eager loop, per task and in a batch."""
+    from aces_fast.backends.torch import aces_o
+
+    mats = [_with_symmetric_tests(MATRIX, 20), _with_symmetric_tests(random_matrix(RNG, 40, 50), 8)]
+    tasks = [TB.prepare(torch.from_numpy(B).cuda()) for B in mats]
+    params = _registry.method_params(method, {"steps": 30})
+    eager = [TB.rerank(B, method, params) for B in tasks] + list(
+        TB.rerank_batch(tasks, method, params, None)
+    )
+    monkeypatch.setenv(aces_o.CUDA_GRAPHS_ENV_VAR, "1")
+    assert aces_o.step_graph(tasks[0].device) is aces_o.StepGraph
+    graphed = [TB.rerank(B, method, params) for B in tasks] + list(
+        TB.rerank_batch(tasks, method, params, None)
+    )
+    for a, b in zip(eager, graphed):
+        np.testing.assert_array_equal(npy(a.weights), npy(b.weights))
+        np.testing.assert_array_equal(npy(a.objective), npy(b.objective))
 
 
 @pytest.mark.cuda

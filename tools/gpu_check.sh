@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One command for a GPU machine (issue 22, item 6): build the package, run the
 # cuda-marked tests, the parity check (tools/gpu_parity.py: every method, torch
-# on CUDA vs cpp) and `aces-fast bench --device cuda --quick`, within a total
+# on CUDA vs cpp), `aces-fast bench --device cuda --quick` and ACES-O with and
+# without CUDA graphs (tools/gpu_graphs.py), within a total
 # budget of 8 minutes, then print one summary table (step, status, seconds).
 #
 # The machine needs torch (CUDA), numba, pybind11, scikit-build-core, cmake,
@@ -129,6 +130,13 @@ if [ -n "$SITE" ]; then
             && [ "$(wc -l <"$LOGDIR/bench.log")" = 1 ]; then
             STEPS[-1]="bench|not run: no CUDA device (refused as expected)|${STEPS[-1]##*|}"
         fi
+    fi
+
+    # 5. CUDA graphs for ACES-O's Adam loop: eager against replayed, same bits
+    if [ "$HAS_CUDA" = 1 ]; then
+        step graphs 90 "$PYTHON" tools/gpu_graphs.py
+    else
+        record graphs "not run: no CUDA device" 0
     fi
 fi
 

@@ -64,8 +64,10 @@ device. Input validation reads the device once (per call, or per batch), and
 the surrogate kernel once more (row de-duplication). ACES-O
 reads twice per call, both before its Adam loop (the distinct-row counts and
 the symmetry classes' sizes, which shape the loop's tensors); each Adam step
-is then a fixed sequence of 53 aten ops (one column chunk of pair tensors)
-on buffers made once -- no sort, no host read, no allocation. Its pair
+is then a fixed sequence of 58 aten ops (one column chunk of pair tensors)
+on buffers made once -- no sort, no host read, no allocation -- with the same
+arguments at every step, so that ``ACES_FAST_TORCH_CUDA_GRAPHS=1`` can replay
+one captured step as a CUDA graph (:func:`.aces_o.repeat`). Its pair
 tensors hold ``chunk_elements`` entries each when given, else on CUDA a share
 of the free device memory (:func:`.aces_o.pair_budget`).
 tests/test_torch_sync.py counts the aten ops and host reads of every method

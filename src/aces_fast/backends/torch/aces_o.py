@@ -4,12 +4,17 @@ batch of one.
 
 The Adam loop works on fixed-shape tensors and buffers made before it starts:
 every step writes into the same buffers through views made once (``out=`` and
-in-place ops), so a step dispatches a fixed sequence of about 53 aten ops (one
-column chunk of pair tensors: 21 for the surrogate, :class:`.surrogate.Surrogate`,
-16 for the Adam update, 15 for the symmetry snapping, 1 softmax), allocates nothing large, sorts nothing
-and never reads the device from the host -- on CUDA the steps queue without a
-synchronization, and the loop's tensors keep their addresses (what a CUDA graph
-capture would need). tests/test_torch_sync.py counts them.
+in-place ops), so a step dispatches a fixed sequence of 58 aten ops (one column
+chunk of pair tensors: 25 for the weights, J and its gradient, of which 21 in
+:class:`.surrogate.Surrogate`; 18 for the Adam update; 15 for the symmetry
+snapping), allocates nothing large, sorts nothing and never reads the device
+from the host -- on CUDA the steps queue without a synchronization. The step
+counter, the bias corrections it selects and the objective's next column live
+on the device, so every step dispatches the same ops with the same arguments
+on the same tensors: ``ACES_FAST_TORCH_CUDA_GRAPHS=1`` captures one step in a
+CUDA graph and replays it (:func:`repeat`; off by default until measured on a
+GPU). tests/test_torch_sync.py counts the ops and checks the replay protocol
+on CPU tensors.
 
 Host reads: two per call, both before the loop: the distinct-row counts
 (the shapes of the pair tensors and of the task groups) and the sizes of the
@@ -20,7 +25,8 @@ for every group at once.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import os
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
@@ -221,9 +227,11 @@ class _Adam:
     only, so columns with equal inputs get equal bits wherever they sit.
     """
 
-    def __init__(self, logits: torch.Tensor, m1: torch.Tensor, m2: torch.Tensor, lr: float):
+    def __init__(
+        self, logits: torch.Tensor, m1: torch.Tensor, m2: torch.Tensor, lr: float, steps: int
+    ):
         T, m = logits.shape
-        self.logits, self.m1, self.m2, self.lr = logits, m1, m2, lr
+        self.logits, self.m1, self.m2 = logits, m1, m2
         self.w = torch.empty_like(logits)
         self.g = torch.empty_like(logits)
         self.dl = torch.empty_like(logits)
@@ -233,20 +241,35 @@ class _Adam:
         self.wg2 = self.wg.view(T, 1)
         self.w_row = self.w.view(T, 1, m)
         self.g_col = self.g.view(T, m, 1)
+        # The bias corrections of steps 1..steps, computed in Python floats as the
+        # reference does and rounded to the working dtype as a scalar operand would
+        # be, are read on the device at the step counter ``t``: a step's ops and
+        # arguments are then the same at every step (what a CUDA graph replays).
+        t = range(1, max(steps, 1) + 1)
+        corrections = np.array(
+            [[lr / (1 - ADAM_BETA1**k) for k in t], [math.sqrt(1 - ADAM_BETA2**k) for k in t]]
+        )
+        np_dtype = np.float32 if logits.dtype == torch.float32 else np.float64
+        self.corrections = upload(corrections.astype(np_dtype), logits.device)  # (2, steps)
+        self.t = torch.zeros(1, dtype=torch.int64, device=logits.device)  # steps made
+        self.c = logits.new_empty((2, 1))
+        self.c1, self.c2 = self.c[0], self.c[1]
 
     def softmax(self) -> None:
         torch.softmax(self.logits, 1, out=self.w)
 
-    def ascent(self, t: int) -> None:
-        """Adam step ``t`` (1-based) with ``g = dJ/dw`` in ``self.g``. 16 ops."""
+    def ascent(self) -> None:
+        """The next Adam step with ``g = dJ/dw`` in ``self.g``. 18 ops."""
         beta1, beta2 = ADAM_BETA1, ADAM_BETA2
+        torch.index_select(self.corrections, 1, self.t, out=self.c)
+        self.t.add_(1)
         torch.bmm(self.w_row, self.g_col, out=self.wg)  # <w, g> per task
         dl = torch.sub(self.g, self.wg2, out=self.dl).mul_(self.w)  # dJ/dlogits
         tmp = self.tmp
         self.m1.mul_(beta1).add_(torch.mul(dl, 1 - beta1, out=tmp))
         self.m2.mul_(beta2).add_(torch.mul(dl, 1 - beta2, out=tmp).mul_(dl))
-        den = torch.sqrt(self.m2, out=self.den).div_(math.sqrt(1 - beta2**t)).add_(ADAM_EPS)
-        self.logits.add_(torch.mul(self.m1, self.lr / (1 - beta1**t), out=tmp).div_(den))
+        den = torch.sqrt(self.m2, out=self.den).div_(self.c2).add_(ADAM_EPS)
+        self.logits.add_(torch.mul(self.m1, self.c1, out=tmp).div_(den))
 
 
 class _GroupFit:
@@ -261,6 +284,7 @@ class _GroupFit:
         active: torch.Tensor,
         gamma: float,
         lr: float,
+        steps: int,
         chunk_tests: int,
         workspace: Workspace,
     ):
@@ -268,50 +292,112 @@ class _GroupFit:
         logits = logits0.masked_fill(~active, -math.inf).masked_fill_(~self.any_active, 0.0)
         self.classes = SymmetryClasses(logits, active)
         zeros = torch.zeros_like(logits)
-        self.adam = _Adam(logits, zeros, zeros.clone(), lr)
+        self.adam = _Adam(logits, zeros, zeros.clone(), lr, steps)
         # a task without active tests: no rows, so J = 0 and dJ/dw = 0 at its uniform w
         counts = counts * self.any_active
         self.surrogate = Surrogate(
             Bf, counts, gamma, self.adam.w, self.adam.g, chunk_tests, workspace
         )
         self.tol = gradient_snap_tol(gamma, Bf.dtype)
-        self.objective: list[torch.Tensor] = []
+        self.objective = logits.new_zeros((logits.shape[0], steps + 1))
+        self.column = torch.zeros(1, dtype=torch.int64, device=logits.device)  # J's recorded
+
+    def evaluate(self) -> None:
+        """Weights, J (into the objective's next column) and ``dJ/dw``. 25 ops."""
+        self.adam.softmax()
+        J = self.surrogate.evaluate()
+        self.objective.index_copy_(1, self.column, J.view(-1, 1))
+        self.column.add_(1)
 
     def first_step(self, steps: int) -> torch.Tensor | None:
         """J at the start and, if ``steps``, Adam step 1; then ``(members, width)``
         (2, T) of the symmetry classes for :class:`ClassTable`."""
-        self.adam.softmax()
-        self.objective.append(self.surrogate.evaluate())
+        self.evaluate()
         if steps == 0:
             return None
         self.adam.g.copy_(self.classes.snap(self.adam.g, self.tol))
-        self.adam.ascent(1)
+        self.adam.ascent()
         self.sizes = self.classes.sizes()
         multi = self.sizes > 1
         width = torch.where(multi, self.sizes, 0).amax(dim=1)
         return torch.stack([multi.sum(dim=1), width])
 
-    def run(self, steps: int, members: int, width: int) -> None:
-        """Steps 2..``steps``: no sort, no host read, a fixed op sequence per step."""
-        adam, surrogate = self.adam, self.surrogate
+    def run(self, steps: int, members: int, width: int, graph: type[StepGraph] | None) -> None:
+        """Steps 2..``steps`` and the last J: no sort, no host read, the same ops with
+        the same arguments at every step, repeated eagerly or by ``graph``."""
+        adam = self.adam
         table = None
         if members:
             table = ClassTable(adam.g, self.classes.labels, self.sizes, members, width, self.tol)
-        for t in range(2, steps + 2):
-            adam.softmax()
-            self.objective.append(surrogate.evaluate())
-            if t == steps + 1:
-                break
+
+        def step() -> None:
+            self.evaluate()
             if table is not None:
                 table.snap()
-            adam.ascent(t)
+            adam.ascent()
+
+        repeat(step, steps - 1, graph)
+        self.evaluate()
 
     def result(self) -> tuple[torch.Tensor, torch.Tensor]:
         """``(weights (T, m), objective (T, steps + 1))``: a task without active tests
         gets zero weights (its objective is 0: no test has pairs)."""
-        T = self.any_active.shape[0]
-        w = self.adam.w.masked_fill(~self.any_active, 0.0)
-        return w, torch.cat(self.objective, dim=2).view(T, -1)
+        return self.adam.w.masked_fill(~self.any_active, 0.0), self.objective
+
+
+class StepGraph:
+    """A step captured once and replayed (the protocol of :func:`repeat`): here
+    ``torch.cuda.CUDAGraph`` on the current CUDA device, after torch's recipe
+    (one eager warm-up step on a side stream, then the capture)."""
+
+    def __init__(self) -> None:
+        self.graph = torch.cuda.CUDAGraph()
+
+    def warm_up(self, step: Callable[[], None]) -> None:
+        """Run ``step`` once."""
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            step()
+        torch.cuda.current_stream().wait_stream(side)
+
+    def capture(self, step: Callable[[], None]) -> None:
+        """Record ``step`` without running it."""
+        with torch.cuda.graph(self.graph):
+            step()
+
+    def replay(self) -> None:
+        """Run the recorded step once more."""
+        self.graph.replay()
+
+
+def repeat(step: Callable[[], None], count: int, graph: type[StepGraph] | None) -> None:
+    """``step()`` ``count`` times: eagerly, or with ``graph`` (at least three steps):
+    one warm-up step, one captured, replayed ``count - 1`` times -- one launch per
+    step instead of one per op. ``step`` must dispatch the same ops with the same
+    arguments every time, its state in tensors (tests/test_torch_sync.py checks)."""
+    if graph is None or count < 3:
+        for _ in range(count):
+            step()
+        return
+    g = graph()
+    g.warm_up(step)
+    g.capture(step)
+    for _ in range(count - 1):
+        g.replay()
+
+
+#: "1" repeats ACES-O's Adam steps on CUDA with a captured CUDA graph
+#: (:class:`StepGraph`); off by default until measured on a GPU
+CUDA_GRAPHS_ENV_VAR = "ACES_FAST_TORCH_CUDA_GRAPHS"
+
+
+def step_graph(device: torch.device) -> type[StepGraph] | None:
+    """How the Adam loop repeats its steps on ``device``: :class:`StepGraph` on CUDA
+    when ``CUDA_GRAPHS_ENV_VAR`` is "1", else ``None`` (eagerly)."""
+    if device.type == "cuda" and os.environ.get(CUDA_GRAPHS_ENV_VAR) == "1":
+        return StepGraph
+    return None
 
 
 #: Adam groups of :func:`aces_o_fit_groups` may hold this many times their tasks' own
@@ -396,7 +482,7 @@ def aces_o_fit_groups(
     would exceed ``_GROUP_WASTE`` times the group's own cells. Each group:
     the first step with sort-based snapping (:class:`SymmetryClasses`), then
     steps 2.. with the fixed-shape :class:`ClassTable` -- no sort, no host
-    read, about 53 ops per step. A task's values equal the per-task fit's up
+    read, 58 ops per step. A task's values equal the per-task fit's up
     to summation order in the surrogate. Time O(T K m log K + steps sum_t
     U_t^2 m_t) up to group padding; two host reads per call (distinct-row
     counts; class sizes, for all groups at once), none in the Adam loop.
@@ -404,6 +490,7 @@ def aces_o_fit_groups(
     T, _, m = Bk.shape
     dev = Bk.device
     budget = pair_budget(dev, dtype, pair_elements)
+    graph = step_graph(dev)
     logits0 = logits0.to(device=dev, dtype=dtype)
     active = active.to(device=dev, dtype=torch.bool)
     Bu, counts, distinct = distinct_rows_padded(Bk, valid, dtype, weights)  # host read 1
@@ -432,6 +519,7 @@ def aces_o_fit_groups(
             active.index_select(0, idx)[:, :c],
             gamma,
             lr,
+            steps,
             chunk_tests,
             workspace,
         )
@@ -447,7 +535,7 @@ def aces_o_fit_groups(
             members = sum(sizes[0][start : start + k])
             width = max(sizes[1][start : start + k])
             start += k
-            fit.run(steps, members, width)
+            fit.run(steps, members, width, graph)
         wg, og = fit.result()
         w[idx, :c] = wg
         objective[idx] = og

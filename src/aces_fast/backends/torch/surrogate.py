@@ -127,13 +127,15 @@ class Surrogate:
         self.wip = Bf.new_empty((m, T))  # gamma w_j / |P_j||F_j|
         self.u = Bf.new_empty(min(m, chunk_tests) * T * U)
         self.cv = Bf.new_empty((T, U, 1))
+        self.J = Bf.new_empty((T, 1, 1))
         self.w_t, self.w_col, self.w_row = w.t(), w.view(T, m, 1), w.view(T, 1, m)
         self.grad_t, self.grad3 = g.t(), g.view(T, m, 1)
         self.excess_c = self.excess.t().unsqueeze(2)  # (T, m, 1)
         self.chunks = [_Chunk(self, a, b, workspace) for a, b in column_chunks(m, 1, chunk_tests)]
 
     def evaluate(self) -> torch.Tensor:
-        """``J`` (T, 1, 1) at ``w``; ``g`` gets ``dJ/dw``."""
+        """``J`` (T, 1, 1) at ``w`` (a buffer, overwritten by the next evaluation);
+        ``g`` gets ``dJ/dw``."""
         gamma = self.gamma
         torch.bmm(self.gB, self.w_col, out=self.s)
         if self.exp_trick:
@@ -162,7 +164,7 @@ class Surrogate:
                 self.cv.baddbmm_(c.u_t, c.wip_t)
         torch.addcmul(self.excess, self.wip, self.D, value=-1.0, out=self.grad_t)
         self.grad3.baddbmm_(self.Bt, self.cv)
-        return torch.bmm(self.w_row, self.excess_c)
+        return torch.bmm(self.w_row, self.excess_c, out=self.J)
 
     def values(self) -> torch.Tensor:
         """The surrogate LOO-AUC ``L`` (T, m) of the last evaluation: ``nan`` for a
