@@ -15,7 +15,8 @@
 #       and runs the parity check on CPU tensors with few cases
 #
 # Environment: PYTHON (default python3), GPU_CHECK_BUDGET (seconds, default 480),
-# GPU_CHECK_DIR (build target, default a temporary folder).
+# GPU_CHECK_DIR (build target, default a temporary folder), GPU_CHECK_PREBUILT=1
+# (GPU_CHECK_DIR already holds the build: skip it).
 # Exit status: 0 when every step that ran passed, 1 otherwise.
 set -u
 cd "$(dirname "$0")/.."
@@ -72,7 +73,11 @@ else
 fi
 
 # 1. build
-if [ "$CPU_MODE" = 1 ] && [ "${GPU_CHECK_BUILD:-0}" != 1 ]; then
+if [ "${GPU_CHECK_PREBUILT:-0}" = 1 ] && [ -d "$DIR/aces_fast" ]; then
+    echo "== build: prebuilt in $DIR (tools/device_check.sh)"
+    record build "prebuilt" 0
+    SITE=$DIR
+elif [ "$CPU_MODE" = 1 ] && [ "${GPU_CHECK_BUILD:-0}" != 1 ]; then
     echo "== build: skipped in CPU mode (GPU_CHECK_BUILD=1 builds); using src/"
     record build "skipped (CPU mode: src/)" 0
     SITE=$PWD/src
