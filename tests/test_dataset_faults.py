@@ -303,6 +303,65 @@ def test_a_committed_part_left_in_staging_is_rolled_forward(tmp_path, monkeypatc
     assert_exactly_once(out, _clean(path, tmp_path), _input_ids(path))
 
 
+def test_parts_staged_ahead_of_a_stopped_commit_are_never_read(tmp_path, monkeypatch):
+    """Ranking threads stage their parts (write and fsync) before the commit thread
+    takes them in order. A run stopped after two commits leaves later batches'
+    parts staged but not committed: they are neither results nor resumed work,
+    and the next run deletes them and redoes those rows."""
+    path = _dataset(tmp_path)
+    out = tmp_path / "o.parquet"
+    staged = []
+    real_stage = ResultsDir.stage
+
+    def stage(self, data):
+        part = real_stage(self, data)
+        staged.append(part.path.name)
+        return part
+
+    monkeypatch.setattr(ResultsDir, "stage", stage)
+    _partial(path, out, monkeypatch, commits=2, n_threads=3)
+    assert len(staged) > 2  # batches ahead of the commits were staged
+    pending = sorted(p.name for p in (out / "_aces_fast" / "staging").iterdir())
+    assert pending and set(pending) <= set(staged)
+    assert len(_parts(out)) == 2 and pq.read_table(out).num_rows == 200
+    s = rerank_dataset(path, out, "aces-c", batch_size=100, resume=True, n_threads=3)
+    assert (s.resumed, s.written) == (200, 400)
+    assert not list((out / "_aces_fast" / "staging").iterdir())
+    assert_exactly_once(out, _clean(path, tmp_path), _input_ids(path))
+
+
+def test_a_staged_part_commits_with_its_bytes_and_checksum(tmp_path, monkeypatch):
+    """ResultsDir.stage then commit: the part holds the staged bytes, the commit
+    record their size and SHA-256, staging is empty; a failed commit deletes the
+    staged file."""
+    import hashlib
+
+    from aces_fast import _commit
+
+    rd = ResultsDir(tmp_path / "o", tmp_path / "o.errors.jsonl")
+    rd.begin({"method": "x"}, resume=False, restart=False)
+    data = b"PAR1 not really parquet PAR1"
+    part = rd.stage(data)
+    assert part.path.read_bytes() == data and part.size == len(data)
+    rd.commit(part, 3, ("a", "c"), np.arange(3), [], np.empty(0, np.int64))
+    (c,) = rd.commits
+    assert (tmp_path / "o" / c.part).read_bytes() == data
+    assert (c.bytes, c.sha256) == (len(data), hashlib.sha256(data).hexdigest())
+    assert not list((tmp_path / "o" / "_aces_fast" / "staging").iterdir())
+    bad = rd.stage(data)
+
+    def no_log(*args):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(_commit, "_atomic_json", no_log)  # the commit record fails
+    with pytest.raises(OSError, match="Input/output"):
+        rd.commit(bad, 1, ("d", "d"), np.arange(3, 4), [], np.empty(0, np.int64))
+    monkeypatch.undo()
+    assert not bad.path.exists() and len(rd.commits) == 1
+    assert not list((tmp_path / "o" / "_aces_fast" / "staging").iterdir())
+    rd.close(complete=False)
+
+
 def test_a_changed_input_refuses_to_resume(tmp_path, monkeypatch):
     path = _dataset(tmp_path)
     out = tmp_path / "o.parquet"

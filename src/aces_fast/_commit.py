@@ -25,7 +25,9 @@ fails at once, naming the holder's pid, having touched nothing.
 
 **A commit** (:meth:`ResultsDir.commit`), for one batch of input rows:
 
-1. the part is written to ``staging/`` under a name unique to the run, fsynced;
+1. the part is written to ``staging/`` under a name unique to the run, fsynced
+   (:meth:`ResultsDir.stage`, on the engine's threads, several at once; the
+   commit renames it to the part's name in ``staging/``);
 2. the batch's bad rows are appended to the errors file, fsynced;
 3. the commit record -- part name, rows, bytes, SHA-256, first and last task
    id, the input rows the batch covered (results and errors), the errors
@@ -77,6 +79,7 @@ __all__ = [
     "Intervals",
     "OutputBusyError",
     "ResultsDir",
+    "StagedPart",
     "file_identity",
     "write_fully",
 ]
@@ -86,6 +89,14 @@ MANIFEST_FORMAT = "aces-fast-results-manifest"
 MANIFEST_VERSION = 1
 _PART = "part-{:06d}-{}.parquet"
 _HASH_CHUNK = 8 << 20
+
+
+@dataclass(frozen=True)
+class StagedPart:
+    """A part file's bytes already in ``staging/``, fsynced (:meth:`ResultsDir.stage`)."""
+
+    path: Path
+    size: int
 
 
 class OutputBusyError(OSError):
@@ -691,9 +702,25 @@ class ResultsDir:
 
     # -- writing ----------------------------------------------------------------
 
+    def stage(self, data: Any) -> StagedPart:
+        """Write a part file's bytes (bytes-like) to ``staging/`` under a name unique
+        to this run and fsync them: the slow half of a commit, which the engine's
+        threads do for several batches at once (thread-safe). Nothing is committed
+        until :meth:`commit` takes the result; a part never committed is deleted
+        by the next run that opens the directory."""
+        path = self.meta / "staging" / f".{self.run}-{secrets.token_hex(8)}.pending"
+        try:
+            write_fully(path, data)
+        except OSError as exc:
+            path.unlink(missing_ok=True)
+            if _is_disk_full(exc):
+                raise disk_full_hint(exc, self.dir) from None
+            raise
+        return StagedPart(path, memoryview(data).nbytes)
+
     def commit(
         self,
-        data: bytes | None,
+        data: bytes | StagedPart | None,
         rows: int,
         task_ids: tuple[str | None, ...],
         covers: np.ndarray,
@@ -701,26 +728,34 @@ class ResultsDir:
         error_rows: np.ndarray,
         sha256: str | None = None,
     ) -> None:
-        """Commit one batch: ``data`` (a whole Parquet file, or ``None`` when the
-        batch has no result rows) holding ``rows`` results of the input rows
-        ``covers`` (first and last task id in ``task_ids``), and the bad input
+        """Commit one batch: ``data`` (a whole Parquet file, as bytes or staged by
+        :meth:`stage`, or ``None`` when the batch has no result rows) holding
+        ``rows`` results of the input rows ``covers`` (first and last task id in
+        ``task_ids``), and the bad input
         rows ``error_rows`` as JSON lines ``error_lines``. ``sha256``: the hex
         digest of ``data`` when the caller has it (computed on its own thread);
         it is what the manifest records and resume verifies the part against."""
         seq = self.commits[-1].seq + 1 if self.commits else 0
         name = _PART.format(seq, self.run) if data is not None else None
         staged = self.meta / "staging" / name if name else None
+        size, digest = 0, ""
         try:
-            if staged is not None:
-                write_fully(staged, data)
+            if isinstance(data, StagedPart):
+                os.replace(data.path, staged)  # type: ignore[arg-type]
+                size = data.size
+                digest = sha256 or sha256_file(staged)  # type: ignore[arg-type]
+            elif data is not None:
+                write_fully(staged, data)  # type: ignore[arg-type]
+                size = len(data)
+                digest = sha256 or hashlib.sha256(data).hexdigest()
             if error_lines:
                 self._append_errors(error_lines)
             c = Commit(
                 seq,
                 name,
                 rows=rows,
-                bytes=len(data) if data is not None else 0,
-                sha256=(sha256 or hashlib.sha256(data).hexdigest()) if data is not None else "",
+                bytes=size,
+                sha256=digest,
                 first_task_id=task_ids[0],
                 last_task_id=task_ids[1],
                 covers=Intervals.of_rows(covers),
@@ -733,6 +768,8 @@ class ResultsDir:
         except OSError as exc:
             if staged is not None and staged.exists():
                 staged.unlink()
+            if isinstance(data, StagedPart):
+                data.path.unlink(missing_ok=True)
             self._cut_errors()
             if _is_disk_full(exc):
                 raise disk_full_hint(exc, self.dir) from None

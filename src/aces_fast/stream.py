@@ -53,7 +53,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -74,6 +74,11 @@ from ._registry import DEFAULT_METHOD, method_params
 from ._registry import get as method_spec
 from ._types import PathLike
 from ._validation import check_int
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
+
+    from ._commit import StagedPart
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -159,7 +164,8 @@ class RunSummary:
     time; ``timings``: seconds per stage, summed over the threads that ran it
     (local engine: ``read``, ``decode``, ``rerank``, ``pass@k``, ``encode``,
     ``write``; a batch ranked straight from its packed bytes counts its
-    unpacking under ``rerank``; Ray engine: ``startup`` (connecting or starting
+    unpacking under ``rerank``, and ``encode`` includes writing the part file
+    to staging, on the ranking thread, ``write`` the commit; Ray engine: ``startup`` (connecting or starting
     the cluster) and ``write`` on the driver, the rest runs on the workers).
     """
 
@@ -226,28 +232,48 @@ def _encode_part(table: Any, meta: dict[str, Any]) -> Any:
 
 @dataclass(frozen=True)
 class EncodedPart:
-    """A batch's results already encoded (:meth:`_Committer.encode`): what an engine
-    may hand to ``commit`` instead of the table, so that encoding runs on the
-    engine's threads rather than on the one that commits."""
+    """A batch's results already encoded and staged (:meth:`_Committer.encode`):
+    what an engine may hand to ``commit`` instead of the table, so that encoding
+    and the part file's write and fsync run on the engine's threads, several at
+    once, rather than on the one thread that commits."""
 
-    data: Any  # the part file's bytes (a pyarrow.Buffer)
+    staged: Future[StagedPart]  # the part file, being written to staging/ and fsynced
     num_rows: int
     task_ids: tuple[str | None, str | None]  # the first and the last
     sha256: str  # of data (hashlib releases the GIL: hashed on the engine's thread)
 
 
+#: part files written to staging/ at once (:class:`_Committer`): each write and
+#: fsync mostly waits on the disk, so neither the ranking threads nor the one
+#: commit thread should wait for them, and several proceed together
+_STAGING_THREADS = 4
+
+
 class _Committer:
-    """Turns ranked batches into commits of the results directory."""
+    """Turns ranked batches into commits of the results directory. Part files are
+    staged (:meth:`ResultsDir.stage`) by a few threads of its own, in parallel and
+    ahead of the commits, which then only rename them and write the commit
+    record; :meth:`close` waits for them."""
 
     def __init__(self, out: Any, meta: dict[str, Any], timings: dict[str, float]):
+        from concurrent.futures import ThreadPoolExecutor
+
         self.out, self.meta, self.timings = out, meta, timings
+        self._staging = ThreadPoolExecutor(_STAGING_THREADS, thread_name_prefix="aces-fast-stage")
 
     def encode(self, table: Any, backend: str) -> EncodedPart:
-        """``table``'s part file, with this run's metadata (thread-safe)."""
+        """``table``'s part file, with this run's metadata, handed to the staging
+        threads (thread-safe)."""
         col = table.column("task_id")
         ids = (col[0].as_py(), col[-1].as_py()) if len(col) else (None, None)
         data = _encode_part(table, dict(self.meta, backend=backend))
-        return EncodedPart(data, table.num_rows, ids, hashlib.sha256(data).hexdigest())
+        digest = hashlib.sha256(data).hexdigest()
+        return EncodedPart(self._staging.submit(self.out.stage, data), table.num_rows, ids, digest)
+
+    def close(self) -> None:
+        """Wait for the staging threads (a part they write after a failed run is
+        deleted by the next run that opens the directory)."""
+        self._staging.shutdown(wait=True)
 
     def __call__(
         self,
@@ -270,7 +296,13 @@ class _Committer:
         err_rows = np.array([e.row for e in errors if e.row is not None], dtype=np.int64)
         if part is not None:
             self.out.commit(
-                part.data, part.num_rows, part.task_ids, rows, lines, err_rows, part.sha256
+                part.staged.result(),
+                part.num_rows,
+                part.task_ids,
+                rows,
+                lines,
+                err_rows,
+                part.sha256,
             )
         elif lines:
             self.out.commit(None, 0, (None, None), rows, lines, err_rows)
@@ -667,6 +699,7 @@ def rerank_dataset(
     complete = False
     bar: _Progress | None = None
     writer: _Writer | None = None
+    committer: _Committer | None = None
     try:
         header = _header(identity.result(), method, p, used, has_labels)
         out.begin(header, resume=resume, restart=restart)
@@ -720,6 +753,8 @@ def rerank_dataset(
     finally:
         if writer is not None:
             writer.close(quiet=not complete)
+        if committer is not None:
+            committer.close()
         if bar is not None:
             bar.close()
         out.close(complete)
