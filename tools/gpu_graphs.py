@@ -4,7 +4,7 @@ Times ACES-O with the torch backend on a CUDA device, the Adam steps repeated
 eagerly and replayed from a captured graph (``ACES_FAST_TORCH_CUDA_GRAPHS``,
 read at every call), in the same process, each cell best of ``--repeats``
 after a warm-up, with ``torch.cuda.synchronize`` around each timing. Cells:
-one call on a 200x500 distinct-row matrix (the paper's K = 24, 90 steps) and
+one call on a 200x500 distinct-row matrix (the registry's default parameters) and
 ``rerank_batch`` of ``--tasks`` such matrices. It checks that both ways give
 the same weights and objective, bit for bit, and prints one table (eager ms,
 graph ms, eager / graph). Part of ``tools/gpu_check.sh``.

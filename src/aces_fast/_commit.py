@@ -26,7 +26,7 @@ fails at once, naming the holder's pid, having touched nothing.
 **A commit** (:meth:`ResultsDir.commit`), for one batch of input rows:
 
 1. the part is written to ``staging/`` under a name unique to the run, fsynced
-   (:meth:`ResultsDir.stage`, on the engine's threads, several at once; the
+   (:meth:`ResultsDir.stage`, by a few threads, several parts at once; the
    commit renames it to the part's name in ``staging/``);
 2. the batch's bad rows are appended to the errors file, fsynced;
 3. the commit record -- part name, rows, bytes, SHA-256, first and last task
@@ -704,8 +704,8 @@ class ResultsDir:
 
     def stage(self, data: Any) -> StagedPart:
         """Write a part file's bytes (bytes-like) to ``staging/`` under a name unique
-        to this run and fsync them: the slow half of a commit, which the engine's
-        threads do for several batches at once (thread-safe). Nothing is committed
+        to this run and fsync them: the slow half of a commit, which a few threads
+        do for several batches at once (thread-safe). Nothing is committed
         until :meth:`commit` takes the result; a part never committed is deleted
         by the next run that opens the directory."""
         path = self.meta / "staging" / f".{self.run}-{secrets.token_hex(8)}.pending"
@@ -731,8 +731,8 @@ class ResultsDir:
         """Commit one batch: ``data`` (a whole Parquet file, as bytes or staged by
         :meth:`stage`, or ``None`` when the batch has no result rows) holding
         ``rows`` results of the input rows ``covers`` (first and last task id in
-        ``task_ids``), and the bad input
-        rows ``error_rows`` as JSON lines ``error_lines``. ``sha256``: the hex
+        ``task_ids``), and the bad input rows ``error_rows`` as JSON lines
+        ``error_lines``. ``sha256``: the hex
         digest of ``data`` when the caller has it (computed on its own thread);
         it is what the manifest records and resume verifies the part against."""
         seq = self.commits[-1].seq + 1 if self.commits else 0

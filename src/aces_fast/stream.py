@@ -164,8 +164,8 @@ class RunSummary:
     time; ``timings``: seconds per stage, summed over the threads that ran it
     (local engine: ``read``, ``decode``, ``rerank``, ``pass@k``, ``encode``,
     ``write``; a batch ranked straight from its packed bytes counts its
-    unpacking under ``rerank``, and ``encode`` includes writing the part file
-    to staging, on the ranking thread, ``write`` the commit; Ray engine: ``startup`` (connecting or starting
+    unpacking under ``rerank``; ``write`` is the commit thread's, waiting for a
+    part's staging included; Ray engine: ``startup`` (connecting or starting
     the cluster) and ``write`` on the driver, the rest runs on the workers).
     """
 
@@ -232,10 +232,11 @@ def _encode_part(table: Any, meta: dict[str, Any]) -> Any:
 
 @dataclass(frozen=True)
 class EncodedPart:
-    """A batch's results already encoded and staged (:meth:`_Committer.encode`):
-    what an engine may hand to ``commit`` instead of the table, so that encoding
-    and the part file's write and fsync run on the engine's threads, several at
-    once, rather than on the one thread that commits."""
+    """A batch's results already encoded, their staging under way
+    (:meth:`_Committer.encode`): what an engine may hand to ``commit`` instead of
+    the table, so that encoding runs on the engine's threads and the part file's
+    write and fsync on the committer's staging threads, several at once, rather
+    than on the one thread that commits."""
 
     staged: Future[StagedPart]  # the part file, being written to staging/ and fsynced
     num_rows: int

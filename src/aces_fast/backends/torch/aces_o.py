@@ -299,6 +299,7 @@ class _GroupFit:
             Bf, counts, gamma, self.adam.w, self.adam.g, chunk_tests, workspace
         )
         self.tol = gradient_snap_tol(gamma, Bf.dtype)
+        self.steps = steps
         self.objective = logits.new_zeros((logits.shape[0], steps + 1))
         self.column = torch.zeros(1, dtype=torch.int64, device=logits.device)  # J's recorded
 
@@ -309,11 +310,11 @@ class _GroupFit:
         self.objective.index_copy_(1, self.column, J.view(-1, 1))
         self.column.add_(1)
 
-    def first_step(self, steps: int) -> torch.Tensor | None:
+    def first_step(self) -> torch.Tensor | None:
         """J at the start and, if ``steps``, Adam step 1; then ``(members, width)``
         (2, T) of the symmetry classes for :class:`ClassTable`."""
         self.evaluate()
-        if steps == 0:
+        if self.steps == 0:
             return None
         self.adam.g.copy_(self.classes.snap(self.adam.g, self.tol))
         self.adam.ascent()
@@ -322,7 +323,7 @@ class _GroupFit:
         width = torch.where(multi, self.sizes, 0).amax(dim=1)
         return torch.stack([multi.sum(dim=1), width])
 
-    def run(self, steps: int, members: int, width: int, graph: type[StepGraph] | None) -> None:
+    def run(self, members: int, width: int, graph: type[StepGraph] | None) -> None:
         """Steps 2..``steps`` and the last J: no sort, no host read, the same ops with
         the same arguments at every step, repeated eagerly or by ``graph``."""
         adam = self.adam
@@ -336,7 +337,7 @@ class _GroupFit:
                 table.snap()
             adam.ascent()
 
-        repeat(step, steps - 1, graph)
+        repeat(step, self.steps - 1, graph)
         self.evaluate()
 
     def result(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -473,7 +474,8 @@ def aces_o_fit_groups(
     ``Bk`` uint8 (T, K, m): each task's rows to fit on (``valid`` bool (T, K)
     marks the real ones; padding rows count 0), task t's tests in its first
     ``n_cols[t]`` columns; ``logits0`` (T, m) and ``active`` bool (T, m) as per
-    task; ``weights`` int (T, K): each valid row's multiplicity (default 1). The rows are merged to distinct rows with multiplicities
+    task; ``weights`` int (T, K): each valid row's multiplicity (default 1).
+    The rows are merged to distinct rows with multiplicities
     (:func:`.dedup.distinct_rows_padded`), and the Adam loop runs on groups of
     tasks with similar (distinct rows U, tests m), so that a task with few
     distinct rows is not padded to the most of the batch: :func:`shape_chunks`
@@ -523,7 +525,7 @@ def aces_o_fit_groups(
             chunk_tests,
             workspace,
         )
-        stat = fit.first_step(steps)
+        stat = fit.first_step()
         fits.append((idx, len(group), c, fit))
         if stat is not None:
             stats.append(stat)
@@ -535,7 +537,7 @@ def aces_o_fit_groups(
             members = sum(sizes[0][start : start + k])
             width = max(sizes[1][start : start + k])
             start += k
-            fit.run(steps, members, width, graph)
+            fit.run(members, width, graph)
         wg, og = fit.result()
         w[idx, :c] = wg
         objective[idx] = og

@@ -115,8 +115,8 @@ def distinct_rows_padded(
     rows are zero rows that do not); ``weights`` (T, K): each valid row's
     multiplicity (default 1). Returns ``(Bu (T, U, m), counts (T, U), distinct)``: ``Bu`` and
     ``counts`` in ``dtype``, task t's ``distinct[t]`` distinct rows first, in
-    lexicographic order (as ``torch.unique(dim=0)`` sorts them), then zero rows with count 0 (U the largest
-    ``distinct[t]``). Each row is packed into ``ceil(m / 62)`` exact int64
+    lexicographic order (as ``torch.unique(dim=0)`` sorts them), then zero rows
+    with count 0 (U the largest ``distinct[t]``). Each row is packed into ``ceil(m / 62)`` exact int64
     keys (:func:`row_keys`) and the rows ordered lexicographically
     (:func:`sorted_groups`), so equal rows are adjacent. O(T K m + (m / 62)
     T K log K) time, O(T K m) memory; one host sync (``distinct``).
