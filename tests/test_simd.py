@@ -529,3 +529,65 @@ def test_uniform_loo_auc_in_narrow_lanes_is_exact(level):
             want = af.loo_auc(rows, backend="numpy")
             res = np.frombuffer(bytes.fromhex(got[f"{n}/{with_counts}"]), dtype=np.float64)
             np.testing.assert_array_equal(res, want, err_msg=f"n={n} counts={with_counts}")
+
+
+# Runs the uniform LOO-AUC and ACES-C on matrices whose last byte sits just
+# before a page that may not be read (PROT_NONE): a kernel that reads past the
+# matrix dies of SIGSEGV. Prints {"<n>x<m>": {"loo": hex, "order": hex}}.
+_GUARD_WORKER = r"""
+import ctypes, json, mmap, sys
+import numpy as np
+from aces_fast import _core as core
+import aces_fast as af
+
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+page = mmap.PAGESIZE
+out = {}
+for n, m in json.loads(sys.argv[1]):
+    size = -(-(n * m) // page) * page
+    buf = mmap.mmap(-1, size + page)
+    base = ctypes.addressof(ctypes.c_char.from_buffer(buf))
+    assert libc.mprotect(base + size, page, 0) == 0  # PROT_NONE
+    B = np.frombuffer(buf, np.uint8, count=n * m, offset=size - n * m).reshape(n, m)
+    rng = np.random.default_rng(n * 1000 + m)
+    B[...] = rng.random((n, m)) < 0.5
+    loo = core.loo_auc(B=B, weights=None, counts=None, tie_tol=1e-9, n_threads=1, dedup=False)
+    res = af.rerank(B, "aces-c", backend="cpp")
+    out[f"{n}x{m}"] = {"loo": np.asarray(loo).tobytes().hex(), "order": res.order.tobytes().hex()}
+    del B, loo, res
+print(json.dumps(out))
+"""
+
+# Column counts whose last block is short (a short block reads 64 bytes when
+# they lie inside the matrix), one row and many, rows with equal sums.
+GUARD_SHAPES = [(1, 10), (3, 50), (24, 100), (40, 129), (7, 64), (200, 190)]
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="mprotect is POSIX")
+@pytest.mark.parametrize("level", LEVELS)
+def test_short_column_blocks_read_nothing_past_the_matrix(level):
+    """The AVX2 uniform kernel reads a short column block as 64 bytes (its
+    row's neighbour's bytes, ignored) only while they lie inside the matrix: on
+    a matrix that ends where an unreadable page begins, every level runs and
+    equals the reference."""
+    import aces_fast as af
+
+    if level not in _supported_levels():
+        pytest.skip(f"this CPU does not run the {level} variants")
+    env = dict(os.environ, ACES_FAST_SIMD=level, OMP_NUM_THREADS="1")
+    proc = subprocess.run(
+        [sys.executable, "-c", _GUARD_WORKER, json.dumps(GUARD_SHAPES)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)
+    for n, m in GUARD_SHAPES:
+        B = (np.random.default_rng(n * 1000 + m).random((n, m)) < 0.5).astype(np.uint8)
+        loo = np.frombuffer(bytes.fromhex(got[f"{n}x{m}"]["loo"]), dtype=np.float64)
+        np.testing.assert_array_equal(loo, af.loo_auc(B, backend="numpy"), err_msg=f"{n}x{m}")
+        order = np.frombuffer(bytes.fromhex(got[f"{n}x{m}"]["order"]), dtype=np.int64)
+        np.testing.assert_array_equal(order, af.rerank(B, "aces-c", backend="numpy").order)
