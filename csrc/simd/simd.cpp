@@ -80,11 +80,19 @@ void nibble_dot_rows(const uint64_t* const* wr, int64_t nw, int64_t G, const dou
 }
 
 // Scalar table lookups at every level below AVX-512: AVX2 has no 16-entry
-// double permute, and its gathers measured no faster than these loads.
+// double permute, and its gathers measured no faster than these loads. Eight
+// rows at a time keep more independent add chains in flight than four (two
+// FP adders of 3-4 cycles' latency): rows_dot's share of a 200x500 batch
+// fell from 20.8% to 18.9% of the samples on an AVX2 EPYC.
 void rows_dot_portable(const uint64_t* words, int64_t m, const int64_t* rows, int64_t nrows,
                        const double* T, double* out) {
   const int64_t nw = (m + 63) / 64, G = (m + 3) / 4;
   int64_t k = 0;
+  for (; k + 8 <= nrows; k += 8) {
+    const uint64_t* eight[8];
+    for (int r = 0; r < 8; ++r) eight[r] = words + rows[k + r] * nw;
+    nibble_dot_rows<8>(eight, nw, G, T, out + k);
+  }
   for (; k + 4 <= nrows; k += 4) {
     const uint64_t* four[4] = {words + rows[k] * nw, words + rows[k + 1] * nw,
                                words + rows[k + 2] * nw, words + rows[k + 3] * nw};
