@@ -59,6 +59,26 @@ def test_rerank_packed_equals_the_unpacked_batch(name, threads):
             np.testing.assert_array_equal(w.view(np.uint8), g.view(np.uint8))
 
 
+@pytest.mark.parametrize("m", [1, 7, 50, 63, 100, 129])
+@pytest.mark.parametrize("name", sorted(COMPILED))
+def test_a_padding_bit_of_any_row_flags_its_task(m, name):
+    """Every padding bit position of the first and the last row is found, for
+    methods that unpack the rows and for ACES-C, which reads only their packed
+    words (where the SIMD level has its kernel)."""
+    rng = np.random.default_rng(m)
+    Bs = [(rng.random((n, m)) < 0.5).astype(np.uint8) for n in (5, 40, 3)]
+    data, off, n, m_ = _packed(Bs)
+    nb = (m + 7) // 8
+    for row in (0, 39):
+        for bit in range(8 - m % 8 if m % 8 else 0):
+            bad = data.copy()
+            bad[off[1] + row * nb + nb - 1] |= 1 << bit
+            *_, padding = core.rerank_packed(
+                data=bad, offsets=off, n=n, m=m_, method=COMPILED[name], n_threads=1, **KW
+            )
+            assert padding.tolist() == [False, True, False], (row, bit)
+
+
 def test_padding_bits_flag_their_task_only():
     Bs = [np.ones((3, 5), np.uint8), np.ones((2, 8), np.uint8), np.zeros((4, 3), np.uint8)]
     data, off, n, m = _packed(Bs)

@@ -148,6 +148,25 @@ for t, (n, m) in enumerate(shapes):
             record(out, f"{tag} weights", r[1], **col)
             record(out, f"{tag} order", r[2])
             record(out, f"{tag} loo_auc", r[3], **col)
+    # the same from bit-packed rows (ACES-C reads only the packed words where the
+    # level has the kernel), and a padding bit in the last row
+    data = np.packbits(B != 0, axis=1).reshape(-1)
+    for method in ("majority", "aces-c"):
+        r = core.rerank_packed(data=data, offsets=np.array([0, data.size]), n=np.array([n]),
+                               m=np.array([m]), method=core.METHOD_CODES[method], tie_tol=1e-9,
+                               gamma=10.0, lr=0.01, steps=0, top_k=None, warm=False, dedup=None,
+                               n_threads=1)
+        record(out, f"{method} packed scores", r[0])
+        record(out, f"{method} packed order", r[2])
+        record(out, f"{method} packed loo_auc", r[3], **col)
+        if m % 8:
+            bad = data.copy()
+            bad[-1] |= 1
+            r = core.rerank_packed(data=bad, offsets=np.array([0, bad.size]), n=np.array([n]),
+                                   m=np.array([m]), method=core.METHOD_CODES[method],
+                                   tie_tol=1e-9, gamma=10.0, lr=0.01, steps=0, top_k=None,
+                                   warm=False, dedup=None, n_threads=1)
+            record(out, f"{method} packed padding", r[-1].astype(np.int64))
     # bytes other than 1 (read as passes, or rejected: the same at every level)
     scaled = B * np.where(np.random.default_rng(t).random(B.shape) < 0.1, 7, 1).astype(np.uint8)
     for dedup in (False, True):

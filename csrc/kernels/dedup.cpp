@@ -132,6 +132,13 @@ int64_t dedup_rows(const uint8_t* B, int64_t n, int64_t m, const int64_t* counts
   int64_t* rep = plan.rep.data();
   const uint64_t* hash = plan.hash.data();
   int64_t distinct = 0;
+  const int64_t nw = (m + 63) / 64;
+  const uint64_t* words = keep_words ? plan.words.data() : nullptr;
+  auto equal = [&](int64_t r, int64_t i) {
+    if (m <= 0) return true;  // (B and words may then be null)
+    return words ? std::memcmp(words + r * nw, words + i * nw, static_cast<size_t>(nw) * 8) == 0
+                 : rows_equal(B + r * m, B + i * m, m);
+  };
   for (int64_t i = 0; i < n; ++i) {
     const int64_t c = counts_in ? counts_in[i] : 1;
     counts[i] = 0;
@@ -149,7 +156,7 @@ int64_t dedup_rows(const uint8_t* B, int64_t n, int64_t m, const int64_t* counts
         ++distinct;
         break;
       }
-      if (hash[r] == hash[i] && rows_equal(B + r * m, B + i * m, m)) {
+      if (hash[r] == hash[i] && equal(r, i)) {
         rep[i] = r;
         counts[r] += c;
         break;

@@ -54,7 +54,8 @@ void release_dedup_scratch(RowPlan& plan);
 // plus m / 8 bytes per row with keep_words.
 // words_ready (with keep_words): plan.words already holds the packed rows of B
 // (n * ceil(m / 64) words, B's bytes 0/1), e.g. from bit-packed input; they are
-// hashed as they are.
+// hashed as they are, and B may be null. With keep_words, rows whose hashes
+// agree are compared by their words, else by their bytes.
 int64_t dedup_rows(const uint8_t* B, int64_t n, int64_t m, const int64_t* counts_in, RowPlan& plan,
                    bool parallel, int n_threads, uint8_t* high = nullptr, bool keep_words = false,
                    bool words_ready = false);

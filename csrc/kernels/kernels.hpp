@@ -105,11 +105,20 @@ struct UniformScratch {
 //   rowsums (nullable, length n): precomputed passes per row (e.g. from
 //     dedup_rows), saving a pass over B; entries of rows with count 0 are ignored;
 //   colsum (nullable, length m): receives sum_i counts[i] [B_ij != 0], the
-//     count-weighted column sums, at no extra cost.
+//     count-weighted column sums, at no extra cost;
+//   words (nullable, n * ceil(m / 64)): the rows packed (bit j % 64 of word
+//     j / 64 = column j, bits past m 0), read instead of B by the kernel
+//     uniform_block_words_kernel(ntot) returns when it returns one (ntot: the
+//     total multiplicity, n without counts). B may be null exactly then
+//     (loo_auc_reads_words).
 // Extra memory O(n + m); B is read in place.
 void loo_auc_uniform_ex(const uint8_t* B, int64_t n, int64_t m, const int64_t* counts,
                         const int64_t* rowsums, double* out, int64_t* colsum, bool parallel,
-                        int n_threads, UniformScratch& ws);
+                        int n_threads, UniformScratch& ws, const uint64_t* words = nullptr);
+
+// True when loo_auc_uniform_ex of total multiplicity ntot reads the packed
+// words it is given instead of B (this process's SIMD level has the kernel).
+bool loo_auc_reads_words(int64_t ntot);
 
 // Float weights w (length m, finite, >= 0); w == nullptr dispatches to
 // loo_auc_uniform (tie_tol is then irrelevant: integer scores are exact).

@@ -293,9 +293,13 @@ void loo_auc_uniform(const uint8_t* B, int64_t n, int64_t m, const int64_t* coun
   loo_auc_uniform_ex(B, n, m, counts, nullptr, out, nullptr, parallel, n_threads, ws);
 }
 
+bool loo_auc_reads_words(int64_t ntot) {
+  return ntot < (int64_t(1) << 16) && uniform_block_words_kernel(static_cast<uint32_t>(ntot));
+}
+
 void loo_auc_uniform_ex(const uint8_t* B, int64_t n, int64_t m, const int64_t* counts,
                         const int64_t* rowsums, double* out, int64_t* colsum, bool parallel,
-                        int n_threads, UniformScratch& ws) {
+                        int n_threads, UniformScratch& ws, const uint64_t* words) {
   if (m <= 0) return;
   if (n <= 0) {
     std::fill(out, out + m, kNaN);
@@ -309,8 +313,16 @@ void loo_auc_uniform_ex(const uint8_t* B, int64_t n, int64_t m, const int64_t* c
   if (!rs) {
     ws.rs.resize(static_cast<size_t>(n));
     int64_t* rsw = ws.rs.data();
+    const int64_t nw = (m + 63) / 64;
     for_each_index(nt, n, [&](int64_t i, int) {
-      if (!counts || counts[i] > 0) rsw[i] = bits::count_passes(B + i * m, m);
+      if (counts && counts[i] <= 0) return;
+      if (B) {
+        rsw[i] = bits::count_passes(B + i * m, m);
+      } else {
+        int64_t c = 0;
+        for (int64_t q = 0; q < nw; ++q) c += bits::popcount64(words[i * nw + q]);
+        rsw[i] = c;
+      }
     });
     rs = rsw;
   }
@@ -377,10 +389,12 @@ void loo_auc_uniform_ex(const uint8_t* B, int64_t n, int64_t m, const int64_t* c
   interrupt::Token* const tok = n * m >= kPollCells ? interrupt::current() : nullptr;
   // The register kernel takes each level's multiplier a_k and adjacency flag
   // (as uniform_block_body forms them).
+  const UniformBlockWords block_words =
+      exact_u32 && words ? uniform_block_words_kernel(static_cast<uint32_t>(ntot)) : nullptr;
   const UniformBlock block =
-      exact_u32 ? uniform_block_kernel(static_cast<uint32_t>(ntot)) : nullptr;
+      exact_u32 && !block_words ? uniform_block_kernel(static_cast<uint32_t>(ntot)) : nullptr;
   const int64_t nlev = static_cast<int64_t>(ws.lval.size());
-  if (block) {
+  if (block || block_words) {
     ws.la.resize(static_cast<size_t>(nlev));
     ws.ladj.resize(static_cast<size_t>(nlev));
     uint32_t total = 0;
@@ -400,7 +414,11 @@ void loo_auc_uniform_ex(const uint8_t* B, int64_t n, int64_t m, const int64_t* c
         const int64_t j0 = b * W;
         const int64_t bw = std::min(W, m - j0);
         int32_t* pbuf = ws.pcur.data() + static_cast<size_t>(tid) * 2 * W;
-        if (block) {
+        if (block_words) {
+          block_words(words, (m + 63) / 64, counts, row_of, ws.lstart.data(), ws.la.data(),
+                      ws.ladj.data(), nlev, static_cast<uint32_t>(ntot), j0, bw, out + j0,
+                      colsum ? colsum + j0 : nullptr);
+        } else if (block) {
           block(B, m, counts, row_of, ws.lstart.data(), ws.la.data(), ws.ladj.data(), nlev,
                 static_cast<uint32_t>(ntot), j0, bw, out + j0, colsum ? colsum + j0 : nullptr);
         } else if (exact_u32) {

@@ -30,24 +30,37 @@ bool run_one(BatchTask& t, const MethodParams& p, MethodWorkspace& ws, bool para
   try {
     const uint8_t* B = t.B;
     if (t.packed != nullptr) {
-      // the bytes for the kernels that read them, and the packed words that the
-      // rest would otherwise pack from those bytes again
+      // The packed words for the kernels that read them (they would otherwise
+      // pack the bytes again), and the bytes only for a method that reads them.
       const int64_t nb = (t.m + 7) / 8, nw = (t.m + 63) / 64;
-      ws.unpacked.resize(static_cast<size_t>(t.n * t.m));
+      const bool bytes = !runs_from_words(p, t.n);
       ws.plan.words.resize(static_cast<size_t>(t.n * nw));  // every word is written
-      uint8_t* dst = ws.unpacked.data();
       uint64_t* words = ws.plan.words.data();
       bool clean = true;
-      for (int64_t i = 0; i < t.n; ++i) {
-        const uint8_t* row = t.packed + i * nb;
-        clean = bits::unpack_row_msb(row, t.m, dst + i * t.m) && clean;
-        bits::words_of_row_msb(row, nb, words + i * nw);
+      if (bytes) {
+        ws.unpacked.resize(static_cast<size_t>(t.n * t.m));
+        uint8_t* dst = ws.unpacked.data();
+        for (int64_t i = 0; i < t.n; ++i) {
+          const uint8_t* row = t.packed + i * nb;
+          clean = bits::unpack_row_msb(row, t.m, dst + i * t.m) && clean;
+          bits::words_of_row_msb(row, nb, words + i * nw);
+        }
+        B = dst;
+      } else {
+        // padding bits land above column m in a row's last word
+        const int pad = static_cast<int>(t.m % 64);
+        uint64_t high = 0;
+        for (int64_t i = 0; i < t.n; ++i) {
+          bits::words_of_row_msb(t.packed + i * nb, nb, words + i * nw);
+          if (pad) high |= words[i * nw + nw - 1] >> pad;
+        }
+        clean = high == 0;
+        B = nullptr;
       }
       if (!clean) {
         t.bad_padding = true;
         return false;
       }
-      B = dst;
     }
     run_method(B, t.n, t.m, p, t.out, ws, parallel, n_threads, t.packed != nullptr);
     if (t.packed != nullptr && t.n >= kReleaseRows) std::vector<uint8_t>().swap(ws.unpacked);

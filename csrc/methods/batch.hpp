@@ -15,7 +15,8 @@ namespace aces_fast {
 // One task: its pass matrix (row-major bytes, n >= 1 rows, m >= 0 columns,
 // n < 2^31) and its caller-allocated outputs (sized as run_method requires).
 // With `packed` set, the matrix is instead n rows of ceil(m / 8) bytes packed
-// big-endian (docs/parquet.md's B column), unpacked into the running thread's
+// big-endian (docs/parquet.md's B column), turned into packed words (and,
+// unless runs_from_words, unpacked into bytes) in the running thread's
 // workspace just before the task runs, so a batch never holds its unpacked
 // matrices all at once.
 struct BatchTask {

@@ -432,6 +432,13 @@ void snap_and_order(double* s, int64_t n, double tol, const int64_t* rep, int64_
   for (int64_t i = 0; i < n; ++i) order[start[ng - 1 - group[i]]++] = i;
 }
 
+bool runs_from_words(const MethodParams& p, int64_t n) {
+  // ACES-C reads B in the uniform LOO-AUC only (total multiplicity n); the
+  // scores and the dedup pass use the packed rows, the fallback the column sums
+  return (p.method == kMethodAcesC || p.method == kMethodAcesCFilter) && n > 0 &&
+         loo_auc_reads_words(n);
+}
+
 void run_method(const uint8_t* B, int64_t n, int64_t m, const MethodParams& p, MethodOutput& out,
                 MethodWorkspace& ws, bool parallel, int n_threads, bool words_ready) {
   out.fallback = false;
@@ -478,6 +485,18 @@ void run_method(const uint8_t* B, int64_t n, int64_t m, const MethodParams& p, M
     }
   } else if (words_ready) {
     packed = ws.plan.words.data();
+  } else if (is_c && loo_auc_reads_words(n) && n * ((m + 63) / 64) <= kKeepPackedWords) {
+    // One packing pass serves the 0/1 check, the LOO-AUC's row sums and its
+    // kernel of packed words, and the scores, each of which would otherwise
+    // read the bytes once more.
+    const int64_t nw = (m + 63) / 64;
+    ws.plan.words.resize(static_cast<size_t>(n * nw));
+    ws.plan.rowsum.resize(static_cast<size_t>(n));
+    const PackRow pack = pack_row_kernel();
+    for (int64_t i = 0; i < n; ++i)
+      ws.plan.rowsum[i] = pack(B + i * m, m, ws.plan.words.data() + i * nw, &high);
+    packed = ws.plan.words.data();
+    rowsum = ws.plan.rowsum.data();
   } else {
     high = max_byte(B, n * m) > 1 ? 1 : 0;
   }
@@ -503,7 +522,7 @@ void run_method(const uint8_t* B, int64_t n, int64_t m, const MethodParams& p, M
       ws.L.resize(mm);
       L = ws.L.data();
     }
-    loo_auc_uniform_ex(B, n, m, cnt, rowsum, L, colsum, par, n_threads, ws.uni);
+    loo_auc_uniform_ex(B, n, m, cnt, rowsum, L, colsum, par, n_threads, ws.uni, packed);
     if (big) ws.uni.release();
   } else {
     column_sums(B, n, m, cnt, colsum, ws.acc32);

@@ -122,8 +122,14 @@ void snap_and_order(double* s, int64_t n, double tol, const int64_t* rep, int64_
 // the row-dedup pass when there is one, else in a pass of its own).
 // words_ready: ws.plan.words already holds B's rows packed (n * ceil(m / 64)
 // words, bit j % 64 of word j / 64; unused bits 0) and B's bytes are known to be
-// 0/1 (a task unpacked from bit-packed input): no packing, no value check.
+// 0/1 (a task from bit-packed input): no packing, no value check; B may then be
+// null when runs_from_words(p, n).
 void run_method(const uint8_t* B, int64_t n, int64_t m, const MethodParams& p, MethodOutput& out,
                 MethodWorkspace& ws, bool parallel, int n_threads, bool words_ready = false);
+
+// True when run_method with words_ready reads only the packed rows, never B
+// (ACES-C where this process's SIMD level has the uniform LOO-AUC kernel of
+// packed words): a task from bit-packed input is then not unpacked.
+bool runs_from_words(const MethodParams& p, int64_t n);
 
 }  // namespace aces_fast

@@ -403,19 +403,52 @@ __attribute__((target("avx2"), always_inline)) inline void row_masks16_avx2(cons
   }
 }
 
+// The lane masks of a row's 64-column block from its bytes (row_masks16_avx2).
+struct ByteRows {
+  const uint8_t* B;
+  int64_t m, col0;
+  uint8_t* tail;  // 64 bytes
+  ACES_FAST_AVX2 void operator()(int64_t i, int64_t jb, int64_t len, __m256i* mw) const {
+    row_masks16_avx2(B + i * m + col0 + jb, len, tail, mw);
+  }
+};
+
+// The lane masks of a row's 64-column block from its packed word (col0 and jb
+// multiples of 64): the word broadcast, each register's two bytes spread over
+// its sixteen 16-bit lanes (a byte shuffle: lanes 0-7 take byte 2v, lanes 8-15
+// byte 2v + 1), and lane l tested against bit l % 8. Three instructions per
+// register instead of reading 64 bytes.
+struct WordRows {
+  const uint64_t* words;
+  int64_t nw, q0;  // words per row; the block's first word
+  ACES_FAST_AVX2 void operator()(int64_t i, int64_t jb, int64_t len, __m256i* mw) const {
+    uint64_t w = words[i * nw + q0 + jb / 64];
+    if (len < 64) w &= (uint64_t(1) << len) - 1;  // bits past m are 0 already
+    const __m256i x = _mm256_set1_epi64x(static_cast<long long>(w));
+    const __m256i bit = _mm256_setr_epi16(1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128);
+    for (int v = 0; v < 4; ++v) {
+      const __m256i spread = _mm256_shuffle_epi8(
+          x, _mm256_setr_epi64x(0x0101010101010101LL * (2 * v), 0x0101010101010101LL * (2 * v),
+                                0x0101010101010101LL * (2 * v + 1),
+                                0x0101010101010101LL * (2 * v + 1)));
+      mw[v] = _mm256_cmpeq_epi16(_mm256_and_si256(spread, bit), bit);
+    }
+  }
+};
+
 // uniform_block_avx512_impl<Lanes16> at AVX2, for a total multiplicity tot <=
 // kMaxTot16 (the same modulo-2^16 argument): 64 columns as four registers of
-// sixteen 16-bit lanes, a row's pass flags widened from bytes to lane masks (-1
-// where the byte is nonzero), so a masked add is an and + add and a count is a
-// subtraction of the mask. Integer sums: the values of every other variant.
-template <bool kCounts>
+// sixteen 16-bit lanes, a row's pass flags widened to lane masks (-1 where the
+// row passes; `masks`: ByteRows or WordRows), so a masked add is an and + add
+// and a count is a subtraction of the mask. Integer sums: the values of every
+// other variant.
+template <bool kCounts, class Masks>
 __attribute__((target("avx2"))) void uniform_block16_avx2_impl(
-    const uint8_t* B, int64_t m, const int64_t* counts, const int64_t* row_of,
-    const int64_t* lstart, const uint32_t* a, const uint8_t* adjacent, int64_t nlev, uint32_t tot,
-    int64_t col0, int64_t bw, double* out, int64_t* colsum) {
+    const Masks& masks, const int64_t* counts, const int64_t* row_of, const int64_t* lstart,
+    const uint32_t* a, const uint8_t* adjacent, int64_t nlev, uint32_t tot, int64_t bw, double* out,
+    int64_t* colsum) {
   const __m256i zero = _mm256_setzero_si256();
   const __m256i one = _mm256_set1_epi16(1);
-  alignas(32) uint8_t tail[64];
   for (int64_t jb = 0; jb < bw; jb += 64) {
     const int64_t len = std::min<int64_t>(64, bw - jb);
     __m256i acc[4], P[4], prev[4];
@@ -427,7 +460,7 @@ __attribute__((target("avx2"))) void uniform_block16_avx2_impl(
       const int64_t i0 = row_of[rbeg];
       __m256i mw[4];
       if (rend - rbeg == 1 && (!kCounts || counts[i0] == 1)) {
-        row_masks16_avx2(B + i0 * m + col0 + jb, len, tail, mw);
+        masks(i0, jb, len, mw);
         const __m256i a1 = _mm256_add_epi16(av, one);
         for (int v = 0; v < 4; ++v) {
           const __m256i t = adj ? _mm256_add_epi16(a1, prev[v]) : a1;
@@ -440,7 +473,7 @@ __attribute__((target("avx2"))) void uniform_block16_avx2_impl(
       __m256i p[4] = {zero, zero, zero, zero};
       for (int64_t r = rbeg; r < rend; ++r) {
         const int64_t i = row_of[r];
-        row_masks16_avx2(B + i * m + col0 + jb, len, tail, mw);
+        masks(i, jb, len, mw);
         const __m256i c = _mm256_set1_epi16(
             static_cast<int16_t>(kCounts ? static_cast<uint16_t>(counts[i]) : uint16_t(1)));
         for (int v = 0; v < 4; ++v) p[v] = _mm256_add_epi16(p[v], _mm256_and_si256(mw[v], c));
@@ -475,12 +508,27 @@ __attribute__((target("avx2"))) void uniform_block16_avx2(
     const uint8_t* B, int64_t m, const int64_t* counts, const int64_t* row_of,
     const int64_t* lstart, const uint32_t* a, const uint8_t* adjacent, int64_t nlev, uint32_t tot,
     int64_t col0, int64_t bw, double* out, int64_t* colsum) {
+  alignas(32) uint8_t tail[64];
+  const ByteRows masks{B, m, col0, tail};
   if (counts)
-    uniform_block16_avx2_impl<true>(B, m, counts, row_of, lstart, a, adjacent, nlev, tot, col0, bw,
-                                    out, colsum);
+    uniform_block16_avx2_impl<true>(masks, counts, row_of, lstart, a, adjacent, nlev, tot, bw, out,
+                                    colsum);
   else
-    uniform_block16_avx2_impl<false>(B, m, counts, row_of, lstart, a, adjacent, nlev, tot, col0, bw,
-                                     out, colsum);
+    uniform_block16_avx2_impl<false>(masks, counts, row_of, lstart, a, adjacent, nlev, tot, bw, out,
+                                     colsum);
+}
+
+__attribute__((target("avx2"))) void uniform_block16_words_avx2(
+    const uint64_t* words, int64_t nw, const int64_t* counts, const int64_t* row_of,
+    const int64_t* lstart, const uint32_t* a, const uint8_t* adjacent, int64_t nlev, uint32_t tot,
+    int64_t col0, int64_t bw, double* out, int64_t* colsum) {
+  const WordRows masks{words, nw, col0 / 64};
+  if (counts)
+    uniform_block16_avx2_impl<true>(masks, counts, row_of, lstart, a, adjacent, nlev, tot, bw, out,
+                                    colsum);
+  else
+    uniform_block16_avx2_impl<false>(masks, counts, row_of, lstart, a, adjacent, nlev, tot, bw, out,
+                                     colsum);
 }
 
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void uniform_block_avx512(
@@ -671,6 +719,15 @@ UniformBlock uniform_block_kernel(uint32_t tot) {
   (void)tot;
   return nullptr;
 #endif
+}
+
+UniformBlockWords uniform_block_words_kernel(uint32_t tot) {
+#if ACES_FAST_X86_SIMD
+  if (tot <= kMaxTot16 && simd::level() == simd::kAvx2) return uniform_block16_words_avx2;
+#else
+  (void)tot;
+#endif
+  return nullptr;
 }
 
 PackRow pack_row_kernel() {

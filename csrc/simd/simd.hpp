@@ -44,6 +44,18 @@ using UniformBlock = void (*)(const uint8_t* B, int64_t m, const int64_t* counts
 // AVX-512 always; AVX2 while tot <= 361 (16-bit lanes); else nullptr.
 UniformBlock uniform_block_kernel(uint32_t tot);
 
+// UniformBlock reading each listed row's packed words (words + row * nw; bit
+// j % 64 of word j / 64 = column j, bits past m 0) instead of its bytes, col0 a
+// multiple of 64; the same outputs. Reads one word per row and 64 columns.
+using UniformBlockWords = void (*)(const uint64_t* words, int64_t nw, const int64_t* counts,
+                                   const int64_t* row_of, const int64_t* lstart, const uint32_t* a,
+                                   const uint8_t* adjacent, int64_t nlev, uint32_t tot,
+                                   int64_t col0, int64_t bw, double* out, int64_t* colsum);
+
+// The words kernel for a total multiplicity tot: AVX2 while tot <= 361, else
+// nullptr (at AVX-512 too: a caller then unpacks the rows for UniformBlock).
+UniformBlockWords uniform_block_words_kernel(uint32_t tot);
+
 // Packs a row of m bytes into ceil(m / 64) words (bit j % 64 of word j / 64 is
 // set iff row[j] != 0; unused high bits 0) and returns its number of passes.
 // When high is not null, sets *high = 1 if a byte is neither 0 nor 1 (leaves it

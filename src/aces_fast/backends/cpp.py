@@ -184,7 +184,9 @@ class CppBackend(ArrayBackend):
     ) -> BatchResult | None:
         """Rank a bit-packed batch (:class:`aces_fast.parquet.Packed`) in one
         ``_core.rerank_packed`` call: each task is unpacked by the thread that ranks
-        it, so the batch never exists unpacked and no Python object is made per task.
+        it (ACES-C, at the AVX2 level, reads its packed words and is never
+        unpacked), so the batch never exists unpacked and no Python object is made
+        per task.
 
         Returns ``None`` -- rank the unpacked matrices instead -- for a method
         without a compiled copy, or when a row has padding bits set (an invalid
