@@ -58,7 +58,7 @@ struct MethodParams {
   int64_t steps;   // ACES-O, >= 0 (the objective output holds steps + 1 values)
   int64_t top_k;   // ACES-O; <= 0 keeps every row
   bool warm;       // ACES-O init="aces-c"
-  int dedup;       // 1 on, 0 off, -1 auto (ACES-O on, ACES-C dedup_pays_for_loo, majority off)
+  int dedup;       // 1 on, 0 off, -1 auto (ACES-O on, ACES-C dedup_pays_for_aces_c, majority off)
 };
 
 // Caller-allocated outputs of one task (n candidates, m tests).
@@ -131,5 +131,8 @@ void run_method(const uint8_t* B, int64_t n, int64_t m, const MethodParams& p, M
 // (ACES-C where this process's SIMD level has the uniform LOO-AUC kernel of
 // packed words): a task from bit-packed input is then not unpacked.
 bool runs_from_words(const MethodParams& p, int64_t n);
+
+// The auto rule of ACES-C's row dedup (MethodParams::dedup = -1).
+bool dedup_pays_for_aces_c(int64_t n, int64_t m);
 
 }  // namespace aces_fast
