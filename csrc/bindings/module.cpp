@@ -14,6 +14,7 @@
 
 #include "bindings/bind_util.hpp"
 #include "bindings/binned_bind.hpp"
+#include "bindings/output_pool.hpp"
 #include "bindings/signals.hpp"
 #include "kernels/dedup.hpp"
 #include "kernels/kernels.hpp"
@@ -360,8 +361,9 @@ py::tuple run_flat(const char* fn, std::vector<aces_fast::BatchTask>& jobs,
   const int64_t* pn = n_off.data();
   const int64_t* pm = m_off.data();
   const py::ssize_t N = static_cast<py::ssize_t>(pn[T]), M = static_cast<py::ssize_t>(pm[T]);
-  py::array_t<double> scores(N), weights(M);
-  py::array_t<int64_t> order(N);
+  // the large outputs reuse the memory of earlier calls' (output_pool.hpp)
+  py::array_t<double> scores = pooled_array<double>(N), weights = pooled_array<double>(M);
+  py::array_t<int64_t> order = pooled_array<int64_t>(N);
   py::array_t<bool> fallback(static_cast<py::ssize_t>(T));
   py::object loo = py::none(), objective = py::none(), obj_off = py::none(), rows = py::none(),
              rows_off = py::none();
@@ -370,7 +372,7 @@ py::tuple run_flat(const char* fn, std::vector<aces_fast::BatchTask>& jobs,
   int64_t* prows = nullptr;
   const int64_t* pr = nullptr;
   if (is_c) {
-    py::array_t<double> a(M);
+    py::array_t<double> a = pooled_array<double>(M);
     ploo = a.mutable_data();
     loo = a;
   }
@@ -378,7 +380,7 @@ py::tuple run_flat(const char* fn, std::vector<aces_fast::BatchTask>& jobs,
     if (static_cast<int64_t>(T) > std::numeric_limits<int64_t>::max() / n_obj)
       throw std::bad_alloc();
     py::array_t<int64_t> oo = make_offsets(T, [&](size_t) { return n_obj; });
-    py::array_t<double> a(static_cast<py::ssize_t>(oo.data()[T]));
+    py::array_t<double> a = pooled_array<double>(static_cast<py::ssize_t>(oo.data()[T]));
     pobj = a.mutable_data();
     objective = a;
     obj_off = oo;
@@ -428,10 +430,19 @@ py::object py_rerank_batch_flat(const FastArgs& args) {
   std::vector<Matrix> matrices(T);
   std::vector<aces_fast::BatchTask> jobs(T);
   for (size_t k = 0; k < T; ++k) {
-    // the index goes into every message ("rerank_batch_flat: task 3: B must be 2-D ...")
-    const std::string where = std::string(fn) + ": task " + std::to_string(k);
-    matrices[k] = get_matrix(where.c_str(), seq[k]);
-    check_rows_int32(where.c_str(), matrices[k].n);
+    const py::object task = seq[k];
+    try {
+      matrices[k] = get_matrix(fn, task);
+      check_rows_int32(fn, matrices[k].n);
+    } catch (const py::builtin_exception&) {
+      // Again with the index in the message ("rerank_batch_flat: task 3: B must be
+      // 2-D ..."), which then throws the same error: building that string for
+      // every task cost a tenth of a small task's time.
+      const std::string where = std::string(fn) + ": task " + std::to_string(k);
+      matrices[k] = get_matrix(where.c_str(), task);
+      check_rows_int32(where.c_str(), matrices[k].n);
+      throw;
+    }
     jobs[k].B = matrices[k].data;
     jobs[k].n = matrices[k].n;
     jobs[k].m = matrices[k].m;
@@ -717,6 +728,13 @@ PYBIND11_MODULE(_core, mod) {
       "Instruction set of the hand-vectorized kernels: 'avx512', 'avx2' or 'none' (portable);\n"
       "capped by the environment variable ACES_FAST_SIMD=avx2|none, read once per process.\n"
       "Every level computes bitwise the same results.");
+  mod.def(
+      "output_pool_bytes", []() { return aces_fast::bind::output_pool::waiting(); },
+      "Bytes of freed batch outputs kept for the next batch call's (at most 128 MiB;\n"
+      "csrc/bindings/output_pool.hpp).");
+  mod.def(
+      "output_pool_clear", []() { aces_fast::bind::output_pool::clear(); },
+      "Returns the memory of output_pool_bytes to the system.");
   mod.def("max_threads", &aces_fast::max_threads,
           "The most threads a kernel uses with n_threads=0 (omp_get_max_threads(), or 1).");
   mod.def(
