@@ -943,3 +943,29 @@ def test_bench_checks_its_output_before_running_in_a_checkout(tmp_path):
             "not a directory"
         )
     ]
+
+
+@pytest.mark.parametrize("chosen", [None, "jemalloc"])
+def test_rerank_dataset_takes_the_system_allocator_unless_one_is_chosen(
+    tmp_path, capsys, monkeypatch, chosen
+):
+    """The local engine's Arrow buffers come from the C library's allocator (the
+    command owns its process); ARROW_DEFAULT_MEMORY_POOL, when set, wins."""
+    pa = pytest.importorskip("pyarrow")
+    import aces_fast.stream as stream
+
+    if chosen is None:
+        monkeypatch.delenv("ARROW_DEFAULT_MEMORY_POOL", raising=False)
+    else:
+        monkeypatch.setenv("ARROW_DEFAULT_MEMORY_POOL", chosen)
+    pools = []
+    monkeypatch.setattr(pa, "set_memory_pool", lambda pool: pools.append(pool.backend_name))
+    monkeypatch.setattr(
+        stream, "rerank_dataset", lambda *a, **k: (_ for _ in ()).throw(ImportError("stop here"))
+    )
+    save_jsonl([Problem("a", EXAMPLE)], tmp_path / "in.jsonl")
+    assert (
+        cli.main(["rerank-dataset", str(tmp_path / "in.parquet"), "-o", str(tmp_path / "o")]) == 1
+    )
+    assert "stop here" in _one_error_line(capsys.readouterr().err)
+    assert pools == ([] if chosen else ["system"])

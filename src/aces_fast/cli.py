@@ -665,6 +665,24 @@ def _arrow_without_pandas() -> None:
         sys.meta_path.remove(NoPandas)  # type: ignore[arg-type]
 
 
+def _arrow_system_allocator() -> None:
+    """Arrow buffers from the C library's allocator in a local dataset run, unless
+    ``ARROW_DEFAULT_MEMORY_POOL`` chooses one.
+
+    The command owns its process, so it may set the process-wide pool (the
+    library's ``rerank_dataset`` leaves it to its caller). pyarrow's default,
+    mimalloc, hands the reading and encoding buffers back to the system and
+    maps them again, zeroing fresh huge pages: 300 000 problems of 100x50 at
+    ``--threads 2`` on 2 cores, four runs each: system time 0.7 s against 1.2
+    s, wall 3.1-4.0 s against 3.4-4.7 s, peak RSS 209 against 285 MB.
+    """
+    if os.environ.get("ARROW_DEFAULT_MEMORY_POOL"):
+        return
+    import pyarrow as pa
+
+    pa.set_memory_pool(pa.system_memory_pool())
+
+
 def _cmd_rerank_dataset(args: argparse.Namespace) -> int:
     try:
         from .parquet import InvalidRowError
@@ -689,6 +707,8 @@ def _cmd_rerank_dataset(args: argparse.Namespace) -> int:
     if args.errors is not None:
         _check_output(args.errors, "--errors")
     errors_path = args.errors or default_errors_path(args.output)
+    if args.engine == "local":
+        _arrow_system_allocator()
     try:
         summary = rerank_dataset(
             args.input,
