@@ -504,12 +504,12 @@ __attribute__((target("avx2"))) void uniform_block16_avx2_impl(
   }
 }
 
-__attribute__((target("avx2"))) void uniform_block16_avx2(
-    const uint8_t* B, int64_t m, const int64_t* counts, const int64_t* row_of,
-    const int64_t* lstart, const uint32_t* a, const uint8_t* adjacent, int64_t nlev, uint32_t tot,
-    int64_t col0, int64_t bw, double* out, int64_t* colsum) {
-  alignas(32) uint8_t tail[64];
-  const ByteRows masks{B, m, col0, tail};
+// uniform_block16_avx2_impl with or without row counts.
+template <class Masks>
+__attribute__((target("avx2"))) void uniform_block16_avx2_rows(
+    const Masks& masks, const int64_t* counts, const int64_t* row_of, const int64_t* lstart,
+    const uint32_t* a, const uint8_t* adjacent, int64_t nlev, uint32_t tot, int64_t bw, double* out,
+    int64_t* colsum) {
   if (counts)
     uniform_block16_avx2_impl<true>(masks, counts, row_of, lstart, a, adjacent, nlev, tot, bw, out,
                                     colsum);
@@ -518,17 +518,21 @@ __attribute__((target("avx2"))) void uniform_block16_avx2(
                                      colsum);
 }
 
+__attribute__((target("avx2"))) void uniform_block16_avx2(
+    const uint8_t* B, int64_t m, const int64_t* counts, const int64_t* row_of,
+    const int64_t* lstart, const uint32_t* a, const uint8_t* adjacent, int64_t nlev, uint32_t tot,
+    int64_t col0, int64_t bw, double* out, int64_t* colsum) {
+  alignas(32) uint8_t tail[64];
+  uniform_block16_avx2_rows(ByteRows{B, m, col0, tail}, counts, row_of, lstart, a, adjacent, nlev,
+                            tot, bw, out, colsum);
+}
+
 __attribute__((target("avx2"))) void uniform_block16_words_avx2(
     const uint64_t* words, int64_t nw, const int64_t* counts, const int64_t* row_of,
     const int64_t* lstart, const uint32_t* a, const uint8_t* adjacent, int64_t nlev, uint32_t tot,
     int64_t col0, int64_t bw, double* out, int64_t* colsum) {
-  const WordRows masks{words, nw, col0 / 64};
-  if (counts)
-    uniform_block16_avx2_impl<true>(masks, counts, row_of, lstart, a, adjacent, nlev, tot, bw, out,
-                                    colsum);
-  else
-    uniform_block16_avx2_impl<false>(masks, counts, row_of, lstart, a, adjacent, nlev, tot, bw, out,
-                                     colsum);
+  uniform_block16_avx2_rows(WordRows{words, nw, col0 / 64}, counts, row_of, lstart, a, adjacent,
+                            nlev, tot, bw, out, colsum);
 }
 
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void uniform_block_avx512(
