@@ -92,3 +92,28 @@ def test_small_outputs_do_not_enter_the_pool():
     del res
     gc.collect()
     assert _core.output_pool_bytes() == 0
+
+
+def test_threads_calling_at_once_get_their_own_outputs():
+    """Four threads each rank their own batches over and over (the GIL is
+    released while a batch runs, so their calls overlap and their freed blocks
+    cycle through the one pool): every result equals its single calls."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    sets = [_tasks(100 + s, 150) for s in range(4)]
+    want = [[af.rerank(B, "aces-c", backend="cpp") for B in tasks] for tasks in sets]
+
+    def work(s: int) -> list:
+        bad = []
+        for _ in range(8):
+            res = af.rerank_batch(sets[s], "aces-c", backend="cpp", n_threads=1)
+            for k, (r, w) in enumerate(zip(res, want[s])):
+                if not (
+                    np.array_equal(r.scores, w.scores) and np.array_equal(r.loo_auc, w.loo_auc)
+                ):
+                    bad.append((s, k))
+            del res
+        return bad
+
+    with ThreadPoolExecutor(4) as ex:
+        assert [b for bad in ex.map(work, range(4)) for b in bad] == []
