@@ -315,11 +315,14 @@ struct Lanes16 {
 // level's passers. A level of one row with count 1 (most levels when rows are
 // distinct) has p in {0, 1}: p (a + p + prev) is a + 1 + prev under the row's
 // mask, no multiply. Integer sums: the same values as the step kernels.
-template <typename L, bool kCounts>
+//
+// `pass(i, jb, lanes)` is row i's pass mask of the block's 64 columns from jb
+// (BytePass512 or WordPass512), bits past the block's `lanes` clear.
+template <typename L, bool kCounts, class Pass>
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void uniform_block_avx512_impl(
-    const uint8_t* B, int64_t m, const int64_t* counts, const int64_t* row_of,
-    const int64_t* lstart, const uint32_t* a, const uint8_t* adjacent, int64_t nlev, uint32_t tot,
-    int64_t col0, int64_t bw, double* out, int64_t* colsum) {
+    const Pass& pass_of, const int64_t* counts, const int64_t* row_of, const int64_t* lstart,
+    const uint32_t* a, const uint8_t* adjacent, int64_t nlev, uint32_t tot, int64_t bw, double* out,
+    int64_t* colsum) {
   constexpr int V = 64 / L::kPer;  // registers per 64 columns
   const __m512i one = L::set1(1);
   const __m512i zero = _mm512_setzero_si512();
@@ -334,8 +337,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void uniform_block_avx512_i
       const bool adj = adjacent[k] != 0;
       const int64_t i0 = row_of[rbeg];
       if (rend - rbeg == 1 && (!kCounts || counts[i0] == 1)) {
-        const __m512i bytes = _mm512_maskz_loadu_epi8(lanes, B + i0 * m + col0 + jb);
-        const __mmask64 pass = _mm512_test_epi8_mask(bytes, bytes);
+        const __mmask64 pass = pass_of(i0, jb, lanes);
         const __m512i a1 = L::add(av, one);
         for (int v = 0; v < V; ++v) {
           const auto kv = static_cast<typename L::Mask>(pass >> (L::kPer * v));
@@ -350,8 +352,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void uniform_block_avx512_i
       for (int v = 0; v < V; ++v) p[v] = zero;
       for (int64_t r = rbeg; r < rend; ++r) {
         const int64_t i = row_of[r];
-        const __m512i bytes = _mm512_maskz_loadu_epi8(lanes, B + i * m + col0 + jb);
-        const __mmask64 pass = _mm512_test_epi8_mask(bytes, bytes);
+        const __mmask64 pass = pass_of(i, jb, lanes);
         const __m512i c = kCounts ? L::set1(static_cast<uint32_t>(counts[i])) : one;
         for (int v = 0; v < V; ++v)
           p[v] = L::mask_add(p[v], static_cast<typename L::Mask>(pass >> (L::kPer * v)), c);
@@ -382,6 +383,29 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void uniform_block_avx512_i
     }
   }
 }
+
+// A row's pass mask of 64 columns from its bytes: one masked load (no byte
+// past the block is read) and a test.
+struct BytePass512 {
+  const uint8_t* B;
+  int64_t m, col0;
+  __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) __mmask64
+  operator()(int64_t i, int64_t jb, __mmask64 lanes) const {
+    const __m512i bytes = _mm512_maskz_loadu_epi8(lanes, B + i * m + col0 + jb);
+    return _mm512_test_epi8_mask(bytes, bytes);
+  }
+};
+
+// A row's pass mask of 64 columns from its packed word (col0 and jb multiples
+// of 64): the word is the mask.
+struct WordPass512 {
+  const uint64_t* words;
+  int64_t nw, q0;  // words per row; the block's first word
+  __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) __mmask64
+  operator()(int64_t i, int64_t jb, __mmask64 lanes) const {
+    return words[i * nw + q0 + jb / 64] & lanes;
+  }
+};
 
 // The four 16-bit lane masks (-1 where the byte is nonzero) of the len <= 64
 // bytes at src; a short block is copied to tail first, so no byte past it is read.
@@ -535,23 +559,42 @@ __attribute__((target("avx2"))) void uniform_block16_words_avx2(
                             nlev, tot, bw, out, colsum);
 }
 
+// uniform_block_avx512_impl in the lane width that tot allows, with or
+// without row counts.
+template <class Pass>
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void uniform_block_avx512_lanes(
+    const Pass& pass_of, const int64_t* counts, const int64_t* row_of, const int64_t* lstart,
+    const uint32_t* a, const uint8_t* adjacent, int64_t nlev, uint32_t tot, int64_t bw, double* out,
+    int64_t* colsum) {
+  const bool narrow = tot <= kMaxTot16;
+  if (narrow && counts)
+    uniform_block_avx512_impl<Lanes16, true>(pass_of, counts, row_of, lstart, a, adjacent, nlev,
+                                             tot, bw, out, colsum);
+  else if (narrow)
+    uniform_block_avx512_impl<Lanes16, false>(pass_of, counts, row_of, lstart, a, adjacent, nlev,
+                                              tot, bw, out, colsum);
+  else if (counts)
+    uniform_block_avx512_impl<Lanes32, true>(pass_of, counts, row_of, lstart, a, adjacent, nlev,
+                                             tot, bw, out, colsum);
+  else
+    uniform_block_avx512_impl<Lanes32, false>(pass_of, counts, row_of, lstart, a, adjacent, nlev,
+                                              tot, bw, out, colsum);
+}
+
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void uniform_block_avx512(
     const uint8_t* B, int64_t m, const int64_t* counts, const int64_t* row_of,
     const int64_t* lstart, const uint32_t* a, const uint8_t* adjacent, int64_t nlev, uint32_t tot,
     int64_t col0, int64_t bw, double* out, int64_t* colsum) {
-  const bool narrow = tot <= kMaxTot16;
-  if (narrow && counts)
-    uniform_block_avx512_impl<Lanes16, true>(B, m, counts, row_of, lstart, a, adjacent, nlev, tot,
-                                             col0, bw, out, colsum);
-  else if (narrow)
-    uniform_block_avx512_impl<Lanes16, false>(B, m, counts, row_of, lstart, a, adjacent, nlev, tot,
-                                              col0, bw, out, colsum);
-  else if (counts)
-    uniform_block_avx512_impl<Lanes32, true>(B, m, counts, row_of, lstart, a, adjacent, nlev, tot,
-                                             col0, bw, out, colsum);
-  else
-    uniform_block_avx512_impl<Lanes32, false>(B, m, counts, row_of, lstart, a, adjacent, nlev, tot,
-                                              col0, bw, out, colsum);
+  uniform_block_avx512_lanes(BytePass512{B, m, col0}, counts, row_of, lstart, a, adjacent, nlev,
+                             tot, bw, out, colsum);
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void uniform_block_words_avx512(
+    const uint64_t* words, int64_t nw, const int64_t* counts, const int64_t* row_of,
+    const int64_t* lstart, const uint32_t* a, const uint8_t* adjacent, int64_t nlev, uint32_t tot,
+    int64_t col0, int64_t bw, double* out, int64_t* colsum) {
+  uniform_block_avx512_lanes(WordPass512{words, nw, col0 / 64}, counts, row_of, lstart, a, adjacent,
+                             nlev, tot, bw, out, colsum);
 }
 
 // ---- bit packing and row dot products ------------------------------------------
@@ -727,6 +770,9 @@ UniformBlock uniform_block_kernel(uint32_t tot) {
 
 UniformBlockWords uniform_block_words_kernel(uint32_t tot) {
 #if ACES_FAST_X86_SIMD
+  // Only where 16-bit lanes count: the rule for row dedup of ACES-C
+  // (dedup_pays_for_aces_c) was measured there.
+  if (tot <= kMaxTot16 && simd::level() == simd::kAvx512) return uniform_block_words_avx512;
   if (tot <= kMaxTot16 && simd::level() == simd::kAvx2) return uniform_block16_words_avx2;
 #else
   (void)tot;

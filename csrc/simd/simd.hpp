@@ -52,8 +52,9 @@ using UniformBlockWords = void (*)(const uint64_t* words, int64_t nw, const int6
                                    const uint8_t* adjacent, int64_t nlev, uint32_t tot,
                                    int64_t col0, int64_t bw, double* out, int64_t* colsum);
 
-// The words kernel for a total multiplicity tot: AVX2 while tot <= 361, else
-// nullptr (at AVX-512 too: a caller then unpacks the rows for UniformBlock).
+// The words kernel for a total multiplicity tot: AVX-512 or AVX2 while tot <=
+// 361 (16-bit lanes), else nullptr (a caller then unpacks the rows for
+// UniformBlock).
 UniformBlockWords uniform_block_words_kernel(uint32_t tot);
 
 // Packs a row of m bytes into ceil(m / 64) words (bit j % 64 of word j / 64 is
