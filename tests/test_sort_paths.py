@@ -1,7 +1,9 @@
-"""The compiled ranking order (csrc/methods/methods.cpp, snap_and_order): the
-scores of the distinct rows are sorted by two radix passes on their 16 highest
-differing bits plus insertion, or, when many scores agree on those bits (a
-narrow band of scores next to an outlier), by radix passes over every byte.
+"""The compiled ranking order (csrc/methods/methods.cpp, snap_and_order): fewer
+than 32 distinct rows are placed by counting, for each score, the scores below
+it and the equal ones before it (rank_sort); more are sorted by radix passes on
+their highest differing bits plus insertion, or, when many scores agree on
+those bits (a narrow band of scores next to an outlier), by radix passes over
+every byte.
 Both paths must give the stable descending order of the scores, equal to the
 NumPy reference's.
 """
@@ -52,3 +54,12 @@ def test_order_of_spread_scores(n):
     B = (rng.random((n, 300)) < rng.uniform(0.2, 0.8, n)[:, None]).astype(np.uint8)
     B[rng.integers(0, n, n // 4)] = B[rng.integers(0, n, n // 4)]  # repeated rows: tied scores
     check(B)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 8, 17, 31])
+@pytest.mark.parametrize("m", [1, 3, 40])
+def test_order_of_few_rows_with_ties(n, m):
+    # few tests: most scores tie (rank_sort's equal keys keep the row order)
+    rng = np.random.default_rng(100 * n + m)
+    for _ in range(5):
+        check((rng.random((n, m)) < 0.5).astype(np.uint8))

@@ -321,11 +321,29 @@ void radix_pass(const uint64_t* ks, const int32_t* is, int64_t d, int shift, uin
   }
 }
 
+// Sorts d < kRankSort pairs stably: each key's place is the number of keys
+// below it plus the equal keys before it, written to (kd, id). No
+// data-dependent branch (insertion into the sorted prefix mispredicts about
+// once per key) and a loop the compiler vectorizes: d^2 compares in lanes.
+constexpr int64_t kRankSort = 32;
+
+ACES_FAST_KERNEL_BODY void rank_sort_body(const uint64_t* key, const int32_t* idx, int64_t d,
+                                          uint64_t* kd, int32_t* id) {
+  for (int64_t i = 0; i < d; ++i) {
+    const uint64_t k = key[i];
+    int64_t below = 0;
+    for (int64_t j = 0; j < d; ++j) below += (key[j] < k) | ((key[j] == k) & (j < i));
+    kd[below] = k;
+    id[below] = idx[i];
+  }
+}
+constexpr simd::Dispatched<&rank_sort_body, simd::kAvx512> rank_sort{};
+
 // Below this many keys radix_sort makes one radix pass before insertion, not two.
 constexpr int64_t kOnePassRadix = 256;
 
 // Sorts the pairs (key[r], idx[r]), r < d, ascending by key, stably. Small
-// inputs use insertion into the sorted prefix. Otherwise two LSD radix passes on
+// inputs (d < kRankSort) are ranked by rank_sort. Otherwise two LSD radix passes on
 // the 16 highest bits in which the keys differ (scores spread over those: each
 // digit value holds few keys), which leaves the pairs nearly sorted, then
 // insertion finishes the order; if that would move more than 4 d elements (many
@@ -334,8 +352,10 @@ constexpr int64_t kOnePassRadix = 256;
 // pay the mispredictions a comparison sort of ~d log d / 2 costs. key2/idx2:
 // scratch of length d. O(d) per pass, 24 bytes per entry in all.
 void radix_sort(uint64_t* key, int32_t* idx, int64_t d, uint64_t* key2, int32_t* idx2) {
-  if (d < 32) {
-    insertion_sort(key, idx, d, d * d);
+  if (d < kRankSort) {
+    rank_sort(key, idx, d, key2, idx2);
+    std::memcpy(key, key2, static_cast<size_t>(d) * sizeof(uint64_t));
+    std::memcpy(idx, idx2, static_cast<size_t>(d) * sizeof(int32_t));
     return;
   }
   uint64_t differ = 0;

@@ -30,7 +30,8 @@
 //   small_columns.cpp  the per-column surrogate kernel with the rows in
 //                 registers (AVX-512 intrinsics; none below: the generic
 //                 per-column code of surrogate.cpp runs, same bits)
-//   methods.cpp   column_sums (portable, AVX2)
+//   methods.cpp   column_sums (portable, AVX2), rank_sort (portable, AVX2,
+//                 AVX-512)
 //   lanes.hpp     exp over an array (exp_affine_sum), dot, max -- used by
 //                 the surrogate and the Adam loop (portable, AVX2, AVX-512)
 #pragma once
