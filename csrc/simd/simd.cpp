@@ -284,6 +284,7 @@ struct Lanes32 {
     return _mm512_set1_epi32(static_cast<int32_t>(x));
   }
   ACES_FAST_AVX512_LANES __m512i add(__m512i a, __m512i b) { return _mm512_add_epi32(a, b); }
+  ACES_FAST_AVX512_LANES __m512i sub(__m512i a, __m512i b) { return _mm512_sub_epi32(a, b); }
   ACES_FAST_AVX512_LANES __m512i mask_add(__m512i a, Mask k, __m512i b) {
     return _mm512_mask_add_epi32(a, k, a, b);
   }
@@ -301,6 +302,7 @@ struct Lanes16 {
     return _mm512_set1_epi16(static_cast<int16_t>(static_cast<uint16_t>(x)));
   }
   ACES_FAST_AVX512_LANES __m512i add(__m512i a, __m512i b) { return _mm512_add_epi16(a, b); }
+  ACES_FAST_AVX512_LANES __m512i sub(__m512i a, __m512i b) { return _mm512_sub_epi16(a, b); }
   ACES_FAST_AVX512_LANES __m512i mask_add(__m512i a, Mask k, __m512i b) {
     return _mm512_mask_add_epi16(a, k, a, b);
   }
@@ -309,6 +311,42 @@ struct Lanes16 {
   }
   ACES_FAST_AVX512_LANES __m512i mullo(__m512i a, __m512i b) { return _mm512_mullo_epi16(a, b); }
 };
+
+// A block's LOO-AUCs from its lane sums, eight columns per instruction:
+// twice[jj] = 2 wins + ties and P[jj] (uint16 or uint32, jj < 64) give
+// out[jj] = twice / (2 P F), F = tot - P, or NaN where P or F is 0, for jj <
+// len; colsum[jj] = P when colsum is not null. The same IEEE operations as the
+// scalar form (integers below 2^32 convert exactly, each product and the
+// quotient round once), so the same bits; the scalar division's latency was
+// about half of a 24x100 task's block kernel.
+template <typename T>
+__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __m256i load8_u32(
+    const T* p) {
+  if constexpr (sizeof(T) == 2)
+    return _mm256_cvtepu16_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(p)));
+  else
+    return _mm256_load_si256(reinterpret_cast<const __m256i*>(p));
+}
+
+template <typename T>
+__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline void finish_avx512(
+    const T* twice, const T* P, int64_t len, uint32_t tot, double* out, int64_t* colsum) {
+  const __m512d two = _mm512_set1_pd(2.0);
+  const __m512d totd = _mm512_set1_pd(static_cast<double>(tot));
+  const __m512d nan = _mm512_set1_pd(std::numeric_limits<double>::quiet_NaN());
+  const __m256i zero = _mm256_setzero_si256();
+  const __m256i totv = _mm256_set1_epi32(static_cast<int32_t>(tot));
+  for (int64_t c = 0; c < len; c += 8) {
+    const __mmask8 k = len - c >= 8 ? __mmask8(0xFF) : __mmask8((1u << (len - c)) - 1);
+    const __m256i pv = load8_u32(P + c);
+    const __m512d Pd = _mm512_cvtepu32_pd(pv);
+    const __m512d q = _mm512_div_pd(_mm512_cvtepu32_pd(load8_u32(twice + c)),
+                                    _mm512_mul_pd(_mm512_mul_pd(two, Pd), _mm512_sub_pd(totd, Pd)));
+    const __mmask8 none = _mm256_cmpeq_epi32_mask(pv, zero) | _mm256_cmpeq_epi32_mask(pv, totv);
+    _mm512_mask_storeu_pd(out + c, k, _mm512_mask_blend_pd(none, q, nan));
+    if (colsum) _mm512_mask_storeu_epi64(colsum + c, k, _mm512_cvtepu32_epi64(pv));
+  }
+}
 
 // The whole block, 64 columns at a time with the sums in registers (the level
 // loop is inside): no per-level load and store of acc, P and the previous
@@ -365,22 +403,13 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void uniform_block_avx512_i
         prev[v] = p[v];
       }
     }
-    alignas(64) typename L::T accs[64], Ps[64];
+    alignas(64) typename L::T twice[64], Ps[64];
     for (int v = 0; v < V; ++v) {
-      _mm512_store_si512(accs + L::kPer * v, acc[v]);
+      // 2 wins + ties = acc - P^2, modulo 2^(lane bits): exact (see above)
+      _mm512_store_si512(twice + L::kPer * v, L::sub(acc[v], L::mullo(P[v], P[v])));
       _mm512_store_si512(Ps + L::kPer * v, P[v]);
     }
-    for (int64_t jj = 0; jj < len; ++jj) {
-      const uint32_t Pj = Ps[jj];
-      const int64_t F = static_cast<int64_t>(tot - Pj);
-      // 2 wins + ties, modulo 2^(lane bits): exact (see above)
-      const auto twice = static_cast<typename L::T>(accs[jj] - Pj * Pj);
-      out[jb + jj] = Pj == 0 || F <= 0
-                         ? std::numeric_limits<double>::quiet_NaN()
-                         : static_cast<double>(twice) /
-                               (2.0 * static_cast<double>(Pj) * static_cast<double>(F));
-      if (colsum) colsum[jb + jj] = static_cast<int64_t>(Pj);
-    }
+    finish_avx512(twice, Ps, len, tot, out + jb, colsum ? colsum + jb : nullptr);
   }
 }
 
@@ -460,6 +489,36 @@ struct WordRows {
   }
 };
 
+// finish_avx512 at AVX2 for 16-bit sums, four columns per instruction (the
+// same bits); a short block's results go through tmp.
+__attribute__((target("avx2"), always_inline)) inline void finish16_avx2(const uint16_t* twice,
+                                                                         const uint16_t* P,
+                                                                         int64_t len, uint32_t tot,
+                                                                         double* out,
+                                                                         int64_t* colsum) {
+  const __m256d two = _mm256_set1_pd(2.0);
+  const __m256d totd = _mm256_set1_pd(static_cast<double>(tot));
+  const __m256d nan = _mm256_set1_pd(std::numeric_limits<double>::quiet_NaN());
+  const __m128i zero = _mm_setzero_si128();
+  const __m128i totv = _mm_set1_epi32(static_cast<int32_t>(tot));
+  alignas(32) double tmp[64];
+  double* dst = len == 64 ? out : tmp;
+  for (int64_t c = 0; c < len; c += 4) {
+    const __m128i pv = _mm_cvtepu16_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(P + c)));
+    const __m128i tv =
+        _mm_cvtepu16_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(twice + c)));
+    const __m256d Pd = _mm256_cvtepi32_pd(pv);
+    const __m256d q = _mm256_div_pd(_mm256_cvtepi32_pd(tv),
+                                    _mm256_mul_pd(_mm256_mul_pd(two, Pd), _mm256_sub_pd(totd, Pd)));
+    const __m128i none32 = _mm_or_si128(_mm_cmpeq_epi32(pv, zero), _mm_cmpeq_epi32(pv, totv));
+    const __m256d none = _mm256_castsi256_pd(_mm256_cvtepi32_epi64(none32));
+    _mm256_storeu_pd(dst + c, _mm256_blendv_pd(q, nan, none));
+  }
+  if (dst == tmp) std::memcpy(out, tmp, static_cast<size_t>(len) * sizeof(double));
+  if (colsum)
+    for (int64_t jj = 0; jj < len; ++jj) colsum[jj] = static_cast<int64_t>(P[jj]);
+}
+
 // uniform_block_avx512_impl<Lanes16> at AVX2, for a total multiplicity tot <=
 // kMaxTot16 (the same modulo-2^16 argument): 64 columns as four registers of
 // sixteen 16-bit lanes, a row's pass flags widened to lane masks (-1 where the
@@ -510,21 +569,13 @@ __attribute__((target("avx2"))) void uniform_block16_avx2_impl(
         prev[v] = p[v];
       }
     }
-    alignas(32) uint16_t accs[64], Ps[64];
+    alignas(32) uint16_t twice[64], Ps[64];
     for (int v = 0; v < 4; ++v) {
-      _mm256_store_si256(reinterpret_cast<__m256i*>(accs + 16 * v), acc[v]);
+      const __m256i t = _mm256_sub_epi16(acc[v], _mm256_mullo_epi16(P[v], P[v]));  // exact
+      _mm256_store_si256(reinterpret_cast<__m256i*>(twice + 16 * v), t);
       _mm256_store_si256(reinterpret_cast<__m256i*>(Ps + 16 * v), P[v]);
     }
-    for (int64_t jj = 0; jj < len; ++jj) {
-      const uint32_t Pj = Ps[jj];
-      const int64_t F = static_cast<int64_t>(tot - Pj);
-      const uint16_t twice = static_cast<uint16_t>(accs[jj] - Pj * Pj);  // exact, as above
-      out[jb + jj] = Pj == 0 || F <= 0
-                         ? std::numeric_limits<double>::quiet_NaN()
-                         : static_cast<double>(twice) /
-                               (2.0 * static_cast<double>(Pj) * static_cast<double>(F));
-      if (colsum) colsum[jb + jj] = static_cast<int64_t>(Pj);
-    }
+    finish16_avx2(twice, Ps, len, tot, out + jb, colsum ? colsum + jb : nullptr);
   }
 }
 
