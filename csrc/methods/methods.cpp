@@ -329,12 +329,15 @@ constexpr int64_t kRankSort = 32;
 
 ACES_FAST_KERNEL_BODY void rank_sort_body(const uint64_t* key, const int32_t* idx, int64_t d,
                                           uint64_t* kd, int32_t* id) {
+  // key j against every key i in lanes (no horizontal sum per key)
+  int64_t below[kRankSort] = {};
+  for (int64_t j = 0; j < d; ++j) {
+    const uint64_t kj = key[j];
+    for (int64_t i = 0; i < d; ++i) below[i] += (kj < key[i]) | ((kj == key[i]) & (j < i));
+  }
   for (int64_t i = 0; i < d; ++i) {
-    const uint64_t k = key[i];
-    int64_t below = 0;
-    for (int64_t j = 0; j < d; ++j) below += (key[j] < k) | ((key[j] == k) & (j < i));
-    kd[below] = k;
-    id[below] = idx[i];
+    kd[below[i]] = key[i];
+    id[below[i]] = idx[i];
   }
 }
 constexpr simd::Dispatched<&rank_sort_body, simd::kAvx512> rank_sort{};
