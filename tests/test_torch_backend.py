@@ -354,6 +354,23 @@ def test_spec_example_rankings():
         assert auc / (pos.size * neg.size) == float(expected_auc)
 
 
+@pytest.mark.parametrize("exponent", [0.5, 1.5, 1.0, 2.0])
+def test_codet_powers_are_numpys_bits(exponent):
+    # consensus sets of every size 1..60: torch's own pow (and sqrt) round some
+    # sizes' powers differently from NumPy on some hosts; the scores must not
+    sizes = np.arange(1, 61)
+    width = 7  # 2**7 > 60 distinct rows
+    codes = np.repeat(np.arange(sizes.size), sizes)
+    B = ((codes[:, None] >> np.arange(width)) & 1).astype(np.uint8)
+    B = np.hstack([B, np.ones((B.shape[0], 1), np.uint8) - B[:, :1]])
+    got = af.codet(torch.from_numpy(B), exponent, backend="torch").scores.numpy()
+    want = af.codet(B, exponent, backend="numpy").scores
+    assert got.tobytes() == want.tobytes()
+    # and NumPy's are its own power of each set's size
+    passed = B.sum(1).astype(np.float64)
+    np.testing.assert_array_equal(want, passed * np.repeat(sizes, sizes) ** exponent)
+
+
 def test_scores_are_tie_exact():
     # rows 0 and 1 reach 0.3 along different float sums; rows 2 and 3 are identical
     B = np.array(

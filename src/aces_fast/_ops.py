@@ -118,6 +118,12 @@ class ArrayOps(Protocol):
         """As float64."""
         ...
 
+    def int_power(self, k: Array, exponent: float, top: int) -> Array:
+        """``k ** exponent`` in float64 for integers ``0 <= k <= top``, bit for bit
+        what NumPy's ``**`` on float64 gives on this host (torch's vectorized
+        ``pow`` and ``sqrt`` are not correctly rounded)."""
+        ...
+
     def zeros(self, like: Array) -> Array:
         """float64 zeros of ``like``'s shape."""
         ...

@@ -264,9 +264,10 @@ def codet(nx: ArrayOps, B: Any, exponent: float) -> Outputs:
     """CodeT: a consensus set (identical rows over the non-constant tests) scores
     ``(#tests its row passes) * (set size) ** exponent``. O(n m log n)."""
     patterns, inverse, sizes, _, _ = _consensus(nx, B)
+    n = B.shape[-2]
 
     def score(passed: Any, size: Any) -> Any:
-        return nx.to_float(passed) * nx.to_float(size) ** exponent
+        return nx.to_float(passed) * nx.int_power(size, exponent, n)
 
     scores = nx.by_distinct_keys(score, nx.row_sums(patterns), sizes)[inverse]
     return Outputs(scores, None, descending_order(nx, scores))

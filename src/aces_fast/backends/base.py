@@ -279,6 +279,10 @@ class ArrayBackend(Backend):
         return np.asarray(x, dtype=np.float64)
 
     @staticmethod
+    def int_power(k: Any, exponent: float, top: int) -> Any:
+        return np.asarray(k, dtype=np.float64) ** exponent
+
+    @staticmethod
     def zeros(like: np.ndarray) -> np.ndarray:
         return np.zeros(like.shape)
 
