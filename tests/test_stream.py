@@ -338,6 +338,35 @@ def test_a_million_problems_in_a_gibibyte(tmp_path):
         shutil.rmtree(tmp_path)
 
 
+def test_io_floor_child_ranks_each_batch_size_once(tmp_path):
+    """The bench's ``ioK`` engine (the pipeline without its ranking) writes every
+    row, each batch carrying the ranking of the first batch of its size."""
+    import pyarrow.parquet as pq
+    from benchmarks.harness.stream_scale import run_stream_child
+
+    path = tmp_path / "in.parquet"
+    write_synthetic(path, 250, 12, 9, seed=5)
+    res = run_stream_child(
+        path_in=path,
+        path_out=tmp_path / "out",
+        method="aces-c",
+        batch_size=100,
+        n_threads=2,
+        no_kernel=True,
+        progress=False,
+    )
+    assert res["written"] == 250
+    out = pq.read_table(tmp_path / "out").to_pydict()
+    assert out["task_id"] == [f"task/{i}" for i in range(250)]
+    assert out["scores"][100:200] == out["scores"][:100]  # batch 2 reuses batch 1's
+    real = rerank_dataset(path, tmp_path / "real", "aces-c", batch_size=100, progress=False)
+    assert real.written == 250
+    ref = pq.read_table(tmp_path / "real").to_pydict()
+    assert ref["scores"][:100] == out["scores"][:100]
+    assert ref["scores"][200:] == out["scores"][200:]  # the last, shorter batch: its own
+    assert ref["scores"][100:200] != out["scores"][100:200]
+
+
 # -- bad rows -------------------------------------------------------------------
 
 

@@ -9,7 +9,8 @@ is right with probability 0.7 (a correct candidate passes it with probability
 ``python -m benchmarks.harness.stream_scale --problems 1000000`` writes such a dataset
 (100 x 50 by default) and times, each ``--repeat`` times: in-memory
 ``rerank_batch`` on chunks of the same problems (``memory``: 1 and 2 threads),
-the local streaming engine (``local1``, ``local2``: threads) and the Ray engine
+the local streaming engine (``local1``, ``local2``: threads; ``io1``, ``io2``: the
+same with the ranking left out, its floor) and the Ray engine
 (``ray1``, ``ray2``: a new local cluster of that many CPUs, start-up timed
 apart); each streaming run is a fresh subprocess whose peak RSS is reported.
 ``--engines resume``: the cost of ``--resume`` on a run stopped when
@@ -119,6 +120,15 @@ if cpus:  # start the local cluster first: its start-up is reported apart
     tick = time.perf_counter()
     aces_fast.ray.init(num_cpus=cpus)
     startup = time.perf_counter() - tick
+if kw.pop("no_kernel", False):  # the I/O floor: each batch size ranked once, then reused
+    from aces_fast.backends.cpp import CppBackend
+    real_rank, ranked = CppBackend.rerank_packed, {}
+    def rerank_packed(self, packed, *a, **k):
+        key = len(packed.task_id)
+        if key not in ranked:
+            ranked[key] = real_rank(self, packed, *a, **k)
+        return ranked[key]
+    CppBackend.rerank_packed = rerank_packed
 stop = kw.pop("stop_after", None)
 if stop is not None:  # stop (as on Ctrl-C) after that many commits: a partial output
     from aces_fast._commit import ResultsDir
@@ -194,8 +204,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--engines",
         default="memory,local1,local2,ray1,ray2",
-        help="any of memory, local1, local2, ray1, ray2, resume (a run stopped at "
-        "--resume-done, then the --resume alone timed)",
+        help="any of memory, local1, local2, ray1, ray2, io1, io2 (the local engine "
+        "with the ranking left out: each batch size ranked once and its results "
+        "reused, so read, Pass@k, encode and commit alone), resume (a run stopped "
+        "at --resume-done, then the --resume alone timed)",
     )
     ap.add_argument(
         "--resume-done",
@@ -272,6 +284,8 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             if engine.startswith("local"):
                 kw["n_threads"] = int(engine[5:])
+            elif engine.startswith("io"):  # the pipeline with the ranking itself left out
+                kw.update(n_threads=int(engine[2:]), no_kernel=True)
             else:  # "rayK": a new local cluster of K CPUs, one single-threaded task each
                 kw.update(engine="ray", n_threads=1, ray_cpus=int(engine[3:]))
             res = run_stream_child(**kw)
