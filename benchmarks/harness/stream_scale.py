@@ -121,13 +121,15 @@ if cpus:  # start the local cluster first: its start-up is reported apart
     aces_fast.ray.init(num_cpus=cpus)
     startup = time.perf_counter() - tick
 if kw.pop("no_kernel", False):  # the I/O floor: each batch size ranked once, then reused
+    import threading
     from aces_fast.backends.cpp import CppBackend
-    real_rank, ranked = CppBackend.rerank_packed, {}
+    real_rank, ranked, lock = CppBackend.rerank_packed, {}, threading.Lock()
     def rerank_packed(self, packed, *a, **k):
         key = len(packed.task_id)
-        if key not in ranked:
-            ranked[key] = real_rank(self, packed, *a, **k)
-        return ranked[key]
+        with lock:  # the ranking threads' first batches: one ranks, the others reuse
+            if key not in ranked:
+                ranked[key] = real_rank(self, packed, *a, **k)
+            return ranked[key]
     CppBackend.rerank_packed = rerank_packed
 stop = kw.pop("stop_after", None)
 if stop is not None:  # stop (as on Ctrl-C) after that many commits: a partial output
