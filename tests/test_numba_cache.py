@@ -306,6 +306,42 @@ def test_warmup_numba_reports_and_shows_progress(capsys):
     assert capsys.readouterr().err == ""
 
 
+# The order that crashed: ACES-O caches the surrogate's evaluation kernel as a
+# callee of its own; a process that then compiled surrogate_loo_auc around that
+# loaded callee stored an entry that killed the next process to load it.
+ORDER = textwrap.dedent(r"""
+    import sys
+    import numpy as np
+    import aces_fast as af
+
+    B = (np.random.default_rng(0).random((30, 12)) < 0.5).astype(np.uint8)
+    if sys.argv[1] == "aces-o":
+        print(af.rerank(B, "aces-o", backend="numba").order.tolist())
+    else:
+        values, objective, gradient = af.surrogate_loo_auc(B, np.full(12, 1 / 12), 10.0,
+                                                           backend="numba")
+        print(values.tolist(), objective, gradient.tolist())
+""")
+
+
+def test_a_kernel_compiled_around_a_cached_callee_loads_later(tmp_path):
+    def run(what: str) -> str:
+        proc = subprocess.run(
+            [sys.executable, "-c", ORDER, what],
+            env=_env(tmp_path),
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        assert proc.returncode == 0, f"{what}: exit {proc.returncode}\n{proc.stderr[-2000:]}"
+        return proc.stdout
+
+    run("aces-o")
+    compiled = run("surrogate")  # its callee loaded from the first run's entry
+    assert run("surrogate") == compiled  # loaded from its own entry
+    assert run("surrogate") == compiled
+
+
 def test_cold_and_warm_runs_count_the_same_signatures(tmp_path):
     """A compile makes the helper kernels ready too; a load of the cached entry
     counts them as loaded, so cold and warm runs list the same signatures."""

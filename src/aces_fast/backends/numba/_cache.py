@@ -24,6 +24,9 @@ configuration and the user's own ``cache=True`` functions are left alone):
   index key, so writers of different entries never touch the same file;
   files are written to a temporary name and renamed (atomic); the index is
   updated under an exclusive file lock (no lost entries).
+* **One process per entry**: a kernel's callees are compiled with it, never
+  loaded from their own entries, since numba names compiled code per process
+  and an entry mixing two processes' code can crash the next one to load it.
 * **Not everything caches**: numba refuses code that embeds run-time
   addresses (kernels built with ``NUMBA_OPT=0`` do); such kernels are compiled
   in each process, silently.
@@ -386,10 +389,18 @@ def _make_classes():
             )
 
         def load_overload(self, sig, target_context):
-            try:
-                data = super().load_overload(sig, target_context)
-            except Exception:  # a payload that does not rebuild: compile
-                data = None
+            data = None
+            # Inside another kernel's compilation (a callee): compiled too, not
+            # loaded. A kernel compiled around a callee loaded from an entry that
+            # another process wrote stores code whose internal names (numba
+            # numbers them per process) clash once loaded: the next process to
+            # load it crashed (numba issues 4807, 8578; here ACES-O, then
+            # surrogate_loo_auc twice).
+            if not _frames:
+                try:
+                    data = super().load_overload(sig, target_context)
+                except Exception:  # a payload that does not rebuild: compile
+                    data = None
             _note_lookup(
                 self._py_func,
                 sig,
