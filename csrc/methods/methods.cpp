@@ -440,6 +440,12 @@ void snap_and_order(double* s, int64_t n, double tol, const int64_t* rep, int64_
     group[idx[r]] = g;
     s[idx[r]] = run;
   }
+  if (!rep && g + 1 == d) {
+    // Every row sorted and no two tied (ACES-C's usual distinct scores): the
+    // order is the sorted list reversed, without the counting sort's passes.
+    for (int64_t r = 0; r < d; ++r) order[r] = idx[d - 1 - r];
+    return;
+  }
   if (rep)
     for (int64_t i = 0; i < n; ++i) {
       group[i] = group[rep[i]];
