@@ -3,8 +3,9 @@ than 32 distinct rows are placed by counting, for each score, the scores below
 it and the equal ones before it (rank_sort); more are sorted by radix passes on
 their highest differing bits plus insertion, or, when many scores agree on
 those bits (a narrow band of scores next to an outlier), by radix passes over
-every byte.
-Both paths must give the stable descending order of the scores, equal to the
+every byte. The order is then the sorted list reversed when no two scores tie
+(and no row repeats), else a counting sort of the tie groups.
+Every path must give the stable descending order of the scores, equal to the
 NumPy reference's.
 """
 
