@@ -62,6 +62,26 @@ def test_batch_equals_one_by_one_cpp(method):
             assert_same_result(res, af.rerank(B, method, backend="cpp", **params))
 
 
+@pytest.mark.parametrize("method", ["aces-c", "majority", "codet"])
+def test_batch_around_the_prefetch_size(method):
+    """Tasks whose bytes are above and below the size run_batch prefetches
+    (2^19, methods/batch.cpp), interleaved: under the thread pool a thread whose
+    task is small claims its next task early, so a task run twice or skipped,
+    or a schedule broken where the sizes change, would show here."""
+    _cpp()
+    rng = np.random.default_rng(11)
+    big = [random_matrix(rng, 1100, 500, 0.5, dup_rows=300) for _ in range(3)]  # 550 000 bytes
+    small = [random_matrix(rng, int(rng.integers(2, 300)), 500, 0.4) for _ in range(40)]
+    tasks = [t for pair in zip(small[:3], big) for t in pair] + small[3:]
+    assert all(t.size > 1 << 19 for t in big) and all(t.size <= 1 << 19 for t in small)
+    want = [af.rerank(B, method, backend="cpp") for B in tasks]
+    for n_threads in (1, 2, 3):
+        got = rerank_batch(tasks, method, backend="cpp", n_threads=n_threads)
+        assert len(got) == len(tasks)
+        for res, ref in zip(got, want):
+            assert_same_result(res, ref)
+
+
 @pytest.mark.parametrize("backend_name", ["numpy", "torch"])
 @pytest.mark.parametrize("method", ["majority", "aces-c", "codet"])
 def test_batch_equals_one_by_one_other_backends(backend_name, method):

@@ -11,6 +11,7 @@
 #include <numeric>
 #include <vector>
 
+#include "kernels/ahead.hpp"
 #include "kernels/bits.hpp"
 #include "kernels/interrupt.hpp"
 #include "kernels/kernels.hpp"
@@ -22,6 +23,10 @@
 namespace aces_fast {
 
 namespace {
+
+// Largest input (bytes) prefetched while the task before it runs: a quarter of
+// a typical L2, so that it stays there until its task starts.
+constexpr int64_t kAheadBytes = int64_t(1) << 19;
 
 // One task, its failure recorded instead of thrown (an exception must not leave
 // an OpenMP region). Returns true when it ran out of memory.
@@ -73,6 +78,21 @@ bool run_one(BatchTask& t, const MethodParams& p, MethodWorkspace& ws, bool para
   return false;
 }
 
+// The bytes a task reads first (its matrix, packed or not) and their size.
+int64_t input_bytes(const BatchTask& t) {
+  return t.packed != nullptr ? t.n * ((t.m + 7) / 8) : t.n * t.m;
+}
+const uint8_t* input_of(const BatchTask& t) { return t.packed != nullptr ? t.packed : t.B; }
+
+// Names the next task's input as the lines to prefetch while this one runs
+// (kernels/ahead.hpp), when it is small enough to stay in cache until its turn.
+void look_ahead(ahead::Lines& lines, const BatchTask* next) {
+  if (next == nullptr || input_bytes(*next) > kAheadBytes)
+    lines.clear();
+  else
+    lines.set(input_of(*next), input_bytes(*next));
+}
+
 }  // namespace
 
 bool run_batch(BatchTask* tasks, size_t count, const MethodParams& p, int n_threads) {
@@ -87,8 +107,12 @@ bool run_batch(BatchTask* tasks, size_t count, const MethodParams& p, int n_thre
   bool oom = false;
   if (count <= 1 || nt <= 1) {
     MethodWorkspace ws;
-    for (size_t k = 0; k < count && !interrupt::poll(); ++k)
+    ahead::Lines lines;
+    const ahead::Scope pf(&lines);
+    for (size_t k = 0; k < count && !interrupt::poll(); ++k) {
+      look_ahead(lines, k + 1 < count ? &tasks[k + 1] : nullptr);
       oom = run_one(tasks[k], p, ws, true, n_threads) || oom;
+    }
     return oom;
   }
 #ifdef _OPENMP
@@ -110,16 +134,32 @@ bool run_batch(BatchTask* tasks, size_t count, const MethodParams& p, int n_thre
   // set by any thread (std::atomic, not `omp atomic write`: that is OpenMP 3.1,
   // MSVC's /openmp is 2.0)
   std::atomic<bool> any_oom{false};
+  std::atomic<size_t> next{0};  // the first task no thread has claimed
 #pragma omp parallel num_threads(team)
   {
     const interrupt::Scope scope(tok);
     {
       MethodWorkspace ws;
-#pragma omp for schedule(dynamic, 1) nowait
-      for (int64_t q = 0; q < static_cast<int64_t>(count); ++q) {
-        if (tok != nullptr && tok->poll()) continue;  // cancelled: skip the rest
-        if (run_one(tasks[order[static_cast<size_t>(q)]], p, ws, false, 1))
+      ahead::Lines lines;
+      const ahead::Scope pf(&lines);
+      // A dynamic schedule, one task at a time, except that a thread whose task
+      // is small claims its next one before running it, so that the next one's
+      // input can be prefetched meanwhile (a large task gains nothing from it,
+      // and holding one back could unbalance the end of the batch).
+      size_t q = next.fetch_add(1, std::memory_order_relaxed);
+      while (q < count) {
+        BatchTask& t = tasks[order[q]];
+        size_t after = count;
+        if (input_bytes(t) <= kAheadBytes) {
+          after = next.fetch_add(1, std::memory_order_relaxed);
+          look_ahead(lines, after < count ? &tasks[order[after]] : nullptr);
+        } else {
+          lines.clear();
+        }
+        // cancelled: skip the rest
+        if (!(tok != nullptr && tok->poll()) && run_one(t, p, ws, false, 1))
           any_oom.store(true, std::memory_order_relaxed);
+        q = input_bytes(t) <= kAheadBytes ? after : next.fetch_add(1, std::memory_order_relaxed);
       }
     }
     const int size = omp_get_num_threads();

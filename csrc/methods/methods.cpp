@@ -1,6 +1,8 @@
 // Whole ranking methods of one task (see methods.hpp).
 #include "methods/methods.hpp"
 
+#include "kernels/ahead.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -430,7 +432,9 @@ void snap_and_order(double* s, int64_t n, double tol, const int64_t* rep, int64_
   double prev = key_value(key[0]);
   double run = prev;
   group[idx[0]] = 0;
+  ahead::Lines* const pf = ahead::current();
   for (int64_t r = 1; r < d; ++r) {
+    if (pf) pf->tick(1);
     const double cur = key_value(key[r]);
     if (cur - prev > tol) {  // the comparison of np.diff(sv) > tol
       run = cur;

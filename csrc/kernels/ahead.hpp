@@ -1,0 +1,65 @@
+// Prefetching a batch's next task while the current one computes (internal
+// header).
+//
+// Why: a batch's matrices come from memory, not cache (2 000 tasks of 200x500
+// bytes are 200 MB), and a task reads its matrix once, in its first pass (the
+// packing); the rest of the task computes on the packed rows, and meanwhile the
+// core's memory bandwidth sits idle. The batch driver (methods/batch.cpp) names
+// the next task's input as the calling thread's Lines; the loops that run after
+// a task's packing (the dedup probes, the uniform LOO-AUC's levels, the nibble
+// tables and row scores, the sort's groups) each bring a line or two of it into
+// L2 per iteration, so that the next task's packing reads from cache. One
+// burst of prefetches would not do: a core keeps only so many misses in flight
+// (its fill buffers), so a burst waits for memory as long as the packing would
+// have; spread over the computation, the misses overlap it.
+//
+// Prefetching changes no result (the kernels compute the same bits with or
+// without it); a kernel called outside a batch finds no Lines and skips it.
+#pragma once
+
+#include <cstdint>
+
+#include "portable.hpp"
+
+namespace aces_fast {
+namespace ahead {
+
+// The cache lines of a byte range still to prefetch.
+struct Lines {
+  uintptr_t line = 0;  // the next line to prefetch (64-byte aligned)
+  uintptr_t end = 0;   // one past the range's last byte
+
+  void set(const uint8_t* p, int64_t bytes) {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    line = a & ~uintptr_t(63);
+    end = bytes > 0 ? a + static_cast<uintptr_t>(bytes) : line;
+  }
+  void clear() { line = end = 0; }
+  // Prefetches the next k lines, as many as are left.
+  void tick(int k) {
+    for (int u = 0; u < k && line < end; ++u, line += 64)
+      portable::prefetch_l2(reinterpret_cast<const void*>(line));
+  }
+};
+
+// The calling thread's Lines (null outside a batch's Scope).
+inline Lines*& current_slot() {
+  static thread_local Lines* lines = nullptr;
+  return lines;
+}
+inline Lines* current() { return current_slot(); }
+
+// Installs lines as the calling thread's for the scope's lifetime.
+class Scope {
+ public:
+  explicit Scope(Lines* lines) : prev_(current_slot()) { current_slot() = lines; }
+  ~Scope() { current_slot() = prev_; }
+  Scope(const Scope&) = delete;
+  Scope& operator=(const Scope&) = delete;
+
+ private:
+  Lines* prev_;
+};
+
+}  // namespace ahead
+}  // namespace aces_fast
