@@ -190,7 +190,9 @@ inline std::string get_str(const char* fn, const char* name, py::handle h) {
 }
 
 struct Matrix {
-  py::array keep;  // keeps the buffer alive
+  // keeps the buffer alive; a py::object, because a default py::array is a new
+  // empty array (an allocation per task of a batch, for nothing)
+  py::object keep;
   const uint8_t* data = nullptr;
   int64_t n = 0;
   int64_t m = 0;
@@ -203,8 +205,8 @@ inline Matrix get_matrix(const char* fn, py::handle obj) {
                          ": B must be a 2-D numpy.ndarray of dtype uint8 or bool, got " +
                          type_name(obj));
   Matrix M;
-  M.keep = py::reinterpret_borrow<py::array>(obj);
-  const py::array& a = M.keep;
+  const auto a = py::reinterpret_borrow<py::array>(obj);
+  M.keep = a;
   if (a.ndim() != 2)
     throw py::value_error(std::string(fn) + ": B must be 2-D (candidates x tests), got ndim=" +
                           std::to_string(a.ndim()));

@@ -204,11 +204,22 @@ aces_fast::MethodParams get_params(const char* fn, const py::handle* a) {
 
 // The Python arrays behind one task's outputs; allocated with the GIL held so
 // the method itself can run without it.
+// One task's outputs. py::object, not py::array_t: a default array_t is a new
+// empty array, and most of these stay unset (3 to 6 allocations per call that
+// cost about as much as ranking a small task).
 struct TaskArrays {
   Matrix M;  // the pass matrix
-  py::array_t<double> scores, weights, loo, objective;
-  py::array_t<int64_t> order, rows;
+  py::object scores, weights, loo, objective, order, rows;
 };
+
+// A new 1-D array of n T's as `slot` and its data pointer.
+template <typename T>
+T* new_output(py::object& slot, int64_t n) {
+  py::array_t<T> a(static_cast<py::ssize_t>(n));
+  T* data = a.mutable_data();
+  slot = std::move(a);
+  return data;
+}
 
 void prepare_task(const char* fn, py::handle B, const aces_fast::MethodParams& p, TaskArrays& a,
                   aces_fast::BatchTask& t) {
@@ -218,30 +229,22 @@ void prepare_task(const char* fn, py::handle B, const aces_fast::MethodParams& p
   t.B = M.data;
   t.n = M.n;
   t.m = M.m;
-  a.scores = py::array_t<double>(static_cast<py::ssize_t>(M.n));
-  a.weights = py::array_t<double>(static_cast<py::ssize_t>(M.m));
-  a.order = py::array_t<int64_t>(static_cast<py::ssize_t>(M.n));
-  t.out.scores = a.scores.mutable_data();
-  t.out.weights = a.weights.mutable_data();
-  t.out.order = a.order.mutable_data();
-  if (p.method == aces_fast::kMethodAcesC || p.method == aces_fast::kMethodAcesCFilter) {
-    a.loo = py::array_t<double>(static_cast<py::ssize_t>(M.m));
-    t.out.loo = a.loo.mutable_data();
-  }
+  t.out.scores = new_output<double>(a.scores, M.n);
+  t.out.weights = new_output<double>(a.weights, M.m);
+  t.out.order = new_output<int64_t>(a.order, M.n);
+  if (p.method == aces_fast::kMethodAcesC || p.method == aces_fast::kMethodAcesCFilter)
+    t.out.loo = new_output<double>(a.loo, M.m);
   if (p.method == aces_fast::kMethodAcesO) {
-    a.objective =
-        py::array_t<double>(static_cast<py::ssize_t>(p.steps + 1));  // get_steps bounds it
-    a.rows = py::array_t<int64_t>(static_cast<py::ssize_t>(aces_fast::top_k_count(M.n, p.top_k)));
-    t.out.objective = a.objective.mutable_data();
-    t.out.rows = a.rows.mutable_data();
+    t.out.objective = new_output<double>(a.objective, p.steps + 1);  // get_steps bounds it
+    t.out.rows = new_output<int64_t>(a.rows, aces_fast::top_k_count(M.n, p.top_k));
   }
 }
 
 py::tuple task_result(const TaskArrays& a, const aces_fast::BatchTask& t) {
   py::object none = py::none();
-  return py::make_tuple(a.scores, a.weights, a.order, t.out.loo ? py::object(a.loo) : none,
-                        py::bool_(t.out.fallback), t.out.objective ? py::object(a.objective) : none,
-                        t.out.rows ? py::object(a.rows) : none);
+  return py::make_tuple(a.scores, a.weights, a.order, t.out.loo ? a.loo : none,
+                        py::bool_(t.out.fallback), t.out.objective ? a.objective : none,
+                        t.out.rows ? a.rows : none);
 }
 
 py::object py_rerank(const FastArgs& args) {
