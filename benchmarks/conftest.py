@@ -70,7 +70,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--bench-ops",
         type=_list(str),
         metavar="OP,...",
-        help=f"only these operations ({', '.join(cells.OPS)})",
+        help=f"only these operations ({', '.join(cells.SELECTABLE_OPS)})",
     )
     group.addoption(
         "--bench-families",
@@ -122,7 +122,7 @@ def _check_choices(config: pytest.Config, option: str, allowed: Sequence[Any]) -
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "target: a cell one of the project's speed goals reads")
     for option, allowed in (
-        ("bench_ops", cells.OPS),
+        ("bench_ops", cells.SELECTABLE_OPS),
         ("bench_families", workloads.FAMILIES),
         ("bench_sizes", cells.ALL_SIZES),
         ("bench_impls", cells.IMPLS + cells.DEVICE_IMPLS),
@@ -218,13 +218,35 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("case", params)
 
 
+def _stream_cell_runs(config: pytest.Config, item: pytest.Item) -> bool:
+    """Whether a streaming cell (a module with ``STREAM_CELLS``) is selected: never
+    in a device run (no device variant: it would only add minutes of CPU work)
+    or a memory run (it records no peak); with ``--bench-ops``, when the list
+    names ``stream``; without it, unless families, sizes or implementations
+    narrow the run to matrix cells. ``--bench-threads`` picks its thread counts."""
+    opt = config.getoption
+    if opt("bench_device") != "cpu" or opt("bench_memory"):
+        return False
+    ops = opt("bench_ops")
+    if ops is not None and cells.STREAM_OP not in ops:
+        return False
+    if ops is None and (opt("bench_families") or opt("bench_sizes") or opt("bench_impls")):
+        return False
+    threads = getattr(item, "callspec", None) and item.callspec.params.get("threads")
+    return not (threads and opt("bench_threads") and threads not in opt("bench_threads"))
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """A device run keeps only the matrix's cells (the streaming tests have no
-    device variant: they would only add minutes of CPU work)."""
-    if config.getoption("bench_device") == "cpu":
-        return
-    keep = [i for i in items if "case" in getattr(i, "fixturenames", ())]
-    dropped = [i for i in items if "case" not in getattr(i, "fixturenames", ())]
+    """Deselect the cells the options leave out that parametrization cannot: a
+    device run keeps only the matrix's cells; the streaming cells follow
+    :func:`_stream_cell_runs`."""
+    device = config.getoption("bench_device") != "cpu"
+    keep, dropped = [], []
+    for item in items:
+        matrix = "case" in getattr(item, "fixturenames", ())
+        stream = getattr(getattr(item, "module", None), "STREAM_CELLS", False)
+        out = (device and not matrix) or (stream and not _stream_cell_runs(config, item))
+        (dropped if out else keep).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = keep

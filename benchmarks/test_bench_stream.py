@@ -11,7 +11,10 @@ same problems.
 * ``ray 2 workers`` (slow): the Ray engine on a new local cluster of 2 CPUs,
   cluster start-up excluded (``extra_info["startup_s"]``).
 
-With ``--benchmark-disable`` (the default) every case runs once on 300 problems
+``aces-fast bench`` reports them as the operation ``stream`` (the streaming
+table: tasks/s per thread count, the local run's seconds per stage); which of
+them run: ``benchmarks/conftest.py``'s ``_stream_cell_runs``. With
+``--benchmark-disable`` (the default) every case runs once on 300 problems
 as a smoke test. The million-problem memory check is the slow test
 ``tests/test_stream.py::test_a_million_problems_in_a_gibibyte``; the README's
 numbers come from ``python -m benchmarks.harness.stream_scale --problems 1000000``.
@@ -33,6 +36,14 @@ from benchmarks.harness.stream_scale import read_matrices, write_synthetic
 
 PROBLEMS = 20_000
 SHAPE = (100, 50)
+#: conftest.py: these cells are the ``stream`` operation's, selected by their own rule
+STREAM_CELLS = True
+
+
+@pytest.fixture
+def benchmark_rounds(request) -> int:
+    """``--bench-rounds``: timed runs of a cell (at least 3, as before the option)."""
+    return int(request.config.getoption("bench_rounds"))
 
 
 @pytest.fixture(autouse=True)
@@ -61,10 +72,10 @@ def _per_second(benchmark, count):
 
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("impl", ["memory", "local"])
-def test_stream_throughput(benchmark, dataset, tmp_path, impl, threads):
+def test_stream_throughput(benchmark, dataset, tmp_path, impl, threads, benchmark_rounds):
     path, count = dataset
     benchmark.group = f"stream {SHAPE[0]}x{SHAPE[1]} {threads}t"
-    benchmark.extra_info.update(impl=impl, threads=threads, tasks=count)
+    benchmark.extra_info.update(kind="stream", impl=impl, threads=threads, tasks=count)
     out = tmp_path / "out.parquet"
     if impl == "memory":
         Bs = read_matrices(path)
@@ -84,7 +95,8 @@ def test_stream_throughput(benchmark, dataset, tmp_path, impl, threads):
             result = benchmark(fn)
         else:
             fn()  # warm-up outside the measurement
-            result = benchmark.pedantic(fn, rounds=3, iterations=1)
+            rounds = max(3, benchmark_rounds)
+            result = benchmark.pedantic(fn, rounds=rounds, iterations=1)
     if impl == "memory":
         assert len(result) == count
     else:
@@ -110,7 +122,7 @@ def test_ray_two_workers(benchmark, dataset, tmp_path):
             return rerank_dataset(path, out, "aces-c", engine="ray", n_threads=1, progress=False)
 
         benchmark.group = f"stream {SHAPE[0]}x{SHAPE[1]} ray"
-        benchmark.extra_info.update(impl="ray", workers=2, tasks=count)
+        benchmark.extra_info.update(kind="stream", impl="ray", threads=2, workers=2, tasks=count)
         result = benchmark.pedantic(fn, rounds=3, iterations=1, warmup_rounds=1)
         assert result.written == count
         _per_second(benchmark, count)

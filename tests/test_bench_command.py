@@ -538,6 +538,7 @@ def test_bench_from_the_checkout_writes_json_and_png(tmp_path):
         ("aces-c", "real", d, i) for d in workloads.REAL_DATASETS for i in ("cpp", "numpy-rankdata")
     }
     assert set(cells_by) == expect
+    assert full["stream"] == []  # sizes and implementations chosen: matrix cells only
     for c in full["cells"]:
         assert c["skipped"] is None and c["reps"] == 2 and c["median_s"] > 0
         # real: the input of the problem with the largest peak, which may be an
@@ -559,6 +560,113 @@ def test_bench_from_the_checkout_writes_json_and_png(tmp_path):
     if plot:
         png = out_png.read_bytes()
         assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
+
+
+def _collected_stream_cells(*options: str, **env: str) -> list[str]:
+    """The streaming cells ``pytest benchmarks OPTIONS`` would run (collection only)."""
+    pytest_args = [
+        "benchmarks/test_bench_stream.py",
+        "--collect-only",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+    ]
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", *pytest_args, *options],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in os.environ.items() if k != "ACES_FAST_BACKEND"} | env,
+    )
+    assert proc.returncode in (0, 5), proc.stdout[-2000:] + proc.stderr[-2000:]
+    return sorted(line.split("::")[-1] for line in proc.stdout.splitlines() if "::" in line)
+
+
+def test_stream_cells_follow_the_selection():
+    """The streaming cells are the operation ``stream``: chosen by ``--bench-ops``,
+    left out when families, sizes or implementations narrow the run to matrix
+    cells, and in memory runs; ``--bench-threads`` picks their thread counts."""
+    pytest.importorskip("pyarrow")
+    every = _collected_stream_cells()
+    assert every == [
+        "test_ray_two_workers",
+        "test_stream_throughput[local-1]",
+        "test_stream_throughput[local-2]",
+        "test_stream_throughput[memory-1]",
+        "test_stream_throughput[memory-2]",
+    ]
+    assert _collected_stream_cells("--bench-ops=aces-c,batch-aces-c") == []
+    assert _collected_stream_cells("--bench-sizes=200x500") == []
+    assert _collected_stream_cells("--bench-impls=cpp") == []
+    assert _collected_stream_cells("--bench-ops=stream,aces-c", "--bench-sizes=200x500") == every
+    assert _collected_stream_cells("--bench-ops=stream", "--bench-threads=2") == [
+        "test_ray_two_workers",
+        "test_stream_throughput[local-2]",
+        "test_stream_throughput[memory-2]",
+    ]
+    from benchmarks.harness.memory import MMAP_THRESHOLD_ENV
+
+    memory_run = ("--bench-memory", "--benchmark-enable", "--bench-ops=stream")
+    assert _collected_stream_cells(*memory_run, **dict([MMAP_THRESHOLD_ENV])) == []
+    assert "stream" in cells.SELECTABLE_OPS and "stream" not in cells.OPS
+
+
+def test_stream_rows_and_table_from_a_timing_run():
+    def bench(impl, threads, median, stages=None):
+        info = dict(kind="stream", impl=impl, threads=threads, tasks=1000)
+        if stages is not None:
+            info["stages_s"] = stages
+        return {"extra_info": info, "stats": {"median": median, "min": median, "max": 2 * median}}
+
+    timing = {
+        "benchmarks": [
+            bench("local", 2, 0.01, {"read": 0.002, "rerank": 0.01}),
+            bench("memory", 1, 0.004),
+            bench("local", 1, 0.02, {"read": 0.003, "rerank": 0.016, "write": 0.001}),
+            bench("memory", 2, 0.0025),
+            {"extra_info": {"op": "aces-c"}, "stats": {"median": 1.0}},  # a matrix cell
+        ]
+    }
+    rows = report.stream_rows(timing)
+    assert [(r["impl"], r["threads"]) for r in rows] == [
+        ("memory", 1),
+        ("memory", 2),
+        ("local", 1),
+        ("local", 2),
+    ]
+    assert rows[0]["tasks_per_s"] == pytest.approx(250_000) and rows[0]["vs_1_thread"] is None
+    assert rows[1]["vs_1_thread"] == pytest.approx(1.6)
+    assert rows[3]["vs_1_thread"] == pytest.approx(2.0) and rows[3]["spread_s"] == [0.01, 0.02]
+    text = report.format_stream_table(rows)
+    header = next(line for line in text.splitlines() if line.startswith("impl"))
+    assert header.split() == ["impl", "thr", "tasks/s", "vs", "1", "thr", "read", "rerank", "write"]
+    local2 = next(line for line in text.splitlines() if line.startswith("local   2"))
+    assert "100,000/s" in local2 and f" {report.fmt_ratio(2.0)} " in local2 and "0.002" in local2
+    assert "1,000 problems" in text
+    assert report.format_stream_table([]) == ""
+
+
+def test_bench_ops_stream_reports_tasks_per_second_and_stages(tmp_path):
+    """``aces-fast bench --ops stream`` runs the streaming cells only and reports
+    them: tasks/s per thread count, the local run's stages, in the JSON too."""
+    pytest.importorskip("pyarrow")
+    if runtime.backend_unavailable_reason("cpp") is not None:
+        pytest.skip("the cpp backend is not built")
+    out_json = tmp_path / "bench.json"
+    proc = run_bench(
+        *("--ops", "stream", "--rounds", "1", "--no-memory", "--no-import-time", "-q"),
+        *("--json", str(out_json)),
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Streaming, ACES-C on 20,000 problems of 100x50" in proc.stdout
+    full = json.loads(out_json.read_text())
+    assert full["cells"] == []
+    got = {(r["impl"], r["threads"]): r for r in full["stream"]}
+    assert set(got) == {("memory", 1), ("memory", 2), ("local", 1), ("local", 2)}
+    assert all(r["tasks"] == 20_000 and r["tasks_per_s"] > 0 for r in got.values())
+    assert set(got[("local", 1)]["stages_s"]) >= {"read", "rerank", "pass@k", "encode", "write"}
+    assert got[("local", 2)]["vs_1_thread"] > 0 and got[("memory", 1)]["stages_s"] is None
 
 
 def test_the_scaling_table_gives_each_thread_count_its_speed_up():

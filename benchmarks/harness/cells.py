@@ -53,6 +53,11 @@ BATCH_OPS: dict[str, tuple[str, str]] = {
     "batch-aces-o": ("rerank_batch ACES-O, top_k=24, 90 steps", "aces-o"),
 }
 OPS: tuple[str, ...] = tuple(CALL_OPS) + tuple(BATCH_OPS)
+#: the streaming cells' operation (benchmarks/test_bench_stream.py: rerank-dataset
+#: on a synthetic Parquet file, not a matrix cell: no family or size of its own)
+STREAM_OP = "stream"
+#: what --ops / --bench-ops accept
+SELECTABLE_OPS: tuple[str, ...] = (*OPS, STREAM_OP)
 SIZES: tuple[str, ...] = ("24x100", "200x500", "2000x1000", "20000x1000")
 #: tasks per batch cell, and their shape
 BATCH_TASKS = 200

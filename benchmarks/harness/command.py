@@ -128,9 +128,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--ops",
-        type=_choices(cells.OPS, "operation"),
+        type=_choices(cells.SELECTABLE_OPS, "operation"),
         metavar="OP,...",
-        help=f"operations ({', '.join(cells.OPS)}); default all",
+        help=f"operations ({', '.join(cells.SELECTABLE_OPS)}; {cells.STREAM_OP}: rerank-dataset "
+        "on a synthetic Parquet file, tasks/s per thread count with its stages); default all",
     )
     parser.add_argument(
         "--families",
@@ -364,6 +365,7 @@ def run(args: argparse.Namespace, suite_dir: Path | None = None) -> int:
     import_time = None if args.no_import_time else measure_import_time(cwd=str(workdir))
     facts = timing.get(report.HARNESS_KEY, {})
     rows = report.aggregate(timing, memory)
+    stream = report.stream_rows(timing)
     versions = facts.get("versions", {})
     if device_run:
         goals = targets.evaluate_device(rows)
@@ -387,11 +389,14 @@ def run(args: argparse.Namespace, suite_dir: Path | None = None) -> int:
         },
         "import_time": import_time,
         "cells": rows,
+        "stream": stream,
         "targets": goals,
         "elapsed_s": round(time.perf_counter() - started, 1),
     }
     print(_header(full))
     print(report.format_tables(rows))
+    if stream:
+        print("\n" + report.format_stream_table(stream))
     if device_run:
         print()
         print(report.format_device_table(rows))

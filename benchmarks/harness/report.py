@@ -4,7 +4,9 @@ The suite writes one benchmark per cell and repetition; its ``extra_info``
 names the cell (``op``, ``family``, ``size``, ``impl``, ``threads``, ``rep``,
 ``kind``) and carries what pytest-benchmark does not compute: the per-problem
 latency median and p99 of a ``real`` cell, the task count of a ``batch`` cell,
-and, in a memory run, the peak working memory. The harness adds its own facts
+and, in a memory run, the peak working memory. A streaming cell
+(``kind="stream"``: ``impl``, ``threads``, ``tasks``, the local run's
+``stages_s``) has no ``op``; :func:`stream_rows` reads those. The harness adds its own facts
 (machine, versions, skipped cells) under the key ``aces_fast_harness``.
 
 :func:`aggregate` turns that into one row per cell: the median over the
@@ -147,6 +149,74 @@ def aggregate(timing: dict[str, Any], memory: dict[str, Any] | None = None) -> l
                 row["input_bytes"] = info.get("input_bytes")
     rows.sort(key=_order)
     return rows
+
+
+#: the streaming cells' implementations, in report order
+STREAM_IMPLS = ("memory", "local", "ray")
+
+
+def stream_rows(timing: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per streaming cell (``benchmarks/test_bench_stream.py``) of a
+    timing run: ``impl`` (``memory``: ``rerank_batch`` on matrices already in
+    memory; ``local``: the whole ``rerank-dataset`` run; ``ray``), ``threads``,
+    ``tasks``, ``median_s`` and ``spread_s`` (per run), ``tasks_per_s`` (tasks
+    over the median), ``vs_1_thread`` (the same implementation's one-thread
+    median over this one's) and ``stages_s`` (seconds per stage of the last run,
+    summed over the threads that ran it; local only). Sorted by implementation,
+    then threads."""
+    rows: list[dict[str, Any]] = []
+    for bench in timing.get("benchmarks", []):
+        info = bench.get("extra_info", {})
+        if info.get("kind") != "stream" or not info.get("tasks"):
+            continue
+        stats = bench["stats"]
+        rows.append(
+            {
+                "impl": info["impl"],
+                "threads": int(info["threads"]),
+                "tasks": int(info["tasks"]),
+                "median_s": float(stats["median"]),
+                "spread_s": [float(stats["min"]), float(stats["max"])],
+                "tasks_per_s": int(info["tasks"]) / float(stats["median"]),
+                "vs_1_thread": None,
+                "stages_s": info.get("stages_s"),
+            }
+        )
+    one = {r["impl"]: r["median_s"] for r in rows if r["threads"] == 1}
+    for r in rows:
+        if r["threads"] != 1 and r["impl"] in one:
+            r["vs_1_thread"] = one[r["impl"]] / r["median_s"]
+    order = {impl: k for k, impl in enumerate(STREAM_IMPLS)}
+    rows.sort(key=lambda r: (order.get(r["impl"], len(order)), r["threads"]))
+    return rows
+
+
+def format_stream_table(rows: Sequence[dict[str, Any]]) -> str:
+    """The streaming table (:func:`stream_rows`), ``""`` without rows."""
+    if not rows:
+        return ""
+    stages = [s for r in rows for s in r.get("stages_s") or {}]
+    names = list(dict.fromkeys(stages))
+    body = []
+    for r in rows:
+        line = [r["impl"], str(r["threads"]), f"{r['tasks_per_s']:,.0f}/s"]
+        line.append(fmt_ratio(r["vs_1_thread"]) if r.get("vs_1_thread") else "")
+        got = r.get("stages_s") or {}
+        line += [f"{got[s]:.3g}" if s in got else "" for s in names]
+        body.append(line)
+    tasks = rows[0]["tasks"]
+    return "\n".join(
+        [
+            (
+                f"Streaming, ACES-C on {tasks:,} problems of 100x50 with labels: tasks per "
+                "second (median run); memory = rerank_batch on the matrices in memory, local = "
+                "the whole rerank-dataset run; stages: seconds of the last local run, summed "
+                "over the threads that ran them"
+            ),
+            "",
+            *_grid(["impl", "thr", "tasks/s", "vs 1 thr", *names], body),
+        ]
+    )
 
 
 def _order(row: dict[str, Any]) -> tuple[Any, ...]:
