@@ -64,16 +64,17 @@ def test_batch_equals_one_by_one_cpp(method):
 
 @pytest.mark.parametrize("method", ["aces-c", "majority", "codet"])
 def test_batch_around_the_prefetch_size(method):
-    """Tasks whose bytes are above and below the size run_batch prefetches
-    (2^19, methods/batch.cpp), interleaved: under the thread pool a thread whose
-    task is small claims its next task early, so a task run twice or skipped,
-    or a schedule broken where the sizes change, would show here."""
+    """Tasks whose bytes are above, inside and below the sizes run_batch
+    prefetches (2^14 to 2^19, methods/batch.cpp), interleaved, with ranges of
+    several small tasks per claim: a task run twice or skipped, or a schedule
+    broken where the sizes change, would show here."""
     _cpp()
     rng = np.random.default_rng(11)
     big = [random_matrix(rng, 1100, 500, 0.5, dup_rows=300) for _ in range(3)]  # 550 000 bytes
     small = [random_matrix(rng, int(rng.integers(2, 300)), 500, 0.4) for _ in range(40)]
     tasks = [t for pair in zip(small[:3], big) for t in pair] + small[3:]
     assert all(t.size > 1 << 19 for t in big) and all(t.size <= 1 << 19 for t in small)
+    assert min(t.size for t in small) < 1 << 14 < max(t.size for t in small)
     want = [af.rerank(B, method, backend="cpp") for B in tasks]
     for n_threads in (1, 2, 3):
         got = rerank_batch(tasks, method, backend="cpp", n_threads=n_threads)

@@ -14,7 +14,8 @@
 // have; spread over the computation, the misses overlap it.
 //
 // Prefetching changes no result (the kernels compute the same bits with or
-// without it); a kernel called outside a batch finds no Lines and skips it.
+// without it); a kernel called outside a batch, or after the next task's lines
+// are all requested, finds no pending Lines and skips it.
 #pragma once
 
 #include <cstdint>
@@ -48,6 +49,13 @@ inline Lines*& current_slot() {
   return lines;
 }
 inline Lines* current() { return current_slot(); }
+// current() when it has lines left, else null: a kernel reads it once, on entry,
+// so that once a small next task is prefetched the kernels after it run their
+// loops without the ticks' checks.
+inline Lines* pending() {
+  Lines* const lines = current_slot();
+  return lines != nullptr && lines->line < lines->end ? lines : nullptr;
+}
 
 // Installs lines as the calling thread's for the scope's lifetime.
 class Scope {

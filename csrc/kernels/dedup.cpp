@@ -141,7 +141,7 @@ int64_t dedup_rows(const uint8_t* B, int64_t n, int64_t m, const int64_t* counts
     return words ? std::memcmp(words + r * nw, words + i * nw, static_cast<size_t>(nw) * 8) == 0
                  : rows_equal(B + r * m, B + i * m, m);
   };
-  ahead::Lines* const pf = ahead::current();
+  ahead::Lines* const pf = ahead::pending();
   for (int64_t i = 0; i < n; ++i) {
     if (pf) pf->tick(1);
     const int64_t c = counts_in ? counts_in[i] : 1;

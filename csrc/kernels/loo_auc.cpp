@@ -141,7 +141,7 @@ ACES_FAST_KERNEL_BODY void uniform_block_body(const uint8_t* B, int64_t m, const
   int32_t* Pprev = pbuf + bw;  // passers at the previous level
   Acc total = 0;               // C(v_k - 1): all rows below the current level
   const int64_t nlev = static_cast<int64_t>(lval.size());
-  ahead::Lines* const pf = ahead::current();
+  ahead::Lines* const pf = ahead::pending();
   for (int64_t k = 0; k < nlev; ++k) {
     if (pf) pf->tick(1);  // about the rate of memory (kernels/ahead.hpp)
     const int64_t rbeg = lstart[k], rend = lstart[k + 1];
@@ -380,7 +380,7 @@ void loo_auc_uniform_ex(const uint8_t* B, int64_t n, int64_t m, const int64_t* c
   ws.row_of.resize(static_cast<size_t>(ne));
   {
     int64_t* row_of = ws.row_of.data();
-    ahead::Lines* const pf = ahead::current();
+    ahead::Lines* const pf = ahead::pending();
     for (int64_t i = 0; i < n; ++i) {
       if (pf) pf->tick(1);
       if (counts && counts[i] <= 0) continue;

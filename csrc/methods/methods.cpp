@@ -432,7 +432,7 @@ void snap_and_order(double* s, int64_t n, double tol, const int64_t* rep, int64_
   double prev = key_value(key[0]);
   double run = prev;
   group[idx[0]] = 0;
-  ahead::Lines* const pf = ahead::current();
+  ahead::Lines* const pf = ahead::pending();
   for (int64_t r = 1; r < d; ++r) {
     if (pf) pf->tick(1);
     const double cur = key_value(key[r]);

@@ -64,7 +64,7 @@ void nibble_dot_rows(const uint64_t* const* wr, int64_t nw, int64_t G, const dou
                      double* out) {
   double acc[R];
   for (int r = 0; r < R; ++r) acc[r] = 0.0;
-  ahead::Lines* const pf = ahead::current();
+  ahead::Lines* const pf = ahead::pending();
   for (int64_t q = 0; q < nw; ++q) {
     if (pf) pf->tick((R + 3) / 4);  // a line per four rows and word
     const double* Tq = T + 256 * q;
@@ -367,7 +367,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void uniform_block_avx512_i
   constexpr int V = 64 / L::kPer;  // registers per 64 columns
   const __m512i one = L::set1(1);
   const __m512i zero = _mm512_setzero_si512();
-  ahead::Lines* const pf = ahead::current();
+  ahead::Lines* const pf = ahead::pending();
   for (int64_t jb = 0; jb < bw; jb += 64) {
     const int64_t len = std::min<int64_t>(64, bw - jb);
     const __mmask64 lanes = len == 64 ? ~0ULL : (~0ULL >> (64 - len));
@@ -537,7 +537,7 @@ __attribute__((target("avx2"))) void uniform_block16_avx2_impl(
     int64_t* colsum) {
   const __m256i zero = _mm256_setzero_si256();
   const __m256i one = _mm256_set1_epi16(1);
-  ahead::Lines* const pf = ahead::current();
+  ahead::Lines* const pf = ahead::pending();
   for (int64_t jb = 0; jb < bw; jb += 64) {
     const int64_t len = std::min<int64_t>(64, bw - jb);
     __m256i acc[4], P[4], prev[4];
@@ -759,7 +759,7 @@ ACES_FAST_AVX512BW void nibble_dot_avx512(const uint64_t* words, int64_t nw, int
     vo[r] = _mm512_loadu_si512(off + 8 * r);
     acc[r] = _mm512_setzero_pd();
   }
-  ahead::Lines* const pf = ahead::current();
+  ahead::Lines* const pf = ahead::pending();
   for (int64_t q = 0; q < nw; ++q) {
     if (pf) pf->tick(2 * R);  // a line per four rows and word
     const double* Tq = T + 256 * q;
@@ -851,7 +851,7 @@ PackRow pack_row_kernel() {
 
 void nibble_tables(const double* w, int64_t m, double* T) {
   const int64_t G = (m + 3) / 4;
-  ahead::Lines* const pf = ahead::current();
+  ahead::Lines* const pf = ahead::pending();
   for (int64_t g = 0; g < G; ++g) {
     if (pf) pf->tick(1);
     double x[4];
