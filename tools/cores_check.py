@@ -9,8 +9,8 @@ issue measured), each cell best of ``--repeats``:
   of 24x100, tasks/s per thread count, and the 16 / 1 ratio (goal: >= 12x for
   200x500);
 * one ACES-C call on a 200x500 distinct-row matrix, microseconds at the
-  default thread count and at each explicit one (goal: default within 1.1x of
-  the best);
+  default thread count and at each explicit one, the best of ``--call-rounds``
+  rounds over all of them (goal: default within 1.1x of the best);
 * ``aces-fast rerank-dataset`` on ``--problems`` synthetic 100x50 problems with
   labels (``benchmarks.harness.stream_scale``'s generator), tasks/s at
   ``--threads 1`` and at the most threads (goal: >= 300 000 at 16).
@@ -134,11 +134,17 @@ def main(argv: list[str] | None = None) -> int:
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     ap.add_argument("--max-threads", type=int, default=cores or 1)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument(
+        "--call-rounds",
+        type=int,
+        default=3,
+        help="rounds of the one-call cell over all thread counts (default 3; best of each)",
+    )
     ap.add_argument("--problems", type=int, default=300_000)
     ap.add_argument("--json", help="write every measurement to this file")
     args = ap.parse_args(argv)
-    if args.max_threads < 1 or args.repeats < 1 or args.problems < 0:
-        ap.error("--max-threads and --repeats must be >= 1, --problems >= 0")
+    if args.max_threads < 1 or args.repeats < 1 or args.call_rounds < 1 or args.problems < 0:
+        ap.error("--max-threads, --repeats and --call-rounds must be >= 1, --problems >= 0")
     counts = _thread_counts(args.max_threads)
     root = Path(__file__).resolve().parents[1]
     sys.path.insert(0, str(root))  # benchmarks.harness
@@ -157,7 +163,14 @@ def main(argv: list[str] | None = None) -> int:
             for t, r in rates.items():
                 print(f"  {t:>3} threads  {r:>12,.0f}  {r / rates[1]:5.1f}x one thread", flush=True)
         stack = _tasks("call", Path(tmp))
-        call = {t: _cell("call", t, args.repeats, env, stack) for t in [0, *counts]}
+        # rounds over every thread count in turn, the best of each: one process
+        # per count varied by up to 30% on a shared host, which alone can put the
+        # default 1.3x away from the best when both run the same thread count
+        call: dict[int, float] = {}
+        for _ in range(args.call_rounds):
+            for t in [0, *counts]:
+                us = _cell("call", t, args.repeats, env, stack)
+                call[t] = min(call.get(t, us), us)
     res["call-200x500-us"] = call
     best = min(v for t, v in call.items() if t)
     print("\none ACES-C call 200x500, microseconds")
