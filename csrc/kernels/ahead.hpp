@@ -20,6 +20,7 @@
 
 #include <cstdint>
 
+#include "kernels/thread_slot.hpp"
 #include "portable.hpp"
 
 namespace aces_fast {
@@ -43,31 +44,17 @@ struct Lines {
   }
 };
 
-// The calling thread's Lines (null outside a batch's Scope).
-inline Lines*& current_slot() {
-  static thread_local Lines* lines = nullptr;
-  return lines;
-}
-inline Lines* current() { return current_slot(); }
-// current() when it has lines left, else null: a kernel reads it once, on entry,
-// so that once a small next task is prefetched the kernels after it run their
-// loops without the ticks' checks.
+// The calling thread's Lines when it has lines left, else null (also outside a
+// batch's Scope): a kernel reads it once, on entry, so that once a small next
+// task is prefetched the kernels after it run their loops without the ticks'
+// checks.
 inline Lines* pending() {
-  Lines* const lines = current_slot();
+  Lines* const lines = thread_slot<Lines>();
   return lines != nullptr && lines->line < lines->end ? lines : nullptr;
 }
 
 // Installs lines as the calling thread's for the scope's lifetime.
-class Scope {
- public:
-  explicit Scope(Lines* lines) : prev_(current_slot()) { current_slot() = lines; }
-  ~Scope() { current_slot() = prev_; }
-  Scope(const Scope&) = delete;
-  Scope& operator=(const Scope&) = delete;
-
- private:
-  Lines* prev_;
-};
+using Scope = ThreadScope<Lines>;
 
 }  // namespace ahead
 }  // namespace aces_fast

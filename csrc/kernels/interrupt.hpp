@@ -19,6 +19,8 @@
 #include <cstdint>
 #include <thread>
 
+#include "kernels/thread_slot.hpp"
+
 #if defined(__linux__)
 #include <time.h>
 #endif
@@ -86,24 +88,11 @@ class Token {
 };
 
 // The token of the call the calling thread is working for, or nullptr.
-inline Token*& current_slot() {
-  static thread_local Token* token = nullptr;
-  return token;
-}
-inline Token* current() { return current_slot(); }
+inline Token* current() { return thread_slot<Token>(); }
 
-// Makes t the calling thread's token for its lifetime (nested scopes restore
+// Makes a token the calling thread's for its lifetime (nested scopes restore
 // the outer token). A batch scheduler opens one on each of its threads.
-class Scope {
- public:
-  explicit Scope(Token* t) : prev_(current_slot()) { current_slot() = t; }
-  ~Scope() { current_slot() = prev_; }
-  Scope(const Scope&) = delete;
-  Scope& operator=(const Scope&) = delete;
-
- private:
-  Token* const prev_;
-};
+using Scope = ThreadScope<Token>;
 
 // Polls the calling thread's token; false without one.
 inline bool poll() {
