@@ -203,10 +203,9 @@ aces_fast::MethodParams get_params(const char* fn, const py::handle* a) {
 }
 
 // The Python arrays behind one task's outputs; allocated with the GIL held so
-// the method itself can run without it.
-// One task's outputs. py::object, not py::array_t: a default array_t is a new
-// empty array, and most of these stay unset (3 to 6 allocations per call that
-// cost about as much as ranking a small task).
+// the method itself can run without it. py::object, not py::array_t: a default
+// array_t is a new empty array, and most of these stay unset (3 to 6
+// allocations per call that cost about as much as ranking a small task).
 struct TaskArrays {
   Matrix M;  // the pass matrix
   py::object scores, weights, loo, objective, order, rows;

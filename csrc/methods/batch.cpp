@@ -105,10 +105,11 @@ size_t claims_for(const BatchTask& t) {
 // Names the next task's input as the lines to prefetch while this one runs
 // (kernels/ahead.hpp), when it is small enough to stay in cache until its turn.
 void look_ahead(ahead::Lines& lines, const BatchTask* next) {
-  if (next == nullptr || input_bytes(*next) > kAheadBytes || input_bytes(*next) < kAheadMinBytes)
+  const int64_t bytes = next != nullptr ? input_bytes(*next) : 0;
+  if (bytes < kAheadMinBytes || bytes > kAheadBytes)
     lines.clear();
   else
-    lines.set(input_of(*next), input_bytes(*next));
+    lines.set(input_of(*next), bytes);
 }
 
 }  // namespace
@@ -167,36 +168,33 @@ bool run_batch(BatchTask* tasks, size_t count, const MethodParams& p, int n_thre
       // large task gains nothing from it, and holding one back could unbalance
       // the end of the batch). Ranges of small tasks also keep neighbouring
       // tasks' outputs, which share cache lines, on one thread.
-      size_t q = next.fetch_add(1, std::memory_order_relaxed);
-      size_t end = std::min(q + 1, count);  // this thread's range is [q, end)
+      // [q, end): the range being run; [after, after_end): the next one, once
+      // claimed (an empty range past the batch's end when none is left)
+      size_t after = 0, after_end = 0;
+      auto claim = [&](size_t k) {
+        after = next.fetch_add(k, std::memory_order_relaxed);
+        after_end = std::min(after + k, count);
+      };
+      claim(1);
+      size_t q = after, end = after_end;
       while (q < end) {
         BatchTask& t = tasks[order[q]];
-        const bool small = input_bytes(t) <= kAheadBytes;
-        size_t after = count, after_end = count;  // the next range, when claimed now
-        if (q + 1 < end) {
+        const bool last = q + 1 == end, small = input_bytes(t) <= kAheadBytes;
+        if (last && small) claim(claims_for(t));
+        if (!last)
           look_ahead(lines, &tasks[order[q + 1]]);
-        } else if (small) {
-          const size_t k = claims_for(t);
-          after = next.fetch_add(k, std::memory_order_relaxed);
-          after_end = after < count ? std::min(after + k, count) : count;
-          look_ahead(lines, after < count ? &tasks[order[after]] : nullptr);
-        } else {
-          lines.clear();
-        }
+        else
+          look_ahead(lines, small && after < after_end ? &tasks[order[after]] : nullptr);
         // cancelled: skip the rest
         if (!(tok != nullptr && tok->poll()) && run_one(t, p, ws, false, 1))
           any_oom.store(true, std::memory_order_relaxed);
-        if (q + 1 < end) {
+        if (!last) {
           ++q;
-        } else {
-          if (!small) {
-            const size_t k = claims_for(t);
-            after = next.fetch_add(k, std::memory_order_relaxed);
-            after_end = after < count ? std::min(after + k, count) : count;
-          }
-          q = after;
-          end = after_end;
+          continue;
         }
+        if (!small) claim(claims_for(t));
+        q = after;
+        end = after_end;
       }
     }
     const int size = omp_get_num_threads();
