@@ -36,6 +36,7 @@ from benchmarks.harness.stream_scale import read_matrices, write_synthetic
 
 PROBLEMS = 20_000
 SHAPE = (100, 50)
+_SHAPE = f"{SHAPE[0]}x{SHAPE[1]}"  # as the report prints it
 #: conftest.py: these cells are the ``stream`` operation's, selected by their own rule
 STREAM_CELLS = True
 
@@ -75,7 +76,9 @@ def _per_second(benchmark, count):
 def test_stream_throughput(benchmark, dataset, tmp_path, impl, threads, benchmark_rounds):
     path, count = dataset
     benchmark.group = f"stream {SHAPE[0]}x{SHAPE[1]} {threads}t"
-    benchmark.extra_info.update(kind="stream", impl=impl, threads=threads, tasks=count)
+    benchmark.extra_info.update(
+        kind="stream", impl=impl, threads=threads, tasks=count, shape=_SHAPE
+    )
     out = tmp_path / "out.parquet"
     if impl == "memory":
         Bs = read_matrices(path)
@@ -122,7 +125,9 @@ def test_ray_two_workers(benchmark, dataset, tmp_path):
             return rerank_dataset(path, out, "aces-c", engine="ray", n_threads=1, progress=False)
 
         benchmark.group = f"stream {SHAPE[0]}x{SHAPE[1]} ray"
-        benchmark.extra_info.update(kind="stream", impl="ray", threads=2, workers=2, tasks=count)
+        benchmark.extra_info.update(
+            kind="stream", impl="ray", threads=2, workers=2, tasks=count, shape=_SHAPE
+        )
         result = benchmark.pedantic(fn, rounds=3, iterations=1, warmup_rounds=1)
         assert result.written == count
         _per_second(benchmark, count)

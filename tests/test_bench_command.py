@@ -613,7 +613,7 @@ def test_stream_cells_follow_the_selection():
 
 def test_stream_rows_and_table_from_a_timing_run():
     def bench(impl, threads, median, stages=None):
-        info = dict(kind="stream", impl=impl, threads=threads, tasks=1000)
+        info = dict(kind="stream", impl=impl, threads=threads, tasks=1000, shape="100x50")
         if stages is not None:
             info["stages_s"] = stages
         return {"extra_info": info, "stats": {"median": median, "min": median, "max": 2 * median}}
@@ -642,7 +642,7 @@ def test_stream_rows_and_table_from_a_timing_run():
     assert header.split() == ["impl", "thr", "tasks/s", "vs", "1", "thr", "read", "rerank", "write"]
     local2 = next(line for line in text.splitlines() if line.startswith("local   2"))
     assert "100,000/s" in local2 and f" {report.fmt_ratio(2.0)} " in local2 and "0.002" in local2
-    assert "1,000 problems" in text
+    assert "1,000 problems of 100x50" in text
     assert report.format_stream_table([]) == ""
 
 

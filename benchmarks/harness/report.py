@@ -5,9 +5,10 @@ names the cell (``op``, ``family``, ``size``, ``impl``, ``threads``, ``rep``,
 ``kind``) and carries what pytest-benchmark does not compute: the per-problem
 latency median and p99 of a ``real`` cell, the task count of a ``batch`` cell,
 and, in a memory run, the peak working memory. A streaming cell
-(``kind="stream"``: ``impl``, ``threads``, ``tasks``, the local run's
-``stages_s``) has no ``op``; :func:`stream_rows` reads those. The harness adds its own facts
-(machine, versions, skipped cells) under the key ``aces_fast_harness``.
+(``kind="stream"``: ``impl``, ``threads``, ``tasks``, ``shape``, the local
+run's ``stages_s``) has no ``op``; :func:`stream_rows` reads those. The harness
+adds its own facts (machine, versions, skipped cells) under the key
+``aces_fast_harness``.
 
 :func:`aggregate` turns that into one row per cell: the median over the
 repetitions, and ratios computed repetition by repetition (the baseline's
@@ -159,7 +160,7 @@ def stream_rows(timing: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per streaming cell (``benchmarks/test_bench_stream.py``) of a
     timing run: ``impl`` (``memory``: ``rerank_batch`` on matrices already in
     memory; ``local``: the whole ``rerank-dataset`` run; ``ray``), ``threads``,
-    ``tasks``, ``median_s`` and ``spread_s`` (per run), ``tasks_per_s`` (tasks
+    ``tasks``, ``shape`` (the problems', ``NxM``), ``median_s`` and ``spread_s`` (per run), ``tasks_per_s`` (tasks
     over the median), ``vs_1_thread`` (the same implementation's one-thread
     median over this one's) and ``stages_s`` (seconds per stage of the last run,
     summed over the threads that ran it; local only). Sorted by implementation,
@@ -175,6 +176,7 @@ def stream_rows(timing: dict[str, Any]) -> list[dict[str, Any]]:
                 "impl": info["impl"],
                 "threads": int(info["threads"]),
                 "tasks": int(info["tasks"]),
+                "shape": info["shape"],
                 "median_s": float(stats["median"]),
                 "spread_s": [float(stats["min"]), float(stats["max"])],
                 "tasks_per_s": int(info["tasks"]) / float(stats["median"]),
@@ -204,11 +206,11 @@ def format_stream_table(rows: Sequence[dict[str, Any]]) -> str:
         got = r.get("stages_s") or {}
         line += [f"{got[s]:.3g}" if s in got else "" for s in names]
         body.append(line)
-    tasks = rows[0]["tasks"]
+    tasks, shape = rows[0]["tasks"], rows[0]["shape"]
     return "\n".join(
         [
             (
-                f"Streaming, ACES-C on {tasks:,} problems of 100x50 with labels: tasks per "
+                f"Streaming, ACES-C on {tasks:,} problems of {shape} with labels: tasks per "
                 "second (median run); memory = rerank_batch on the matrices in memory, local = "
                 "the whole rerank-dataset run; stages: seconds of the last local run, summed "
                 "over the threads that ran them"
