@@ -8,7 +8,7 @@ in its own subprocess and the outputs are compared byte for byte. The workload
 reaches every dispatched kernel: the uniform LOO-AUC level step and block
 (with and without row counts; AVX-512 runs whole column blocks in registers),
 the weighted LOO-AUC row scores, the column sums, row packing (dedup), the
-32-way row dot products (method scores), both surrogate kernels
+32-way row dot products (method scores), the rank sort of the scores, both surrogate kernels
 (``ACES_FAST_SURROGATE_KERNEL=rows|columns``; AVX-512 runs the per-column one
 with up to 32 kept rows in registers, the other levels the generic code) and
 their ACES-O fits, the masked sums of the surrogate's scores and gradient, the
@@ -52,6 +52,13 @@ SHAPES = [
     (200, 500),
     (11, 517),
     (32, 41),
+    # the sort of the scores: AVX-512 ranks blocks of eight keys, at most 128 of
+    # them, the other levels make radix passes (one up to 256 keys); few tests,
+    # so ties
+    (25, 3),
+    (128, 9),
+    (129, 6),
+    (257, 6),
 ]
 
 # Runs the workload at the SIMD level of its environment and prints

@@ -1,15 +1,22 @@
-"""The compiled ranking order (csrc/methods/methods.cpp, snap_and_order): fewer
-than 32 distinct rows are placed by counting, for each score, the scores below
-it and the equal ones before it (rank_sort); more are sorted by radix passes on
-their highest differing bits plus insertion, or, when many scores agree on
-those bits (a narrow band of scores next to an outlier), by radix passes over
-every byte. The order is then the sorted list reversed when no two scores tie
-(and no row repeats), else a counting sort of the tie groups.
-Every path must give the stable descending order of the scores, equal to the
-NumPy reference's.
+"""The compiled ranking order (csrc/methods/methods.cpp, snap_and_order). At the
+AVX-512 level up to 128 distinct rows are placed by counting, in lanes, the
+scores below each score, equal ones keeping the row order (rank_by_counts);
+below it, fewer than 32 by the same count in generic code (rank_sort). More
+are sorted by radix passes on their highest differing bits plus insertion, or,
+when many scores agree on those bits (a narrow band of scores next to an
+outlier), by radix passes over every byte. The order is then the sorted list
+reversed when no two scores tie (and no row repeats), else a counting sort of
+the tie groups. Every path must give the stable descending order of the
+scores, equal to the NumPy reference's; the paths of the levels below this
+CPU's run in subprocesses (``ACES_FAST_SIMD``).
 """
 
 from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -64,3 +71,69 @@ def test_order_of_few_rows_with_ties(n, m):
     rng = np.random.default_rng(100 * n + m)
     for _ in range(5):
         check((rng.random((n, m)) < 0.5).astype(np.uint8))
+
+
+def inputs():
+    """The inputs of the tests above, for a run at another SIMD level."""
+    for seed in range(8):
+        rng = np.random.default_rng(seed)
+        yield narrow_band(
+            rng, int(rng.integers(60, 300)), int(rng.integers(20, 200)), int(rng.integers(20, 300))
+        )
+    for n in (5, 31, 32, 33, 128, 129, 200, 255, 256, 257, 700):
+        rng = np.random.default_rng(n)
+        B = (rng.random((n, 300)) < rng.uniform(0.2, 0.8, n)[:, None]).astype(np.uint8)
+        B[rng.integers(0, n, n // 4)] = B[rng.integers(0, n, n // 4)]
+        yield B
+    for n in (1, 8, 17, 31, 100, 128, 256):
+        rng = np.random.default_rng(n)
+        yield (rng.random((n, 3)) < 0.5).astype(np.uint8)
+
+
+# argv: the .npz of the inputs; prints, per input and method, the order and
+# whether it is the stable descending order of the scores
+_WORKER = r"""
+import json, sys
+import numpy as np
+import aces_fast as af
+from aces_fast import _core
+mats = np.load(sys.argv[1])
+out = {"level": _core.simd_level()}
+for k in sorted(mats.files, key=int):
+    B = mats[k]
+    for method in sys.argv[2:]:
+        r = af.rerank(B, method, backend="cpp")
+        s, o = np.asarray(r.scores), np.asarray(r.order)
+        stable = bool((o == np.lexsort((np.arange(len(s)), -s))).all())
+        out[f"{k} {method}"] = [o.tolist(), stable]
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("level", ["none", "avx2"])
+def test_every_level_gives_the_same_order(level, tmp_path):
+    # each level has its own sort for some sizes: all give the same order
+    from aces_fast import _core
+
+    levels = ("none", "avx2", "avx512")
+    if levels.index(level) > levels.index(_core.simd_level()):
+        pytest.skip(f"this CPU has no {level}")
+    mats = list(inputs())
+    path = tmp_path / "mats.npz"
+    np.savez(path, **{str(k): B for k, B in enumerate(mats)})
+    env = dict(os.environ, ACES_FAST_SIMD=level, OMP_NUM_THREADS="1")
+    proc = subprocess.run(
+        [sys.executable, "-c", _WORKER, str(path), *METHODS],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)
+    assert got.pop("level") == level
+    for key, (order, stable) in got.items():
+        k, method = key.split(" ")
+        assert stable, key
+        here = np.asarray(af.rerank(mats[int(k)], method, backend="cpp").order)
+        np.testing.assert_array_equal(np.asarray(order), here, err_msg=key)

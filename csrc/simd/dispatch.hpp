@@ -19,7 +19,8 @@
 //                 and whole column block (AVX-512 intrinsics; AVX2 too while at
 //                 most 361 rows count, in 16-bit lanes; none below), row
 //                 packing (portable, AVX2, AVX-512), row scores (portable,
-//                 AVX-512), max_byte (portable, AVX2)
+//                 AVX-512), max_byte (portable, AVX2), less_counts (AVX-512
+//                 only: the other levels sort as methods.cpp does without it)
 //   loo_auc.cpp   uniform_block, row_scores (its groups of eight rows)
 //                 (portable, AVX2)
 //   surrogate.cpp pair_block_fast, pair_sweep2, add_scaled_row, masked_sums
@@ -30,8 +31,7 @@
 //   small_columns.cpp  the per-column surrogate kernel with the rows in
 //                 registers (AVX-512 intrinsics; none below: the generic
 //                 per-column code of surrogate.cpp runs, same bits)
-//   methods.cpp   column_sums (portable, AVX2), rank_sort (portable, AVX2,
-//                 AVX-512)
+//   methods.cpp   column_sums (portable, AVX2), rank_sort (portable, AVX2)
 //   lanes.hpp     exp over an array (exp_affine_sum), dot, max -- used by
 //                 the surrogate and the Adam loop (portable, AVX2, AVX-512)
 #pragma once

@@ -804,6 +804,44 @@ ACES_FAST_AVX512BW void rows_dot_avx512(const uint64_t* words, int64_t m, const 
   }
 }
 
+// ---- counts of smaller keys (the rank sort of short score lists) -------------
+
+// less[i] = #{j : key[j] < key[i]} for up to four blocks of eight keys, each
+// count in a lane: every key j broadcast once and compared with all of them, one
+// compare and one masked add per block and key. The last block's lanes past d
+// are masked off at load and store: nothing past key[d - 1] or less[d - 1].
+template <int NB>
+__attribute__((target("avx512f"), always_inline)) inline void less_blocks_avx512(
+    const uint64_t* key, int64_t d, int64_t i0, int64_t* less) {
+  const __m512i one = _mm512_set1_epi64(1);
+  __m512i K[NB], C[NB];
+  __mmask8 live[NB];
+  for (int v = 0; v < NB; ++v) {
+    const int64_t left = d - i0 - 8 * v;
+    live[v] = left >= 8 ? __mmask8(0xFF) : __mmask8((1u << left) - 1u);
+    K[v] = _mm512_maskz_loadu_epi64(live[v], key + i0 + 8 * v);
+    C[v] = _mm512_setzero_si512();
+  }
+  for (int64_t j = 0; j < d; ++j) {
+    const __m512i b = _mm512_set1_epi64(static_cast<long long>(key[j]));
+    for (int v = 0; v < NB; ++v)
+      C[v] = _mm512_mask_add_epi64(C[v], _mm512_cmplt_epu64_mask(b, K[v]), C[v], one);
+  }
+  for (int v = 0; v < NB; ++v) _mm512_mask_storeu_epi64(less + i0 + 8 * v, live[v], C[v]);
+}
+
+__attribute__((target("avx512f"))) void less_counts_avx512(const uint64_t* key, int64_t d,
+                                                           int64_t* less) {
+  int64_t i0 = 0;
+  for (; d - i0 > 24; i0 += 32) less_blocks_avx512<4>(key, d, i0, less);  // 25..32+ keys left
+  if (d - i0 > 16)
+    less_blocks_avx512<3>(key, d, i0, less);
+  else if (d - i0 > 8)
+    less_blocks_avx512<2>(key, d, i0, less);
+  else if (d - i0 > 0)
+    less_blocks_avx512<1>(key, d, i0, less);
+}
+
 #endif  // ACES_FAST_X86_SIMD
 
 }  // namespace
@@ -873,6 +911,15 @@ RowsDot rows_dot_kernel() {
   return f;
 #else
   return rows_dot_portable;
+#endif
+}
+
+LessCounts less_counts_kernel() {
+#if ACES_FAST_X86_SIMD
+  static const LessCounts f = simd::pick<LessCounts>({nullptr, nullptr, less_counts_avx512});
+  return f;
+#else
+  return nullptr;
 #endif
 }
 

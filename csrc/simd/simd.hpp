@@ -87,6 +87,15 @@ using RowsDot = void (*)(const uint64_t* words, int64_t m, const int64_t* rows, 
                          const double* T, double* out);
 RowsDot rows_dot_kernel();  // never null
 
+// Counts of smaller keys: less[i] = #{j < d : key[j] < key[i]} (unsigned) for
+// every i < d, by comparing every pair in lanes: O(d^2 / 8) compares without a
+// data-dependent branch. Reads exactly key[0 .. d), writes exactly less[0 .. d).
+using LessCounts = void (*)(const uint64_t* key, int64_t d, int64_t* less);
+// AVX-512 only, else nullptr: in AVX2's four lanes, with a sign flip for want
+// of an unsigned compare, the pairs cost as much as the generic rank sort at 24
+// keys and more than a radix pass at 100 (scores of real tasks, measured).
+LessCounts less_counts_kernel();
+
 // kLaneMask4[b][l] = all ones where bit l of the 4-bit pattern b is set, else 0:
 // the lane masks of four 64-bit lanes, for AVX2 kernels that select w or +0.0 by
 // a nibble of pass bits (the surrogate's masked sums).
