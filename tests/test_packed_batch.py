@@ -139,24 +139,47 @@ def _rankings(draw):
 @settings(max_examples=300, deadline=None)
 @given(_rankings(), st.lists(st.integers(1, 40), min_size=1, max_size=4, unique=True))
 def test_compiled_pass_at_ks_equals_pass_at_k_bit_for_bit(rankings, ks):
-    """Both compiled routes: the largest k up to 32 (top K, then the scores at or
-    above the K-th largest) and beyond (a selection per k)."""
+    """Every compiled route: without the order, the largest k up to 32 (top K,
+    then the scores at or above the K-th largest) and beyond (a selection per
+    k); with it, the run of equal scores around place k - 1."""
     off = np.zeros(len(rankings) + 1, np.int64)
     np.cumsum([s.size for s, _, _ in rankings], out=off[1:])
-    got = core.pass_at_ks(
-        scores=np.concatenate([s for s, _, _ in rankings]),
-        offsets=off,
-        labels=np.concatenate([y for _, y, _ in rankings]),
-        has_labels=np.array([h for _, _, h in rankings], bool),
-        ks=np.array(ks, np.int64),
+    # a ranking's order: descending, ties by lower index
+    order = np.concatenate([np.lexsort((np.arange(s.size), -s)) for s, _, _ in rankings])
+    for o in (None, order):
+        got = core.pass_at_ks(
+            scores=np.concatenate([s for s, _, _ in rankings]),
+            offsets=off,
+            labels=np.concatenate([y for _, y, _ in rankings]),
+            has_labels=np.array([h for _, _, h in rankings], bool),
+            ks=np.array(ks, np.int64),
+            order=o,
+        )
+        assert got.shape == (len(ks), len(rankings))
+        for i, k in enumerate(ks):
+            for t, (s, y, has) in enumerate(rankings):
+                want = af.pass_at_k(s, y, k) if has else np.nan
+                np.testing.assert_array_equal(
+                    np.float64(got[i, t]).view(np.uint64), np.float64(want).view(np.uint64)
+                )
+
+
+@pytest.mark.parametrize("bad", [-1, 3])
+def test_pass_at_ks_rejects_an_order_outside_its_task(bad):
+    kw = dict(
+        scores=np.array([0.5, 0.2, 0.9, 0.1, 0.3]),
+        offsets=np.array([0, 3, 5]),
+        labels=np.array([1, 0, 0, 1, 1], np.uint8),
+        has_labels=np.ones(2, bool),
+        ks=np.array([1, 2]),
     )
-    assert got.shape == (len(ks), len(rankings))
-    for i, k in enumerate(ks):
-        for t, (s, y, has) in enumerate(rankings):
-            want = af.pass_at_k(s, y, k) if has else np.nan
-            np.testing.assert_array_equal(
-                np.float64(got[i, t]).view(np.uint64), np.float64(want).view(np.uint64)
-            )
+    order = np.array([2, 0, 1, 1, 0])
+    assert core.pass_at_ks(**kw, order=order).shape == (2, 2)
+    order[3] = bad  # task 1 has two candidates
+    with pytest.raises(ValueError, match="task 1: order holds an index outside the task"):
+        core.pass_at_ks(**kw, order=order)
+    with pytest.raises(ValueError, match="order must be like scores"):
+        core.pass_at_ks(**kw, order=order[:4].copy())
 
 
 # -- the fast path of rerank_table against the general one ---------------------------

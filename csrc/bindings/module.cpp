@@ -526,8 +526,9 @@ py::object py_rerank_packed(const FastArgs& args) {
 // result (len(ks), T) float64, nan where has_labels[t] is false. Bit for bit
 // aces_fast.pass_at_k (methods/pass_at_k.hpp).
 py::object py_pass_at_ks(const FastArgs& args) {
-  static const Keywords sig("pass_at_ks", {"scores", "offsets", "labels", "has_labels", "ks"});
-  py::handle v[5];
+  static const Keywords sig("pass_at_ks",
+                            {"scores", "offsets", "labels", "has_labels", "ks", "order"});
+  py::handle v[6];
   sig.parse(args, v);
   const char* fn = sig.fn();
   const py::array_t<double> scores = get_exact<double>(fn, "scores", v[0]);
@@ -549,6 +550,23 @@ py::object py_pass_at_ks(const FastArgs& args) {
   const size_t K = static_cast<size_t>(ks.shape(0));
   for (size_t i = 0; i < K; ++i)
     if (ks.data()[i] < 1) throw py::value_error(std::string(fn) + ": every k must be >= 1");
+  // every task's order (indices within the task), or None
+  const int64_t* pord = nullptr;
+  py::array_t<int64_t> order;
+  if (!v[5].is_none()) {
+    order = get_exact<int64_t>(fn, "order", v[5]);
+    if (order.shape(0) != scores.shape(0))
+      throw py::value_error(std::string(fn) + ": order must be like scores");
+    pord = order.data();
+    for (size_t t = 0; t < T; ++t) {
+      const uint64_t n = static_cast<uint64_t>(po[t + 1] - po[t]);
+      bool outside = false;  // (a negative index is a large unsigned one)
+      for (int64_t i = po[t]; i < po[t + 1]; ++i) outside |= static_cast<uint64_t>(pord[i]) >= n;
+      if (outside)
+        throw py::value_error(std::string(fn) + ": task " + std::to_string(t) +
+                              ": order holds an index outside the task");
+    }
+  }
   py::array_t<double> out({static_cast<py::ssize_t>(K), static_cast<py::ssize_t>(T)});
   double* pout = out.mutable_data();
   const double* ps = scores.data();
@@ -560,7 +578,10 @@ py::object py_pass_at_ks(const FastArgs& args) {
     aces_fast::PassScratch scratch;
     std::vector<double> row(K);
     for (size_t t = 0; t < T; ++t) {
-      if (ph[t])
+      if (ph[t] && pord)
+        aces_fast::pass_at_ks_ordered(ps + po[t], py_ + po[t], pord + po[t], po[t + 1] - po[t], pk,
+                                      static_cast<int64_t>(K), row.data());
+      else if (ph[t])
         aces_fast::pass_at_ks_one(ps + po[t], py_ + po[t], po[t + 1] - po[t], pk,
                                   static_cast<int64_t>(K), row.data(), scratch);
       else
@@ -675,11 +696,14 @@ const char* const kRerankPackedDoc =
     "set; that task's outputs are unspecified. Bad offsets or shapes: ValueError.";
 
 const char* const kPassAtKsDoc =
-    "pass_at_ks($module, /, *, scores, offsets, labels, has_labels, ks)\n--\n\n"
+    "pass_at_ks($module, /, *, scores, offsets, labels, has_labels, ks, order)\n--\n\n"
     "-> ndarray (len(ks), T) float64\n\n"
     "Exact Pass@k (ties at random) of every task t and k in ks: scores (float64) and\n"
     "labels (uint8 0/1) of task t are the slices [offsets[t], offsets[t+1]); nan where\n"
-    "has_labels[t] (bool) is False. Bit for bit aces_fast.pass_at_k.";
+    "has_labels[t] (bool) is False. Bit for bit aces_fast.pass_at_k. order: None, or\n"
+    "int64 like scores, task t's candidates by descending score (indices within the\n"
+    "task, equal scores adjacent: a ranking's order), read instead of the scores'\n"
+    "top k: O(k) per task instead of O(n).";
 
 const char* const kPreparedPrefixDoc =
     "prepared_prefix($module, /, *, tasks)\n--\n\n"

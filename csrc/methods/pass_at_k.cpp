@@ -8,6 +8,18 @@ namespace aces_fast {
 
 namespace {
 
+// Pass@k from the level of s_k: above candidates above it (good_above of them
+// correct), g in it (c correct), kk = min(k, n) picks.
+double pass_from_counts(int64_t kk, int64_t above, int64_t good_above, int64_t g, int64_t c) {
+  if (good_above > 0) return 1.0;
+  const int64_t room = kk - above;
+  if (room > g - c) return 1.0;  // some pick must be a correct one
+  double p = 1.0;
+  for (int64_t i = 0; i < room; ++i)
+    p *= static_cast<double>(g - c - i) / static_cast<double>(g - i);
+  return 1.0 - p;
+}
+
 // The levels above and at sk among s (n): counts of candidates and of correct ones.
 double pass_at_level(const double* s, const uint8_t* y, int64_t n, int64_t kk, double sk) {
   int64_t above = 0, good_above = 0, g = 0, c = 0;
@@ -20,13 +32,7 @@ double pass_at_level(const double* s, const uint8_t* y, int64_t n, int64_t kk, d
     g += at;
     c += at & good;
   }
-  if (good_above > 0) return 1.0;
-  const int64_t room = kk - above;
-  if (room > g - c) return 1.0;  // some pick must be a correct one
-  double p = 1.0;
-  for (int64_t i = 0; i < room; ++i)
-    p *= static_cast<double>(g - c - i) / static_cast<double>(g - i);
-  return 1.0 - p;
+  return pass_from_counts(kk, above, good_above, g, c);
 }
 
 constexpr int64_t kSmallTop = 32;
@@ -73,6 +79,21 @@ void pass_at_ks_one(const double* s, const uint8_t* y, int64_t n, const int64_t*
     std::nth_element(scratch.s.begin(), scratch.s.begin() + (kk - 1), scratch.s.end(),
                      std::greater<double>());
     out[q] = pass_at_level(s, y, n, kk, scratch.s[static_cast<size_t>(kk - 1)]);
+  }
+}
+
+void pass_at_ks_ordered(const double* s, const uint8_t* y, const int64_t* order, int64_t n,
+                        const int64_t* ks, int64_t nk, double* out) {
+  for (int64_t q = 0; q < nk; ++q) {
+    const int64_t kk = std::min(ks[q], n);
+    const double sk = s[order[kk - 1]];
+    int64_t lo = kk - 1, hi = kk;
+    while (lo > 0 && s[order[lo - 1]] == sk) --lo;
+    while (hi < n && s[order[hi]] == sk) ++hi;
+    int64_t good_above = 0, c = 0;
+    for (int64_t r = 0; r < lo; ++r) good_above += y[order[r]] != 0 ? 1 : 0;
+    for (int64_t r = lo; r < hi; ++r) c += y[order[r]] != 0 ? 1 : 0;
+    out[q] = pass_from_counts(kk, lo, good_above, hi - lo, c);
   }
 }
 

@@ -24,4 +24,12 @@ struct PassScratch {
 void pass_at_ks_one(const double* s, const uint8_t* y, int64_t n, const int64_t* ks, int64_t nk,
                     double* out, PassScratch& scratch);
 
+// pass_at_ks_one, bit for bit, given the task's order too: order (n) lists the
+// candidates by descending s (equal scores next to each other, as the methods'
+// order puts them). The level of each s_k is then the run of equal scores
+// around place k - 1, and the candidates above it the places before the run:
+// O(k + the run's length) per k, against one or two passes over all n.
+void pass_at_ks_ordered(const double* s, const uint8_t* y, const int64_t* order, int64_t n,
+                        const int64_t* ks, int64_t nk, double* out);
+
 }  // namespace aces_fast

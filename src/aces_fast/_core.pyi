@@ -163,6 +163,7 @@ def pass_at_ks(
     labels: npt.NDArray[np.uint8],
     has_labels: npt.NDArray[np.bool_],
     ks: _I64,
+    order: _I64 | None,
 ) -> _F64: ...
 def surrogate_loo_auc_binned(
     *,

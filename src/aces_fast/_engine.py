@@ -195,7 +195,9 @@ def rerank_table(
             values = pass_at_ks(views, labels, PASS_KS)
             missing = np.array([y is None for y in labels], dtype=bool)
         elif packed.labels is not None:
-            values = dict(zip(PASS_KS, _pass_at_ks_flat(scores, n_off, packed)))
+            values = dict(
+                zip(PASS_KS, _pass_at_ks_flat(scores, host_array(results.order), n_off, packed))
+            )
             missing = ~packed.has_labels
         else:  # this batch's file has no labels column: every pass@k is null
             values = {k: np.full(T, np.nan) for k in PASS_KS}
@@ -252,9 +254,13 @@ def _rank_packed(
     return None if results is None else (results, packed.task_id, packed)
 
 
-def _pass_at_ks_flat(scores: np.ndarray, n_off: np.ndarray, packed: Any) -> np.ndarray:
+def _pass_at_ks_flat(
+    scores: np.ndarray, order: np.ndarray, n_off: np.ndarray, packed: Any
+) -> np.ndarray:
     """:func:`pass_at_ks` (bit for bit) of a packed batch's labels, in one compiled
-    call: float64 (len(PASS_KS), T), nan where unlabelled."""
+    call that reads each task's ranking ``order`` (descending scores, ties
+    adjacent) up to the k-th place: float64 (len(PASS_KS), T), nan where
+    unlabelled."""
     from ._compiled import core
 
     assert core is not None  # the packed path runs only on the cpp backend
@@ -264,6 +270,7 @@ def _pass_at_ks_flat(scores: np.ndarray, n_off: np.ndarray, packed: Any) -> np.n
         labels=packed.labels,
         has_labels=packed.has_labels,
         ks=np.asarray(PASS_KS, dtype=np.int64),
+        order=np.ascontiguousarray(order, dtype=np.int64),
     )
 
 
