@@ -23,6 +23,7 @@ from aces_fast.parquet import (
     decode_batch,
     load_parquet,
     pack_rows,
+    packed_batch,
     save_parquet,
     schema,
 )
@@ -318,3 +319,25 @@ def test_missing_pyarrow_is_a_clear_error():
         "reading and writing Parquet needs pyarrow, which is not "
         "installed: pip install 'aces_fast[arrow]'"
     )
+
+
+@pytest.mark.parametrize(
+    ("value_type", "bad", "shown"),
+    [
+        (pa.int64(), -1, "-1"),
+        (pa.int8(), -128, "-128"),
+        (pa.uint64(), 2**64 - 1, str(2**64 - 1)),
+        (pa.uint16(), 257, "257"),  # 1 modulo 256: not taken for a 1
+    ],
+)
+def test_labels_of_any_integer_type_are_checked_as_written(value_type, bad, shown):
+    table = _table([_good("a"), _good("b"), _good("c")])
+    labels = pa.array([[1, 0, 0], [0, bad, 1], [1, 0, 0]], pa.list_(value_type))
+    table = table.set_column(table.schema.get_field_index("labels"), "labels", labels)
+    dec = decode_batch(table, 0)
+    assert [e.task_id for e in dec.errors] == ["b"]
+    assert dec.errors[0].reason == f"labels entry 1 is {shown}; only 0 and 1 are allowed"
+    assert [y.tolist() for y in dec.labels] == [[1, 0, 0], [1, 0, 0]]
+    assert packed_batch(table) is None  # a bad row: the general path reports it
+    good = table.filter(pa.array([True, False, True]))
+    np.testing.assert_array_equal(packed_batch(good).labels, [1, 0, 0, 1, 0, 0])

@@ -209,29 +209,35 @@ def _binary_parts(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
 
 def _list_parts(arr: pa.Array, dtype: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(offsets int64 (len+1,), values, value is null)`` of a (large) list array;
-    the offsets start at 0 and index ``values`` directly. O(len + entries of these
-    rows): a slice's ``values`` is its parent's whole child array (a batch cut
-    from a large row group would otherwise convert the whole group's entries,
-    once per batch), so only the slice's own range is converted."""
+    the offsets start at 0 and index ``values`` directly; ``values`` of ``dtype``,
+    or of the column's own integer type when ``dtype`` is None (booleans as
+    uint8; without nulls a read-only view of the Arrow buffer). O(len + entries
+    of these rows): a slice's ``values`` is its parent's whole child array (a
+    batch cut from a large row group would otherwise convert the whole group's
+    entries, once per batch), so only the slice's own range is converted."""
     offsets = np.asarray(arr.offsets, dtype=np.int64)
     start = int(offsets[0]) if offsets.size else 0
     values = arr.values.slice(start, int(offsets[-1]) - start if offsets.size else 0)
     offsets = offsets - start  # (a view of an Arrow buffer is read-only)
     if pa.types.is_boolean(values.type):
         values = values.cast(pa.uint8())
-    null = np.asarray(values.is_null().to_numpy(zero_copy_only=False), dtype=bool)
-    vals = values.fill_null(0).to_numpy(zero_copy_only=False)
-    return offsets, vals.astype(dtype, copy=False), null
+    if values.null_count:
+        null = np.asarray(values.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+        values = values.fill_null(0)
+    else:  # the usual labels: no mask to build, no copy to fill
+        null = np.zeros(len(values), dtype=bool)
+    vals = values.to_numpy(zero_copy_only=False)
+    return offsets, vals if dtype is None else vals.astype(dtype, copy=False), null
 
 
 def _list_column(
-    table: Any, name: str
+    table: Any, name: str, dtype: Any = np.int64
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """A list column as ``(row is null, offsets, int64 values, value is null,
-    lengths)`` (see :func:`_list_parts`)."""
+    """A list column as ``(row is null, offsets, values, value is null, lengths)``
+    (see :func:`_list_parts`)."""
     arr = _column(table, name)
     null = np.asarray(arr.is_null().to_numpy(zero_copy_only=False), dtype=bool)
-    off, val, vnull = _list_parts(arr, np.int64)
+    off, val, vnull = _list_parts(arr, dtype)
     return null, off, val, vnull, off[1:] - off[:-1]
 
 
@@ -360,7 +366,9 @@ def _row_checks(table: Any) -> _Rows:
     )
     labels = None
     if "labels" in names:
-        l_null, l_off, l_val, l_vnull, l_len = _list_column(table, "labels")
+        # in the column's own type: the 0/1 check holds for any integer type,
+        # and a bad value is reported as written
+        l_null, l_off, l_val, l_vnull, l_len = _list_column(table, "labels", None)
         checks.append(
             (~l_null & (l_len != n), lambda i: f"labels has {l_len[i]} entries; need n = {n[i]}")
         )
@@ -430,7 +438,7 @@ def packed_batch(table: Any) -> Packed | None:
         l_off, l_val, l_null = r.labels
         has = ~l_null
         if has.all():  # every length is n (checked): the values are in place
-            labels = l_val[l_off[0] : l_off[-1]].astype(np.uint8)
+            labels = l_val[l_off[0] : l_off[-1]].astype(np.uint8, copy=False)
         else:  # move each labelled row's entries to its candidates' place
             n_off = np.zeros(len(r.n) + 1, np.int64)
             np.cumsum(r.n, out=n_off[1:])
