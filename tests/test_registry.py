@@ -83,6 +83,22 @@ def test_public_defaults_come_from_the_registry():
     assert list(ALL_METHODS)[1:-1] == list(_registry.names())
 
 
+def test_every_default_passes_its_own_check_unchanged():
+    # validate() takes a parameter given as its default object without checking
+    for spec in _registry.specs():
+        for p in spec.params:
+            got = p.check(p.default, p.name)
+            assert got == p.default and type(got) is type(p.default), (spec.name, p.name)
+        assert spec.validate({p.name: p.default for p in spec.params}) == spec.validate({})
+
+
+def test_a_given_value_equal_to_the_default_is_still_checked():
+    # only the default object itself skips the check
+    with pytest.raises(TypeError, match="tie_tol"):
+        _registry.ACES_C.validate({"tie_tol": "1e-9"})
+    assert _registry.ACES_C.validate({"tie_tol": 1e-9})["tie_tol"] == 1e-9
+
+
 def test_method_params_validates_and_fills_in():
     assert _registry.method_params("aces-o-warm", {"lr": 0.05})["init"] == "aces-c"
     assert _registry.method_params("aces-o", tunable=True) == {
