@@ -6,6 +6,11 @@ module says where its names come from.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -165,6 +170,35 @@ def assert_sigint_interrupts(
     assert float(lines[1].split()[2]) < 0.25, out  # no worker thread still running
     assert lines[2] == "same results True", out
     assert took < max_took, (took, out)
+
+
+#: the kernels' instruction-set levels (csrc/simd/dispatch.hpp), lowest first
+SIMD_LEVELS = ("none", "avx2", "avx512")
+
+
+def simd_levels_here() -> tuple[str, ...]:
+    """The SIMD levels this CPU runs: its own and every one below."""
+    from aces_fast import _core
+
+    return SIMD_LEVELS[: SIMD_LEVELS.index(_core.simd_level()) + 1]
+
+
+def run_at_level(level: str, script: str, *args: str, unset: tuple[str, ...] = ()) -> dict:
+    """``python -c script *args`` with every kernel capped at SIMD ``level``
+    (``ACES_FAST_SIMD``), one thread and the variables ``unset`` removed; the
+    JSON the script prints. Fails the test when the script fails."""
+    env = dict(os.environ, ACES_FAST_SIMD=level, OMP_NUM_THREADS="1")
+    for name in unset:
+        env.pop(name, None)
+    proc = subprocess.run(
+        [sys.executable, "-c", script, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
 
 
 # Sizes on both sides of the uniform LOO-AUC kernels' switch from 16-bit to wider

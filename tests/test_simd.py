@@ -19,17 +19,23 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
 import pytest
 
-from helpers import NARROW_SIZES, narrow_lane_inputs, random_matrix
+from helpers import (
+    NARROW_SIZES,
+    SIMD_LEVELS,
+    narrow_lane_inputs,
+    random_matrix,
+    run_at_level,
+    simd_levels_here,
+)
 
 _core = pytest.importorskip("aces_fast._core", reason="the C++ extension is not built")
 
-LEVELS = ("none", "avx2", "avx512")
+LEVELS = SIMD_LEVELS
 
 # Column counts around every vector width and tail the kernels special-case
 # (4, 8, 16, 32, 64 lanes or bytes, the 512-column blocks), rows with and without
@@ -204,23 +210,10 @@ _ORDER_SENSITIVE = (
 )
 
 
-def _supported_levels():
-    best = _core.simd_level()
-    return LEVELS[: LEVELS.index(best) + 1]
-
-
 def _run(level: str, *args: str) -> dict:
-    env = dict(os.environ, ACES_FAST_SIMD=level, OMP_NUM_THREADS="1")
-    env.pop("ACES_FAST_SURROGATE_KERNEL", None)
-    proc = subprocess.run(
-        [sys.executable, "-c", _WORKER, json.dumps(SHAPES), *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
+    return run_at_level(
+        level, _WORKER, json.dumps(SHAPES), *args, unset=("ACES_FAST_SURROGATE_KERNEL",)
     )
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
 
 
 def _differences(a: dict, b: dict) -> list:
@@ -236,7 +229,7 @@ def _differences(a: dict, b: dict) -> list:
 @pytest.fixture(scope="module")
 def runs():
     """The workload's outputs at every SIMD level this CPU supports."""
-    return {lv: _run(lv) for lv in _supported_levels()}
+    return {lv: _run(lv) for lv in simd_levels_here()}
 
 
 def test_simd_level_reported():
@@ -447,7 +440,7 @@ print(json.dumps({"level": core.simd_level(), "missed": missed}))
 
 @pytest.mark.parametrize("level", LEVELS)
 def test_packing_finds_a_bad_byte_in_every_column(level):
-    if level not in _supported_levels():
+    if level not in simd_levels_here():
         pytest.skip(f"this CPU does not run the {level} variants")
     widths = [*range(1, 73), 100, 127, 128, 129, 191]
     assert _missed_at_level(level, _COLUMN_WORKER, widths) == []
@@ -455,16 +448,7 @@ def test_packing_finds_a_bad_byte_in_every_column(level):
 
 def _worker_output(level: str, worker: str, cases: list) -> dict:
     """Run a worker on ``cases`` at one SIMD level (one thread); its JSON output."""
-    env = dict(os.environ, ACES_FAST_SIMD=level, OMP_NUM_THREADS="1")
-    proc = subprocess.run(
-        [sys.executable, "-c", worker, json.dumps(cases)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
+    return run_at_level(level, worker, json.dumps(cases))
 
 
 def _missed_at_level(level: str, worker: str, cases: list) -> list:
@@ -476,7 +460,7 @@ def _missed_at_level(level: str, worker: str, cases: list) -> list:
 
 @pytest.mark.parametrize("level", LEVELS)
 def test_rerank_finds_every_bad_byte_at_every_level(level):
-    if level not in _supported_levels():
+    if level not in simd_levels_here():
         pytest.skip(f"this CPU does not run the {level} variants")
     shapes = [(2, 1), (3, 7), (9, 64), (12, 130), (40, 500), (17, 517)]
     assert _missed_at_level(level, _CHECK_WORKER, shapes) == []
@@ -539,19 +523,10 @@ def test_uniform_loo_auc_in_narrow_lanes_is_exact(level):
     reference."""
     import aces_fast as af
 
-    if level not in _supported_levels():
+    if level not in simd_levels_here():
         pytest.skip(f"this CPU does not run the {level} variants")
-    env = dict(os.environ, ACES_FAST_SIMD=level, OMP_NUM_THREADS="1")
     here = os.path.dirname(os.path.abspath(__file__))
-    proc = subprocess.run(
-        [sys.executable, "-c", _NARROW_WORKER, json.dumps(NARROW_SIZES), here],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr
-    got = json.loads(proc.stdout)
+    got = run_at_level(level, _NARROW_WORKER, json.dumps(NARROW_SIZES), here)
     assert got["level"] == level
     for n in NARROW_SIZES:
         for with_counts in (False, True):
@@ -602,7 +577,7 @@ def test_short_column_blocks_read_nothing_past_the_matrix(level):
     runs and equals the reference."""
     import aces_fast as af
 
-    if level not in _supported_levels():
+    if level not in simd_levels_here():
         pytest.skip(f"this CPU does not run the {level} variants")
     got = _worker_output(level, _GUARD_WORKER, GUARD_SHAPES)
     for n, m in GUARD_SHAPES:

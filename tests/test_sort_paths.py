@@ -13,15 +13,11 @@ CPU's run in subprocesses (``ACES_FAST_SIMD``).
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 
 import aces_fast as af
+from helpers import run_at_level, simd_levels_here
 
 METHODS = ("aces-c", "aces-c-filter", "majority")
 
@@ -113,24 +109,12 @@ print(json.dumps(out))
 @pytest.mark.parametrize("level", ["none", "avx2"])
 def test_every_level_gives_the_same_order(level, tmp_path):
     # each level has its own sort for some sizes: all give the same order
-    from aces_fast import _core
-
-    levels = ("none", "avx2", "avx512")
-    if levels.index(level) > levels.index(_core.simd_level()):
-        pytest.skip(f"this CPU has no {level}")
+    if level not in simd_levels_here():
+        pytest.skip(f"this CPU does not run the {level} variants")
     mats = list(inputs())
     path = tmp_path / "mats.npz"
     np.savez(path, **{str(k): B for k, B in enumerate(mats)})
-    env = dict(os.environ, ACES_FAST_SIMD=level, OMP_NUM_THREADS="1")
-    proc = subprocess.run(
-        [sys.executable, "-c", _WORKER, str(path), *METHODS],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr
-    got = json.loads(proc.stdout)
+    got = run_at_level(level, _WORKER, str(path), *METHODS)
     assert got.pop("level") == level
     for key, (order, stable) in got.items():
         k, method = key.split(" ")
