@@ -55,6 +55,9 @@ def test_ray_engine_equals_local_engine(cluster, small, tmp_path):
     assert (s.engine, s.rows, s.written, s.invalid) == ("ray", 40, 40, 0)
     got = pq.read_table(tmp_path / "ray")
     assert _plain(got).equals(_plain(pq.read_table(local)))
+    # a part per batch, however large Ray's blocks (the unit of commits and resumes)
+    sizes = [pq.read_metadata(f).num_rows for f in (tmp_path / "ray").glob("part-*.parquet")]
+    assert sum(sizes) == 40 and max(sizes) <= 6, sizes
     assert (
         json.loads(got.schema.metadata[b"aces_fast"])["backend"] == "cpp"
         or "cpp" not in af.available_backends()
