@@ -383,16 +383,19 @@ constexpr int64_t kOnePassRadix = 256;
 // scratch of length d. O(d) per pass, 24 bytes per entry in all.
 void radix_sort(uint64_t* key, int32_t* idx, int64_t d, uint64_t* key2, int32_t* idx2) {
   static const LessCounts less_counts = less_counts_kernel();
-  if (less_counts != nullptr && d <= kRankCounts) {
-    rank_by_counts(less_counts, key, idx, d, key2, idx2);
+  // the pairs a pass left in the scratch, back in (key, idx)
+  const auto from_scratch = [&] {
     std::memcpy(key, key2, static_cast<size_t>(d) * sizeof(uint64_t));
     std::memcpy(idx, idx2, static_cast<size_t>(d) * sizeof(int32_t));
+  };
+  if (less_counts != nullptr && d <= kRankCounts) {
+    rank_by_counts(less_counts, key, idx, d, key2, idx2);
+    from_scratch();
     return;
   }
   if (d < kRankSort) {
     rank_sort(key, idx, d, key2, idx2);
-    std::memcpy(key, key2, static_cast<size_t>(d) * sizeof(uint64_t));
-    std::memcpy(idx, idx2, static_cast<size_t>(d) * sizeof(int32_t));
+    from_scratch();
     return;
   }
   uint64_t differ = 0;
@@ -404,8 +407,7 @@ void radix_sort(uint64_t* key, int32_t* idx, int64_t d, uint64_t* key2, int32_t*
     // over 256 buckets (a fraction of a key each), and a second pass would
     // cost its 256-bucket prefix sum again for little.
     radix_pass(key, idx, d, std::max(0, top - 7), key2, idx2);
-    std::memcpy(key, key2, static_cast<size_t>(d) * sizeof(uint64_t));
-    std::memcpy(idx, idx2, static_cast<size_t>(d) * sizeof(int32_t));
+    from_scratch();
   } else {
     const int lo = std::max(0, top - 15);
     radix_pass(key, idx, d, lo, key2, idx2);
