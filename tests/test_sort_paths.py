@@ -42,22 +42,31 @@ def check(B):
         np.testing.assert_array_equal(order, np.asarray(ref.order))
 
 
+def crowded(seed):
+    """A narrow band of 60-300 rows (seeded)."""
+    rng = np.random.default_rng(seed)
+    return narrow_band(
+        rng, int(rng.integers(60, 300)), int(rng.integers(20, 200)), int(rng.integers(20, 300))
+    )
+
+
+def spread(n):
+    """n rows of 300 tests at pass rates 0.2-0.8, a quarter of them repeated (tied
+    scores)."""
+    rng = np.random.default_rng(n)
+    B = (rng.random((n, 300)) < rng.uniform(0.2, 0.8, n)[:, None]).astype(np.uint8)
+    B[rng.integers(0, n, n // 4)] = B[rng.integers(0, n, n // 4)]
+    return B
+
+
 @pytest.mark.parametrize("seed", range(8))
 def test_order_of_crowded_scores(seed):
-    rng = np.random.default_rng(seed)
-    check(
-        narrow_band(
-            rng, int(rng.integers(60, 300)), int(rng.integers(20, 200)), int(rng.integers(20, 300))
-        )
-    )
+    check(crowded(seed))
 
 
 @pytest.mark.parametrize("n", [5, 31, 32, 33, 200, 700])
 def test_order_of_spread_scores(n):
-    rng = np.random.default_rng(n)
-    B = (rng.random((n, 300)) < rng.uniform(0.2, 0.8, n)[:, None]).astype(np.uint8)
-    B[rng.integers(0, n, n // 4)] = B[rng.integers(0, n, n // 4)]  # repeated rows: tied scores
-    check(B)
+    check(spread(n))
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 8, 17, 31])
@@ -70,17 +79,12 @@ def test_order_of_few_rows_with_ties(n, m):
 
 
 def inputs():
-    """The inputs of the tests above, for a run at another SIMD level."""
+    """The inputs of the tests above (and sizes around 128 and 256 keys), for a
+    run at another SIMD level."""
     for seed in range(8):
-        rng = np.random.default_rng(seed)
-        yield narrow_band(
-            rng, int(rng.integers(60, 300)), int(rng.integers(20, 200)), int(rng.integers(20, 300))
-        )
+        yield crowded(seed)
     for n in (5, 31, 32, 33, 128, 129, 200, 255, 256, 257, 700):
-        rng = np.random.default_rng(n)
-        B = (rng.random((n, 300)) < rng.uniform(0.2, 0.8, n)[:, None]).astype(np.uint8)
-        B[rng.integers(0, n, n // 4)] = B[rng.integers(0, n, n // 4)]
-        yield B
+        yield spread(n)
     for n in (1, 8, 17, 31, 100, 128, 256):
         rng = np.random.default_rng(n)
         yield (rng.random((n, 3)) < 0.5).astype(np.uint8)
