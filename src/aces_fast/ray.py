@@ -741,7 +741,8 @@ class RayEngine:
 
     def run(self, job: Job, commit: Commit, progress: Callable[[int], None]) -> None:
         """Run on the cluster at ``job.address`` (or a private local one) and commit
-        each block here, through ``commit`` (see :class:`aces_fast._engine.Engine`).
+        the results here, a part per ``job.batch_size`` rows of each block Ray
+        returns, through ``commit`` (see :class:`aces_fast._engine.Engine`).
         Duplicate rows (``job.duplicates``) are committed as errors before
         anything runs (``skip_invalid`` only).
 
