@@ -40,6 +40,20 @@ def test_compare_flags_orders_floats_and_missing_fields():
     assert "NaN" in parity.compare("aces-c", nan, ref)[0]
 
 
+def test_b4_scores_are_held_to_the_rounding_of_their_log_gamma_terms():
+    """B4's tolerance is the contract's 1e-14 L (L grows with n m and the priors),
+    never below the 1e-9 of the other floats, and on scores only."""
+    ref = _res([0, 1], [-23.0, -25.0])
+    off = _res([0, 1], [-23.0 + 5e-9, -25.0])
+    assert parity.compare("b4", off, ref)[0].startswith("scores: max |diff|")
+    L = parity.b4_scale((200, 500))  # lnΓ(100 000 + 11 002) ~ 1.2e6
+    assert 1.0e6 < L < 1.5e6
+    assert parity.compare("b4", off, ref, L)[0] is None
+    assert parity.compare("b4", _res([0, 1], [-23.0 + 1e-7, -25.0]), ref, L)[0] is not None
+    assert parity.compare("codet", off, ref, L)[0] is not None
+    assert parity.b4_scale((1, 1)) > 0
+
+
 def test_every_family_is_a_01_matrix_of_its_kind():
     rng = np.random.default_rng(0)
     for family in parity.FAMILIES:
