@@ -268,6 +268,33 @@ def test_scores_tie_exactly_aces_c(backend, seed):
             assert scores[i] != scores[j]
 
 
+@pytest.mark.parametrize("method", ["aces-c", "aces-c-filter"])
+def test_tie_tol_zero_orders_each_backend_by_its_own_scores(fast_backend, method):
+    """docs/contract.rst §2.3: with ``tie_tol = 0`` exact ties compare as each
+    backend's rounding does. Seed 40 (10 x 18) is such a case for the filter
+    variant: the filter's weights 1/k summed in another order round apart, and
+    the cpp order differs from the reference's (a fuzzing run found it). Scores
+    still agree to 1e-12, each order is the stable sort of its own scores and
+    equals the batch's, and with the default tolerance the orders agree."""
+    rng = np.random.default_rng(40)
+    n, m = int(rng.integers(4, 16)), int(rng.integers(3, 24))  # 10, 18
+    B = (rng.random((n, m)) < 0.5).astype(np.uint8)
+    ref = af.rerank(B, method, backend="numpy", tie_tol=0.0)
+    res = af.rerank(B, method, backend=fast_backend, tie_tol=0.0)
+    scores = npy(res.scores)
+    assert_close(scores, ref.scores, EXACT)
+    np.testing.assert_array_equal(npy(res.order), np.argsort(-scores, kind="stable"))
+    batch = af.rerank_batch([B, B[::-1]], method, backend=fast_backend, tie_tol=0.0)
+    np.testing.assert_array_equal(npy(batch[0].order), npy(res.order))
+    np.testing.assert_array_equal(npy(batch[0].scores), scores)
+    np.testing.assert_array_equal(
+        npy(af.rerank(B, method, backend=fast_backend).order),
+        af.rerank(B, method, backend="numpy").order,
+    )
+    if method == "aces-c-filter" and fast_backend == "cpp":
+        assert not np.array_equal(npy(res.order), ref.order)  # the case is a real one
+
+
 # ---------------------------------------------------------------------------
 # ACES-O
 
