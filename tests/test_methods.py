@@ -18,7 +18,7 @@ import aces_fast as af
 import brute
 from aces_fast.backends import get_backend
 from brute import nonconstant_mask
-from helpers import EXAMPLE, EXAMPLE_LABELS, npy, random_matrix
+from helpers import EXAMPLE, EXAMPLE_LABELS, FAMILIES, family_matrix, npy, random_matrix
 
 EXACT = 1e-12
 OPT = 1e-6
@@ -293,6 +293,55 @@ def test_tie_tol_zero_orders_each_backend_by_its_own_scores(fast_backend, method
     )
     if method == "aces-c-filter" and fast_backend == "cpp":
         assert not np.array_equal(npy(res.order), ref.order)  # the case is a real one
+
+
+def test_every_family_is_a_01_matrix_of_its_kind():
+    rng = np.random.default_rng(3)
+    for family in FAMILIES:
+        B = family_matrix(family, 50, 40, rng)
+        assert B.shape == (50, 40) and B.dtype == np.uint8 and set(np.unique(B)) <= {0, 1}
+    assert len(np.unique(family_matrix("few-rows", 50, 40, rng), axis=0)) <= 3
+    assert np.unique(family_matrix("dup-cols", 50, 40, rng), axis=1).shape[1] <= 3
+    varying = (family_matrix("one-col", 50, 40, rng).std(axis=0) > 0).sum()
+    assert varying <= 1
+    assert len(np.unique(family_matrix("all-const", 50, 40, rng))) == 1
+    nested = family_matrix("nested", 50, 40, rng)
+    passes = nested.sum(axis=1)
+    # each row's passed tests contain those of every row that passes fewer
+    for i, j in itertools.combinations(range(50), 2):
+        lo, hi = (i, j) if passes[i] <= passes[j] else (j, i)
+        assert np.all(nested[lo] <= nested[hi])
+    with pytest.raises(ValueError, match="unknown family"):
+        family_matrix("bogus", 2, 2, rng)
+
+
+#: shapes across the packing's word edges (63-65, 127-129 tests), a score list
+#: past the lane sort's 128 keys (200 rows), and a thin tall matrix
+FAMILY_SHAPES = [(1, 65), (40, 63), (129, 64), (200, 129), (300, 7)]
+EXACT_METHODS = ["majority", "codet", "codet-linear", "b4", "aces-c", "aces-c-filter"]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_exact_methods_agree_with_the_reference_on_every_family(fast_backend, family):
+    """docs/contract.rst §4 beyond the small cases above: every exact method on
+    matrices of each family (tests/helpers.py) at shapes that reach the word-edge
+    packing, the longer sorts and the dedup paths; LOO-AUC and ACES-C's fallback
+    too. B4 within its log-gamma bound (§4), the rest to 1e-12, orders equal."""
+    rng = np.random.default_rng(sum(map(ord, family)))
+    for n, m in FAMILY_SHAPES:
+        B = family_matrix(family, n, m, rng)
+        for method in EXACT_METHODS:
+            ref = af.rerank(B, method, backend="numpy")
+            got = af.rerank(B, method, backend=fast_backend)
+            where = f"{method} on {family} {n}x{m}"
+            np.testing.assert_array_equal(npy(got.order), ref.order, err_msg=where)
+            atol = 1e-14 * math.lgamma(n * m + 1e3 + 1e4 + 2) if method == "b4" else EXACT
+            assert_close(got.scores, ref.scores, atol)
+            if ref.weights is not None:
+                assert_close(got.weights, ref.weights, EXACT)
+            if method.startswith("aces-c"):
+                assert_close(got.loo_auc, ref.loo_auc, EXACT)
+                assert bool(got.fallback) == bool(ref.fallback), where
 
 
 # ---------------------------------------------------------------------------
