@@ -7,6 +7,7 @@ module says where its names come from.
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -97,6 +98,17 @@ def family_matrix(family: str, n: int, m: int, rng: np.random.Generator) -> np.n
     else:
         raise ValueError(f"unknown family {family!r}")
     return np.ascontiguousarray(B, dtype=np.uint8)
+
+
+def b4_tolerance(n: int, m: int, alpha: float | None = None, beta0: float | None = None) -> float:
+    """docs/contract.rst §4's bound on B4's scores, ``1e-14 L`` with
+    ``L = lnΓ(N M + a + b + 2)``; the priors default to the registry's."""
+    from aces_fast import _registry
+
+    spec = _registry.get("b4")
+    a = spec.default("alpha") if alpha is None else alpha
+    b = spec.default("beta0") if beta0 is None else beta0
+    return 1e-14 * math.lgamma(n * m + a + b + 2)
 
 
 def npy(x):
