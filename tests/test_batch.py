@@ -136,6 +136,98 @@ def test_batch_input_forms():
         assert_same_result(a, b)
 
 
+def _same_columns(a, b):
+    """Two BatchResults hold the same bits in every column."""
+    assert (len(a), a.backend) == (len(b), b.backend)
+    for name in ("n_offsets", "m_offsets", "scores", "weights", "order", "loo_auc", "fallback"):
+        x, y = getattr(a, name), getattr(b, name)
+        assert (x is None) == (y is None), name
+        if x is not None:
+            assert x.dtype == y.dtype and np.array_equal(x, y, equal_nan=True), name
+    for t in range(len(a)):
+        assert_same_result(a[t], b[t])
+
+
+@pytest.mark.parametrize(
+    ("method", "params"),
+    [
+        ("majority", {}),
+        ("aces-c", {}),
+        ("aces-c-filter", {"tie_tol": 0.0}),
+    ],
+)
+@pytest.mark.parametrize("shape", [(5, 1, 7), (3, 9, 0), (7, 40, 65), (2, 129, 64), (40, 24, 100)])
+def test_a_ready_stack_is_ranked_in_place_like_its_slices(monkeypatch, method, params, shape):
+    """A 3-D C-contiguous uint8 stack goes to C++ whole (no Python view per task)
+    and gives the bits of the list of its slices, at any thread count."""
+    _cpp()
+    rng = np.random.default_rng(sum(shape))
+    stack = np.stack(
+        [random_matrix(rng, *shape[1:], dup_rows=shape[1] // 3) for _ in range(shape[0])]
+    )
+    stack.setflags(write=False)  # ranked in place: a read-only stack is fine
+    want = rerank_batch(list(stack), method, backend="cpp", **params)
+
+    def no_task_list(tasks):
+        raise AssertionError("a ready stack was split into a list")
+
+    monkeypatch.setattr("aces_fast.batch._task_list", no_task_list)
+    for threads in (1, 2, None):
+        _same_columns(rerank_batch(stack, method, backend="cpp", n_threads=threads, **params), want)
+
+
+def test_other_stacks_take_the_general_path():
+    """Stacks that need converting (another dtype, not C-contiguous, no rows),
+    methods without a compiled copy and ACES-O (whose cost warning reads each
+    task; per-task views are nothing next to its fit) rank exactly as their
+    list of slices."""
+    _cpp()
+    rng = np.random.default_rng(3)
+    stack = np.stack([random_matrix(rng, 8, 10) for _ in range(6)])
+    for other in (
+        stack.astype(bool),
+        stack.astype(np.int64),
+        np.asfortranarray(stack),
+        stack[:, :, ::2],
+        stack[::2],
+    ):
+        _same_columns(
+            rerank_batch(other, "aces-c", backend="cpp"),
+            rerank_batch(list(other), "aces-c", backend="cpp"),
+        )
+    for method, params in (
+        ("codet", {}),
+        ("b4", {}),
+        ("aces-o", {"steps": 3, "top_k": 4}),
+        ("aces-o-warm", {"steps": 2}),
+    ):
+        _same_columns(
+            rerank_batch(stack, method, backend="cpp", **params),
+            rerank_batch(list(stack), method, backend="cpp", **params),
+        )
+    with pytest.raises(ValueError, match=r"^task 0: B has an empty candidate axis"):
+        rerank_batch(np.zeros((2, 0, 3), np.uint8), "aces-c", backend="cpp")
+
+
+def test_a_stack_names_its_bad_task():
+    _cpp()
+    stack = np.stack([EXAMPLE] * 5)
+    stack[3, 1, 2] = 2
+    with pytest.raises(ValueError, match=r"^task 3: B must contain only 0 and 1; found value 2$"):
+        rerank_batch(stack, "aces-c", backend="cpp")
+    core = _cpp()
+    with pytest.raises(ValueError, match=r"^task 3: B must contain only 0 and 1"):
+        core.rerank_batch_flat(stack, 1)
+    with pytest.raises(TypeError, match="3-D C-contiguous uint8 stack"):
+        core.rerank_batch_flat(stack.astype(np.int64), 1)
+    with pytest.raises(TypeError, match="3-D C-contiguous uint8 stack"):
+        core.rerank_batch_flat(np.asfortranarray(stack), 1)
+    with pytest.raises(TypeError, match="3-D C-contiguous uint8 stack"):
+        core.rerank_batch_flat(EXAMPLE, 1)
+    with pytest.raises(ValueError, match="task 0: B has no rows"):
+        core.rerank_batch_flat(np.zeros((2, 0, 3), np.uint8), 1)
+
+
 def test_batch_errors_name_the_task():
     _cpp()
     good = EXAMPLE
@@ -192,8 +284,6 @@ def test_core_flat_batch_errors_name_the_task():
         core.rerank_batch_flat([EXAMPLE, EXAMPLE, np.zeros((0, 3), np.uint8)], 1)
     with pytest.raises(ValueError, match="^task 1: B must contain only 0 and 1; found value 7"):
         core.rerank_batch_flat([EXAMPLE, bad, bad], 3, steps=2)
-    with pytest.raises(TypeError, match="tasks must be a list"):
-        core.rerank_batch_flat(EXAMPLE, 1)
     with pytest.raises(ValueError, match="method code"):
         core.rerank_batch_flat([EXAMPLE], 7)
     # the public function reports the same task, through its own checks

@@ -33,7 +33,7 @@ default) or an int >= 1.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -63,6 +63,21 @@ def _task_list(tasks: Any) -> list[Any]:
     if not isinstance(tasks, Iterable):
         raise TypeError(f"tasks must be a list of 2-D pass matrices; got {type(tasks).__name__}")
     return list(tasks)
+
+
+def _is_ready_stack(tasks: Any) -> TypeGuard[np.ndarray]:
+    """Whether ``tasks`` is a non-empty stack (T, n, m) of tasks that need no
+    conversion: exactly a numpy array, uint8, C-contiguous, ``n >= 1`` (each
+    slice is then what :func:`aces_fast._validation.as_pass_matrix` returns
+    unchanged; the values are checked where the tasks are ranked)."""
+    return (
+        type(tasks) is np.ndarray
+        and tasks.ndim == 3
+        and tasks.dtype == np.uint8
+        and tasks.flags.c_contiguous
+        and tasks.shape[0] > 0
+        and tasks.shape[1] > 0
+    )
 
 
 def rerank_batch(
@@ -120,7 +135,11 @@ def rerank_batch(
     -----
     With the ``cpp`` backend majority vote, ACES-C (both variants) and ACES-O
     run in one call into C++ with the GIL released; CodeT and B4 run task by
-    task. Cost: the sum of the tasks' costs, divided across threads.
+    task. A stack that needs no conversion (a C-contiguous ``uint8`` array of
+    shape (T, n, m), ``n >= 1``) is ranked where it lies, without a view per
+    task: for batches of small tasks, make the stack once (``np.stack``)
+    rather than a list. Cost: the sum of the tasks' costs, divided across
+    threads.
 
     Examples
     --------
@@ -137,6 +156,16 @@ def rerank_batch(
     values = spec.validate(params)
     if n_threads is not None:
         n_threads = check_int(n_threads, "n_threads", minimum=1, maximum=MAX_THREADS)
+    if _is_ready_stack(tasks) and spec.cost is None:
+        # already what every task would be converted to: ranked in place, with no
+        # view per task, by a backend that can (else the general path below)
+        be = resolve_backend(backend, tasks[0])
+        rank_stack = getattr(be, "rerank_stack", None)
+        ranked: BatchResult | None = (
+            None if rank_stack is None else rank_stack(tasks, spec.name, values, n_threads)
+        )
+        if ranked is not None:
+            return ranked
     items = _task_list(tasks)
     # resolved even for an empty batch: a misspelt or unavailable backend is an error
     be = resolve_backend(backend, items[0] if items else None)
