@@ -330,17 +330,13 @@ void loo_auc_uniform_ex(const uint8_t* B, int64_t n, int64_t m, const int64_t* c
     rs = rsw;
   }
 
-  // Counting sort of the kept rows by score.
-  ws.hist.assign(static_cast<size_t>(m) + 2, 0);
-  ws.htot.assign(static_cast<size_t>(m) + 1, 0);
-  int64_t* hist = ws.hist.data();
-  int64_t* htot = ws.htot.data();
+  // Counting sort of the kept rows by score. The scores' range first: only that
+  // part of the histograms is cleared and read (clearing all m + 2 slots per
+  // call was 3% of a 24x100 ACES-C task, whose row sums span a fraction of m).
   int64_t ne = 0, ntot = 0, vmin = m, vmax = 0;
   for (int64_t i = 0; i < n; ++i) {
     const int64_t c = counts ? counts[i] : 1;
     if (c <= 0) continue;
-    hist[rs[i] + 1] += 1;
-    htot[rs[i]] += c;
     ntot += c;
     ++ne;
     vmin = std::min(vmin, rs[i]);
@@ -350,6 +346,18 @@ void loo_auc_uniform_ex(const uint8_t* B, int64_t n, int64_t m, const int64_t* c
     std::fill(out, out + m, kNaN);
     if (colsum) std::fill(colsum, colsum + m, int64_t(0));
     return;
+  }
+  if (ws.hist.size() < static_cast<size_t>(m) + 2) ws.hist.resize(static_cast<size_t>(m) + 2);
+  if (ws.htot.size() < static_cast<size_t>(m) + 1) ws.htot.resize(static_cast<size_t>(m) + 1);
+  int64_t* hist = ws.hist.data();
+  int64_t* htot = ws.htot.data();
+  std::fill(hist + vmin, hist + vmax + 2, int64_t(0));
+  std::fill(htot + vmin, htot + vmax + 1, int64_t(0));
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t c = counts ? counts[i] : 1;
+    if (c <= 0) continue;
+    hist[rs[i] + 1] += 1;
+    htot[rs[i]] += c;
   }
   // Only the scores that occur matter (hist is 0 below vmin): levels first, then
   // hist serves as the scatter positions.
