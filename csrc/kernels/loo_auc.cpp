@@ -422,13 +422,19 @@ void loo_auc_uniform_ex(const uint8_t* B, int64_t n, int64_t m, const int64_t* c
   if (block || block_words) {
     ws.la.resize(static_cast<size_t>(nlev));
     ws.ladj.resize(static_cast<size_t>(nlev));
+    // through local pointers: a store to the uint8_t flags may alias anything,
+    // so indexing the vectors reloaded their data pointers after every level
+    const int64_t* lv = ws.lval.data();
+    const int64_t* lt = ws.ltot.data();
+    uint32_t* la = ws.la.data();
+    uint8_t* ladj = ws.ladj.data();
     uint32_t total = 0;
     for (int64_t k = 0; k < nlev; ++k) {
-      const bool adjacent = k > 0 && ws.lval[k - 1] == ws.lval[k] - 1;
-      const int64_t below = adjacent ? ws.ltot[k - 1] : 0;
-      ws.la[k] = static_cast<uint32_t>(2 * (static_cast<int64_t>(total) - below) + below);
-      ws.ladj[k] = adjacent ? 1 : 0;
-      total += static_cast<uint32_t>(ws.ltot[k]);
+      const bool adjacent = k > 0 && lv[k - 1] == lv[k] - 1;
+      const int64_t below = adjacent ? lt[k - 1] : 0;
+      la[k] = static_cast<uint32_t>(2 * (static_cast<int64_t>(total) - below) + below);
+      ladj[k] = adjacent ? 1 : 0;
+      total += static_cast<uint32_t>(lt[k]);
     }
   }
 
