@@ -1,6 +1,7 @@
 """The compiled ranking order (csrc/methods/methods.cpp, snap_and_order). At the
-AVX-512 level up to 128 distinct rows are placed by counting, in lanes, the
-scores below each score, equal ones keeping the row order (rank_by_counts);
+AVX-512 level up to 128 distinct rows (256 in a batch of several tasks) are
+placed by counting, in lanes, the scores below each score, equal ones keeping
+the row order (rank_by_counts);
 below it, fewer than 32 by the same count in generic code (rank_sort). More
 are sorted by radix passes on their highest differing bits plus insertion, or,
 when many scores agree on those bits (a narrow band of scores next to an
@@ -76,6 +77,26 @@ def test_order_of_few_rows_with_ties(n, m):
     rng = np.random.default_rng(100 * n + m)
     for _ in range(5):
         check((rng.random((n, m)) < 0.5).astype(np.uint8))
+
+
+def test_a_batch_orders_as_single_calls_do():
+    """A batch of several tasks ranks up to 256 distinct rows by the counts (its
+    tasks differ, so the radix path's branches cannot be learnt), single calls
+    up to 128: the two give the same order, ties included, at the sizes around
+    both limits and on crowded scores."""
+    tasks = [spread(n) for n in (127, 128, 129, 200, 255, 256, 257)]
+    tasks += [crowded(seed) for seed in range(4)]
+    rng = np.random.default_rng(7)
+    tasks += [(rng.random((n, 3)) < 0.5).astype(np.uint8) for n in (129, 256)]  # all ties
+    for method in METHODS:
+        for threads in (1, 2):
+            batch = af.rerank_batch(tasks, method, backend="cpp", n_threads=threads)
+            for B, res in zip(tasks, batch):
+                one = af.rerank(B, method, backend="cpp")
+                np.testing.assert_array_equal(np.asarray(res.order), np.asarray(one.order))
+                np.testing.assert_array_equal(np.asarray(res.scores), np.asarray(one.scores))
+                check_order = np.lexsort((np.arange(B.shape[0]), -np.asarray(res.scores)))
+                np.testing.assert_array_equal(np.asarray(res.order), check_order)
 
 
 def inputs():

@@ -126,6 +126,7 @@ bool run_batch(BatchTask* tasks, size_t count, const MethodParams& p, int n_thre
   bool oom = false;
   if (count <= 1 || nt <= 1) {
     MethodWorkspace ws;
+    ws.sort.batch = count > 1;
     ahead::Lines lines;
     const ahead::Scope pf(&lines);
     for (size_t k = 0; k < count && !interrupt::poll(); ++k) {
@@ -159,6 +160,7 @@ bool run_batch(BatchTask* tasks, size_t count, const MethodParams& p, int n_thre
     const interrupt::Scope scope(tok);
     {
       MethodWorkspace ws;
+      ws.sort.batch = true;  // count > 1 here
       ahead::Lines lines;
       const ahead::Scope pf(&lines);
       // A dynamic schedule over `order`: a thread claims a range of tasks at a

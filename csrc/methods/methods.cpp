@@ -352,14 +352,18 @@ constexpr simd::Dispatched<&rank_sort_body, simd::kAvx2> rank_sort{};  // AVX-51
 // 1.1 us, 200 keys 3.0-3.9 -> 2.6-2.8 us. The pairs grow as d^2, the passes as
 // d, and a call repeated on one matrix (the serving benchmark) lets the branch
 // predictor learn the insertion: 200x500 calls were 4-7% slower with the counts.
+// A batch of several (different) tasks cannot learn them, so there the counts
+// rank up to kRankCountsBatch keys (SortScratch::batch).
 constexpr int64_t kRankCounts = 128;
+constexpr int64_t kRankCountsBatch = 256;
 
-// Sorts d <= kRankCounts pairs stably into (kd, id): key i goes to its count of
-// smaller keys plus the equal keys placed before it (in index order).
+// Sorts d <= kRankCountsBatch pairs stably into (kd, id): key i goes to its count
+// of smaller keys plus the equal keys placed before it (in index order).
 void rank_by_counts(LessCounts less_counts, const uint64_t* key, const int32_t* idx, int64_t d,
                     uint64_t* kd, int32_t* id) {
-  int64_t less[kRankCounts];
-  int32_t before[kRankCounts] = {};
+  int64_t less[kRankCountsBatch];
+  int32_t before[kRankCountsBatch];
+  std::fill(before, before + d, 0);  // less[i] < d
   less_counts(key, d, less);
   for (int64_t i = 0; i < d; ++i) {
     const int64_t q = less[i] + before[less[i]]++;
@@ -372,7 +376,8 @@ void rank_by_counts(LessCounts less_counts, const uint64_t* key, const int32_t* 
 constexpr int64_t kOnePassRadix = 256;
 
 // Sorts the pairs (key[r], idx[r]), r < d, ascending by key, stably. Short lists
-// are ranked: by rank_by_counts (d <= kRankCounts) at the AVX-512 level, else by
+// are ranked: by rank_by_counts (d <= kRankCounts, kRankCountsBatch in a batch)
+// at the AVX-512 level, else by
 // rank_sort (d < kRankSort). Otherwise two LSD radix passes on
 // the 16 highest bits in which the keys differ (scores spread over those: each
 // digit value holds few keys), which leaves the pairs nearly sorted, then
@@ -381,14 +386,14 @@ constexpr int64_t kOnePassRadix = 256;
 // the rest. Few data-dependent branches, so a batch of different tasks does not
 // pay the mispredictions a comparison sort of ~d log d / 2 costs. key2/idx2:
 // scratch of length d. O(d) per pass, 24 bytes per entry in all.
-void radix_sort(uint64_t* key, int32_t* idx, int64_t d, uint64_t* key2, int32_t* idx2) {
+void radix_sort(uint64_t* key, int32_t* idx, int64_t d, uint64_t* key2, int32_t* idx2, bool batch) {
   static const LessCounts less_counts = less_counts_kernel();
   // the pairs a pass left in the scratch, back in (key, idx)
   const auto from_scratch = [&] {
     std::memcpy(key, key2, static_cast<size_t>(d) * sizeof(uint64_t));
     std::memcpy(idx, idx2, static_cast<size_t>(d) * sizeof(int32_t));
   };
-  if (less_counts != nullptr && d <= kRankCounts) {
+  if (less_counts != nullptr && d <= (batch ? kRankCountsBatch : kRankCounts)) {
     rank_by_counts(less_counts, key, idx, d, key2, idx2);
     from_scratch();
     return;
@@ -452,7 +457,7 @@ void snap_and_order(double* s, int64_t n, double tol, const int64_t* rep, int64_
   }
   sc.key2.resize(static_cast<size_t>(d));
   sc.idx2.resize(static_cast<size_t>(d));
-  radix_sort(sc.key.data(), sc.idx.data(), d, sc.key2.data(), sc.idx2.data());
+  radix_sort(sc.key.data(), sc.idx.data(), d, sc.key2.data(), sc.idx2.data(), sc.batch);
   if (n >= kReleaseRows) {
     release(sc.key2);
     release(sc.idx2);

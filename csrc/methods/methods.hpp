@@ -81,6 +81,10 @@ struct SortScratch {
   std::vector<uint64_t> key, key2;
   std::vector<int32_t> idx, idx2, group;
   std::vector<int64_t> start;
+  // Set by a batch of several tasks (methods/batch.cpp): its tasks differ, so
+  // the sort's branches cannot be learnt and longer lists are ranked in lanes
+  // (snap_and_order; the order is the same either way).
+  bool batch = false;
 };
 
 // Rows from which a task frees each phase's scratch as soon as it is done:
