@@ -139,7 +139,10 @@ def test_batch_input_forms():
 def _same_columns(a, b):
     """Two BatchResults hold the same bits in every column."""
     assert (len(a), a.backend) == (len(b), b.backend)
-    for name in ("n_offsets", "m_offsets", "scores", "weights", "order", "loo_auc", "fallback"):
+    for name in (
+        *("n_offsets", "m_offsets", "scores", "weights", "order", "loo_auc", "fallback"),
+        *("objective", "objective_offsets", "rows", "rows_offsets"),
+    ):
         x, y = getattr(a, name), getattr(b, name)
         assert (x is None) == (y is None), name
         if x is not None:

@@ -156,19 +156,22 @@ def rerank_batch(
     values = spec.validate(params)
     if n_threads is not None:
         n_threads = check_int(n_threads, "n_threads", minimum=1, maximum=MAX_THREADS)
-    if _is_ready_stack(tasks) and spec.cost is None:
-        # already what every task would be converted to: ranked in place, with no
-        # view per task, by a backend that can (else the general path below)
-        be = resolve_backend(backend, tasks[0])
+    # a stack already in the form every task would be converted to (not ACES-O,
+    # whose cost warning reads each task)
+    stack = tasks if _is_ready_stack(tasks) and spec.cost is None else None
+    items = [] if stack is not None else _task_list(tasks)
+    # resolved even for an empty batch: a misspelt or unavailable backend is an error
+    be = resolve_backend(backend, stack[0] if stack is not None else items[0] if items else None)
+    if stack is not None:
+        # ranked in place, with no view per task, by a backend that can; else
+        # split into its tasks like any other batch
         rank_stack = getattr(be, "rerank_stack", None)
         ranked: BatchResult | None = (
-            None if rank_stack is None else rank_stack(tasks, spec.name, values, n_threads)
+            None if rank_stack is None else rank_stack(stack, spec.name, values, n_threads)
         )
         if ranked is not None:
             return ranked
-    items = _task_list(tasks)
-    # resolved even for an empty batch: a misspelt or unavailable backend is an error
-    be = resolve_backend(backend, items[0] if items else None)
+        items = _task_list(stack)
     if not items:
         return BatchResult.from_results([], spec, values, be.name)
     Bs = be.prepare_batch(items)
