@@ -198,6 +198,11 @@ struct Matrix {
   int64_t m = 0;
 };
 
+// The error for a matrix with no candidates; where: e.g. "rerank_batch_flat: task 3".
+[[noreturn]] inline void raise_no_rows(const std::string& where) {
+  throw py::value_error(where + ": B has no rows (n = 0 candidates)");
+}
+
 // B: 2-D, C-contiguous numpy array of dtype uint8 or bool; used in place (no copy).
 inline Matrix get_matrix(const char* fn, py::handle obj) {
   if (!py::isinstance<py::array>(obj))
@@ -219,7 +224,7 @@ inline Matrix get_matrix(const char* fn, py::handle obj) {
                          ": B must be C-contiguous (use np.ascontiguousarray(B))");
   M.n = static_cast<int64_t>(a.shape(0));
   M.m = static_cast<int64_t>(a.shape(1));
-  if (M.n == 0) throw py::value_error(std::string(fn) + ": B has no rows (n = 0 candidates)");
+  if (M.n == 0) raise_no_rows(fn);
   M.data = static_cast<const uint8_t*>(a.data());
   return M;
 }

@@ -429,8 +429,7 @@ py::tuple rerank_stack(const char* fn, py::handle h, const aces_fast::MethodPara
                          std::to_string(a.ndim()) + "-D " + dtype_name(a));
   const size_t T = static_cast<size_t>(a.shape(0));
   const int64_t n = static_cast<int64_t>(a.shape(1)), m = static_cast<int64_t>(a.shape(2));
-  if (T > 0 && n == 0)
-    throw py::value_error(std::string(fn) + ": task 0: B has no rows (n = 0 candidates)");
+  if (T > 0 && n == 0) raise_no_rows(std::string(fn) + ": task 0");
   check_rows_int32(fn, n);
   const uint8_t* base = static_cast<const uint8_t*>(a.data());
   std::vector<Matrix> matrices(T);
