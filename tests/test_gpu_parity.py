@@ -54,15 +54,16 @@ def test_b4_scores_are_held_to_the_rounding_of_their_log_gamma_terms():
     assert parity.b4_scale((1, 1)) > 0
 
 
-def test_every_family_is_a_01_matrix_of_its_kind():
-    rng = np.random.default_rng(0)
-    for family in parity.FAMILIES:
-        B = parity.random_matrix(family, 40, 30, rng)
-        assert B.shape == (40, 30) and B.dtype == np.uint8 and set(np.unique(B)) <= {0, 1}
-    dup = parity.random_matrix("dup-heavy", 40, 30, rng)
-    assert len(np.unique(dup, axis=0)) <= 10
-    cols = parity.random_matrix("dup-cols", 40, 30, rng)
-    assert np.unique(cols, axis=1).shape[1] <= 10
+def test_random_cases_cover_every_shared_family():
+    """The parity check draws the tests' fuzzing families (one generator for
+    both), every family at every shape it is given."""
+    from benchmarks.harness import families
+
+    assert parity.FAMILIES == families.FAMILIES
+    labels = [label for label, _ in parity.cases(2, ((3, 4), (1, 1)), max_problems=0)]
+    assert len(labels) == len(families.FAMILIES) * 2 * 2
+    for family in families.FAMILIES:
+        assert f"{family} 3x4 #1" in labels and f"{family} 1x1 #0" in labels
 
 
 def test_parity_on_cpu_tensors_passes_and_prints_one_line_per_method(capsys):

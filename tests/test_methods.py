@@ -12,20 +12,13 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from benchmarks.harness.families import FAMILIES, family_matrix
 
 import aces_fast as af
 import brute
 from aces_fast.backends import get_backend
 from brute import nonconstant_mask
-from helpers import (
-    EXAMPLE,
-    EXAMPLE_LABELS,
-    FAMILIES,
-    b4_tolerance,
-    family_matrix,
-    npy,
-    random_matrix,
-)
+from helpers import EXAMPLE, EXAMPLE_LABELS, b4_tolerance, npy, random_matrix
 
 EXACT = 1e-12
 OPT = 1e-6

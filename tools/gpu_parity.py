@@ -12,8 +12,10 @@ terms cancel and torch's ``lgamma`` is not the C library's). The kernels ``loo_a
 objective and gradient within ``1e-9``) are checked too.
 
 Inputs: the bundled HumanEval problems (``aces_fast.datasets.load_dataset``)
-and random matrices of five families (Bernoulli, planted, duplicate-heavy,
-duplicated columns, constant columns) at several shapes.
+and random matrices of every family of ``benchmarks/harness/families.py`` (the
+tests' fuzzing families: Bernoulli, planted, few distinct rows, duplicated
+columns, constant columns, all constant, nested, one informative column, near
+identity) at several shapes.
 
 Prints one line per method (cases, failures, largest float difference) and the
 first failures; exit status 1 on any mismatch, 2 when the device is missing.
@@ -30,39 +32,22 @@ import sys
 import time
 import warnings
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+# the checkout's root, for benchmarks.harness when run as `python tools/gpu_parity.py`
+sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
+from benchmarks.harness.families import FAMILIES, family_matrix
+
 BUNDLED = ("humaneval-codegen16b", "humaneval-gpt35")
-FAMILIES = ("bernoulli", "planted", "dup-heavy", "dup-cols", "const-cols")
 SHAPES = ((1, 1), (2, 3), (7, 5), (24, 100), (60, 40), (200, 500))
 QUICK_SHAPES = ((1, 1), (2, 3), (7, 5), (24, 60))
 FLOAT_TOL = 1e-9
 ACES_O_TOL = 1e-6  # tests/test_torch_backend.py: ACES-O weights and scores
 #: the paper's ACES-O is costly on CPU tensors: smaller runs there
 METHOD_PARAMS = {"aces-o": {"steps": 30}, "aces-o-warm": {"steps": 30}}
-
-
-def random_matrix(family: str, n: int, m: int, rng: np.random.Generator) -> np.ndarray:
-    """A 0/1 uint8 ``(n, m)`` matrix of a family."""
-    if family == "bernoulli":
-        return (rng.random((n, m)) < rng.uniform(0.1, 0.9)).astype(np.uint8)
-    if family == "planted":
-        correct = rng.random(n) < 0.3
-        alpha, beta = rng.uniform(0.5, 1.0, m), rng.uniform(0.0, 0.6, m)
-        p = np.where(correct[:, None], alpha[None, :], beta[None, :])
-        return (rng.random((n, m)) < p).astype(np.uint8)
-    B = (rng.random((n, m)) < 0.5).astype(np.uint8)
-    if family == "dup-heavy" and n > 1:
-        distinct = max(1, n // 4)
-        B = B[rng.integers(0, distinct, size=n)]
-    elif family == "dup-cols" and m > 1:
-        B = B[:, rng.integers(0, max(1, m // 3), size=m)]
-    elif family == "const-cols":
-        cols = rng.random(m) < 0.3
-        B[:, cols] = (rng.random(int(cols.sum())) < 0.5).astype(np.uint8)
-    return np.ascontiguousarray(B)
 
 
 def cases(
@@ -82,7 +67,7 @@ def cases(
     for family in FAMILIES:
         for n, m in shapes:
             for i in range(per_family):
-                yield f"{family} {n}x{m} #{i}", random_matrix(family, n, m, rng)
+                yield f"{family} {n}x{m} #{i}", family_matrix(family, n, m, rng)
 
 
 def _host(x: Any) -> np.ndarray | None:
@@ -142,7 +127,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--quick", action="store_true", help="few random cases, small shapes (CPU check)"
     )
-    parser.add_argument("--per-family", type=int, default=None, help="random matrices per shape")
+    parser.add_argument(
+        "--per-family",
+        type=int,
+        default=None,
+        help="random matrices per family and shape (default 3, 1 with --quick)",
+    )
     parser.add_argument("--max-problems", type=int, default=None, help="bundled problems each")
     args = parser.parse_args(argv)
 
@@ -154,7 +144,8 @@ def main(argv: list[str] | None = None) -> int:
     if torch.device(device).type == "cuda" and not torch.cuda.is_available():
         print(f"gpu_parity: no CUDA device is available (torch {torch.__version__})")
         return 2
-    per_family = args.per_family or (1 if args.quick else 6)
+    # 3 x 9 families: about the 180 random matrices of the five families run before
+    per_family = args.per_family or (1 if args.quick else 3)
     shapes = QUICK_SHAPES if args.quick else SHAPES
     max_problems = (
         args.max_problems if args.max_problems is not None else (8 if args.quick else None)
