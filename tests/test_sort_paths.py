@@ -1,7 +1,8 @@
 """The compiled ranking order (csrc/methods/methods.cpp, snap_and_order). At the
 AVX-512 level up to 128 distinct rows (256 in a batch of several tasks) are
-placed by counting, in lanes, the scores below each score, equal ones keeping
-the row order (rank_by_counts);
+placed by counting, in lanes, the scores whose high 32 bits are below each
+score's, those sharing them ordered by insertion after, or past a budget by
+radix passes over every byte; equal ones keep the row order (rank_by_counts);
 below it, fewer than 32 by the same count in generic code (rank_sort). More
 are sorted by radix passes on their highest differing bits plus insertion, or,
 when many scores agree on those bits (a narrow band of scores next to an
@@ -13,6 +14,8 @@ CPU's run in subprocesses (``ACES_FAST_SIMD``).
 """
 
 from __future__ import annotations
+
+import itertools
 
 import numpy as np
 import pytest
@@ -37,6 +40,54 @@ def stable_descending(scores):
     """The stable descending order of ``scores`` (ties by lower row)."""
     scores = np.asarray(scores)
     return np.lexsort((np.arange(len(scores)), -scores))
+
+
+def order_keys(scores):
+    """The sort's unsigned keys of float64 scores (ascending with the scores)."""
+    u = np.asarray(scores, dtype=np.float64).view(np.uint64)
+    return np.where(u >> np.uint64(63) == 1, ~u, u | np.uint64(1 << 63))
+
+
+def span_moves(scores):
+    """``(keys in shared spans, insertion moves)``: distinct keys beyond the
+    first of each high half (32 bits), and the moves an insertion makes to order
+    the keys of each high half from the row order, as rank_by_counts does."""
+    keys = order_keys(scores)
+    high = keys >> np.uint64(32)
+    extra = len(np.unique(keys)) - len(np.unique(high))
+    moves = 0
+    for h in np.unique(high):
+        sub = keys[high == h]
+        moves += sum(int((sub[:i] > sub[i]).sum()) for i in range(len(sub)))
+    return extra, moves
+
+
+def symmetric(g1, g2, sizes):
+    """Every row that passes k1 of the first g1 tests and k2 of the next g2, for
+    each (k1, k2) in sizes: tests of a group are alike, so their weights are
+    equal, and rows passing as many of each group have equal scores in exact
+    arithmetic that differ in their last bits as the sums round."""
+    rows = []
+    for k1, k2 in sizes:
+        for s1 in itertools.combinations(range(g1), k1):
+            for s2 in itertools.combinations(range(g1, g1 + g2), k2):
+                row = np.zeros(g1 + g2, np.uint8)
+                row[list(s1 + s2)] = 1
+                rows.append(row)
+    return np.array(rows)
+
+
+#: symmetric() inputs whose distinct ACES-C scores (tie_tol = 0) share their
+#: high 32 bits in scrambled row order: 70 and 119 rows (a single call's
+#: counts, whose insertion stays in budget), 136 and 252 (a batch's counts;
+#: 252 moves 17 keys per row, past the 4 per row at which the insertion gives
+#: way to the radix passes over every byte)
+SHARED_HIGH = (
+    (7, 5, ((1, 1), (4, 5))),
+    (7, 8, ((3, 0), (6, 7), (7, 6))),
+    (8, 5, ((1, 2), (5, 5))),
+    (7, 8, ((1, 2), (4, 8), (5, 8))),
+)
 
 
 def check(B):
@@ -104,6 +155,26 @@ def test_a_batch_orders_as_single_calls_do():
                 np.testing.assert_array_equal(np.asarray(res.order), stable_descending(res.scores))
 
 
+def test_scores_sharing_their_high_bits_keep_their_order():
+    """The counts rank by the keys' high 32 bits, insertion orders each span
+    of keys that share them, and past a budget the radix passes take over:
+    with tie_tol = 0 (distinct scores stay distinct) every path gives the
+    stable descending order, in a call and in a batch."""
+    tasks = [symmetric(*case) for case in SHARED_HIGH]
+    for method in ("aces-c", "aces-c-filter"):
+        batch = af.rerank_batch(tasks, method, backend="cpp", tie_tol=0.0)
+        for B, res in zip(tasks, batch):
+            one = af.rerank(B, method, backend="cpp", tie_tol=0.0)
+            for r in (one, res):
+                np.testing.assert_array_equal(np.asarray(r.order), stable_descending(r.scores))
+            np.testing.assert_array_equal(np.asarray(res.order), np.asarray(one.order))
+            np.testing.assert_array_equal(np.asarray(res.scores), np.asarray(one.scores))
+    # the cases are real ones: shared spans, and insertion moves up to 17 per row
+    extra, moves = zip(*(span_moves(af.rerank(B, "aces-c", tie_tol=0.0).scores) for B in tasks))
+    assert min(extra) >= 1
+    assert moves[0] > 2 * len(tasks[0]) and moves[-1] > 4 * len(tasks[-1])
+
+
 def inputs():
     """The inputs of the tests above (and sizes around 128 and 256 keys), for a
     run at another SIMD level."""
@@ -114,6 +185,8 @@ def inputs():
     for n in (1, 8, 17, 31, 100, 128, 256):
         rng = np.random.default_rng(n)
         yield (rng.random((n, 3)) < 0.5).astype(np.uint8)
+    for case in SHARED_HIGH:
+        yield symmetric(*case)
 
 
 # argv: the .npz of the inputs; prints, per input and method, the order and
@@ -128,10 +201,12 @@ out = {"level": _core.simd_level()}
 for k in sorted(mats.files, key=int):
     B = mats[k]
     for method in sys.argv[2:]:
-        r = af.rerank(B, method, backend="cpp")
-        s, o = np.asarray(r.scores), np.asarray(r.order)
-        stable = bool((o == np.lexsort((np.arange(len(s)), -s))).all())
-        out[f"{k} {method}"] = [o.tolist(), stable]
+        # tie_tol = 0 too, where a method takes it: distinct scores stay distinct
+        for tol in (None, 0.0) if method.startswith("aces-c") else (None,):
+            r = af.rerank(B, method, backend="cpp", **({} if tol is None else {"tie_tol": tol}))
+            s, o = np.asarray(r.scores), np.asarray(r.order)
+            stable = bool((o == np.lexsort((np.arange(len(s)), -s))).all())
+            out[f"{k} {method} {tol}"] = [o.tolist(), stable, s.tolist()]
 print(json.dumps(out))
 """
 
@@ -146,8 +221,10 @@ def test_every_level_gives_the_same_order(level, tmp_path):
     np.savez(path, **{str(k): B for k, B in enumerate(mats)})
     got = run_at_level(level, _WORKER, str(path), *METHODS)
     assert got.pop("level") == level
-    for key, (order, stable) in got.items():
-        k, method = key.split(" ")
+    for key, (order, stable, scores) in got.items():
+        k, method, tol = key.split(" ")
         assert stable, key
-        here = np.asarray(af.rerank(mats[int(k)], method, backend="cpp").order)
-        np.testing.assert_array_equal(np.asarray(order), here, err_msg=key)
+        kw = {} if tol == "None" else {"tie_tol": float(tol)}
+        here = af.rerank(mats[int(k)], method, backend="cpp", **kw)
+        np.testing.assert_array_equal(np.asarray(scores), np.asarray(here.scores), err_msg=key)
+        np.testing.assert_array_equal(np.asarray(order), np.asarray(here.order), err_msg=key)

@@ -806,37 +806,46 @@ ACES_FAST_AVX512BW void rows_dot_avx512(const uint64_t* words, int64_t m, const 
 
 // ---- counts of smaller keys (the rank sort of short score lists) -------------
 
-// less[i] = #{j : key[j] < key[i]} for up to four blocks of eight keys, each
-// count in a lane: every key j broadcast once and compared with all of them, one
+// less[i] = #{j : hi(key[j]) < hi(key[i])}, hi the high 32 bits, for up to four
+// blocks of sixteen keys, each count in a lane: every key's high half
+// broadcast once (straight from memory) and compared with all of them, one
 // compare and one masked add per block and key. The last block's lanes past d
 // are masked off at load and store: nothing past key[d - 1] or less[d - 1].
 template <int NB>
 __attribute__((target("avx512f"), always_inline)) inline void less_blocks_avx512(
-    const uint64_t* key, int64_t d, int64_t i0, int64_t* less) {
-  const __m512i one = _mm512_set1_epi64(1);
+    const uint64_t* key, int64_t d, int64_t i0, int32_t* less) {
+  const __m512i one = _mm512_set1_epi32(1);
   __m512i K[NB], C[NB];
-  __mmask8 live[NB];
+  __mmask16 live[NB];
   for (int v = 0; v < NB; ++v) {
-    const int64_t left = d - i0 - 8 * v;
-    live[v] = left >= 8 ? __mmask8(0xFF) : __mmask8((1u << left) - 1u);
-    K[v] = _mm512_maskz_loadu_epi64(live[v], key + i0 + 8 * v);
+    const int64_t left = d - i0 - 16 * v;
+    live[v] = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1u);
+    const uint64_t* p = key + i0 + 16 * v;
+    const __m512i lo8 = _mm512_maskz_loadu_epi64(static_cast<__mmask8>(live[v]), p);
+    const __m512i hi8 = _mm512_maskz_loadu_epi64(static_cast<__mmask8>(live[v] >> 8), p + 8);
+    K[v] = _mm512_inserti64x4(
+        _mm512_castsi256_si512(_mm512_cvtepi64_epi32(_mm512_srli_epi64(lo8, 32))),
+        _mm512_cvtepi64_epi32(_mm512_srli_epi64(hi8, 32)), 1);
     C[v] = _mm512_setzero_si512();
   }
+  const char* bytes = reinterpret_cast<const char*>(key);
   for (int64_t j = 0; j < d; ++j) {
-    const __m512i b = _mm512_set1_epi64(static_cast<long long>(key[j]));
+    uint32_t h;  // the high half of key[j] (little-endian x86: its bytes 4..7)
+    std::memcpy(&h, bytes + 8 * j + 4, sizeof h);
+    const __m512i b = _mm512_set1_epi32(static_cast<int32_t>(h));
     for (int v = 0; v < NB; ++v)
-      C[v] = _mm512_mask_add_epi64(C[v], _mm512_cmplt_epu64_mask(b, K[v]), C[v], one);
+      C[v] = _mm512_mask_add_epi32(C[v], _mm512_cmplt_epu32_mask(b, K[v]), C[v], one);
   }
-  for (int v = 0; v < NB; ++v) _mm512_mask_storeu_epi64(less + i0 + 8 * v, live[v], C[v]);
+  for (int v = 0; v < NB; ++v) _mm512_mask_storeu_epi32(less + i0 + 16 * v, live[v], C[v]);
 }
 
 __attribute__((target("avx512f"))) void less_counts_avx512(const uint64_t* key, int64_t d,
-                                                           int64_t* less) {
+                                                           int32_t* less) {
   int64_t i0 = 0;
-  for (; d - i0 > 24; i0 += 32) less_blocks_avx512<4>(key, d, i0, less);  // 25..32+ keys left
-  if (d - i0 > 16)
+  for (; d - i0 > 48; i0 += 64) less_blocks_avx512<4>(key, d, i0, less);  // 49..64+ keys left
+  if (d - i0 > 32)
     less_blocks_avx512<3>(key, d, i0, less);
-  else if (d - i0 > 8)
+  else if (d - i0 > 16)
     less_blocks_avx512<2>(key, d, i0, less);
   else if (d - i0 > 0)
     less_blocks_avx512<1>(key, d, i0, less);

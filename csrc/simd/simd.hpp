@@ -87,13 +87,17 @@ using RowsDot = void (*)(const uint64_t* words, int64_t m, const int64_t* rows, 
                          const double* T, double* out);
 RowsDot rows_dot_kernel();  // never null
 
-// Counts of smaller keys: less[i] = #{j < d : key[j] < key[i]} (unsigned) for
-// every i < d, by comparing every pair in lanes: O(d^2 / 8) compares without a
-// data-dependent branch. Reads exactly key[0 .. d), writes exactly less[0 .. d).
-using LessCounts = void (*)(const uint64_t* key, int64_t d, int64_t* less);
-// AVX-512 only, else nullptr: in AVX2's four lanes, with a sign flip for want
-// of an unsigned compare, the pairs cost as much as the generic rank sort at 24
-// keys and more than a radix pass at 100 (scores of real tasks, measured).
+// Counts of smaller high halves: less[i] = #{j < d : hi(key[j]) < hi(key[i])}
+// (unsigned, hi the top 32 bits) for every i < d, by comparing every pair in
+// sixteen lanes: O(d^2 / 16) compares without a data-dependent branch. Reads
+// exactly key[0 .. d), writes exactly less[0 .. d). The rank sort places each
+// key in the span of those sharing its high half, then orders the spans
+// (rank_by_counts in methods.cpp).
+using LessCounts = void (*)(const uint64_t* key, int64_t d, int32_t* less);
+// AVX-512 only, else nullptr: in AVX2's four lanes of 64-bit keys, with a sign
+// flip for want of an unsigned compare, the pairs cost as much as the generic
+// rank sort at 24 keys and more than a radix pass at 100 (scores of real tasks,
+// measured; eight lanes of 32-bit keys were not).
 LessCounts less_counts_kernel();
 
 // kLaneMask4[b][l] = all ones where bit l of the 4-bit pattern b is set, else 0:
