@@ -696,29 +696,70 @@ def _verified_batches(f: InputFile) -> Any:
 # reading files (shared by load_parquet and the streaming and Ray engines)
 
 
-def open_file(path: Any) -> pq.ParquetFile:
+def open_file(path: Any, source: Any = None) -> pq.ParquetFile:
     """A reader for streaming: ``pre_buffer=False``, because with pre-buffering the
     reader keeps every column chunk it has read until it is closed, so memory
     grows with the file (about 390 MiB after 600 000 rows of 100 x 50) instead of
     staying at one batch. Pages that carry a CRC (``save_parquet`` writes them)
-    are verified as they are read: a damaged page raises ``OSError``."""
+    are verified as they are read: a damaged page raises ``OSError``.
+
+    ``source``: an open ``pyarrow.NativeFile`` of ``path`` to read from (see
+    :class:`InputFile`); by default the path is opened."""
     try:
-        return pq.ParquetFile(str(path), pre_buffer=False, page_checksum_verification=True)
+        return pq.ParquetFile(
+            str(path) if source is None else source,
+            pre_buffer=False,
+            page_checksum_verification=True,
+        )
     except (OSError, pa.ArrowException) as exc:
         raise ValueError(f"{path}: cannot read as Parquet: {exc}") from None
 
 
 @dataclass
 class InputFile:
-    """One Parquet file of the input and the row number of its first row."""
+    """One Parquet file of the input and the row number of its first row.
+
+    ``source``, when set, is the open file ``pf`` reads (``pyarrow.OSFile``):
+    :meth:`reader` gives more readers of that same open file, for threads that
+    read row groups at once (its positional reads are thread-safe), so all of
+    them read the file that was opened, even if its path is replaced
+    meanwhile."""
 
     path: Path
     pf: Any  # pyarrow.parquet.ParquetFile
     first_row: int
+    source: Any = None  # pyarrow.NativeFile
 
     @property
     def num_rows(self) -> int:
         return int(self.pf.metadata.num_rows)
+
+    def reader(self) -> Any:
+        """Another ``ParquetFile`` of this file (the same open file and parsed
+        footer when ``source`` is set; else ``pf`` itself), for one thread."""
+        if self.source is None:
+            return self.pf
+        return pq.ParquetFile(
+            self.source,
+            metadata=self.pf.metadata,
+            pre_buffer=False,
+            page_checksum_verification=True,
+        )
+
+    @classmethod
+    def open(cls, path: Any, first_row: int = 0) -> InputFile:
+        """Open ``path`` once (``pyarrow.OSFile``) and read it through that file;
+        ``ValueError`` when it cannot be read as Parquet."""
+        try:
+            source = pa.OSFile(str(path))
+        except (OSError, pa.ArrowException) as exc:
+            raise ValueError(f"{path}: cannot read as Parquet: {exc}") from None
+        try:
+            pf = open_file(path, source)
+        except ValueError:
+            source.close()
+            raise
+        return cls(Path(path), pf, first_row, source)
 
 
 def row_group_task_ids(pf: Any, g: int) -> Any | None:

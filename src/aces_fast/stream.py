@@ -345,6 +345,12 @@ def _prefetch(items: Any, depth: int = 2) -> Any:
             q.put((end, None))
         except BaseException as exc:  # re-raised in the consumer
             q.put((end, exc))
+        finally:
+            # a generator stopped early is closed here, on its own thread, not
+            # whenever it is collected: its reader threads stop now
+            close = getattr(items, "close", None)
+            if close is not None:
+                close()
 
     thread = threading.Thread(target=produce, name="aces-fast-read", daemon=True)
     thread.start()
@@ -434,13 +440,17 @@ def default_workers() -> int:
 
 class LocalEngine:
     """The ``"local"`` engine: this process reads the input batch by batch (on a
-    thread of its own, ahead of the ranking) and ranks ``job.n_threads`` batches at
-    once (default :func:`default_workers`), each on one thread: decoding, ranking
-    and Pass@k in compiled code with the GIL released, then encoding its part
-    file (pyarrow, GIL released). Batches are committed in input order, so the
-    output does not depend on the number of threads. With one thread, each batch
-    is ranked with the kernels' own threads instead (``n_threads=1``: one).
-    Memory: about ``2 * threads + 2`` batches.
+    thread of its own, ahead of the ranking; from eight threads on, row groups
+    are also read ahead on ``threads // 4`` reader threads,
+    :func:`aces_fast._input.reader_threads`) and ranks ``job.n_threads`` batches
+    at once (default :func:`default_workers`), each on one thread: decoding,
+    ranking and Pass@k in compiled code with the GIL released, then encoding its
+    part file (pyarrow, GIL released). Batches are committed in input order, so
+    the output does not depend on the number of threads. With one thread, each
+    batch is ranked with the kernels' own threads instead (``n_threads=1``:
+    one). Memory: about ``2 * threads + 2`` batches, plus up to
+    ``2 * readers`` row groups read ahead (each at most
+    :data:`aces_fast._input.READ_AHEAD_BYTES`).
     """
 
     name = "local"
@@ -450,14 +460,20 @@ class LocalEngine:
         import collections
         from concurrent.futures import ThreadPoolExecutor
 
-        from ._input import read_batches
+        from ._input import read_batches, reader_threads
 
         workers = default_workers() if job.n_threads is None else job.n_threads
         kernel_threads = job.n_threads if workers == 1 else 1
         encode = getattr(commit, "encode", None)  # a _Writer of this module encodes
         batches = _prefetch(
             read_batches(
-                job.files, job.batch_size, job.done, job.duplicates, job.skip_invalid, job.timings
+                job.files,
+                job.batch_size,
+                job.done,
+                job.duplicates,
+                job.skip_invalid,
+                job.timings,
+                readers=reader_threads(workers),
             ),
             depth=workers + 1,
         )
