@@ -46,6 +46,22 @@ def random_matrix(
     return B
 
 
+def labelled_problems(count, n=8, m=12, seed=0, prefix="t", start=0):
+    """``count`` random ``Problem`` s with labels, ids ``prefix + str(start + i)``:
+    0/1 ``(n, m)`` matrices at pass rate 0.5, labels at 0.4 (seeded)."""
+    from aces_fast.datasets import Problem
+
+    rng = np.random.default_rng(seed)
+    return [
+        Problem(
+            f"{prefix}{start + i}",
+            (rng.random((n, m)) < 0.5).astype(np.uint8),
+            (rng.random(n) < 0.4).astype(np.uint8),
+        )
+        for i in range(count)
+    ]
+
+
 def b4_tolerance(n: int, m: int, alpha: float | None = None, beta0: float | None = None) -> float:
     """docs/contract.rst §4's bound on B4's scores, ``1e-14 L`` with
     ``L = lnΓ(N M + a + b + 2)``; the priors default to the registry's."""

@@ -33,7 +33,7 @@ from aces_fast.cli import main
 from aces_fast.datasets import Problem
 from aces_fast.parquet import InvalidRowError, pack_rows, save_parquet, schema
 from aces_fast.stream import default_errors_path, rerank_dataset
-from helpers import stop_after
+from helpers import labelled_problems, stop_after
 
 _RUN = """
 import sys
@@ -42,21 +42,9 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-def _problems(count, n=8, m=12, seed=0, prefix="t"):
-    rng = np.random.default_rng(seed)
-    return [
-        Problem(
-            f"{prefix}{i}",
-            (rng.random((n, m)) < 0.5).astype(np.uint8),
-            (rng.random(n) < 0.4).astype(np.uint8),
-        )
-        for i in range(count)
-    ]
-
-
 def _dataset(tmp_path, count=600, row_group_size=100, name="in.parquet", **kw):
     path = tmp_path / name
-    save_parquet(_problems(count, **kw), path, row_group_size=row_group_size)
+    save_parquet(labelled_problems(count, **kw), path, row_group_size=row_group_size)
     return path
 
 
@@ -245,7 +233,7 @@ def test_foreign_and_copied_files_are_moved_aside_not_read(tmp_path, monkeypatch
     out = tmp_path / "o.parquet"
     _partial(path, out, monkeypatch)
     shutil.copy(_parts(out)[0], out / "part-copy.parquet")  # a copied part
-    save_parquet(_problems(5, prefix="x"), out / "data.parquet")  # a foreign table
+    save_parquet(labelled_problems(5, prefix="x"), out / "data.parquet")  # a foreign table
     (out / "part-old.parquet").write_bytes(b"not parquet at all")
     with pytest.warns(UserWarning, match="not a committed part") as caught:
         s = rerank_dataset(path, out, "aces-c", batch_size=100, resume=True)
@@ -366,7 +354,9 @@ def test_a_changed_input_refuses_to_resume(tmp_path, monkeypatch):
     path = _dataset(tmp_path)
     out = tmp_path / "o.parquet"
     _partial(path, out, monkeypatch)
-    save_parquet(_problems(600, seed=1), path, row_group_size=100)  # same ids, other matrices
+    save_parquet(
+        labelled_problems(600, seed=1), path, row_group_size=100
+    )  # same ids, other matrices
     with pytest.raises(ValueError, match="the input changed since this run began .*--restart"):
         rerank_dataset(path, out, "aces-c", batch_size=100, resume=True)
     assert main(["rerank-dataset", str(path), "-o", str(out), "--resume", "-q"]) == 1
@@ -446,7 +436,7 @@ def test_resume_reads_only_what_is_left(tmp_path, monkeypatch):
 
 
 def test_duplicate_task_ids_in_the_input(tmp_path):
-    probs = _problems(30)
+    probs = labelled_problems(30)
     probs[12] = Problem("t3", probs[12].B, probs[12].labels)
     probs[20] = Problem("t3", probs[20].B, probs[20].labels)
     probs[25] = Problem("t7", probs[25].B, probs[25].labels)
@@ -480,7 +470,7 @@ def _flip_in_value(path, needle: bytes):
 def test_flipped_bytes_that_still_decode_are_detected(tmp_path):
     """Uncompressed pages: a flipped bit still decodes (to another matrix); the
     page checksum that save_parquet writes catches it."""
-    probs = _problems(400, n=10, m=64)
+    probs = labelled_problems(400, n=10, m=64)
     path = tmp_path / "in.parquet"
     save_parquet(probs, path, row_group_size=100, compression="none")
     clean = _clean(path, tmp_path)
@@ -513,7 +503,7 @@ def test_flipped_bytes_that_still_decode_are_detected(tmp_path):
 def test_flipped_bytes_that_do_not_decode_name_the_row_group(tmp_path, capsys):
     """A file written without page checksums (another tool): a damaged page header
     breaks decoding; the error names the file, row group, rows and ids."""
-    probs = _problems(400, n=10, m=64)
+    probs = labelled_problems(400, n=10, m=64)
     path = tmp_path / "in.parquet"
     table = pa.Table.from_pylist(
         [{"task_id": p.task_id, "n": p.n, "m": p.m, "B": pack_rows(p.B)} for p in probs]
@@ -568,7 +558,7 @@ def _small_disk(root: Path, size_kb: int):
 
 
 def _bad_rows_dataset(tmp_path, count=600, every=7):
-    probs = _problems(count, n=30, m=40)
+    probs = labelled_problems(count, n=30, m=40)
     sch = schema(test_count=False)
     sch = pa.schema([f.with_nullable(True) for f in sch], metadata=sch.metadata)
     rows = []

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -20,18 +19,7 @@ from aces_fast._input import duplicate_rows, open_inputs, read_batches
 from aces_fast.datasets import Problem
 from aces_fast.parquet import save_parquet
 from aces_fast.stream import rerank_dataset
-
-
-def _problems(count, start=0, n=8, m=12, seed=0):
-    rng = np.random.default_rng(seed)
-    return [
-        Problem(
-            f"t{start + i}",
-            (rng.random((n, m)) < 0.5).astype(np.uint8),
-            (rng.random(n) < 0.4).astype(np.uint8),
-        )
-        for i in range(count)
-    ]
+from helpers import labelled_problems
 
 
 def _damage_page(path, group):
@@ -54,10 +42,10 @@ def dataset(tmp_path):
     root = tmp_path / "in"
     root.mkdir()
     a, b = root / "a.parquet", root / "b.parquet"
-    probs_a = _problems(550)
+    probs_a = labelled_problems(550)
     probs_a[400] = Problem("t3", probs_a[400].B, probs_a[400].labels)  # repeats row 3
     save_parquet(probs_a, a, row_group_size=50)
-    save_parquet(_problems(320, start=550, seed=1), b, row_group_size=100)
+    save_parquet(labelled_problems(320, seed=1, start=550), b, row_group_size=100)
     _damage_page(a, 7)  # rows 350-399
     _damage_page(b, 1)  # rows 650-749
     return root
@@ -130,11 +118,11 @@ def test_readers_read_the_file_the_run_opened(tmp_path):
     """Replacing the input's path during a run changes nothing the run reads:
     every reader reads the open file."""
     path = tmp_path / "in.parquet"
-    save_parquet(_problems(300), path, row_group_size=40)
+    save_parquet(labelled_problems(300), path, row_group_size=40)
     files, _ = open_inputs(path)
     want = _snapshot(files, 64, Intervals(), False, readers=1)
     other = tmp_path / "other.parquet"
-    save_parquet(_problems(300, seed=5), other, row_group_size=40)
+    save_parquet(labelled_problems(300, seed=5), other, row_group_size=40)
     os.replace(other, path)
     for readers in (1, 3):
         assert _snapshot(files, 64, Intervals(), False, readers) == want
@@ -146,7 +134,7 @@ def test_stopping_early_stops_the_readers(tmp_path):
     import threading
 
     path = tmp_path / "in.parquet"
-    save_parquet(_problems(2000), path, row_group_size=20)
+    save_parquet(labelled_problems(2000), path, row_group_size=20)
     files, _ = open_inputs(path)
     gen = read_batches(files, 16, Intervals(), {}, False, {}, readers=4)
     next(gen)
@@ -164,8 +152,8 @@ def test_a_run_with_readers_writes_what_one_reader_writes(tmp_path, monkeypatch)
     the same results, bit for bit, and the same errors."""
     root = tmp_path / "in"
     root.mkdir()
-    save_parquet(_problems(700, n=10, m=20), root / "a.parquet", row_group_size=60)
-    save_parquet(_problems(300, start=700, seed=2), root / "b.parquet", row_group_size=45)
+    save_parquet(labelled_problems(700, n=10, m=20), root / "a.parquet", row_group_size=60)
+    save_parquet(labelled_problems(300, start=700, seed=2), root / "b.parquet", row_group_size=45)
     _damage_page(root / "a.parquet", 4)
     runs = {}
     for readers in (1, 3):

@@ -253,97 +253,88 @@ def read_batches(
     (:func:`reader_threads`), each through its own reader of the file; the
     batches, errors and their order are the same as with one.
     """
+    import pyarrow as pa
 
     ahead = _ReadAhead(files, batch_size, done, readers) if readers > 1 else None
     try:
-        yield from _batches(files, batch_size, done, duplicates, skip_invalid, timings, ahead)
+        dup_rows = np.array(sorted(duplicates), dtype=np.int64)
+        for fi, f in enumerate(files):
+            cols = _columns(f)
+            pending: list[Any] = []
+            pending_rows: list[np.ndarray] = []
+            errors: list[Any] = []
+            size = seen = 0
+
+            def cut(limit: int) -> Batch:
+                nonlocal pending, pending_rows, errors, size, seen
+                table = pa.Table.from_batches(pending) if pending else None
+                rows = np.concatenate(pending_rows) if pending_rows else np.zeros(0, np.int64)
+                take = min(limit, size)
+                head = table.slice(0, take) if table is not None else None
+                out = Batch(head, rows[:take], errors, seen)
+                rest = table.slice(take) if table is not None and take < size else None
+                pending = rest.to_batches() if rest is not None else []
+                pending_rows = [rows[take:]] if take < size else []
+                errors, size, seen = [], size - take, 0
+                return out
+
+            lo = f.first_row
+            for g in range(f.pf.metadata.num_row_groups):
+                n_g = int(f.pf.metadata.row_group(g).num_rows)
+                hi = lo + n_g
+                if done.covers(lo, hi):
+                    lo = hi
+                    continue
+                r = lo
+                parts = (
+                    ahead.group(fi, g)
+                    if ahead is not None
+                    else _read_group(f.pf, g, batch_size, cols)
+                )
+                for got, exc, dt in parts:
+                    timings["read"] = timings.get("read", 0.0) + dt
+                    for batch in got:
+                        rows = np.arange(r, r + batch.num_rows, dtype=np.int64)
+                        r += batch.num_rows
+                        keep = (
+                            ~done.contains(rows) if len(done.starts) else np.ones(rows.size, bool)
+                        )
+                        seen += int(keep.sum())
+                        if dup_rows.size:
+                            dup = keep & np.isin(rows, dup_rows)
+                            if dup.any():
+                                tids = batch.column("task_id").to_pylist()
+                                errors.extend(
+                                    RowError(int(rows[i]), tids[i], duplicates[int(rows[i])])
+                                    for i in np.flatnonzero(dup).tolist()
+                                )
+                                keep &= ~dup
+                        if not keep.all():
+                            batch = batch.filter(pa.array(keep))
+                            rows = rows[keep]
+                        if batch.num_rows:
+                            pending.append(batch)
+                            pending_rows.append(rows)
+                            size += batch.num_rows
+                        while size >= batch_size:
+                            yield cut(batch_size)
+                    if exc is not None:
+                        message, ids = damaged_row_group(f, g, lo, hi, r, exc)
+                        if not skip_invalid:
+                            raise ValueError(
+                                message + " (--skip-invalid reports its rows in the "
+                                "errors file and goes on)"
+                            ) from None
+                        todo = np.arange(r, hi, dtype=np.int64)
+                        keep = ~done.contains(todo)
+                        errors.extend(
+                            RowError(int(row), ids[int(row) - r], message) for row in todo[keep]
+                        )
+                        seen += int(keep.sum())
+                        break
+                lo = hi
+            if size or errors or seen:
+                yield cut(size)
     finally:
         if ahead is not None:
             ahead.close()
-
-
-def _batches(
-    files: list[InputFile],
-    batch_size: int,
-    done: Intervals,
-    duplicates: dict[int, str],
-    skip_invalid: bool,
-    timings: dict[str, float],
-    ahead: _ReadAhead | None,
-) -> Iterator[Batch]:
-    import pyarrow as pa
-
-    dup_rows = np.array(sorted(duplicates), dtype=np.int64)
-    for fi, f in enumerate(files):
-        cols = _columns(f)
-        pending: list[Any] = []
-        pending_rows: list[np.ndarray] = []
-        errors: list[Any] = []
-        size = seen = 0
-
-        def cut(limit: int) -> Batch:
-            nonlocal pending, pending_rows, errors, size, seen
-            table = pa.Table.from_batches(pending) if pending else None
-            rows = np.concatenate(pending_rows) if pending_rows else np.zeros(0, np.int64)
-            take = min(limit, size)
-            head = table.slice(0, take) if table is not None else None
-            out = Batch(head, rows[:take], errors, seen)
-            rest = table.slice(take) if table is not None and take < size else None
-            pending = rest.to_batches() if rest is not None else []
-            pending_rows = [rows[take:]] if take < size else []
-            errors, size, seen = [], size - take, 0
-            return out
-
-        lo = f.first_row
-        for g in range(f.pf.metadata.num_row_groups):
-            n_g = int(f.pf.metadata.row_group(g).num_rows)
-            hi = lo + n_g
-            if done.covers(lo, hi):
-                lo = hi
-                continue
-            r = lo
-            parts = (
-                ahead.group(fi, g) if ahead is not None else _read_group(f.pf, g, batch_size, cols)
-            )
-            for got, exc, dt in parts:
-                timings["read"] = timings.get("read", 0.0) + dt
-                for batch in got:
-                    rows = np.arange(r, r + batch.num_rows, dtype=np.int64)
-                    r += batch.num_rows
-                    keep = ~done.contains(rows) if len(done.starts) else np.ones(rows.size, bool)
-                    seen += int(keep.sum())
-                    if dup_rows.size:
-                        dup = keep & np.isin(rows, dup_rows)
-                        if dup.any():
-                            tids = batch.column("task_id").to_pylist()
-                            errors.extend(
-                                RowError(int(rows[i]), tids[i], duplicates[int(rows[i])])
-                                for i in np.flatnonzero(dup).tolist()
-                            )
-                            keep &= ~dup
-                    if not keep.all():
-                        batch = batch.filter(pa.array(keep))
-                        rows = rows[keep]
-                    if batch.num_rows:
-                        pending.append(batch)
-                        pending_rows.append(rows)
-                        size += batch.num_rows
-                    while size >= batch_size:
-                        yield cut(batch_size)
-                if exc is not None:
-                    message, ids = damaged_row_group(f, g, lo, hi, r, exc)
-                    if not skip_invalid:
-                        raise ValueError(
-                            message + " (--skip-invalid reports its rows in the "
-                            "errors file and goes on)"
-                        ) from None
-                    todo = np.arange(r, hi, dtype=np.int64)
-                    keep = ~done.contains(todo)
-                    errors.extend(
-                        RowError(int(row), ids[int(row) - r], message) for row in todo[keep]
-                    )
-                    seen += int(keep.sum())
-                    break
-            lo = hi
-        if size or errors or seen:
-            yield cut(size)
