@@ -174,6 +174,18 @@ def _read_whole_group(f: InputFile, g: int, batch_size: int, cols: list[str]) ->
     return batches, None, seconds
 
 
+def _groups_to_do(f: InputFile, done: Intervals) -> Iterator[tuple[int, int, int]]:
+    """``(g, lo, hi)`` for each row group of ``f`` in order, input rows
+    ``[lo, hi)``, except those whose rows are all done (never read)."""
+    md = f.pf.metadata
+    lo = f.first_row
+    for g in range(md.num_row_groups):
+        hi = lo + int(md.row_group(g).num_rows)
+        if not done.covers(lo, hi):
+            yield g, lo, hi
+        lo = hi
+
+
 def _columns(f: InputFile) -> list[str]:
     names = f.pf.schema_arrow.names
     return [c for c in REQUIRED_COLUMNS + OPTIONAL_COLUMNS if c in names]
@@ -193,18 +205,13 @@ class _ReadAhead:
 
         self.batch_size = batch_size
         self.window = 2 * readers
-        self.plan: list[tuple[int, int]] = []
-        for fi, f in enumerate(files):
-            if f.source is None:
-                continue
-            md = f.pf.metadata
-            lo = f.first_row
-            for g in range(md.num_row_groups):
-                rg = md.row_group(g)
-                hi = lo + int(rg.num_rows)
-                if not done.covers(lo, hi) and rg.total_byte_size <= READ_AHEAD_BYTES:
-                    self.plan.append((fi, g))
-                lo = hi
+        self.plan = [
+            (fi, g)
+            for fi, f in enumerate(files)
+            if f.source is not None
+            for g, _, _ in _groups_to_do(f, done)
+            if f.pf.metadata.row_group(g).total_byte_size <= READ_AHEAD_BYTES
+        ]
         self.files = files
         self.next = 0  # plan entries submitted so far
         self.pending: dict[tuple[int, int], Any] = {}
@@ -278,13 +285,7 @@ def read_batches(
                 errors, size, seen = [], size - take, 0
                 return out
 
-            lo = f.first_row
-            for g in range(f.pf.metadata.num_row_groups):
-                n_g = int(f.pf.metadata.row_group(g).num_rows)
-                hi = lo + n_g
-                if done.covers(lo, hi):
-                    lo = hi
-                    continue
+            for g, lo, hi in _groups_to_do(f, done):
                 r = lo
                 parts = (
                     ahead.group(fi, g)
@@ -332,7 +333,6 @@ def read_batches(
                         )
                         seen += int(keep.sum())
                         break
-                lo = hi
             if size or errors or seen:
                 yield cut(size)
     finally:

@@ -696,7 +696,11 @@ def _verified_batches(f: InputFile) -> Any:
 # reading files (shared by load_parquet and the streaming and Ray engines)
 
 
-def open_file(path: Any, source: Any = None) -> pq.ParquetFile:
+def _unreadable(path: Any, exc: BaseException) -> ValueError:
+    return ValueError(f"{path}: cannot read as Parquet: {exc}")
+
+
+def open_file(path: Any, source: Any = None, metadata: Any = None) -> pq.ParquetFile:
     """A reader for streaming: ``pre_buffer=False``, because with pre-buffering the
     reader keeps every column chunk it has read until it is closed, so memory
     grows with the file (about 390 MiB after 600 000 rows of 100 x 50) instead of
@@ -704,15 +708,17 @@ def open_file(path: Any, source: Any = None) -> pq.ParquetFile:
     are verified as they are read: a damaged page raises ``OSError``.
 
     ``source``: an open ``pyarrow.NativeFile`` of ``path`` to read from (see
-    :class:`InputFile`); by default the path is opened."""
+    :class:`InputFile`); by default the path is opened. ``metadata``: the
+    file's footer, already parsed (it is then not read again)."""
     try:
         return pq.ParquetFile(
             str(path) if source is None else source,
+            metadata=metadata,
             pre_buffer=False,
             page_checksum_verification=True,
         )
     except (OSError, pa.ArrowException) as exc:
-        raise ValueError(f"{path}: cannot read as Parquet: {exc}") from None
+        raise _unreadable(path, exc) from None
 
 
 @dataclass
@@ -739,12 +745,7 @@ class InputFile:
         footer when ``source`` is set; else ``pf`` itself), for one thread."""
         if self.source is None:
             return self.pf
-        return pq.ParquetFile(
-            self.source,
-            metadata=self.pf.metadata,
-            pre_buffer=False,
-            page_checksum_verification=True,
-        )
+        return open_file(self.path, self.source, self.pf.metadata)
 
     @classmethod
     def open(cls, path: Any, first_row: int = 0) -> InputFile:
@@ -753,7 +754,7 @@ class InputFile:
         try:
             source = pa.OSFile(str(path))
         except (OSError, pa.ArrowException) as exc:
-            raise ValueError(f"{path}: cannot read as Parquet: {exc}") from None
+            raise _unreadable(path, exc) from None
         try:
             pf = open_file(path, source)
         except ValueError:
