@@ -13,10 +13,12 @@ issue measured), each cell best of ``--repeats``:
   rounds over all of them (goal: default within 1.1x of the best);
 * ``aces-fast rerank-dataset`` on ``--problems`` synthetic 100x50 problems with
   labels (``benchmarks.harness.stream_scale``'s generator), tasks/s at
-  ``--threads 1`` and at the most threads (goal: >= 300 000 at 16).
+  ``--threads 1`` and at the most threads, or at ``--stream-threads`` (goal:
+  >= 300 000 at 16).
 
 It prints one table per cell and the goal lines (measured, never asserted),
-and ``--json FILE`` keeps every number. ``--max-threads`` caps the thread
+and ``--json FILE`` keeps every number (written after each cell, so that a run
+cut short keeps what it measured). ``--max-threads`` caps the thread
 counts (default: the cores this process may use), so that the script can be
 tried on a small machine; ``--problems 0`` skips the stream.
 
@@ -141,11 +143,25 @@ def main(argv: list[str] | None = None) -> int:
         help="rounds of the one-call cell over all thread counts (default 3; best of each)",
     )
     ap.add_argument("--problems", type=int, default=300_000)
+    ap.add_argument(
+        "--stream-threads",
+        help="comma-separated --threads of the rerank-dataset runs (default: 1 and the most)",
+    )
     ap.add_argument("--json", help="write every measurement to this file")
     args = ap.parse_args(argv)
     if args.max_threads < 1 or args.repeats < 1 or args.call_rounds < 1 or args.problems < 0:
         ap.error("--max-threads, --repeats and --call-rounds must be >= 1, --problems >= 0")
     counts = _thread_counts(args.max_threads)
+    stream_counts = [1, counts[-1]]
+    if args.stream_threads:
+        try:
+            stream_counts = sorted({int(t) for t in args.stream_threads.split(",")} | {counts[-1]})
+        except ValueError:
+            ap.error(
+                f"--stream-threads takes thread counts like 1,8,16; got {args.stream_threads!r}"
+            )
+        if stream_counts[0] < 1:
+            ap.error("--stream-threads must be >= 1")
     root = Path(__file__).resolve().parents[1]
     sys.path.insert(0, str(root))  # benchmarks.harness
     env = dict(os.environ)
@@ -153,12 +169,18 @@ def main(argv: list[str] | None = None) -> int:
     env.pop("OMP_NUM_THREADS", None)  # the default must be the library's own
     print(f"cores_check: {cores} cores usable; thread counts {counts}", flush=True)
     res: dict[str, Any] = {"cores": cores, "counts": counts}
+
+    def save() -> None:
+        if args.json:
+            Path(args.json).write_text(json.dumps(res, indent=2))
+
     with tempfile.TemporaryDirectory(prefix="cores-check-") as tmp:
         for cell in ("batch-200x500", "batch-24x100"):
             stack = _tasks(cell, Path(tmp))
             rates = {t: _cell(cell, t, args.repeats, env, stack) for t in counts}
             stack.unlink()
             res[cell] = rates
+            save()
             print(f"\n{cell} ACES-C, distinct rows, tasks/s")
             for t, r in rates.items():
                 print(f"  {t:>3} threads  {r:>12,.0f}  {r / rates[1]:5.1f}x one thread", flush=True)
@@ -172,14 +194,16 @@ def main(argv: list[str] | None = None) -> int:
                 us = _cell("call", t, args.repeats, env, stack)
                 call[t] = min(call.get(t, us), us)
     res["call-200x500-us"] = call
+    save()
     best = min(v for t, v in call.items() if t)
     print("\none ACES-C call 200x500, microseconds")
     for t, us in call.items():
         print(f"  {'default' if t == 0 else f'{t} threads':>11}  {us:8.1f}  {us / best:5.2f}x best")
     if args.problems:
         with tempfile.TemporaryDirectory(prefix="cores-check-") as tmp:
-            runs = _stream(args.problems, [1, counts[-1]], Path(tmp), env)
+            runs = _stream(args.problems, stream_counts, Path(tmp), env)
         res["stream"] = runs
+        save()
     top = counts[-1]
     print("\ngoals (issue #23; measured, not asserted)")
     b = res["batch-200x500"]
@@ -188,8 +212,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.problems:
         rate = res["stream"][top]["tasks_per_s"]
         print(f"  rerank-dataset --threads {top}: {rate:,.0f} tasks/s (goal >= 300,000 at 16)")
-    if args.json:
-        Path(args.json).write_text(json.dumps(res, indent=2))
     return 0
 
 

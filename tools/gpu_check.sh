@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # One command for a GPU machine (issue 22, item 6): build the package, run the
-# cuda-marked tests, the parity check (tools/gpu_parity.py: every method, torch
-# on CUDA vs cpp), `aces-fast bench --device cuda --quick` and ACES-O with and
-# without CUDA graphs (tools/gpu_graphs.py), within a total
-# budget of 8 minutes, then print one summary table (step, status, seconds).
+# cuda-marked tests, the goal cells timed and profiled (tools/gpu_profile.py:
+# cpp vs CUDA, kernels, syncs, device busy time), ACES-O with and without CUDA
+# graphs (tools/gpu_graphs.py), the parity check (tools/gpu_parity.py: every
+# method, torch on CUDA vs cpp) and `aces-fast bench --device cuda --quick`,
+# within a total budget of 8 minutes, then print one summary table (step,
+# status, seconds).
 #
 # The machine needs torch (CUDA), numba, pybind11, scikit-build-core, cmake,
 # ninja, pytest and pyarrow; no network (the build uses no isolation, no deps).
@@ -16,7 +18,9 @@
 #
 # Environment: PYTHON (default python3), GPU_CHECK_BUDGET (seconds, default 480),
 # GPU_CHECK_DIR (build target, default a temporary folder), GPU_CHECK_PREBUILT=1
-# (GPU_CHECK_DIR already holds the build: skip it).
+# (GPU_CHECK_DIR already holds the build: skip it), GPU_CHECK_LOGDIR (logs and
+# JSON, default a temporary folder), GPU_CHECK_PARITY_ARGS and GPU_CHECK_BENCH_ARGS
+# (replace the parity check's and the bench's selection, e.g. a shorter run).
 # Exit status: 0 when every step that ran passed, 1 otherwise.
 set -u
 cd "$(dirname "$0")/.."
@@ -24,7 +28,11 @@ PYTHON=${PYTHON:-python3}
 BUDGET=${GPU_CHECK_BUDGET:-480}
 CPU_MODE=${GPU_CHECK_CPU:-0}
 START=$(date +%s)
-LOGDIR=$(mktemp -d "${TMPDIR:-/tmp}/gpu-check.XXXXXX")
+LOGDIR=${GPU_CHECK_LOGDIR:-$(mktemp -d "${TMPDIR:-/tmp}/gpu-check.XXXXXX")}
+mkdir -p "$LOGDIR"
+# word-split on purpose: each holds command-line arguments
+read -r -a PARITY_ARGS <<<"${GPU_CHECK_PARITY_ARGS:-}"
+read -r -a BENCH_ARGS <<<"${GPU_CHECK_BENCH_ARGS:---quick}"
 DIR=${GPU_CHECK_DIR:-$LOGDIR/site}
 STEPS=()
 FAILED=0
@@ -115,18 +123,35 @@ if [ -n "$SITE" ]; then
         STEPS[-1]="cuda-tests|pass (skipped: no CUDA)|${STEPS[-1]##*|}"
     fi
 
-    # 3. parity: every method, torch on the device vs cpp
+    # 3. the goal cells, timed and profiled on the device (where the time goes)
     if [ "$HAS_CUDA" = 1 ]; then
-        step parity 150 "$PYTHON" tools/gpu_parity.py --device cuda
+        step profile 150 "$PYTHON" tools/gpu_profile.py --cell-budget 3 --json "$LOGDIR/profile.json" \
+            --tables "$LOGDIR/profile-tables.txt"
+    else
+        echo "== profile: no CUDA device: the small cells on CPU tensors"
+        step profile 90 "$PYTHON" tools/gpu_profile.py --device cpu --quick --cell-budget 1
+        [ $? = 0 ] && STEPS[-1]="profile|pass (CPU tensors)|${STEPS[-1]##*|}"
+    fi
+
+    # 4. CUDA graphs for ACES-O's Adam loop: eager against replayed, same bits
+    if [ "$HAS_CUDA" = 1 ]; then
+        step graphs 90 "$PYTHON" tools/gpu_graphs.py
+    else
+        record graphs "not run: no CUDA device" 0
+    fi
+
+    # 5. parity: every method, torch on the device vs cpp
+    if [ "$HAS_CUDA" = 1 ]; then
+        step parity 150 "$PYTHON" tools/gpu_parity.py --device cuda "${PARITY_ARGS[@]}"
     else
         echo "== parity: no CUDA device: torch on CPU tensors, quick case list"
         step parity 150 "$PYTHON" tools/gpu_parity.py --device cpu --quick
         [ $? = 0 ] && STEPS[-1]="parity|pass (CPU tensors)|${STEPS[-1]##*|}"
     fi
 
-    # 4. the device benchmark
+    # 6. the device benchmark
     if [ "$HAS_CUDA" = 1 ]; then
-        step bench 330 "$PYTHON" -m benchmarks --device cuda --quick --no-import-time \
+        step bench 330 "$PYTHON" -m benchmarks --device cuda "${BENCH_ARGS[@]}" --no-import-time \
             --json "$LOGDIR/bench.json"
     else
         echo "== bench: no CUDA device: checking that --device cuda refuses with one line"
@@ -135,13 +160,6 @@ if [ -n "$SITE" ]; then
             && [ "$(wc -l <"$LOGDIR/bench.log")" = 1 ]; then
             STEPS[-1]="bench|not run: no CUDA device (refused as expected)|${STEPS[-1]##*|}"
         fi
-    fi
-
-    # 5. CUDA graphs for ACES-O's Adam loop: eager against replayed, same bits
-    if [ "$HAS_CUDA" = 1 ]; then
-        step graphs 90 "$PYTHON" tools/gpu_graphs.py
-    else
-        record graphs "not run: no CUDA device" 0
     fi
 fi
 
