@@ -559,6 +559,31 @@ def test_pair_budget_from_free_device_memory(monkeypatch):
     assert TorchBackend(chunk_elements=77).pair_elements == 77
 
 
+@pytest.mark.parametrize(
+    "free, want",
+    [
+        (8 * 2**30, 8 * 2**30 // 4 // 32),  # a share of the free memory
+        (2**20, chunks.DEFAULT_CHUNK_ELEMENTS),  # never under the CPU's default
+        (2**50, chunks.MAX_DEVICE_CHUNK_ELEMENTS),  # nor over 2**30 entries
+    ],
+)
+def test_chunk_budget_from_free_device_memory(monkeypatch, free, want):
+    """Without a cap, chunks on CUDA are sized by the free device memory (few,
+    large chunks: every chunk costs a run of kernel launches); on the CPU they
+    keep the fixed default; a caller's cap wins everywhere."""
+    assert chunks.CUDA_CHUNK_MEMORY_FRACTION == 0.25 and chunks.CHUNK_BYTES_PER_ELEMENT == 32
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (free, 2**51))
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    assert chunks.chunk_budget(cuda, None) == want
+    assert TorchBackend().chunk_cap(cuda) == want
+    assert chunks.chunk_budget(cpu, None) == chunks.DEFAULT_CHUNK_ELEMENTS
+    assert TorchBackend().chunk_cap(cpu) == chunks.DEFAULT_CHUNK_ELEMENTS
+    assert TorchBackend().chunk_elements == chunks.DEFAULT_CHUNK_ELEMENTS
+    for device in (cpu, cuda):
+        assert TorchBackend(chunk_elements=1000).chunk_cap(device) == 1000
+        assert chunks.chunk_budget(device, 0) == 1
+
+
 def test_float32_mode_within_documented_tolerance():
     rng = np.random.default_rng(8)
     B = random_matrix(rng, 24, 60, 0.5, dup_rows=4)

@@ -117,7 +117,7 @@ try:
     from . import loo_auc as _loo_auc
     from . import scores as _scores
     from . import surrogate as _surrogate
-    from .chunks import DEFAULT_CHUNK_ELEMENTS
+    from .chunks import chunk_budget
     from .columns import upload
     from .validate import check_pass_tensor, check_pass_tensors, check_weights_tensor, from_numpy
 except Exception as exc:  # ImportError, or a broken install failing to load its libraries
@@ -177,7 +177,9 @@ class TorchBackend(Backend):
     dtype : {"float64", "float32"} or torch dtype
         Working dtype of the surrogate and ACES-O loop (default float64).
     chunk_elements : int, optional
-        Cap on the entries of the largest per-chunk temporary (default 2**22).
+        Cap on the entries of the largest per-chunk temporary (default 2**22
+        on the CPU; on CUDA sized by the free device memory,
+        :func:`.chunks.chunk_budget`).
     """
 
     name = "torch"
@@ -187,11 +189,16 @@ class TorchBackend(Backend):
         #: cap on ACES-O's pair tensors; None: sized by the free memory on CUDA
         #: (:func:`.aces_o.pair_budget`), ``DEFAULT_CHUNK_ELEMENTS`` on the CPU
         self.pair_elements = None if chunk_elements is None else int(chunk_elements)
-        if chunk_elements is None:
-            chunk_elements = DEFAULT_CHUNK_ELEMENTS
-        if int(chunk_elements) < 1:
+        if chunk_elements is not None and int(chunk_elements) < 1:
             raise ValueError(f"chunk_elements must be >= 1; got {chunk_elements}")
-        self.chunk_elements = int(chunk_elements)
+        #: the caller's cap, or None: :meth:`chunk_cap` sizes it per device
+        self.chunk_given = self.pair_elements
+        #: the cap on the CPU (the caller's, else ``DEFAULT_CHUNK_ELEMENTS``)
+        self.chunk_elements = chunk_budget(torch.device("cpu"), chunk_elements)
+
+    def chunk_cap(self, device: torch.device) -> int:
+        """Entries of the largest per-chunk temporary on ``device`` (:func:`.chunks.chunk_budget`)."""
+        return chunk_budget(device, self.chunk_given)
 
     # -- conversions -------------------------------------------------------------
 
@@ -260,7 +267,7 @@ class TorchBackend(Backend):
             self._vector(weights, Bt, torch.float64),
             tie_tol,
             self._vector(counts, Bt, torch.int64),
-            self.chunk_elements,
+            self.chunk_cap(Bt.device),
         )
         return to_output(L, numpy_out)
 
@@ -271,7 +278,7 @@ class TorchBackend(Backend):
             gamma,
             self._vector(counts, Bt, torch.int64),
             self.dtype,
-            self.chunk_elements,
+            self.chunk_cap(Bt.device),
         )
         return L.to(torch.float64), J.to(torch.float64), g.to(torch.float64)
 
@@ -304,14 +311,14 @@ class TorchBackend(Backend):
         (:func:`.scores.row_scores`); any leading task dimensions."""
         Bt, numpy_out = self._matrix(B)
         return to_output(
-            _scores.row_scores(Bt, self._vector(w, Bt, torch.float64), self.chunk_elements),
+            _scores.row_scores(Bt, self._vector(w, Bt, torch.float64), self.chunk_cap(Bt.device)),
             numpy_out,
         )
 
     def loo_auc_uniform(self, B):
         """``(L (m,), passers (m,), None)``: :func:`.loo_auc.loo_auc_uniform` as a
         batch of one."""
-        L, passers = _loo_auc.loo_auc_uniform(B[None], chunk_elements=self.chunk_elements)
+        L, passers = _loo_auc.loo_auc_uniform(B[None], chunk_elements=self.chunk_cap(B.device))
         return L[0], passers[0], None
 
     @staticmethod

@@ -62,7 +62,7 @@ class PaddedTasks(TorchBackend):
     counts and masks, and padded kernels; the primitives are :class:`TorchBackend`'s."""
 
     def __init__(self, parent: TorchBackend, n_rows: torch.Tensor, n_cols: Sequence[int]):
-        super().__init__(parent.dtype, parent.chunk_elements)
+        super().__init__(parent.dtype, parent.chunk_cap(n_rows.device))
         self.n_rows = n_rows
         self.n_cols = list(n_cols)
         self._count = n_rows.to(torch.float64)[:, None]
@@ -179,8 +179,9 @@ def rerank_batch(
     shapes = [(int(Bt.shape[0]), int(Bt.shape[1])) for Bt, _ in mats]
     columns = Columns(shapes, device)
     with _intra_op_threads(n_threads if device.type == "cpu" else None):
-        for chunk in shape_chunks(shapes, be.chunk_elements):
-            if len(chunk) == 1 and mats[chunk[0]][0].numel() > be.chunk_elements:
+        cap = be.chunk_cap(device)
+        for chunk in shape_chunks(shapes, cap):
+            if len(chunk) == 1 and mats[chunk[0]][0].numel() > cap:
                 # too big to pad: the backend's own kernels chunk over tests
                 columns.add(spec.run(be, mats[chunk[0]][0], values), chunk, padded=False)
                 continue
