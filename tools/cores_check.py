@@ -10,7 +10,10 @@ issue measured), each cell best of ``--repeats``:
   200x500);
 * one ACES-C call on a 200x500 distinct-row matrix, microseconds at the
   default thread count and at each explicit one, the best of ``--call-rounds``
-  rounds over all of them (goal: default within 1.1x of the best);
+  rounds over all of them (goal: default within 1.1x of the best); then all of
+  the settings again in one process, interleaved (backend objects with each
+  ``n_threads``), which separates a setting's cost from the noise between
+  processes;
 * ``aces-fast rerank-dataset`` on ``--problems`` synthetic 100x50 problems with
   labels (``benchmarks.harness.stream_scale``'s generator), tasks/s at
   ``--threads 1`` and at the most threads, or at ``--stream-threads`` (goal:
@@ -60,6 +63,26 @@ if cell == "call":
             af.rerank(B, "aces-c", backend="cpp")
         best = min(best, (time.perf_counter() - tick) / 200)
     print(json.dumps(best * 1e6))
+elif cell == "call-inproc":
+    # the same call at every thread setting in one process, interleaved: tells a
+    # thread count's own cost from the noise between processes
+    from aces_fast import _registry
+    from aces_fast.backends.cpp import CppBackend
+
+    spec = _registry.get("aces-c")
+    values = spec.validate({})
+    settings = [0] + [int(t) for t in sys.argv[5].split(",")]
+    backends = {t: CppBackend(t) for t in settings}  # 0: the library's default
+    B = backends[0].prepare(stack[0])
+    best = {t: float("inf") for t in settings}
+    for _ in range(repeats):
+        for t, be in backends.items():
+            be.rerank(B, spec, values)
+            tick = time.perf_counter()
+            for _ in range(200):
+                be.rerank(B, spec, values)
+            best[t] = min(best[t], (time.perf_counter() - tick) / 200 * 1e6)
+    print(json.dumps(best))
 else:
     tasks = list(stack)
     nt = threads or None
@@ -94,18 +117,21 @@ def _tasks(cell: str, work: Path) -> Path:
     return path
 
 
-def _cell(cell: str, threads: int, repeats: int, env: dict[str, str], tasks: Path) -> float:
+def _cell(
+    cell: str, threads: int, repeats: int, env: dict[str, str], tasks: Path, *extra: str
+) -> Any:
     if cell == "call" and threads:
         env = dict(env, OMP_NUM_THREADS=str(threads))
     out = subprocess.run(
-        [sys.executable, "-c", _CELL, cell, str(threads), str(repeats), str(tasks)],
+        [sys.executable, "-c", _CELL, cell, str(threads), str(repeats), str(tasks), *extra],
         env=env,
         capture_output=True,
         text=True,
     )
     if out.returncode:
         raise SystemExit(f"cores_check: the {cell} cell failed:\n{out.stderr}")
-    return float(json.loads(out.stdout.strip().splitlines()[-1]))
+    value = json.loads(out.stdout.strip().splitlines()[-1])
+    return value if isinstance(value, dict) else float(value)
 
 
 def _stream(problems: int, counts: list[int], work: Path, env: dict[str, str]) -> dict[int, Any]:
@@ -193,12 +219,20 @@ def main(argv: list[str] | None = None) -> int:
             for t in [0, *counts]:
                 us = _cell("call", t, args.repeats, env, stack)
                 call[t] = min(call.get(t, us), us)
-    res["call-200x500-us"] = call
+        res["call-200x500-us"] = call
+        inproc = _cell("call-inproc", 0, 5 * args.repeats, env, stack, ",".join(map(str, counts)))
+        res["call-200x500-inproc-us"] = {int(t): us for t, us in inproc.items()}
     save()
     best = min(v for t, v in call.items() if t)
     print("\none ACES-C call 200x500, microseconds")
     for t, us in call.items():
         print(f"  {'default' if t == 0 else f'{t} threads':>11}  {us:8.1f}  {us / best:5.2f}x best")
+    inproc = res["call-200x500-inproc-us"]
+    best_in = min(v for t, v in inproc.items() if t)
+    print("the same, every setting in one process, interleaved")
+    for t, us in inproc.items():
+        label = "default" if t == 0 else f"{t} threads"
+        print(f"  {label:>11}  {us:8.1f}  {us / best_in:5.2f}x best")
     if args.problems:
         with tempfile.TemporaryDirectory(prefix="cores-check-") as tmp:
             runs = _stream(args.problems, stream_counts, Path(tmp), env)
@@ -209,6 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     b = res["batch-200x500"]
     print(f"  batch 200x500 at {top} threads: {b[top] / b[1]:.1f}x one thread (goal >= 12x at 16)")
     print(f"  one call at the default: {call[0] / best:.2f}x the best (goal <= 1.1x)")
+    print(f"  the same in one process: {inproc[0] / best_in:.2f}x the best")
     if args.problems:
         rate = res["stream"][top]["tasks_per_s"]
         print(f"  rerank-dataset --threads {top}: {rate:,.0f} tasks/s (goal >= 300,000 at 16)")
