@@ -28,7 +28,7 @@ from ._registry import (
 )
 from ._types import Array
 from ._validation import as_scores, check_real, is_torch_tensor, tensor_to_numpy
-from .backends import check_backend_choice, resolve_backend
+from .backends import call_backend, check_backend_choice, host_route, resolve_backend
 from .backends.base import ArrayBackend, Backend
 from .result import RerankResult, SurrogateResult
 
@@ -39,13 +39,16 @@ def _setup(B: Any, backend: str | None) -> tuple[Backend, Any]:
 
 
 def _run(spec: MethodSpec, B: Any, backend: str | None, params: dict[str, Any]) -> RerankResult:
-    """Validate ``params`` (once, here), pick the backend, validate ``B``, warn before a
-    call far beyond the usual cost (:mod:`aces_fast._cost`), rank."""
+    """Validate ``params`` (once, here), pick the backend (``auto`` ranks a small
+    device tensor on the host: :mod:`.backends.host_route`), validate ``B``, warn
+    before a call far beyond the usual cost (:mod:`aces_fast._cost`), rank."""
     values = spec.validate(params)
-    be = resolve_backend(backend, B)
-    Bv = be.prepare(B)
+    be, on_host = call_backend(backend, B)
+    Bv = be.prepare(host_route.to_host(B) if on_host else B)
     if spec.cost is not None:
         warn_if_costly(spec.cost, spec.name, be, (Bv,), values, stacklevel=4)
+    if on_host:  # auto on a small device tensor: cpp here, the results back there
+        return host_route.on_device(be.rerank(Bv, spec, values), B.device)
     return be.rerank(Bv, spec, values)
 
 

@@ -10,7 +10,9 @@ imports neither torch nor numba. A backend is the ``nx`` the method semantics
 
 Selection: an explicit ``backend=`` argument, else the ``ACES_FAST_BACKEND``
 environment variable, else ``"auto"``: torch when the input is a CUDA tensor,
-otherwise the first available of cpp, numba, numpy.
+otherwise the first available of cpp, numba, numpy. A method call's ``auto``
+ranks a small device tensor with cpp in host memory instead
+(:func:`call_backend`, :mod:`.host_route`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import threading
 from typing import Any, cast
 
 from .._validation import tensor_device
+from . import host_route as _host_route
 from .base import Backend, BackendUnavailableError
 
 __all__ = [
@@ -30,6 +33,7 @@ __all__ = [
     "BackendUnavailableError",
     "available_backends",
     "backend_status",
+    "call_backend",
     "check_backend_choice",
     "get_backend",
     "resolve_backend",
@@ -136,6 +140,26 @@ def available_backends() -> list[str]:
     (True, True)
     """
     return [name for name, reason in backend_status().items() if reason is None]
+
+
+def call_backend(backend: str | None, data: Any) -> tuple[Backend, bool]:
+    """The backend of one method call, and whether it takes :mod:`.host_route`.
+
+    :func:`resolve_backend`'s choice, except that ``auto`` on a small tensor on
+    a device (:func:`.host_route.applies`) gives ``cpp`` and ``True`` when cpp
+    is available here: the caller copies the input to the host and the results
+    back (docs/contract.rst §4).
+    """
+    be = resolve_backend(backend, data)
+    if not _host_route.applies(data):
+        return be, False
+    choice = backend if backend is not None else _env_choice() or "auto"
+    if not (isinstance(choice, str) and choice.strip().lower() == "auto"):
+        return be, False
+    try:
+        return _load("cpp"), True
+    except BackendUnavailableError:
+        return be, False
 
 
 def check_backend_choice(backend: str | None) -> str:
