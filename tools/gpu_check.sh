@@ -140,6 +140,13 @@ if [ -n "$SITE" ]; then
         record graphs "not run: no CUDA device" 0
     fi
 
+    # 4b. ACES-O in the torch backend's float32 mode (ACES_FAST_TORCH_DTYPE)
+    if [ "$HAS_CUDA" = 1 ]; then
+        step profile-f32 90 env ACES_FAST_TORCH_DTYPE=float32 "$PYTHON" tools/gpu_profile.py \
+            --only aces-o,batch-aces-o,aces-o-all --cell-budget 2 \
+            --json "$LOGDIR/profile-f32.json" --tables "$LOGDIR/profile-f32-tables.txt"
+    fi
+
     # 5. parity: every method, torch on the device vs cpp
     if [ "$HAS_CUDA" = 1 ]; then
         step parity 150 "$PYTHON" tools/gpu_parity.py --device cuda "${PARITY_ARGS[@]}"

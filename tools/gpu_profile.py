@@ -83,7 +83,9 @@ QUICK_CELLS = (
 )
 
 #: calls longer than this (seconds) are timed but not profiled
-PROFILE_MAX_S = 3.0
+PROFILE_MAX_S = 10.0
+#: nor rerun under the sync debug mode
+SYNC_CHECK_MAX_S = 3.0
 #: runtime calls that wait for the device
 _SYNC_CALLS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
 
@@ -108,7 +110,7 @@ def _event_us(event: Any) -> float:
     return float(event.time_range.elapsed_us())
 
 
-def _profile(fn: Callable[[], Any], device: str) -> tuple[dict[str, Any], str]:
+def _profile(fn: Callable[[], Any], device: str, sync_check: bool) -> tuple[dict[str, Any], str]:
     """One call of ``fn`` under the profiler: counts, busy time and the op table."""
     import torch
     from torch.autograd import DeviceType
@@ -140,7 +142,7 @@ def _profile(fn: Callable[[], Any], device: str) -> tuple[dict[str, Any], str]:
         table = prof.key_averages().table(sort_by=sort_by, row_limit=15)
     except (AttributeError, KeyError):  # older torch names the device time "cuda"
         table = prof.key_averages().table(sort_by="self_cuda_time_total", row_limit=15)
-    if on_gpu:
+    if on_gpu and sync_check:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             torch.cuda.set_sync_debug_mode("warn")
@@ -212,8 +214,10 @@ def run_cell(cell: Cell, impl: str, threads: int, budget: float) -> dict[str, An
         out["device_tasks_per_s"] = cell.tasks / out["device"]["median_s"]
         if cell.time_cpp:
             out["cpp_tasks_per_s"] = cell.tasks / out["cpp"]["median_s"]
-    if out["device"]["warmup_s"] < PROFILE_MAX_S:  # the profiler's events of a long call
-        out["profile"], out["table"] = _profile(torch_fn, cells.TORCH_DEVICE[impl])
+    warm = out["device"]["warmup_s"]
+    if warm < PROFILE_MAX_S:  # the profiler's events of a long call
+        device = cells.TORCH_DEVICE[impl]
+        out["profile"], out["table"] = _profile(torch_fn, device, warm < SYNC_CHECK_MAX_S)
     return out
 
 
