@@ -15,7 +15,6 @@ import pytest
 
 from aces_fast import METHODS, rerank
 from aces_fast.backends import ENV_VAR, call_backend, host_route
-
 from helpers import random_matrix, require_backend
 
 torch = pytest.importorskip("torch")
@@ -31,7 +30,9 @@ def cpu_as_device(monkeypatch):
     monkeypatch.setattr(
         host_route,
         "applies",
-        lambda data: isinstance(data, torch.Tensor) and data.numel() <= host_route.HOST_ROUTE_MAX_CELLS,
+        lambda data: (
+            isinstance(data, torch.Tensor) and data.numel() <= host_route.HOST_ROUTE_MAX_CELLS
+        ),
     )
     monkeypatch.delenv(ENV_VAR, raising=False)
 
@@ -95,7 +96,10 @@ def test_results_share_two_copies():
     moved = host_route.on_device(res, torch.device("cpu"))
     floats = {moved.scores.untyped_storage().data_ptr(), moved.weights.untyped_storage().data_ptr()}
     floats.add(moved.objective.untyped_storage().data_ptr())
-    ints = {moved.order.untyped_storage().data_ptr(), moved.info["rows"].untyped_storage().data_ptr()}
+    ints = {
+        moved.order.untyped_storage().data_ptr(),
+        moved.info["rows"].untyped_storage().data_ptr(),
+    }
     assert len(floats) == 1 and len(ints) == 1
     assert moved.scores.shape == (30,) and moved.weights.shape == (20,)
     assert res.info["rows"] is not moved.info["rows"]  # the NumPy result is left as it was

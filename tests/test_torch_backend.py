@@ -560,7 +560,7 @@ def test_pair_budget_from_free_device_memory(monkeypatch):
 
 
 @pytest.mark.parametrize(
-    "free, want",
+    ("free", "want"),
     [
         (8 * 2**30, 8 * 2**30 // 4 // 32),  # a share of the free memory
         (2**20, chunks.DEFAULT_CHUNK_ELEMENTS),  # never under the CPU's default

@@ -608,6 +608,23 @@ def test_repeat_runs_a_step_count_times_either_way():
     assert aces_o.step_graph(torch.device("cpu")) is None  # CUDA only
 
 
+@pytest.mark.parametrize(
+    ("setting", "graphed"), [(None, True), ("1", True), (" 0 ", False), ("0", False)]
+)
+def test_cuda_graphs_are_on_by_default_and_off_with_zero(monkeypatch, setting, graphed):
+    """The rule only (no device needed): on CUDA the steps replay a graph unless
+    ``ACES_FAST_TORCH_CUDA_GRAPHS`` is 0; the CPU never does."""
+    from aces_fast.backends.torch import aces_o
+
+    if setting is None:
+        monkeypatch.delenv(aces_o.CUDA_GRAPHS_ENV_VAR, raising=False)
+    else:
+        monkeypatch.setenv(aces_o.CUDA_GRAPHS_ENV_VAR, setting)
+    want = aces_o.StepGraph if graphed else None
+    assert aces_o.step_graph(torch.device("cuda")) is want
+    assert aces_o.step_graph(torch.device("cpu")) is None
+
+
 # ---------------------------------------------------------------------------
 # CUDA: the same calls under torch's sync debug mode, against the cpp backend
 
@@ -715,17 +732,20 @@ def test_cuda_aces_o_adam_loop_without_syncs(method, monkeypatch):
 @cuda
 @pytest.mark.parametrize("method", ["aces-o", "aces-o-warm"])
 def test_cuda_graph_adam_loop_equals_the_eager_loop(method, monkeypatch):
-    """With ``ACES_FAST_TORCH_CUDA_GRAPHS=1`` the Adam steps replay a captured CUDA
-    graph: the same weights and objective as the eager loop, per task and in a batch."""
+    """By default on CUDA the Adam steps replay a captured CUDA graph: the same
+    weights and objective as the eager loop (``ACES_FAST_TORCH_CUDA_GRAPHS=0``),
+    per task and in a batch."""
     from aces_fast.backends.torch import aces_o
 
     mats = [_with_symmetric_tests(MATRIX, 20), _with_symmetric_tests(random_matrix(RNG, 40, 50), 8)]
     tasks = [TB.prepare(torch.from_numpy(B).cuda()) for B in mats]
     params = _registry.method_params(method, {"steps": 30})
+    monkeypatch.setenv(aces_o.CUDA_GRAPHS_ENV_VAR, "0")
+    assert aces_o.step_graph(tasks[0].device) is None
     eager = [TB.rerank(B, method, params) for B in tasks] + list(
         TB.rerank_batch(tasks, method, params, None)
     )
-    monkeypatch.setenv(aces_o.CUDA_GRAPHS_ENV_VAR, "1")
+    monkeypatch.delenv(aces_o.CUDA_GRAPHS_ENV_VAR)
     assert aces_o.step_graph(tasks[0].device) is aces_o.StepGraph
     graphed = [TB.rerank(B, method, params) for B in tasks] + list(
         TB.rerank_batch(tasks, method, params, None)

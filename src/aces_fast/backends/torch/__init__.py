@@ -66,8 +66,9 @@ reads twice per call, both before its Adam loop (the distinct-row counts and
 the symmetry classes' sizes, which shape the loop's tensors); each Adam step
 is then a fixed sequence of 58 aten ops (one column chunk of pair tensors)
 on buffers made once -- no sort, no host read, no allocation -- with the same
-arguments at every step, so that ``ACES_FAST_TORCH_CUDA_GRAPHS=1`` can replay
-one captured step as a CUDA graph (:func:`.aces_o.repeat`). Its pair
+arguments at every step, so that on CUDA one captured step is replayed as a
+CUDA graph (:func:`.aces_o.repeat`; ``ACES_FAST_TORCH_CUDA_GRAPHS=0`` runs the
+steps eagerly). Its pair
 tensors hold ``chunk_elements`` entries each when given, else on CUDA a share
 of the free device memory (:func:`.aces_o.pair_budget`).
 tests/test_torch_sync.py counts the aten ops and host reads of every method
