@@ -53,7 +53,7 @@ tar -czf "$OUT/logs.tar.gz" -C "$WORK" logs  # again at the end: kept if cores_c
 cores_s=$(($(left) - 10))
 echo "== cores_check (issue #23), ${cores_s} s"
 PYTHONPATH="$SITE:$PWD" timeout "$cores_s" "$PYTHON" tools/cores_check.py --repeats 2 \
-    --call-rounds 3 --stream-threads 1,4,8 --json "$OUT/cores.json"
+    --call-rounds 3 --problems 1000000 --stream-threads 8 --json "$OUT/cores.json"
 cores=$?
 
 tar -czf "$OUT/logs.tar.gz" -C "$WORK" logs

@@ -51,8 +51,11 @@ def write_synthetic(
     labels: bool = True,
     row_group_size: int = 4096,
     compression: str = "zstd",
+    first_id: int = 0,
 ) -> None:
-    """Write ``problems`` planted problems of shape (n, m) in the Parquet layout."""
+    """Write ``problems`` planted problems of shape (n, m) in the Parquet layout,
+    task ids ``task/{first_id}`` onwards (files of one dataset written apart
+    take distinct ``first_id`` and ``seed``)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -73,7 +76,7 @@ def write_synthetic(
                 ys.append(y.reshape(-1))
             offsets = (np.arange(count + 1, dtype=np.int64) * n * nb).astype(np.int32)
             cols = [
-                pa.array([f"task/{start + i}" for i in range(count)], pa.string()),
+                pa.array([f"task/{first_id + start + i}" for i in range(count)], pa.string()),
                 pa.array(np.full(count, n, np.int32)),
                 pa.array(np.full(count, m, np.int32)),
                 pa.Array.from_buffers(
