@@ -443,6 +443,59 @@ def test_batch_errors_name_the_first_invalid_task(seed):
     assert str(got.value).startswith("task ")
 
 
+def test_a_batch_of_plain_bytes_skips_the_per_task_rules(monkeypatch):
+    """Contiguous 2-D uint8 tensors on one device (the usual batch) are checked by
+    one reduction and one read, without a rule object per task; the tensors
+    come back as they are."""
+    from aces_fast.backends.torch import validate
+
+    tasks = [torch.from_numpy(random_matrix(RNG, n, m)) for n, m in SHAPES * 3]
+
+    def refuse(*args):
+        raise AssertionError("the per-task rules ran")
+
+    monkeypatch.setattr(validate, "_Task", refuse)
+    log, out = record(lambda: TB.prepare_batch(tasks))
+    assert len(log.reads) == 1, log.reads
+    assert all(got is B for got, B in zip(out, tasks))
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_plain_byte_batches_report_the_first_invalid_task(seed):
+    """A batch that the fast rules turn down (a byte over 1, no candidates, a
+    1-D or non-contiguous matrix, another dtype) gets the full rules: the first
+    invalid task's error, word for word the NumPy backend's."""
+    from aces_fast.backends import get_backend
+
+    rng = np.random.default_rng(seed)
+    tasks: list[Any] = [
+        torch.from_numpy(random_matrix(rng, int(rng.integers(1, 6)), int(rng.integers(0, 5))))
+        for _ in range(int(rng.integers(2, 8)))
+    ]
+    for t in rng.choice(len(tasks), size=int(rng.integers(0, 3)), replace=False):
+        how = ["value", "shape", "empty", "strided", "bool"][rng.integers(5)]
+        B = tasks[t]
+        if how == "strided" and B.shape[1] > 1:
+            tasks[t] = B.t().contiguous().t()
+        elif how == "bool":
+            tasks[t] = B.bool()
+        elif how in ("value", "shape", "empty") and B.numel():
+            tasks[t] = _corrupt(rng, B, how)
+    want: Exception | None = None
+    try:
+        get_backend("numpy").prepare_batch(list(tasks))
+    except (TypeError, ValueError) as exc:
+        want = exc
+    if want is None:
+        for B, got in zip(tasks, TB.prepare_batch(tasks)):
+            assert got.dtype == torch.uint8 and got.is_contiguous()
+            assert torch.equal(got, B.to(torch.uint8))
+        return
+    with pytest.raises(type(want)) as raised:
+        TB.prepare_batch(tasks)
+    assert str(raised.value) == str(want)
+
+
 # ---------------------------------------------------------------------------
 # (b) a batch's op count does not grow with its number of tasks
 
