@@ -468,3 +468,69 @@ def test_shape_chunks_budget_and_waste():
         assert len(c) == 1 or cells <= 2.0 * sum(shapes[t][0] * shapes[t][1] for t in c)
     # slack lets small items share a chunk whatever their padding
     assert len(shape_chunks(shapes[:2] + shapes[3:4], 10**9, 2.0, slack=10**4)) == 1
+
+
+# ---------------------------------------------------------------------------
+# a (T, n, m) tensor stack, ranked as slices of itself
+
+
+@pytest.mark.parametrize("method", ["majority", "aces-c", "aces-c-filter"])
+@pytest.mark.parametrize("chunk", [None, 3 * 7 * 11])
+def test_a_tensor_stack_equals_its_tasks_as_a_list(method, chunk, monkeypatch):
+    """Bit for bit the list path's columns, in one chunk or in chunks of 3 tasks."""
+    from aces_fast.backends.torch import chunks
+
+    if chunk is not None:
+        monkeypatch.setattr(chunks, "DEFAULT_CHUNK_ELEMENTS", chunk)
+    rng = np.random.default_rng(7)
+    S = torch.from_numpy((rng.random((20, 7, 11)) < 0.4).astype(np.uint8))
+    S[3] = 0  # a task of constant tests: ACES-C's fallback
+    got = af.rerank_batch(S, method, backend="torch")
+    want = af.rerank_batch(list(S), method, backend="torch")
+    for name in ("scores", "order", "weights", "loo_auc", "fallback", "n_offsets", "m_offsets"):
+        a, b = getattr(got, name), getattr(want, name)
+        assert (a is None) == (b is None), name
+        if a is not None:  # bit for bit; LOO-AUC is NaN on constant tests
+            torch.testing.assert_close(
+                torch.as_tensor(a), torch.as_tensor(b), rtol=0, atol=0, equal_nan=True, msg=name
+            )
+    for t in (0, 3, 19):
+        ref = af.rerank(S[t].numpy(), method, backend="cpp")
+        np.testing.assert_array_equal(got[t].order.numpy(), ref.order)
+
+
+def test_a_tensor_stack_that_fails_its_check_names_the_task():
+    S = torch.zeros((6, 3, 4), dtype=torch.uint8)
+    S[4, 1, 2] = 2
+    with pytest.raises(ValueError, match=r"^task 4: B must contain only 0 and 1; found value 2$"):
+        af.rerank_batch(S, "aces-c", backend="torch")
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda S: S.bool(),  # another dtype
+        lambda S: S.transpose(1, 2).contiguous().transpose(1, 2),  # another layout
+        lambda S: S.double(),
+    ],
+)
+def test_other_tensor_stacks_take_the_list_path(make):
+    rng = np.random.default_rng(8)
+    S = torch.from_numpy((rng.random((5, 6, 4)) < 0.5).astype(np.uint8))
+    got = af.rerank_batch(make(S), "aces-c", backend="torch")
+    want = af.rerank_batch(list(S), "aces-c", backend="torch")
+    assert torch.equal(got.order, want.order) and torch.equal(got.scores, want.scores)
+
+
+def test_a_cpu_tensor_stack_under_auto_and_aces_o_stacks():
+    """auto picks cpp for CPU tensors (the stack's tasks go to it); ACES-O stacks,
+    whose cost warning reads each task, go through the list of tasks."""
+    rng = np.random.default_rng(9)
+    S = torch.from_numpy((rng.random((4, 8, 6)) < 0.5).astype(np.uint8))
+    auto = af.rerank_batch(S, "aces-c")
+    assert auto.backend == "cpp"
+    np.testing.assert_array_equal(auto.order, af.rerank_batch(S.numpy(), "aces-c").order)
+    params = {"steps": 5}
+    got = af.rerank_batch(S, "aces-o", backend="torch", **params)
+    want = af.rerank_batch(list(S), "aces-o", backend="torch", **params)
+    assert torch.equal(got.order, want.order)

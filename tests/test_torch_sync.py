@@ -517,6 +517,21 @@ def test_batch_op_count_does_not_depend_on_the_number_of_tasks(method):
     assert sum(counts[10].values()) < 400
 
 
+@pytest.mark.parametrize("method", ["majority", "aces-c", "aces-c-filter"])
+def test_a_stack_of_tasks_runs_a_fixed_op_sequence_with_one_read(method):
+    """A (T, n, m) uint8 tensor stack: one read (its check), the same ops for 10
+    tasks as for 1 000, none per task."""
+    n, m = 50, 80
+    counts = {}
+    for T in (10, 1000):
+        S = torch.from_numpy((RNG.random((T, n, m)) < 0.5).astype(np.uint8))
+        log, out = record(lambda S=S: af.rerank_batch(S, method, backend="torch"))
+        assert len(out) == T and out.backend == "torch"
+        assert len(log.reads) == 1, log.reads
+        counts[T] = log.counts()
+    assert counts[10] == counts[1000]
+
+
 # ---------------------------------------------------------------------------
 # (c) one ACES-O Adam step: a fixed, short op sequence without sort or host read
 
@@ -831,6 +846,30 @@ def test_cuda_surrogate_does_not_read_the_weights(sync_errors, monkeypatch):
     np.testing.assert_allclose(npy(L), want.values, rtol=1e-12, atol=1e-12)
     assert abs(float(J) - want.objective) <= 1e-12
     np.testing.assert_allclose(npy(g), want.gradient, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.cuda
+@cuda
+def test_cuda_stack_batch_synchronizes_once():
+    """ACES-C over a stack of CUDA tasks: its check is the one synchronization;
+    results equal cpp's on the same stack."""
+    import warnings
+
+    S = (torch.rand((300, 40, 60), device="cuda") < 0.5).to(torch.uint8)
+    torch.cuda.synchronize()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            got = af.rerank_batch(S, "aces-c", backend="torch")
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    syncs = [str(c.message) for c in caught if "synchroniz" in str(c.message)]
+    assert len(syncs) == 1, syncs
+    want = af.rerank_batch(S.cpu().numpy(), "aces-c", backend="cpp")
+    assert got.scores.device == S.device
+    np.testing.assert_array_equal(npy(got.order), want.order)
+    np.testing.assert_allclose(npy(got.weights), want.weights, rtol=0, atol=1e-12)
 
 
 @pytest.mark.cuda

@@ -65,6 +65,12 @@ def _task_list(tasks: Any) -> list[Any]:
     return list(tasks)
 
 
+def _is_tensor_stack(tasks: Any) -> bool:
+    """Whether ``tasks`` is a 3-D torch tensor: a stack the torch backend may rank
+    as slices (:meth:`~aces_fast.backends.torch.TorchBackend.rerank_stack`)."""
+    return is_torch_tensor(tasks) and tasks.dim() == 3
+
+
 def _is_ready_stack(tasks: Any) -> TypeGuard[np.ndarray]:
     """Whether ``tasks`` is a non-empty stack (T, n, m) of tasks that need no
     conversion: exactly a numpy array, uint8, C-contiguous, ``n >= 1`` (each
@@ -158,10 +164,14 @@ def rerank_batch(
         n_threads = check_int(n_threads, "n_threads", minimum=1, maximum=MAX_THREADS)
     # a stack already in the form every task would be converted to (not ACES-O,
     # whose cost warning reads each task)
-    stack = tasks if _is_ready_stack(tasks) and spec.cost is None else None
+    ready = spec.cost is None and (_is_ready_stack(tasks) or _is_tensor_stack(tasks))
+    stack: Any = tasks if ready else None
     items = [] if stack is not None else _task_list(tasks)
     # resolved even for an empty batch: a misspelt or unavailable backend is an error
-    be = resolve_backend(backend, stack[0] if stack is not None else items[0] if items else None)
+    first = (stack[0] if len(stack) else None) if stack is not None else items[0] if items else None
+    be = resolve_backend(backend, first)
+    if stack is not None and is_torch_tensor(stack) and be.name != "torch":
+        items, stack = _task_list(stack), None  # other backends take a tensor stack's tasks
     if stack is not None:
         # ranked in place, with no view per task, by a backend that can; else
         # split into its tasks like any other batch

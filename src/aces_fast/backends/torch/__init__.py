@@ -120,7 +120,13 @@ try:
     from . import surrogate as _surrogate
     from .chunks import chunk_budget
     from .columns import upload
-    from .validate import check_pass_tensor, check_pass_tensors, check_weights_tensor, from_numpy
+    from .validate import (
+        check_pass_stack,
+        check_pass_tensor,
+        check_pass_tensors,
+        check_weights_tensor,
+        from_numpy,
+    )
 except Exception as exc:  # ImportError, or a broken install failing to load its libraries
     torch = None  # type: ignore[assignment]
     _IMPORT_ERROR: BaseException | None = exc
@@ -466,6 +472,22 @@ class TorchBackend(Backend):
         from .batch import rerank_batch
 
         return rerank_batch(self, Bs, method, values, n_threads)
+
+    def rerank_stack(
+        self, stack: Any, method: str, values: dict[str, Any], n_threads: int | None
+    ) -> BatchResult | None:
+        """:meth:`rerank_batch` of the tasks of a (T, n, m) ``uint8`` tensor, ranked
+        as slices of it (:func:`.batch.rerank_stack`), checked by one reduction
+        and one read. ``None`` (the caller then splits the stack into tasks,
+        whose validation names the first invalid one) for anything else: a NumPy
+        stack, another dtype or layout, a value other than 0 and 1, a method
+        not over tasks."""
+        from .batch import rerank_stack
+
+        if not is_torch_tensor(stack) or not _registry.get(method).over_tasks:
+            return None
+        checked = check_pass_stack(stack)
+        return None if checked is None else rerank_stack(self, checked, method, values, n_threads)
 
     def loo_auc_public(self, B, weights, tie_tol):
         return self.loo_auc(B, weights, tie_tol)

@@ -199,6 +199,26 @@ def _ready_bytes(Bs: Sequence[Any]) -> list[torch.Tensor] | None:
     return list(Bs)
 
 
+def check_pass_stack(stack: torch.Tensor) -> torch.Tensor | None:
+    """A stack of tasks (T, n, m) checked whole: the same tensor when it is a
+    plain, contiguous ``uint8`` tensor with ``T, n >= 1`` on a device the backend
+    computes on, all 0/1 (one reduction, one read); ``None`` otherwise, for the
+    caller to split it into tasks, whose checks name the first invalid one."""
+    if (
+        type(stack) is not torch.Tensor
+        or stack.dtype != torch.uint8
+        or stack.dim() != 3
+        or stack.shape[0] == 0
+        or stack.shape[1] == 0
+        or not stack.is_contiguous()
+        or stack.device.type not in DEVICES
+    ):
+        return None
+    if stack.numel() and int(stack.max().item()) > 1:  # the one host read
+        return None
+    return stack
+
+
 def _prefixed(exc: Exception, index: int | None) -> Exception:
     if index is None:
         return exc
