@@ -54,11 +54,13 @@ class Cell:
     tasks: int = 0
     goal: str = ""
     time_cpp: bool = True
+    #: a batch given as one (T, n, m) tensor rather than a list of tasks
+    stack: bool = False
 
     @property
     def name(self) -> str:
         if self.tasks:
-            return f"{self.op} {self.tasks} x {self.size}"
+            return f"{self.op} {self.tasks} x {self.size}" + (" stack" if self.stack else "")
         return f"{self.op} {self.size}"
 
 
@@ -66,6 +68,7 @@ class Cell:
 CELLS = (
     Cell("aces-c", "200x500", goal="cuda <= 0.2 ms"),
     Cell("batch-aces-c", "200x500", 2000, goal="cpp/cuda >= 10, >= 1e6 tasks/s"),
+    Cell("batch-aces-c", "200x500", 2000, goal="cpp/cuda >= 10, >= 1e6 tasks/s", stack=True),
     Cell("batch-aces-o", "200x500", 200, goal="cpp/cuda >= 5"),
     Cell("loo-auc", "100000x2000", goal="cpp/cuda >= 5"),
     Cell("aces-o-all", "2000x1000", goal="cuda <= 1 s", time_cpp=False),
@@ -77,6 +80,7 @@ CELLS = (
 QUICK_CELLS = (
     Cell("aces-c", "24x100", goal="cuda <= 0.2 ms"),
     Cell("batch-aces-c", "24x100", 20),
+    Cell("batch-aces-c", "24x100", 20, stack=True),
     Cell("batch-aces-o", "24x60", 4),
     Cell("loo-auc", "2000x200"),
     Cell("aces-o-all", "60x40", time_cpp=False),
@@ -198,10 +202,34 @@ def _host_route(cell: Cell, B: Any, device: str, threads: int) -> Callable[[], A
     return call
 
 
+def _stack_call(cell: Cell, B: Any, device: str) -> Callable[[], Any]:
+    """The batch cell's tasks as one (T, n, m) tensor on the device (the torch
+    backend's ``rerank_stack``), synchronized after each call."""
+    import numpy as np
+    import torch
+
+    import aces_fast as af
+
+    stack = torch.from_numpy(np.stack(B)).to(device)
+    method = cells.BATCH_OPS[cell.op][1]
+
+    def call() -> Any:
+        out = af.rerank_batch(stack, method, backend="torch")
+        if stack.device.type == "cuda":
+            torch.cuda.synchronize()
+        return out
+
+    return call
+
+
 def run_cell(cell: Cell, impl: str, threads: int, budget: float) -> dict[str, Any]:
     B, w = _inputs(cell)
     out: dict[str, Any] = {"cell": cell.name, "goal": cell.goal}
-    torch_fn = cells.make_call(cell.op, impl, B, w, threads=threads)
+    torch_fn = (
+        _stack_call(cell, B, cells.TORCH_DEVICE[impl])
+        if cell.stack
+        else cells.make_call(cell.op, impl, B, w, threads=threads)
+    )
     out["device"] = _timed(torch_fn, budget, 50)
     if cell.op in HOST_ROUTE_OPS:
         route = _host_route(cell, B, cells.TORCH_DEVICE[impl], threads)
