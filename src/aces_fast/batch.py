@@ -142,10 +142,11 @@ def rerank_batch(
     With the ``cpp`` backend majority vote, ACES-C (both variants) and ACES-O
     run in one call into C++ with the GIL released; CodeT and B4 run task by
     task. A stack that needs no conversion (a C-contiguous ``uint8`` array of
-    shape (T, n, m), ``n >= 1``) is ranked where it lies, without a view per
-    task: for batches of small tasks, make the stack once (``np.stack``)
-    rather than a list. Cost: the sum of the tasks' costs, divided across
-    threads.
+    shape (T, n, m), ``n >= 1``, or on ``torch`` such a tensor) is ranked where
+    it lies, without a view per task: for batches of small tasks, make the
+    stack once (``np.stack``, ``torch.stack``) rather than a list
+    (docs/backends.rst, "Many problems at once"). Cost: the sum of the tasks'
+    costs, divided across threads.
 
     Examples
     --------
