@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from .._validation import tensor_device
+from ..result import RerankResult
 
 #: cells (n * m) up to which ``auto`` ranks a device tensor on the host: 2 Mi,
 #: where the host route measured 6x faster than the device on an H200 for
@@ -54,13 +55,11 @@ def to_host(B: Any) -> np.ndarray:
     return B.detach().cpu().numpy()
 
 
-def on_device(result: Any, device: Any) -> Any:
+def on_device(result: RerankResult, device: Any) -> RerankResult:
     """``result`` (a NumPy :class:`~aces_fast.result.RerankResult`) with its arrays
     as tensors on ``device``: the float64 fields in one host-to-device copy,
     the int64 ones (order, ACES-O's rows) in another; each field a view of its copy."""
     import torch
-
-    from ..result import RerankResult
 
     floats = [(k, getattr(result, k)) for k in _FLOAT_FIELDS if getattr(result, k) is not None]
     ints = [("order", result.order)]
