@@ -1,6 +1,6 @@
 """``auto``'s host route for small calls on device tensors (issue 22, item 3;
-docs/contract.rst §4): cpp ranks a copy in host memory and the results come
-back as tensors on the input's device.
+docs/contract.rst §4): cpp ranks (or, for the kernels, computes on) a copy in
+host memory and the results come back as tensors on the input's device.
 
 CI has no GPU, so the route is driven with CPU tensors standing in for device
 ones (``host_route.applies`` patched to accept them); the device-only parts
@@ -67,6 +67,28 @@ def test_auto_host_route_equals_cpp_with_tensors_out(cpu_as_device, method):
             np.testing.assert_array_equal(got.info["rows"].numpy(), want.info["rows"])
 
 
+@pytest.mark.parametrize("weighted", [False, True])
+def test_auto_host_route_for_the_kernels(cpu_as_device, weighted):
+    """loo_auc and surrogate_loo_auc take the route too: cpp's values, as tensors
+    (the surrogate's objective 0-d, as the torch backend gives it)."""
+    from aces_fast import loo_auc, surrogate_loo_auc
+
+    B = random_matrix(RNG, 25, 14)
+    w = RNG.random(14)
+    w /= w.sum()
+    wt = torch.from_numpy(w) if weighted else w
+    got = loo_auc(torch.from_numpy(B), wt if weighted else None)
+    want = loo_auc(B, w if weighted else None, backend="cpp")
+    assert isinstance(got, torch.Tensor) and got.dtype == torch.float64
+    np.testing.assert_array_equal(got.numpy(), want)
+    sur = surrogate_loo_auc(torch.from_numpy(B), wt, 7.0)
+    ref = surrogate_loo_auc(B, w, 7.0, backend="cpp")
+    on_torch = surrogate_loo_auc(torch.from_numpy(B), torch.from_numpy(w), 7.0, backend="torch")
+    for g, r, t in zip(sur, ref, on_torch):
+        assert isinstance(g, torch.Tensor) and g.shape == t.shape and g.dtype == t.dtype
+        np.testing.assert_array_equal(g.numpy(), r)
+
+
 def test_explicit_torch_and_the_environment_keep_the_device(cpu_as_device, monkeypatch):
     """backend="torch" always computes on the device; ACES_FAST_BACKEND picks like
     an argument (auto takes the route, torch does not)."""
@@ -123,3 +145,8 @@ def test_cuda_small_call_takes_the_host_route():
     np.testing.assert_array_equal(got.order.cpu().numpy(), want.order)
     np.testing.assert_array_equal(got.weights.cpu().numpy(), want.weights)
     assert rerank(Bt, "aces-c", backend="torch").backend == "torch"
+    from aces_fast import loo_auc
+
+    L = loo_auc(Bt)
+    assert L.device == Bt.device
+    np.testing.assert_array_equal(L.cpu().numpy(), loo_auc(B, backend="cpp"))

@@ -28,14 +28,26 @@ from ._registry import (
 )
 from ._types import Array
 from ._validation import as_scores, check_real, is_torch_tensor, tensor_to_numpy
-from .backends import call_backend, check_backend_choice, host_route, resolve_backend
+from .backends import call_backend, check_backend_choice, host_route
 from .backends.base import ArrayBackend, Backend
 from .result import RerankResult, SurrogateResult
 
 
-def _setup(B: Any, backend: str | None) -> tuple[Backend, Any]:
-    be = resolve_backend(backend, B)
-    return be, be.prepare(B)
+def _kernel_setup(B: Any, backend: str | None) -> tuple[Backend, Any, Any]:
+    """A kernel call's backend, validated input, and the device its outputs go back
+    to: ``None`` unless ``auto`` ranks a small device tensor on the host
+    (:mod:`.backends.host_route`)."""
+    be, on_host = call_backend(backend, B)
+    if on_host:
+        return be, be.prepare(host_route.to_host(B)), B.device
+    return be, be.prepare(B), None
+
+
+def _kernel_weights(be: Backend, weights: Any, m: int, device: Any) -> Any:
+    """Weights validated for ``be``; on the host route a tensor is copied out first."""
+    if device is not None and is_torch_tensor(weights):
+        weights = host_route.to_host(weights)
+    return be.prepare_weights(weights, m)
 
 
 def _run(spec: MethodSpec, B: Any, backend: str | None, params: dict[str, Any]) -> RerankResult:
@@ -93,9 +105,10 @@ def loo_auc(
     [0.833, 0.833, 0.0, 0.75]
     """
     tie_tol = TIE_TOL.validate(tie_tol)
-    be, Bv = _setup(B, backend)
-    w = None if weights is None else be.prepare_weights(weights, Bv.shape[1])
-    return be.loo_auc_public(Bv, w, tie_tol)
+    be, Bv, device = _kernel_setup(B, backend)
+    w = None if weights is None else _kernel_weights(be, weights, Bv.shape[1], device)
+    L = be.loo_auc_public(Bv, w, tie_tol)
+    return L if device is None else host_route.to_device([L], np.float64, device)[0]
 
 
 def surrogate_loo_auc(
@@ -138,9 +151,12 @@ def surrogate_loo_auc(
     ([0.783, 0.783, 0.003, 0.712], 0.07)
     """
     gamma = GAMMA.validate(gamma)
-    be, Bv = _setup(B, backend)
-    w = be.prepare_weights(weights, Bv.shape[1])
-    return be.surrogate_public(Bv, w, gamma)
+    be, Bv, device = _kernel_setup(B, backend)
+    w = _kernel_weights(be, weights, Bv.shape[1], device)
+    out = be.surrogate_public(Bv, w, gamma)
+    if device is None:
+        return out
+    return SurrogateResult(*host_route.to_device(list(out), np.float64, device))
 
 
 def majority_vote(B: Any, *, backend: str | None = None) -> RerankResult:

@@ -10,7 +10,7 @@ imports neither torch nor numba. A backend is the ``nx`` the method semantics
 
 Selection: an explicit ``backend=`` argument, else the ``ACES_FAST_BACKEND``
 environment variable, else ``"auto"``: torch when the input is a CUDA tensor,
-otherwise the first available of cpp, numba, numpy. A method call's ``auto``
+otherwise the first available of cpp, numba, numpy. A call's ``auto``
 ranks a small device tensor with cpp in host memory instead
 (:func:`call_backend`, :mod:`.host_route`).
 """
@@ -143,7 +143,7 @@ def available_backends() -> list[str]:
 
 
 def call_backend(backend: str | None, data: Any) -> tuple[Backend, bool]:
-    """The backend of one method call, and whether it takes :mod:`.host_route`.
+    """The backend of one method or kernel call, and whether it takes :mod:`.host_route`.
 
     :func:`resolve_backend`'s choice, except that ``auto`` on a small tensor on
     a device (:func:`.host_route.applies`) gives ``cpp`` and ``True`` when cpp

@@ -17,9 +17,10 @@ item 3; docs/contract.rst §4):
    scores, weights, LOO-AUC and objective, int64 order and ACES-O's
    ``info["rows"]``), and whose ``backend`` is ``"cpp"``, the backend that ran.
 
-The results are ``cpp``'s, which every backend agrees with (docs/contract.rst
-§4). ``backend="torch"`` always computes on the device; larger calls, batches
-and the kernels (``loo_auc``, ``surrogate_loo_auc``) stay there too.
+The kernels ``loo_auc`` and ``surrogate_loo_auc`` take the same route (their
+outputs in one copy back, :func:`to_device`). The results are ``cpp``'s, which
+every backend agrees with (docs/contract.rst §4). ``backend="torch"`` always
+computes on the device; larger calls and batches stay there too.
 """
 
 from __future__ import annotations
@@ -55,27 +56,30 @@ def to_host(B: Any) -> np.ndarray:
     return B.detach().cpu().numpy()
 
 
+def to_device(arrays: list[Any], dtype: Any, device: Any) -> list[Any]:
+    """NumPy arrays (and scalars) as tensors of ``dtype`` on ``device``, in one
+    host-to-device copy: each a view of it, in its own shape (a scalar 0-d)."""
+    import torch
+
+    parts = [np.asarray(x, dtype=dtype) for x in arrays]
+    dev = torch.from_numpy(np.concatenate([x.ravel() for x in parts])).to(device)
+    out, start = [], 0
+    for x in parts:
+        out.append(dev[start : start + x.size].view(x.shape))
+        start += x.size
+    return out
+
+
 def on_device(result: RerankResult, device: Any) -> RerankResult:
     """``result`` (a NumPy :class:`~aces_fast.result.RerankResult`) with its arrays
     as tensors on ``device``: the float64 fields in one host-to-device copy,
-    the int64 ones (order, ACES-O's rows) in another; each field a view of its copy."""
-    import torch
-
-    floats = [(k, getattr(result, k)) for k in _FLOAT_FIELDS if getattr(result, k) is not None]
-    ints = [("order", result.order)]
+    the int64 ones (order, ACES-O's rows) in another (:func:`to_device`)."""
+    floats = [k for k in _FLOAT_FIELDS if getattr(result, k) is not None]
     info = dict(result.info)
-    if isinstance(info.get("rows"), np.ndarray):
-        ints.append(("rows", info["rows"]))
-    moved: dict[str, Any] = {}
-    for fields, dtype in ((floats, np.float64), (ints, np.int64)):
-        if not fields:
-            continue
-        flat = np.concatenate([np.asarray(x, dtype=dtype).ravel() for _, x in fields])
-        dev = torch.from_numpy(flat).to(device)
-        start = 0
-        for name, x in fields:
-            moved[name] = dev[start : start + x.size].view(x.shape)
-            start += x.size
+    ints = ["order"] + (["rows"] if isinstance(info.get("rows"), np.ndarray) else [])
+    moved = dict(zip(floats, to_device([getattr(result, k) for k in floats], np.float64, device)))
+    int_values = [result.order] + ([info["rows"]] if "rows" in ints else [])
+    moved.update(zip(ints, to_device(int_values, np.int64, device)))
     if "rows" in moved:
         info["rows"] = moved["rows"]
     return RerankResult(
