@@ -534,3 +534,27 @@ def test_a_cpu_tensor_stack_under_auto_and_aces_o_stacks():
     got = af.rerank_batch(S, "aces-o", backend="torch", **params)
     want = af.rerank_batch(list(S), "aces-o", backend="torch", **params)
     assert torch.equal(got.order, want.order)
+
+
+def test_a_list_of_one_shape_in_one_chunk_is_ranked_as_a_stack(monkeypatch):
+    """Equal-shape tensor tasks that fit one chunk are stacked once and ranked as
+    a stack; mixed shapes, NumPy tasks or several chunks keep the chunk path.
+    Either way the results equal the tasks ranked one by one."""
+    from aces_fast.backends.torch import batch as torch_batch
+
+    calls = []
+    original = torch_batch.rerank_stack
+    monkeypatch.setattr(
+        torch_batch, "rerank_stack", lambda *a: calls.append(a[1].shape) or original(*a)
+    )
+    rng = np.random.default_rng(10)
+    same = [torch.from_numpy((rng.random((6, 9)) < 0.5).astype(np.uint8)) for _ in range(5)]
+    mixed = [*same[:4], same[4][:5]]
+    for tasks, stacked in ((same, True), (mixed, False), ([*same[:4], same[4].numpy()], False)):
+        calls.clear()
+        got = af.rerank_batch(tasks, "aces-c", backend="torch")
+        assert calls == ([torch.Size((5, 6, 9))] if stacked else [])
+        for t, B in enumerate(tasks):
+            want = af.rerank(B, "aces-c", backend="torch")
+            np.testing.assert_array_equal(np.asarray(got[t].order), np.asarray(want.order))
+            np.testing.assert_array_equal(np.asarray(got[t].scores), np.asarray(want.scores))

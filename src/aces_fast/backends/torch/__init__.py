@@ -223,6 +223,8 @@ class TorchBackend(Backend):
 
         The error is the one of the first invalid task, its message prefixed
         ``"task <start + index>: "``, as for any backend."""
+        if all(type(B) is torch.Tensor for B in items):  # the usual batch: one route
+            return check_pass_tensors(items, indices=range(start, start + len(items)))
         tensors = [t for t, B in enumerate(items) if is_torch_tensor(B)]
         if not tensors:
             return super().prepare_batch(items, start)

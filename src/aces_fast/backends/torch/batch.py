@@ -178,6 +178,16 @@ def rerank_batch(
             )
     shapes = [(int(Bt.shape[0]), int(Bt.shape[1])) for Bt, _ in mats]
     cap = be.chunk_cap(device)
+    n, m = shapes[0]
+    if (
+        len(mats) > 1
+        and len(mats) * n * max(m, 1) <= cap
+        and not any(numpy_out for _, numpy_out in mats)
+        and shapes.count(shapes[0]) == len(shapes)
+    ):
+        # tasks of one shape in one chunk: stacked once (the copy padding would
+        # make anyway), then ranked as a stack, without grouping or a list per chunk
+        return rerank_stack(be, torch.stack([Bt for Bt, _ in mats]), method, values, n_threads)
     fields = _rank_chunks(
         be,
         spec,

@@ -180,16 +180,19 @@ def _ready_bytes(Bs: Sequence[Any]) -> list[torch.Tensor] | None:
     """
     if len(Bs) < 2 or not isinstance(Bs[0], torch.Tensor):
         return None
-    device, u8 = Bs[0].device, torch.uint8
-    if device.type not in DEVICES:
+    first, u8 = Bs[0], torch.uint8
+    if first.device.type not in DEVICES:
         return None
+    # the device as two plain values: comparing torch.device objects costs more
+    cuda, index = first.is_cuda, first.get_device()
     for B in Bs:
         if (
             type(B) is not torch.Tensor
             or B.dtype != u8
-            or B.device != device
-            or B.dim() != 2
-            or B.shape[0] == 0
+            or B.is_cuda != cuda
+            or B.get_device() != index
+            or len(shape := B.shape) != 2
+            or shape[0] == 0
             or not B.is_contiguous()
         ):
             return None
