@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -244,8 +244,8 @@ def _rank_chunks(
     device: torch.device,
     n_threads: int | None,
     chunks: list[list[int]],
-    matrix: Any,
-    padded: Any,
+    matrix: Callable[[int], torch.Tensor],
+    padded: Callable[[list[int]], tuple[torch.Tensor, torch.Tensor]],
 ) -> dict[str, Any]:
     """The columns of tasks ranked chunk by chunk: ``matrix(t)`` is task ``t``'s
     tensor, ``padded(chunk)`` a chunk's ``(B (T_c, n, m), n_rows (T_c,))``; a
