@@ -33,9 +33,9 @@ from .backends.base import ArrayBackend, Backend
 from .result import RerankResult, SurrogateResult
 
 
-def _kernel_setup(B: Any, backend: str | None) -> tuple[Backend, Any, Any]:
-    """A kernel call's backend, validated input, and the device its outputs go back
-    to: ``None`` unless ``auto`` ranks a small device tensor on the host
+def _setup(B: Any, backend: str | None) -> tuple[Backend, Any, Any]:
+    """A call's backend, validated input, and the device its outputs go back to:
+    ``None`` unless ``auto`` takes a small device tensor to the host
     (:mod:`.backends.host_route`)."""
     be, on_host = call_backend(backend, B)
     if on_host:
@@ -55,13 +55,11 @@ def _run(spec: MethodSpec, B: Any, backend: str | None, params: dict[str, Any]) 
     device tensor on the host: :mod:`.backends.host_route`), validate ``B``, warn
     before a call far beyond the usual cost (:mod:`aces_fast._cost`), rank."""
     values = spec.validate(params)
-    be, on_host = call_backend(backend, B)
-    Bv = be.prepare(host_route.to_host(B) if on_host else B)
+    be, Bv, device = _setup(B, backend)
     if spec.cost is not None:
         warn_if_costly(spec.cost, spec.name, be, (Bv,), values, stacklevel=4)
-    if on_host:  # auto on a small device tensor: cpp here, the results back there
-        return host_route.on_device(be.rerank(Bv, spec, values), B.device)
-    return be.rerank(Bv, spec, values)
+    result = be.rerank(Bv, spec, values)
+    return result if device is None else host_route.on_device(result, device)
 
 
 def loo_auc(
@@ -105,7 +103,7 @@ def loo_auc(
     [0.833, 0.833, 0.0, 0.75]
     """
     tie_tol = TIE_TOL.validate(tie_tol)
-    be, Bv, device = _kernel_setup(B, backend)
+    be, Bv, device = _setup(B, backend)
     w = None if weights is None else _kernel_weights(be, weights, Bv.shape[1], device)
     L = be.loo_auc_public(Bv, w, tie_tol)
     return L if device is None else host_route.to_device([L], np.float64, device)[0]
@@ -151,7 +149,7 @@ def surrogate_loo_auc(
     ([0.783, 0.783, 0.003, 0.712], 0.07)
     """
     gamma = GAMMA.validate(gamma)
-    be, Bv, device = _kernel_setup(B, backend)
+    be, Bv, device = _setup(B, backend)
     w = _kernel_weights(be, weights, Bv.shape[1], device)
     out = be.surrogate_public(Bv, w, gamma)
     if device is None:

@@ -75,13 +75,13 @@ def on_device(result: RerankResult, device: Any) -> RerankResult:
     as tensors on ``device``: the float64 fields in one host-to-device copy,
     the int64 ones (order, ACES-O's rows) in another (:func:`to_device`)."""
     floats = [k for k in _FLOAT_FIELDS if getattr(result, k) is not None]
-    info = dict(result.info)
-    ints = ["order"] + (["rows"] if isinstance(info.get("rows"), np.ndarray) else [])
     moved = dict(zip(floats, to_device([getattr(result, k) for k in floats], np.float64, device)))
-    int_values = [result.order] + ([info["rows"]] if "rows" in ints else [])
-    moved.update(zip(ints, to_device(int_values, np.int64, device)))
-    if "rows" in moved:
-        info["rows"] = moved["rows"]
+    info = dict(result.info)
+    rows = info.get("rows")
+    ints = [result.order] + ([rows] if isinstance(rows, np.ndarray) else [])
+    moved["order"], *moved_rows = to_device(ints, np.int64, device)
+    if moved_rows:
+        info["rows"] = moved_rows[0]
     return RerankResult(
         moved["scores"],
         moved.get("weights"),

@@ -195,6 +195,7 @@ def rerank_batch(
         shapes,
         device,
         n_threads,
+        cap,
         shape_chunks(shapes, cap),
         lambda t: mats[t][0],
         lambda chunk: pad([mats[t][0] for t in chunk]),
@@ -208,19 +209,17 @@ def rerank_stack(
     method: str,
     values: dict[str, Any],
     n_threads: int | None,
-) -> BatchResult | None:
+) -> BatchResult:
     """:func:`rerank_batch` of the tasks ``stack[0], stack[1], ...`` of a validated
     (T, n, m) ``uint8`` tensor, without a view or a Python object per task: the
     chunks are slices ``stack[a:b]`` of at most ``chunk_elements`` cells (what
     :func:`~..shapes.shape_chunks` makes of equal shapes), already padded.
-    Results equal :func:`rerank_batch` on the slices bit for bit. ``None`` for
-    methods not over tasks. The per-task Python of the list path (about 13 us a
-    task on an H200's host: validation, grouping, padding) is gone, so a GPU
-    batch costs its kernels and a fixed number of launches.
+    Results equal :func:`rerank_batch` on the slices bit for bit. ``method``
+    must be over tasks (the callers check). The per-task Python of the list
+    path (about 13 us a task on an H200's host: validation, grouping, padding)
+    is gone; the stack's own GPU time is not measured yet.
     """
     spec = _registry.get(method)
-    if not spec.over_tasks:
-        return None
     T, n, m = (int(x) for x in stack.shape)
     cap = be.chunk_cap(stack.device)
     per = max(1, cap // (n * max(m, 1)))
@@ -231,7 +230,16 @@ def rerank_stack(
         return stack[chunk[0] : chunk[-1] + 1], upload(rows, stack.device)
 
     fields = _rank_chunks(
-        be, spec, values, [(n, m)] * T, stack.device, n_threads, chunks, stack.__getitem__, padded
+        be,
+        spec,
+        values,
+        [(n, m)] * T,
+        stack.device,
+        n_threads,
+        cap,
+        chunks,
+        stack.__getitem__,
+        padded,
     )
     return _batch_result(spec, values, be.name, fields, [False] * T)
 
@@ -243,16 +251,16 @@ def _rank_chunks(
     shapes: list[tuple[int, int]],
     device: torch.device,
     n_threads: int | None,
+    cap: int,
     chunks: list[list[int]],
     matrix: Callable[[int], torch.Tensor],
     padded: Callable[[list[int]], tuple[torch.Tensor, torch.Tensor]],
 ) -> dict[str, Any]:
     """The columns of tasks ranked chunk by chunk: ``matrix(t)`` is task ``t``'s
     tensor, ``padded(chunk)`` a chunk's ``(B (T_c, n, m), n_rows (T_c,))``; a
-    chunk of one task over the budget runs alone on the backend (whose kernels
-    chunk over tests)."""
+    chunk of one task over ``cap`` (the budget the chunks were made with) runs
+    alone on the backend (whose kernels chunk over tests)."""
     columns = Columns(shapes, device)
-    cap = be.chunk_cap(device)
     with _intra_op_threads(n_threads if device.type == "cpu" else None):
         for chunk in chunks:
             if len(chunk) == 1 and shapes[chunk[0]][0] * shapes[chunk[0]][1] > cap:
