@@ -918,7 +918,13 @@ def _cmd_warmup(args: argparse.Namespace) -> int:
         print(json.dumps(facts, indent=2, default=str))
         return 0
     for f in facts:
-        if "compiled" in f:
+        if f.get("fused"):
+            devices = ", ".join(f"{d} {s:.1f} s" for d, s in f["steps"].items())
+            print(
+                f"{f['backend']}: fused pair sums ready in {f['seconds']:.1f} s "
+                f"({f['compiled']} variants compiled: {devices})"
+            )
+        elif "compiled" in f:
             print(
                 f"{f['backend']}: ready in {f['seconds']:.1f} s ({f['compiled']} kernel "
                 f"signatures compiled, {f['loaded']} loaded; disk cache: {f['cache']})"
@@ -1136,7 +1142,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="compile the numba kernels now (kept in the per-user disk cache)",
         description="Compile every numba kernel (or load it from the per-user disk cache) so "
         "that no later call pays the JIT: tens of seconds the first time on a "
-        "machine, about a second afterwards. Other backends need nothing.",
+        "machine, about a second afterwards. The torch backend in its fused mode "
+        "(ACES_FAST_TORCH_FUSED=1) compiles its pair sums. Other backends need nothing.",
     )
     wu.add_argument("--backend", help="only this backend (default: every available one)")
     wu.add_argument("-q", "--quiet", action="store_true", help="no progress")

@@ -141,8 +141,11 @@ def warmup(backend: str | None = None, progress: bool | None = None) -> dict[str
     (every method, the batch path, serial and parallel builds, read-only
     inputs included) so that no later call pays it. Compiled code is kept in a
     per-user disk cache, so later processes load it in about a second (see
-    the backends page, "numba: warm-up and disk cache"). Backends that compile nothing
-    (``cpp``, ``torch``, ``numpy``) return at once.
+    the backends page, "numba: warm-up and disk cache"). The ``torch`` backend in
+    its fused mode (``ACES_FAST_TORCH_FUSED=1``) compiles its pair sums, on the
+    CPU and on CUDA when present (seconds; torch keeps them in its own disk
+    cache). Backends that compile nothing (``cpp``, ``numpy``, ``torch``
+    otherwise) return at once.
 
     Parameters
     ----------
@@ -161,7 +164,8 @@ def warmup(backend: str | None = None, progress: bool | None = None) -> dict[str
         compiled / loaded from the disk cache by this call), ``steps`` (seconds
         per warm-up step: each kernel family, method and batch path, serial and
         parallel build), ``cache`` (the cache directory, or why it is off), the
-        threading layer and thread count.
+        threading layer and thread count; for torch's fused mode ``fused``,
+        ``compiled`` (variants) and ``steps`` (seconds per device).
 
     Raises
     ------

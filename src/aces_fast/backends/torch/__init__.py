@@ -74,6 +74,11 @@ of the free device memory (:func:`.aces_o.pair_budget`).
 tests/test_torch_sync.py counts the aten ops and host reads of every method
 and kernel on CPU tensors.
 
+Fused mode: ``TorchBackend(fused=True)`` (or ``ACES_FAST_TORCH_FUSED=1``) computes
+the surrogate's pair sums in one ``torch.compile``-d computation with no pair
+tensor (:mod:`.fused`; opt-in: it compiles on first use, see
+docs/backends.rst, "torch: fused pair sums").
+
 Threads: on the CPU, torch's intra-op thread pool (``torch.set_num_threads``)
 applies. For the small matrices of ACES-O, one thread is usually fastest.
 
@@ -99,6 +104,7 @@ the outcome and no two summation orders need agree.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -115,6 +121,7 @@ try:
 
     from . import aces_o as _aces_o
     from . import dedup as _dedup
+    from . import fused as _fused
     from . import loo_auc as _loo_auc
     from . import scores as _scores
     from . import surrogate as _surrogate
@@ -187,11 +194,24 @@ class TorchBackend(Backend):
         Cap on the entries of the largest per-chunk temporary (default 2**22
         on the CPU; on CUDA sized by the free device memory,
         :func:`.chunks.chunk_budget`).
+    fused : bool, default False
+        Compute the surrogate's pair sums (the surrogate kernel and every
+        ACES-O Adam step) in one ``torch.compile``-d computation with no pair
+        tensor (:mod:`.fused`): much faster for large pools, at the price of
+        compiling (seconds) on a process's first call. ``RuntimeError`` when
+        ``torch.compile`` is not supported here.
     """
 
     name = "torch"
 
-    def __init__(self, dtype: Any = "float64", chunk_elements: int | None = None):
+    def __init__(
+        self, dtype: Any = "float64", chunk_elements: int | None = None, fused: bool = False
+    ):
+        if not isinstance(fused, (bool, np.bool_)):
+            raise TypeError(f"fused must be a bool; got {type(fused).__name__}")
+        self.fused = bool(fused)
+        if self.fused:
+            _fused.check_compiler()
         self.dtype = _parse_dtype(dtype)
         #: cap on ACES-O's pair tensors; None: sized by the free memory on CUDA
         #: (:func:`.aces_o.pair_budget`), ``DEFAULT_CHUNK_ELEMENTS`` on the CPU
@@ -288,6 +308,7 @@ class TorchBackend(Backend):
             self._vector(counts, Bt, torch.int64),
             self.dtype,
             self.chunk_cap(Bt.device),
+            self.fused,
         )
         return L.to(torch.float64), J.to(torch.float64), g.to(torch.float64)
 
@@ -307,6 +328,7 @@ class TorchBackend(Backend):
             self._vector(counts, Bt, torch.int64),
             self.dtype,
             self.pair_elements,
+            self.fused,
         )
 
     def aces_o_fit(self, B, logits0, active, gamma, lr, steps, counts=None, bins=None):
@@ -353,10 +375,32 @@ class TorchBackend(Backend):
 
     row_groups = staticmethod(lambda B: _dedup.row_groups(B))
 
+    def warmup(self, progress: Callable[[int, int, str], None] | None = None) -> dict[str, Any]:
+        """In fused mode, compile the pair sums (:func:`.fused.warm_up`: both
+        branches, a batch of one and of many, in the working dtype, on the CPU
+        and on CUDA when there is one) so that no later call pays it; otherwise
+        nothing to do."""
+        if not self.fused:
+            return {}
+        devices = [torch.device("cpu")]
+        if torch.cuda.is_available():
+            devices.append(torch.device("cuda", torch.cuda.current_device()))
+        steps: dict[str, float] = {}
+        for k, dev in enumerate(devices):
+            if progress is not None:
+                progress(k, len(devices), f"fused pair sums on {dev.type}")
+            tick = time.perf_counter()
+            _fused.warm_up(self.dtype, [dev])
+            steps[dev.type] = round(time.perf_counter() - tick, 3)
+        if progress is not None:
+            progress(len(devices), len(devices), "done")
+        return {"fused": True, "compiled": 4 * len(devices), "steps": steps}
+
     def info(self) -> dict:
         return {
             "torch": torch.__version__,
             "dtype": str(self.dtype).replace("torch.", ""),
+            "fused": self.fused,
             "cuda": torch.cuda.is_available(),
             "threads": torch.get_num_threads(),
         }
@@ -499,7 +543,8 @@ class TorchBackend(Backend):
 
 
 def load() -> Backend:
-    """The torch backend, working dtype from ``ACES_FAST_TORCH_DTYPE`` (default float64)."""
+    """The torch backend, working dtype from ``ACES_FAST_TORCH_DTYPE`` (default float64),
+    fused pair sums when ``ACES_FAST_TORCH_FUSED=1`` (:mod:`.fused`)."""
     if torch is None:
         if isinstance(_IMPORT_ERROR, ImportError):
             reason = "torch is not installed (pip install 'aces_fast[torch]')"
@@ -508,8 +553,10 @@ def load() -> Backend:
         raise BackendUnavailableError("torch", reason)
     dtype = os.environ.get(DTYPE_ENV_VAR) or "float64"
     try:
-        return TorchBackend(dtype=dtype)
+        return TorchBackend(dtype=dtype, fused=_fused.env_fused())
     except ValueError:
         raise BackendUnavailableError(
             "torch", f"{DTYPE_ENV_VAR}={dtype!r} is not 'float64' or 'float32'"
         ) from None
+    except RuntimeError as exc:  # fused mode asked for where torch.compile cannot run
+        raise BackendUnavailableError("torch", str(exc)) from None

@@ -37,6 +37,7 @@ from ..shapes import shape_chunks
 from .chunks import DEFAULT_CHUNK_ELEMENTS
 from .columns import upload
 from .dedup import distinct_rows_padded
+from .fused import runs_fused
 from .surrogate import Surrogate, Workspace
 
 #: Relative tolerance of the symmetry snapping (docs/contract.rst §7.5) per working
@@ -287,6 +288,7 @@ class _GroupFit:
         steps: int,
         chunk_tests: int,
         workspace: Workspace,
+        fused: bool = False,
     ):
         self.any_active = active.any(dim=1, keepdim=True)
         logits = logits0.masked_fill(~active, -math.inf).masked_fill_(~self.any_active, 0.0)
@@ -296,7 +298,7 @@ class _GroupFit:
         # a task without active tests: no rows, so J = 0 and dJ/dw = 0 at its uniform w
         counts = counts * self.any_active
         self.surrogate = Surrogate(
-            Bf, counts, gamma, self.adam.w, self.adam.g, chunk_tests, workspace
+            Bf, counts, gamma, self.adam.w, self.adam.g, chunk_tests, workspace, fused=fused
         )
         self.tol = gradient_snap_tol(gamma, Bf.dtype)
         self.steps = steps
@@ -419,6 +421,7 @@ def aces_o_fit(
     counts: torch.Tensor | None = None,
     dtype: torch.dtype = torch.float64,
     pair_elements: int | None = None,
+    fused: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """ACES-O's Adam ascent; ``(weights (m,), objective (steps + 1,))`` in float64.
 
@@ -431,7 +434,8 @@ def aces_o_fit(
     ``objective[t]`` is J after t updates. The task runs as a batch of one
     (:func:`aces_o_fit_groups`): identical rows merged, pair tensors of at
     most ``pair_budget(pair_elements)`` entries, two host reads, none in the
-    loop. O(steps U^2 m + m log m + n m) for U distinct rows.
+    loop; ``fused``: the pair sums compiled instead, no pair tensor
+    (:mod:`.fused`). O(steps U^2 m + m log m + n m) for U distinct rows.
     """
     n, m = B.shape
     dev = B.device
@@ -453,6 +457,7 @@ def aces_o_fit(
         dtype,
         pair_elements,
         weights,
+        fused,
     )
     return w[0], objective[0]
 
@@ -469,6 +474,7 @@ def aces_o_fit_groups(
     dtype: torch.dtype = torch.float64,
     pair_elements: int | None = None,
     weights: torch.Tensor | None = None,
+    fused: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`aces_o_fit` of every task of a padded batch: ``(weights (T, m), objective
     (T, steps + 1))`` in float64.
@@ -486,7 +492,9 @@ def aces_o_fit_groups(
     would exceed ``_GROUP_WASTE`` times the group's own cells. Each group:
     the first step with sort-based snapping (:class:`SymmetryClasses`), then
     steps 2.. with the fixed-shape :class:`ClassTable` -- no sort, no host
-    read, 58 ops per step. A task's values equal the per-task fit's up
+    read, 58 ops per step (``fused``: one compiled call for the pair sums,
+    :mod:`.fused`, with no pair tensor or workspace; the budget then only
+    bounds the groups). A task's values equal the per-task fit's up
     to summation order in the surrogate. Time O(T K m log K + steps sum_t
     U_t^2 m_t) up to group padding; two host reads per call (distinct-row
     counts; class sizes, for all groups at once), none in the Adam loop.
@@ -511,7 +519,10 @@ def aces_o_fit_groups(
             continue  # no tests: zero weights and objective, as per task
         chunk_tests = max(1, min(c, budget // (len(group) * u * u)))
         plans.append((group, u, c, chunk_tests))
-    entries = max((len(g) * u * u * k for g, u, _c, k in plans), default=0)
+    # pair tensors for the groups that run chunked (not fused: runs_fused)
+    entries = max(
+        (len(g) * u * u * k for g, u, c, k in plans if not runs_fused(fused, u, c, dev)), default=0
+    )
     workspace = Workspace(entries, dtype, dev)
     fits, stats = [], []
     for group, u, c, chunk_tests in plans:
@@ -526,6 +537,7 @@ def aces_o_fit_groups(
             steps,
             chunk_tests,
             workspace,
+            fused,
         )
         stat = fit.first_step()
         fits.append((idx, len(group), c, fit))

@@ -62,7 +62,7 @@ class PaddedTasks(TorchBackend):
     counts and masks, and padded kernels; the primitives are :class:`TorchBackend`'s."""
 
     def __init__(self, parent: TorchBackend, n_rows: torch.Tensor, n_cols: Sequence[int]):
-        super().__init__(parent.dtype, parent.chunk_cap(n_rows.device))
+        super().__init__(parent.dtype, parent.chunk_cap(n_rows.device), parent.fused)
         self.n_rows = n_rows
         self.n_cols = list(n_cols)
         self._count = n_rows.to(torch.float64)[:, None]
@@ -109,7 +109,17 @@ class PaddedTasks(TorchBackend):
         self.no_bins(bins)
         valid = counts if counts is not None else self.row_mask(B)
         return _aces_o.aces_o_fit_groups(
-            B, valid, self.n_cols, logits0, active, gamma, lr, steps, self.dtype, self.pair_elements
+            B,
+            valid,
+            self.n_cols,
+            logits0,
+            active,
+            gamma,
+            lr,
+            steps,
+            self.dtype,
+            self.pair_elements,
+            fused=self.fused,
         )
 
 

@@ -16,9 +16,15 @@ import torch
 
 from .chunks import DEFAULT_CHUNK_ELEMENTS, column_chunks
 from .dedup import distinct_rows_padded
+from .fused import compiled_pair_terms, runs_fused
 
 #: ``exp(gamma * w_j)`` stays finite below this exponent (float32 overflows at 88.7)
 _EXP_SAFE = {torch.float64: 700.0, torch.float32: 80.0}
+
+
+def _fresh(x: torch.Tensor) -> torch.Tensor:
+    """A copy of ``x`` in a new row-major tensor (standard strides on every axis)."""
+    return x.new_empty(x.shape).copy_(x)
 
 
 class Workspace:
@@ -84,6 +90,12 @@ class Surrogate:
     ``torch.sigmoid``; the two agree to a few ulps. Padding rows and columns
     add exactly 0. O(T U^2 m) time per evaluation, O(T U m) memory besides
     the workspace.
+
+    ``fused``: the pair sums are one compiled computation instead
+    (:func:`.fused.pair_terms`): no chunks, no pair tensor, ``workspace``
+    unused; the values agree with the eager path's up to summation order.
+    Where it would not compile, or for fewer than two rows or tests
+    (:func:`.fused.runs_fused`), the chunks run, in ``workspace``.
     """
 
     def __init__(
@@ -96,6 +108,7 @@ class Surrogate:
         chunk_tests: int,
         workspace: Workspace,
         max_w: float | None = 1.0,
+        fused: bool = False,
     ):
         T, U, m = Bf.shape
         self.T, self.U, self.gamma = T, U, gamma
@@ -106,11 +119,14 @@ class Surrogate:
         pairs = passers.sum(dim=1) * failers.sum(dim=1)  # (T, m), exact integers
         self.valid = pairs > 0
         safe = torch.where(self.valid, pairs, torch.ones_like(pairs)).t()
-        self.pt = passers.permute(2, 0, 1).contiguous()  # (m, T, U)
-        self.ft = failers.permute(2, 0, 1).contiguous()
+        # Fresh (row-major) tensors, not .contiguous() ones, whose size-1 axes (T = 1)
+        # may keep any stride: the fused mode's compiled code is specialized on
+        # strides, and would compile again for each layout.
+        self.pt = _fresh(passers.permute(2, 0, 1))  # (m, T, U)
+        self.ft = _fresh(failers.permute(2, 0, 1))
         # L_j = sum_p ptl_p sum_f c_f sigma_pf; excess = L - 1/2 on tests with pairs
-        self.ptl = (self.pt / safe[:, :, None]).contiguous()
-        self.neg_half = (-0.5 * self.valid.t().to(dt)).contiguous()
+        self.ptl = _fresh(self.pt / safe[:, :, None])
+        self.neg_half = _fresh(-0.5 * self.valid.t().to(dt))
         self.inv_gamma = gamma * self.valid.t().to(dt) / safe  # gamma / |P_j||F_j|, 0 without
         self.gB = gamma * Bf  # s = gamma B w
         self.Bt = Bf.transpose(1, 2).contiguous()  # (T, m, U)
@@ -131,7 +147,11 @@ class Surrogate:
         self.w_t, self.w_col, self.w_row = w.t(), w.view(T, m, 1), w.view(T, 1, m)
         self.grad_t, self.grad3 = g.t(), g.view(T, m, 1)
         self.excess_c = self.excess.t().unsqueeze(2)  # (T, m, 1)
-        self.chunks = [_Chunk(self, a, b, workspace) for a, b in column_chunks(m, 1, chunk_tests)]
+        on = runs_fused(fused, U, m, Bf.device)
+        self.fused = compiled_pair_terms(self.exp_trick) if on else None
+        # fused: no pair tensor, so no column chunks
+        chunks = [] if self.fused is not None else column_chunks(m, 1, chunk_tests)
+        self.chunks = [_Chunk(self, a, b, workspace) for a, b in chunks]
 
     def evaluate(self) -> torch.Tensor:
         """``J`` (T, 1, 1) at ``w`` (a buffer, overwritten by the next evaluation);
@@ -145,6 +165,14 @@ class Surrogate:
             torch.sub(self.s, self.s_row, out=self.P)
             torch.mul(self.w_t, gamma, out=self.x)
         torch.mul(self.w_t, self.inv_gamma, out=self.wip)
+        if self.fused is not None:
+            excess, grad0, cv = self.fused(
+                self.P, self.x, self.ft, self.pt, self.ptl, self.neg_half, self.wip
+            )
+            self.excess.copy_(excess)
+            self.grad_t.copy_(grad0)
+            self.grad3.baddbmm_(self.Bt, cv.unsqueeze(2))
+            return torch.bmm(self.w_row, self.excess_c, out=self.J)
         for i, c in enumerate(self.chunks):
             if self.exp_trick:
                 torch.mul(self.P4, c.x, out=c.sig).add_(1.0).reciprocal_()
@@ -179,6 +207,7 @@ def surrogate(
     counts: torch.Tensor | None = None,
     dtype: torch.dtype = torch.float64,
     chunk_elements: int = DEFAULT_CHUNK_ELEMENTS,
+    fused: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Logistic surrogate LOO-AUC, ``J`` and analytic ``dJ/dw`` (docs/contract.rst §3).
 
@@ -193,6 +222,9 @@ def surrogate(
         Working float dtype (float64, or float32 for speed on GPUs).
     chunk_elements : int
         Cap on the entries of each of the two per-chunk pair tensors.
+    fused : bool
+        Compute the pair sums in one compiled computation (:mod:`.fused`), with
+        no pair tensor (``chunk_elements`` then unused).
 
     Returns
     -------
@@ -222,12 +254,12 @@ def surrogate(
     Bu, c, _ = distinct_rows_padded(B.reshape(1, n, m), valid, dtype, mult)
     U = Bu.shape[1]
     chunk_tests = max(1, min(m, chunk_elements // (U * U)))
+    fused = runs_fused(fused, U, m, dev)  # else the pair tensors, chunked
+    entries = 0 if fused else chunk_tests * U * U
     max_w = None
     if dev.type == "cpu":
         max_w = float(w.detach().numpy().max())
     g = torch.empty_like(w)
-    s = Surrogate(
-        Bu, c, gamma, w, g, chunk_tests, Workspace(chunk_tests * U * U, dtype, dev), max_w
-    )
+    s = Surrogate(Bu, c, gamma, w, g, chunk_tests, Workspace(entries, dtype, dev), max_w, fused)
     J = s.evaluate()
     return s.values()[0], J.reshape(()), g[0]

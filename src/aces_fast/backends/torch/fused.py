@@ -1,0 +1,228 @@
+"""The surrogate's pair sums fused into one compiled computation (``torch.compile``):
+the opt-in ``fused`` mode of the torch backend (docs/backends.rst, "Fused pair
+sums").
+
+Why: an evaluation of the surrogate (docs/contract.rst §3.3) costs O(T U^2 m)
+for T tasks of U distinct rows and m tests, and the eager path
+(:class:`.surrogate.Surrogate`) materializes two (k, T, U, U) pair tensors per
+column chunk of k tests and reduces them with batched mat-vecs: about eight
+passes over memory per pair. Those passes are the whole cost of ACES-O with
+large pools: ``top_k=None`` at 2 000 x 1 000 took 7.7 s on an H200 and a batch
+of 200 ACES-O tasks of 200 x 500 ran 0.43x the CPU
+(benchmarks/results/2026-11-29-h200-third.txt). Compiled, the sigmoid is
+computed inside the reductions and no pair tensor exists; one step's three
+pair reductions then took 26.5 ms instead of 141 (float64) and 6.3 instead of
+83 (float32) on that GPU (``tools/gpu_fusion_probe.py``,
+benchmarks/results/2026-11-29-h200-fusion-probe.txt). On CPU tensors the
+compiled reductions run as generated C++ (OpenMP).
+
+Where torch.compile would not compile (disabled, or under a
+``TorchDispatchMode``) the eager path runs instead (:func:`fused_usable`).
+
+The cost is compiling: seconds on the first evaluation of a process (and for
+a new rank of shapes: a batch of one and a batch of many compile apart), less
+once torch's on-disk cache holds the kernels; shapes are dynamic, so new sizes
+do not recompile. It needs what ``torch.compile`` needs (a C++ compiler on the
+CPU, Triton on CUDA). Hence opt-in: ``TorchBackend(fused=True)`` or
+``ACES_FAST_TORCH_FUSED=1`` read when the backend is first loaded.
+
+The values equal the eager path's up to summation order (the pair sums are
+reduced in a different order): tests/test_torch_fused.py compares both, and
+the NumPy reference, to 1e-12 relative.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import warnings
+from typing import Any
+
+import torch
+
+#: Environment variable turning the fused mode on ("1") when the backend is loaded.
+FUSED_ENV_VAR = "ACES_FAST_TORCH_FUSED"
+
+_lock = threading.Lock()
+_compiled: dict[bool, Any] = {}
+
+
+def env_fused() -> bool:
+    """Whether ``ACES_FAST_TORCH_FUSED`` asks for the fused mode ("1", "true", "yes",
+    "on"; anything else, or unset, is off)."""
+    value = os.environ.get(FUSED_ENV_VAR, "").strip().lower()
+    return value in ("1", "true", "yes", "on")
+
+
+def pair_terms(
+    P: torch.Tensor,
+    x: torch.Tensor,
+    ft: torch.Tensor,
+    pt: torch.Tensor,
+    ptl: torch.Tensor,
+    neg_half: torch.Tensor,
+    wip: torch.Tensor,
+    exp_trick: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One evaluation's pair sums of T tasks, everything that depends on the pairs.
+
+    Parameters
+    ----------
+    P : tensor (T, U, U)
+        ``exp(s_f - s_p)`` when ``exp_trick``, else ``s_p - s_f``, at ``[t, p, f]``
+        (``s = gamma B w``).
+    x : tensor (m, T)
+        ``exp(gamma w_j)`` when ``exp_trick``, else ``gamma w_j``.
+    ft, pt : tensor (m, T, U)
+        Failer and passer multiplicities of each test (0 outside ``F_j`` / ``P_j``).
+    ptl : tensor (m, T, U)
+        ``pt / (|P_j| |F_j|)`` (0 for tests without pairs).
+    neg_half : tensor (m, T)
+        -1/2 on tests with pairs, else 0.
+    wip : tensor (m, T)
+        ``gamma w_j / (|P_j| |F_j|)`` (0 for tests without pairs).
+    exp_trick : bool
+        ``sigma = 1 / (1 + P x)`` (one multiply per pair) instead of a sigmoid.
+
+    Returns
+    -------
+    excess : tensor (m, T)
+        ``L_j - 1/2`` on tests with pairs, else 0.
+    grad0 : tensor (m, T)
+        ``dJ/dw_j`` without its ``B``-term: ``excess - wip D_j`` with
+        ``D_j = sum_pf c_p c_f sigma'_pf``.
+    cv : tensor (T, U)
+        ``sum_j wip_j c_i u^j_i`` per distinct row (docs/contract.rst §3 and
+        :class:`.surrogate.Surrogate`).
+
+    The same arithmetic as :meth:`.surrogate.Surrogate.evaluate`; O(T U^2 m)
+    time, O(T U m) memory: compiled, no (m, T, U, U) tensor is formed.
+    """
+    if exp_trick:
+        sig = (P[None] * x[:, :, None, None] + 1.0).reciprocal()
+    else:
+        sig = (P[None] - x[:, :, None, None]).sigmoid()
+    dsig = sig - sig * sig  # sigma (1 - sigma)
+    sig_f = (sig * ft[:, :, None, :]).sum(-1)  # sum_f c_f sigma_pf
+    dsig_f = (dsig * ft[:, :, None, :]).sum(-1)  # sum_f c_f sigma'_pf
+    dsig_p = (dsig * pt[:, :, :, None]).sum(-2)  # sum_p c_p sigma'_pf
+    excess = (ptl * sig_f).sum(-1) + neg_half
+    D = (pt * dsig_f).sum(-1)
+    u = pt * dsig_f - ft * dsig_p  # c_i u^j_i
+    cv = (u * wip[:, :, None]).sum(0)
+    return excess, excess - wip * D, cv
+
+
+_Terms = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+
+
+def _exp_terms(
+    P: torch.Tensor,
+    x: torch.Tensor,
+    ft: torch.Tensor,
+    pt: torch.Tensor,
+    ptl: torch.Tensor,
+    neg_half: torch.Tensor,
+    wip: torch.Tensor,
+) -> _Terms:
+    return pair_terms(P, x, ft, pt, ptl, neg_half, wip, exp_trick=True)
+
+
+def _sigmoid_terms(
+    P: torch.Tensor,
+    x: torch.Tensor,
+    ft: torch.Tensor,
+    pt: torch.Tensor,
+    ptl: torch.Tensor,
+    neg_half: torch.Tensor,
+    wip: torch.Tensor,
+) -> _Terms:
+    return pair_terms(P, x, ft, pt, ptl, neg_half, wip, exp_trick=False)
+
+
+def compiled_pair_terms(exp_trick: bool) -> Any:
+    """:func:`pair_terms` of one branch (``exp_trick`` fixed) compiled once per
+    process (``torch.compile``, dynamic shapes, one graph). Each branch is its own
+    function, with its own budget of recompilations: it compiles once per
+    device, dtype, and batch of one or of many (Dynamo specializes sizes 0 and
+    1; :func:`runs_fused` keeps U and m at 2 or more)."""
+    with _lock:
+        fn = _compiled.get(exp_trick)
+        if fn is None:
+            # The compiler's first import warns of torch's own deprecated APIs
+            # (torch.utils.mkldnn uses torch.jit.script_method): noise to a user,
+            # an error under -W error. Imported here, once, with it silenced.
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)
+                import torch._inductor.compile_fx
+            fn = torch.compile(
+                _exp_terms if exp_trick else _sigmoid_terms, dynamic=True, fullgraph=True
+            )
+            _compiled[exp_trick] = fn
+        return fn
+
+
+def fused_usable() -> bool:
+    """Whether a compiled call would really compile now: not when torch.compile is
+    disabled (``TORCHDYNAMO_DISABLE=1``) or a ``TorchDispatchMode`` is active (a
+    profiler of ops, a flop counter), under which Dynamo runs nothing compiled.
+    Then the caller takes the eager, chunked path: :func:`pair_terms` run
+    eagerly would hold every (test, task, pair) at once."""
+    from torch.utils._python_dispatch import _get_current_dispatch_mode
+
+    return not torch._dynamo.config.disable and _get_current_dispatch_mode() is None
+
+
+#: Distinct rows from which the fused mode computes on CPU tensors. Below it the
+#: eager pair tensors are small enough to stay in cache and win. ACES-O, one
+#: thread, 500 tests, on this project's 2-core machine (fused / eager, s):
+#: U = 24 (top_k 24) 0.45 / 0.21 for 90 steps; U = 48 0.18 / 0.17, U = 96
+#: 0.52 / 0.86 for 30 steps; 300 x 200, 20 steps, 1.01-1.29 / 2.39-2.46.
+CPU_MIN_ROWS = 64
+
+
+def runs_fused(fused: bool, U: int, m: int, device: torch.device) -> bool:
+    """Whether a surrogate of ``U`` distinct rows and ``m`` tests on ``device`` runs
+    compiled: the fused mode is on, :func:`fused_usable`, ``U, m >= 2`` (a single
+    row has no pairs worth compiling for, and sizes 1 would compile another
+    graph), and on the CPU ``U >= CPU_MIN_ROWS``."""
+    if not fused or min(U, m) < 2 or (device.type == "cpu" and U < CPU_MIN_ROWS):
+        return False
+    return fused_usable()
+
+
+def warm_up(dtype: torch.dtype, devices: list[torch.device]) -> int:
+    """Compile both branches for a batch of one and of many on each device, on
+    tiny inputs; returns the number of (branch, rank, device) variants run."""
+    done = 0
+    for dev in devices:
+        for exp_trick in (True, False):
+            fn = compiled_pair_terms(exp_trick)
+            for T in (1, 2):
+                # distinct sizes: Dynamo would otherwise assume equal ones stay equal
+                U, m = 3, 5
+                # separate tensors: Dynamo guards on arguments that alias
+                P = torch.ones((T, U, U), dtype=dtype, device=dev)
+                x, neg_half, wip = (torch.ones((m, T), dtype=dtype, device=dev) for _ in "123")
+                ft, pt, ptl = (torch.ones((m, T, U), dtype=dtype, device=dev) for _ in "123")
+                fn(P, x, ft, pt, ptl, neg_half, wip)
+                done += 1
+    return done
+
+
+def check_compiler() -> None:
+    """Raise ``RuntimeError`` saying why when ``torch.compile`` cannot run here (no
+    C++ compiler or Triton, an unsupported Python): called where the fused mode is
+    chosen, so that the failure names the option rather than surfacing mid-fit."""
+    try:
+        from torch._dynamo import is_dynamo_supported
+
+        supported = is_dynamo_supported()
+    except Exception as exc:  # an old or partial torch
+        raise RuntimeError(f"the torch backend's fused mode needs torch.compile: {exc}") from None
+    if not supported:
+        raise RuntimeError(
+            "the torch backend's fused mode needs torch.compile, which this Python "
+            f"or torch {torch.__version__} does not support; unset {FUSED_ENV_VAR} "
+            "or pass fused=False"
+        )

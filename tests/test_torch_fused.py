@@ -1,0 +1,425 @@
+"""The torch backend's fused mode (``TorchBackend(fused=True)``, ``ACES_FAST_TORCH_FUSED``):
+the surrogate's pair sums compiled (``torch.compile``) with no pair tensor.
+
+The fused computation must give what the eager, chunked one gives up to
+summation order -- the surrogate kernel and ACES-O per task and in a batch --
+and what the NumPy reference gives; the Adam loop must stay graph-ready (the
+same step, replayed, gives the same bits). On CUDA the same runs without a
+host synchronization in the loop.
+
+Compiling costs seconds per shape rank, dtype and branch, so the cases here
+share a few of them: tasks of one and of many, float64 and float32, the
+exp-trick and the sigmoid branch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import aces_fast as af
+from aces_fast import _registry
+from aces_fast.backends import BackendUnavailableError
+from aces_fast.backends import numpy as ref
+from aces_fast.backends import torch as torch_backend
+from aces_fast.backends.torch import FLOAT32_RTOL, FLOAT32_WEIGHT_ATOL, TorchBackend
+from aces_fast.backends.torch import aces_o as torch_aces_o
+from aces_fast.backends.torch import fused as torch_fused
+from helpers import EXAMPLE, npy, random_matrix, require_backend
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread", "fused_small")
+CPU = torch.device("cpu")
+
+
+@pytest.fixture
+def fused_small(monkeypatch):
+    """The fused mode for every size: on CPU tensors it computes only from
+    ``CPU_MIN_ROWS`` distinct rows (faster there), larger than these tests' tasks."""
+    monkeypatch.setattr(torch_fused, "CPU_MIN_ROWS", 2)
+
+
+RNG = np.random.default_rng(2026)
+EAGER = TorchBackend()
+
+
+@pytest.fixture(scope="module")
+def fused():
+    try:
+        return TorchBackend(fused=True)
+    except RuntimeError as exc:  # pragma: no cover - torch.compile unsupported here
+        pytest.fail(f"torch.compile should run on this machine: {exc}")
+
+
+def _matrices():
+    """Duplicate rows, constant columns, a test without failers, ties."""
+    with_const = random_matrix(RNG, 30, 14, 0.5, dup_rows=8)
+    with_const[:, 3] = 1
+    with_const[:, 9] = 0
+    return [
+        EXAMPLE,
+        with_const,
+        random_matrix(RNG, 45, 25, 0.3, dup_rows=10),
+        random_matrix(RNG, 12, 40, 0.7),
+    ]
+
+
+MATRICES = _matrices()
+
+
+def _weights(m: int) -> np.ndarray:
+    w = RNG.random(m)
+    return w / w.sum()
+
+
+# 5 000 times the largest weight is beyond the exp trick's range: torch.sigmoid
+@pytest.mark.parametrize("gamma", [10.0, 5000.0])
+def test_fused_surrogate_equals_eager_and_reference(fused, gamma):
+    for B in MATRICES:
+        w = _weights(B.shape[1])
+        counts = RNG.integers(0, 4, B.shape[0])
+        for c in (None, counts):
+            L, J, g = fused.surrogate(B, w, gamma, c)
+            L0, J0, g0 = EAGER.surrogate(B, w, gamma, c)
+            Lr, Jr, gr = ref.surrogate(B, w, gamma, c)
+            np.testing.assert_array_equal(np.isnan(L), np.isnan(Lr))
+            for got in ((L, J, g), (L0, J0, g0)):
+                np.testing.assert_allclose(got[0], Lr, rtol=1e-12, atol=1e-14)
+                np.testing.assert_allclose(got[1], Jr, rtol=1e-12, atol=1e-14)
+                np.testing.assert_allclose(got[2], gr, rtol=1e-12, atol=1e-12)
+
+
+def test_fused_surrogate_on_tensors_stays_on_their_device(fused):
+    B = torch.from_numpy(MATRICES[1])
+    w = torch.from_numpy(_weights(B.shape[1]))
+    L, J, g = fused.surrogate(B, w, 10.0)
+    L0, J0, g0 = EAGER.surrogate(B, w, 10.0)
+    assert isinstance(J, torch.Tensor) and J.dim() == 0
+    for a, b in ((L, L0), (J, J0), (g, g0)):
+        assert a.device == b.device and a.dtype == b.dtype == torch.float64
+        np.testing.assert_allclose(npy(a), npy(b), rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize(
+    ("method", "gamma"), [("aces-o", 10.0), ("aces-o-warm", 10.0), ("aces-o", 750.0)]
+)
+def test_fused_aces_o_equals_eager_per_task_and_in_a_batch(fused, method, gamma):
+    """gamma 750: the Adam loop's weights are only known to be <= 1, and 750 is
+    beyond the exp trick's range, so the sigmoid branch runs."""
+    params = _registry.method_params(method, {"steps": 30, "top_k": None, "gamma": gamma})
+    tasks = [EAGER.prepare(B) for B in MATRICES]
+    eager = [EAGER.rerank(B, method, params) for B in tasks]
+    single = [fused.rerank(B, method, params) for B in tasks]
+    batch = fused.rerank_batch(tasks, method, params, None)
+    for want, got_single, got_batch in zip(eager, single, batch):
+        for got in (got_single, got_batch):
+            np.testing.assert_allclose(npy(got.weights), npy(want.weights), rtol=0, atol=1e-12)
+            np.testing.assert_allclose(npy(got.objective), npy(want.objective), rtol=0, atol=1e-12)
+            np.testing.assert_array_equal(npy(got.order), npy(want.order))
+            assert got.method == want.method
+
+
+def test_fused_aces_o_matches_the_reference_backend(fused):
+    require_backend("cpp")
+    for B in MATRICES:
+        want = af.aces_o(B, steps=40, top_k=None, backend="numpy")
+        params = _registry.method_params("aces-o", {"steps": 40, "top_k": None})
+        got = fused.rerank(fused.prepare(B), "aces-o", params)
+        np.testing.assert_allclose(got.weights, want.weights, rtol=0, atol=1e-9)
+        np.testing.assert_array_equal(got.order, want.order)
+
+
+def test_fused_float32_mode_within_its_documented_bounds():
+    be = TorchBackend(dtype="float32", fused=True)
+    for B in MATRICES[1:3]:
+        w = _weights(B.shape[1])
+        L, J, g = be.surrogate(B, w, 10.0)
+        Lr, Jr, gr = ref.surrogate(B, w, 10.0)
+        ok = ~np.isnan(Lr)
+        np.testing.assert_allclose(L[ok], Lr[ok], rtol=FLOAT32_RTOL)
+        assert abs(J - Jr) <= FLOAT32_RTOL * w.sum()
+        assert np.max(np.abs(g - gr)) <= FLOAT32_RTOL * np.max(np.abs(gr))
+        params = _registry.method_params("aces-o", {"steps": 30, "top_k": None})
+        got = be.rerank(be.prepare(B), "aces-o", params)
+        want = EAGER.rerank(EAGER.prepare(B), "aces-o", params)
+        np.testing.assert_allclose(got.weights, want.weights, rtol=0, atol=FLOAT32_WEIGHT_ATOL)
+
+
+def test_fused_adam_loop_replayed_as_a_graph_gives_the_same_bits(fused, monkeypatch):
+    """The fused step keeps the CUDA graph protocol (warm-up, capture, replays) on
+    CPU tensors: replaying gives the eager loop's bits."""
+    calls = []
+
+    class Replay:
+        def __init__(self):
+            self.step = None
+
+        def warm_up(self, step):
+            step()
+
+        def capture(self, step):
+            self.step = step
+
+        def replay(self):
+            calls.append(1)
+            self.step()
+
+    steps = 12
+    params = _registry.method_params("aces-o", {"steps": steps, "top_k": None})
+    tasks = [fused.prepare(torch.from_numpy(B)) for B in MATRICES[1:3]]
+    eager = [fused.rerank(B, "aces-o", params) for B in tasks]
+    monkeypatch.setattr(torch_aces_o, "step_graph", lambda device: Replay)
+    replayed = [fused.rerank(B, "aces-o", params) for B in tasks]
+    assert len(calls) == len(tasks) * (steps - 2)
+    for a, b in zip(eager, replayed):
+        np.testing.assert_array_equal(npy(a.weights), npy(b.weights))
+        np.testing.assert_array_equal(npy(a.objective), npy(b.objective))
+
+
+def test_fused_mode_allocates_no_pair_workspace(fused, monkeypatch):
+    """No (k, T, U, U) pair tensor: the workspace the eager path sizes by the pair
+    budget is empty in fused mode."""
+    from aces_fast.backends.torch import surrogate as torch_surrogate
+
+    sizes = []
+    real = torch_surrogate.Workspace
+
+    def recording(entries, dtype, device):
+        sizes.append(entries)
+        return real(entries, dtype, device)
+
+    monkeypatch.setattr(torch_aces_o, "Workspace", recording)
+    params = _registry.method_params("aces-o", {"steps": 3, "top_k": None})
+    B = fused.prepare(MATRICES[2])
+    fused.rerank(B, "aces-o", params)
+    EAGER.rerank(B, "aces-o", params)
+    assert sizes[0] == 0 and sizes[1] > 0
+
+
+def _step_events(be, B, steps=(6, 10)):
+    """Profiler events per Adam step (ops and compiled regions): the counts of a fit
+    of ``steps[1]`` steps minus one of ``steps[0]``, per step."""
+    from collections import Counter
+
+    from torch.profiler import ProfilerActivity, profile
+
+    counts = []
+    for k in steps:
+        params = _registry.method_params("aces-o", {"steps": k, "top_k": None})
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            be.rerank(B, "aces-o", params)
+        counts.append(Counter(e.name for e in prof.events()))
+    diff = counts[1]
+    diff.subtract(counts[0])
+    return {name: v / (steps[1] - steps[0]) for name, v in diff.items() if v}
+
+
+def test_a_fused_step_runs_one_compiled_region_and_no_pair_ops(fused):
+    """Each Adam step calls the compiled pair sums once; the eager path's per-pair
+    ops (the sigmoid's reciprocal, sigma' by addcmul, the pair mat-vecs) are gone."""
+    B = fused.prepare(torch.from_numpy(MATRICES[2]))
+    per_step = _step_events(fused, B)
+    eager = _step_events(EAGER, B)
+    regions = {k: v for k, v in per_step.items() if k.startswith("Torch-Compiled Region")}
+    assert sum(regions.values()) == 1, per_step
+    assert not any(k.startswith("Torch-Compiled Region") for k in eager)
+    assert eager.get("aten::reciprocal_") == 1 and "aten::reciprocal_" not in per_step
+    assert eager.get("aten::addcmul", 0) >= 1 and "aten::addcmul" not in per_step
+    assert per_step["aten::bmm"] < eager["aten::bmm"]  # only s = B w, <w, g> and J
+
+
+def test_fused_mode_falls_back_where_nothing_would_compile(fused):
+    """Under a TorchDispatchMode or with Dynamo disabled, torch.compile runs nothing
+    compiled; the fused backend then takes the chunked eager path (never the
+    uncompiled pair_terms, which would hold every pair at once) and gives its bits."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Passthrough(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    B = fused.prepare(MATRICES[1])
+    params = _registry.method_params("aces-o", {"steps": 5, "top_k": None})
+    want = EAGER.rerank(B, "aces-o", params)
+    with Passthrough():
+        assert not torch_fused.fused_usable()
+        got = fused.rerank(B, "aces-o", params)
+    np.testing.assert_array_equal(got.weights, want.weights)
+    import torch._dynamo
+
+    with torch._dynamo.config.patch(disable=True):
+        assert not torch_fused.fused_usable()
+        got = fused.rerank(B, "aces-o", params)
+    np.testing.assert_array_equal(got.weights, want.weights)
+    assert torch_fused.fused_usable()
+
+
+def test_warmup_compiles_what_later_calls_run(fused):
+    """``warmup`` compiles both branches for a batch of one and of many; afterwards
+    no call compiles again, whatever its sizes: single calls, batches, the public
+    surrogate on both branches, and the shapes that run chunked (one distinct row,
+    one test)."""
+    import torch._dynamo.utils
+
+    facts = af.warmup("numpy")  # nothing to do elsewhere: unchanged
+    assert set(facts) == {"backend", "seconds"}
+    facts = fused.warmup()
+    assert facts["fused"] is True and facts["compiled"] >= 4 and "cpu" in facts["steps"]
+    assert EAGER.warmup() == {}
+    stats = torch._dynamo.utils.counters["stats"]
+    graphs = stats["unique_graphs"]
+    params = _registry.method_params("aces-o", {"steps": 4, "top_k": None})
+    one_row = np.repeat(MATRICES[1][:1], 6, axis=0)
+    one_test = MATRICES[2][:, :1]
+    for B in [*MATRICES, one_row, one_test]:
+        prepared = fused.prepare(B)
+        fused.rerank(prepared, "aces-o", params)
+        fused.rerank_batch([prepared, fused.prepare(MATRICES[0])], "aces-o", params, None)
+        for gamma in (10.0, 5000.0):
+            fused.surrogate(B, np.full(B.shape[1], 1 / B.shape[1]), gamma)
+    assert stats["unique_graphs"] == graphs
+
+
+def test_one_row_or_one_test_runs_chunked(fused, monkeypatch):
+    """Shapes with a size of 1 (which would compile graphs of their own) take the
+    eager path: pair tensors in a workspace, the eager bits."""
+    from aces_fast.backends.torch import surrogate as torch_surrogate
+
+    assert torch_fused.runs_fused(True, 2, 2, CPU) and not torch_fused.runs_fused(False, 9, 9, CPU)
+    assert not torch_fused.runs_fused(True, 1, 9, CPU)
+    assert not torch_fused.runs_fused(True, 9, 1, CPU)
+    sizes = []
+    real = torch_surrogate.Workspace
+    monkeypatch.setattr(torch_aces_o, "Workspace", lambda e, d, v: sizes.append(e) or real(e, d, v))
+    params = _registry.method_params("aces-o", {"steps": 6, "top_k": None})
+    B = MATRICES[2][:, :1].copy()
+    got = fused.rerank(fused.prepare(B), "aces-o", params)
+    want = EAGER.rerank(EAGER.prepare(B), "aces-o", params)
+    assert sizes[0] > 0
+    np.testing.assert_array_equal(got.weights, want.weights)
+
+
+def test_on_the_cpu_few_distinct_rows_run_eagerly(fused, monkeypatch):
+    """Below ``CPU_MIN_ROWS`` distinct rows the eager pair tensors, in cache, are
+    faster on the CPU: the fused mode leaves them alone there (the same bits as
+    the default mode), and computes from that many rows on."""
+    from aces_fast.backends.torch import surrogate as torch_surrogate
+
+    monkeypatch.setattr(torch_fused, "CPU_MIN_ROWS", 64)
+    assert not torch_fused.runs_fused(True, 63, 50, CPU)
+    assert torch_fused.runs_fused(True, 64, 50, CPU)
+    # a GPU: every size (the rule only; no device needed)
+    assert torch_fused.runs_fused(True, 2, 50, torch.device("cuda"))
+    calls = []
+    real = torch_surrogate.compiled_pair_terms
+
+    def counting(exp_trick):
+        fn = real(exp_trick)
+        return lambda *a: calls.append(1) or fn(*a)
+
+    monkeypatch.setattr(torch_surrogate, "compiled_pair_terms", counting)
+    params = _registry.method_params("aces-o", {"steps": 5, "top_k": None})
+    small = fused.prepare(MATRICES[2])  # 45 rows, 35 of them distinct
+    got = fused.rerank(small, "aces-o", params)
+    assert not calls
+    np.testing.assert_array_equal(got.weights, EAGER.rerank(small, "aces-o", params).weights)
+    big = fused.prepare(random_matrix(RNG, 80, 12, 0.5))
+    got = fused.rerank(big, "aces-o", params)
+    assert len(calls) == 6  # the first J, then one per step
+    want = EAGER.rerank(big, "aces-o", params)
+    np.testing.assert_allclose(got.weights, want.weights, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("value", "on"),
+    [(None, False), ("", False), ("0", False), ("1", True), (" TRUE ", True), ("on", True)],
+)
+def test_the_environment_variable_turns_fused_mode_on(monkeypatch, value, on):
+    if value is None:
+        monkeypatch.delenv(torch_fused.FUSED_ENV_VAR, raising=False)
+    else:
+        monkeypatch.setenv(torch_fused.FUSED_ENV_VAR, value)
+    assert torch_fused.env_fused() is on
+    be = torch_backend.load()
+    assert be.fused is on and be.info()["fused"] is on
+
+
+def test_fused_must_be_a_bool():
+    with pytest.raises(TypeError, match="fused must be a bool"):
+        TorchBackend(fused="yes")
+
+
+def test_fused_mode_without_torch_compile_is_a_clear_error(monkeypatch):
+    import torch._dynamo
+
+    monkeypatch.setattr(torch._dynamo, "is_dynamo_supported", lambda: False)
+    with pytest.raises(RuntimeError, match="fused mode needs torch.compile"):
+        TorchBackend(fused=True)
+    monkeypatch.setenv(torch_fused.FUSED_ENV_VAR, "1")
+    with pytest.raises(BackendUnavailableError, match=torch_fused.FUSED_ENV_VAR):
+        torch_backend.load()
+    TorchBackend()  # the default needs no compiler
+
+
+# ---------------------------------------------------------------------------
+# CUDA: the fused Adam loop without a host synchronization, against cpp
+
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+@pytest.mark.cuda
+@cuda
+@pytest.mark.parametrize("method", ["aces-o", "aces-o-warm"])
+def test_cuda_fused_aces_o_loop_without_syncs(fused, method, monkeypatch):
+    require_backend("cpp")
+    run = torch_aces_o._GroupFit.run
+
+    def strict(self, *args):
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            return run(self, *args)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+
+    monkeypatch.setattr(torch_aces_o._GroupFit, "run", strict)
+    params = _registry.method_params(method, {"top_k": None})
+    tasks = [fused.prepare(torch.from_numpy(B).cuda()) for B in MATRICES]
+    single = [fused.rerank(B, method, params) for B in tasks]
+    batch = fused.rerank_batch(tasks, method, params, None)
+    for k, B in enumerate(MATRICES):
+        want = af.rerank(B, method, backend="cpp", top_k=None)
+        for got in (single[k], batch[k]):
+            assert got.weights.device.type == "cuda"
+            np.testing.assert_allclose(npy(got.weights), want.weights, rtol=0, atol=1e-9)
+            np.testing.assert_array_equal(npy(got.order), want.order)
+
+
+def test_cli_warmup_reports_the_fused_compilation():
+    """``aces-fast warmup --backend torch``: one line, whichever the mode."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, ACES_FAST_TORCH_FUSED="1")
+    out = subprocess.run(
+        [sys.executable, "-m", "aces_fast", "warmup", "--backend", "torch", "-q"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("torch: fused pair sums ready in ")
+    want = 8 if torch.cuda.is_available() else 4  # per device: two branches, two ranks
+    assert f"{want} variants compiled: cpu " in out.stdout and out.stdout.count("\n") == 1
+    env.pop("ACES_FAST_TORCH_FUSED")
+    out = subprocess.run(
+        [sys.executable, "-m", "aces_fast", "warmup", "--backend", "torch", "-q"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 0 and out.stdout == "torch: nothing to compile\n", out
