@@ -2,10 +2,11 @@
 # One command for a GPU machine (issue 22, item 6): build the package, run the
 # cuda-marked tests, the goal cells timed and profiled (tools/gpu_profile.py:
 # cpp vs CUDA, kernels, syncs, device busy time), ACES-O with and without CUDA
-# graphs (tools/gpu_graphs.py), the parity check (tools/gpu_parity.py: every
-# method, torch on CUDA vs cpp) and `aces-fast bench --device cuda --quick`,
-# within a total budget of 8 minutes, then print one summary table (step,
-# status, seconds).
+# graphs (tools/gpu_graphs.py), the fused pair sums (ACES_FAST_TORCH_FUSED=1,
+# float64 and float32, with a quick parity check), the parity check
+# (tools/gpu_parity.py: every method, torch on CUDA vs cpp) and `aces-fast
+# bench --device cuda --quick`, within a total budget of 8 minutes, then print
+# one summary table (step, status, seconds).
 #
 # The machine needs torch (CUDA), numba, pybind11, scikit-build-core, cmake,
 # ninja, pytest and pyarrow; no network (the build uses no isolation, no deps).
@@ -145,6 +146,25 @@ if [ -n "$SITE" ]; then
         step profile-f32 90 env ACES_FAST_TORCH_DTYPE=float32 "$PYTHON" tools/gpu_profile.py \
             --only aces-o,batch-aces-o,aces-o-all --cell-budget 2 \
             --json "$LOGDIR/profile-f32.json" --tables "$LOGDIR/profile-f32-tables.txt"
+    fi
+
+    # 4c. the fused pair sums (ACES_FAST_TORCH_FUSED=1: torch.compile, no pair
+    # tensor), float64 and float32, and their parity; the warm-up column holds
+    # the compile time
+    if [ "$HAS_CUDA" = 1 ]; then
+        step fused 150 env ACES_FAST_TORCH_FUSED=1 "$PYTHON" tools/gpu_profile.py \
+            --only aces-o,batch-aces-o,aces-o-all --cell-budget 3 \
+            --json "$LOGDIR/profile-fused.json" --tables "$LOGDIR/profile-fused-tables.txt"
+        step fused-f32 120 env ACES_FAST_TORCH_FUSED=1 ACES_FAST_TORCH_DTYPE=float32 \
+            "$PYTHON" tools/gpu_profile.py --only aces-o,batch-aces-o,aces-o-all --cell-budget 2 \
+            --json "$LOGDIR/profile-fused-f32.json" --tables "$LOGDIR/profile-fused-f32-tables.txt"
+        step parity-fused 120 env ACES_FAST_TORCH_FUSED=1 "$PYTHON" tools/gpu_parity.py \
+            --device cuda --quick
+    else
+        echo "== fused: no CUDA device: the fused ACES-O cells on CPU tensors"
+        step fused 150 env ACES_FAST_TORCH_FUSED=1 "$PYTHON" tools/gpu_profile.py --device cpu \
+            --quick --only aces-o-all,batch-aces-o --cell-budget 1
+        [ $? = 0 ] && STEPS[-1]="fused|pass (CPU tensors)|${STEPS[-1]##*|}"
     fi
 
     # 5. parity: every method, torch on the device vs cpp

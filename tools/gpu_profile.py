@@ -242,7 +242,8 @@ def run_cell(cell: Cell, impl: str, threads: int, budget: float) -> dict[str, An
         out["device_tasks_per_s"] = cell.tasks / out["device"]["median_s"]
         if cell.time_cpp:
             out["cpp_tasks_per_s"] = cell.tasks / out["cpp"]["median_s"]
-    warm = out["device"]["warmup_s"]
+    # a call's length: the warm-up's may include compiling (the fused mode's)
+    warm = min(out["device"]["warmup_s"], out["device"]["median_s"])
     if warm < PROFILE_MAX_S:  # the profiler's events of a long call
         device = cells.TORCH_DEVICE[impl]
         out["profile"], out["table"] = _profile(torch_fn, device, warm < SYNC_CHECK_MAX_S)
@@ -287,6 +288,13 @@ def main(argv: list[str] | None = None) -> int:
     if torch.device(args.device).type == "cuda":
         p = torch.cuda.get_device_properties(0)
         print(f"gpu_profile: {p.name}, torch {torch.__version__}, cpp on {args.threads} threads")
+    import aces_fast as af
+
+    if af.backends.get_backend("torch").fused:  # ACES_FAST_TORCH_FUSED=1
+        # compiled before the cells, so that no cell's warm-up call (its only
+        # sample when it is longer than --cell-budget) is the compiling
+        facts = af.warmup("torch", progress=False)
+        print(f"gpu_profile: fused mode, compiled {facts['compiled']} variants: {facts['steps']} s")
     chosen = QUICK_CELLS if args.quick else CELLS
     if args.only:
         ops = set(args.only.split(","))
