@@ -14,6 +14,9 @@ exp-trick and the sigmoid branch.
 
 from __future__ import annotations
 
+import itertools
+import sys
+
 import numpy as np
 import pytest
 
@@ -27,7 +30,15 @@ from aces_fast.backends import torch as torch_backend
 from aces_fast.backends.torch import FLOAT32_RTOL, FLOAT32_WEIGHT_ATOL, TorchBackend
 from aces_fast.backends.torch import aces_o as torch_aces_o
 from aces_fast.backends.torch import fused as torch_fused
-from helpers import EXAMPLE, npy, random_matrix, require_backend
+from helpers import (
+    EXAMPLE,
+    INTERRUPT_CHILD_HEAD,
+    INTERRUPT_CHILD_TAIL,
+    assert_sigint_interrupts,
+    npy,
+    random_matrix,
+    require_backend,
+)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread", "fused_small")
 CPU = torch.device("cpu")
@@ -423,3 +434,79 @@ def test_cli_warmup_reports_the_fused_compilation():
         timeout=600,
     )
     assert out.returncode == 0 and out.stdout == "torch: nothing to compile\n", out
+
+
+@pytest.mark.parametrize("m", [2, 3, 5, 7, 40, 41])
+@pytest.mark.parametrize("per_test", [1, 3, 10, 1 << 30])
+def test_fused_call_ranges_cover_the_tests_in_calls_of_two_or_more(monkeypatch, m, per_test):
+    monkeypatch.setitem(torch_fused.FUSED_CALL_TERMS, "cpu", 12)
+    ranges = torch_fused.fused_call_ranges(per_test, m, CPU)
+    assert ranges[0][0] == 0 and ranges[-1][1] == m
+    assert all(b == c for (_, b), (c, _) in itertools.pairwise(ranges))
+    sizes = [b - a for a, b in ranges]
+    assert min(sizes) >= 2 and max(sizes) - min(sizes) <= 3
+    assert all(a % 2 == 0 for a, _ in ranges)  # float64 slices stay 16-byte aligned
+    k = max(1, 12 // per_test // 2)  # pairs of tests a call may take
+    assert all(size <= 2 * k for size in sizes[:-1]) and sizes[-1] <= 2 * k + 1
+    assert len(ranges) == max(1, -(-(m // 2) // k))  # as few calls as the cap allows
+
+
+def test_fused_calls_split_over_tests_give_the_same_fit(fused, monkeypatch):
+    """A step split into several compiled calls (a small call budget: what keeps a
+    long CPU fit interruptible) agrees with one call, and compiles no new graph."""
+    import torch._dynamo.utils
+
+    params = _registry.method_params("aces-o", {"steps": 8, "top_k": None})
+    B = fused.prepare(MATRICES[2])
+    whole = fused.rerank(B, "aces-o", params)
+    stats = torch._dynamo.utils.counters["stats"]
+    graphs = stats["unique_graphs"]
+    calls = []
+    real = torch_fused.fused_call_ranges
+
+    def recording(*args):
+        calls.append(real(*args))
+        return calls[-1]
+
+    from aces_fast.backends.torch import surrogate as torch_surrogate
+
+    monkeypatch.setitem(torch_fused.FUSED_CALL_TERMS, "cpu", 3 * 35 * 35)
+    monkeypatch.setattr(torch_surrogate, "fused_call_ranges", recording)
+    split = fused.rerank(B, "aces-o", params)
+    assert calls and len(calls[0]) > 3
+    assert stats["unique_graphs"] == graphs
+    np.testing.assert_allclose(split.weights, whole.weights, rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(split.order, whole.order)
+
+
+FUSED_CHILD = (
+    INTERRUPT_CHILD_HEAD
+    + r"""
+import torch
+from aces_fast import _registry
+from aces_fast.backends.torch import TorchBackend
+
+be = TorchBackend(fused=True)
+Bt = torch.from_numpy(B)
+params = _registry.method_params("aces-o", {"top_k": None, "steps": 100_000})
+calls = {"rerank": lambda: be.rerank(Bt, "aces-o", params)}
+few = _registry.method_params("aces-o", {"top_k": None, "steps": 5})
+small_t = torch.from_numpy(np.ascontiguousarray(B[:120]))  # fused on the CPU: >= 64 rows
+before = be.rerank(small_t, "aces-o", few)
+
+
+def same_results():
+    after = be.rerank(small_t, "aces-o", few)
+    return all(torch.equal(getattr(before, k), getattr(after, k))
+               for k in ("weights", "scores", "order", "objective"))
+"""
+    + INTERRUPT_CHILD_TAIL
+)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_sigint_interrupts_a_long_fused_fit():
+    """4 000 distinct rows x 300 tests, ``top_k=None``: about 5e9 pair terms a step,
+    which the fused mode computes in calls of ``FUSED_CALL_TERMS`` (a fraction of
+    a second each on the CPU), so Ctrl-C stops the fit promptly."""
+    assert_sigint_interrupts(FUSED_CHILD, "rerank", wait=2.0, timeout=120, max_took=10)

@@ -191,6 +191,34 @@ def runs_fused(fused: bool, U: int, m: int, device: torch.device) -> bool:
     return fused_usable()
 
 
+#: Pair terms (test, task, passer, failer) one compiled call computes at most, per
+#: device type: on the CPU under a second (3 ns a term measured at 300 x 200, 12
+#: at 4 000 x 300, where the U x U table leaves the cache), so that Ctrl-C, seen
+#: between calls, stays prompt (unsplit, one 4 000 x 300 step took 57 s to
+#: interrupt); on a GPU a whole step (4e9 terms took 26.5 ms on an H200).
+FUSED_CALL_TERMS = {"cpu": 1 << 26, "cuda": 1 << 34}
+
+
+def fused_call_ranges(terms_per_test: int, m: int, device: torch.device) -> list[tuple[int, int]]:
+    """Ranges ``[a, b)`` of the ``m`` tests computed by one compiled call each: as
+    few as keep a call within ``FUSED_CALL_TERMS`` (``terms_per_test`` = T U^2),
+    of near-equal sizes, at least 2 tests each (sizes 1 compile apart), every
+    one starting at an even test (so that its slices stay 16-byte aligned for
+    float64, as the compiled code assumes of a whole tensor: unaligned ones
+    compile apart too)."""
+    budget = FUSED_CALL_TERMS.get(device.type, FUSED_CALL_TERMS["cuda"])
+    k = max(1, budget // max(1, terms_per_test) // 2)  # pairs of tests a call may take
+    pairs = m // 2
+    calls = max(1, -(-pairs // k))  # each then gets 1..k pairs
+    base, extra = divmod(pairs, calls)
+    ranges, a = [], 0
+    for i in range(calls):
+        b = a + 2 * (base + (1 if i < extra else 0))
+        ranges.append((a, b))
+        a = b
+    return [*ranges[:-1], (ranges[-1][0], m)]  # the last one takes an odd test
+
+
 def warm_up(dtype: torch.dtype, devices: list[torch.device]) -> int:
     """Compile both branches for a batch of one and of many on each device, on
     tiny inputs; returns the number of (branch, rank, device) variants run."""

@@ -16,7 +16,7 @@ import torch
 
 from .chunks import DEFAULT_CHUNK_ELEMENTS, column_chunks
 from .dedup import distinct_rows_padded
-from .fused import compiled_pair_terms, runs_fused
+from .fused import compiled_pair_terms, fused_call_ranges, runs_fused
 
 #: ``exp(gamma * w_j)`` stays finite below this exponent (float32 overflows at 88.7)
 _EXP_SAFE = {torch.float64: 700.0, torch.float32: 80.0}
@@ -135,13 +135,8 @@ class Surrogate:
         self.P = Bf.new_empty((T, U, U))  # exp(gamma (s_f - s_p)), or gamma (s_p - s_f)
         self.P4 = self.P.view(1, T, U, U)
         self.x = Bf.new_empty((m, T))  # exp(gamma w), or gamma w (test-major)
-        self.sig_f = Bf.new_empty((m, T, U))
-        self.dsig_f = Bf.new_empty((m, T, U))
-        self.dsig_p = Bf.new_empty((m, T, U))
         self.excess = Bf.new_empty((m, T))
-        self.D = Bf.new_empty((m, T))
         self.wip = Bf.new_empty((m, T))  # gamma w_j / |P_j||F_j|
-        self.u = Bf.new_empty(min(m, chunk_tests) * T * U)
         self.cv = Bf.new_empty((T, U, 1))
         self.J = Bf.new_empty((T, 1, 1))
         self.w_t, self.w_col, self.w_row = w.t(), w.view(T, m, 1), w.view(T, 1, m)
@@ -149,9 +144,27 @@ class Surrogate:
         self.excess_c = self.excess.t().unsqueeze(2)  # (T, m, 1)
         on = runs_fused(fused, U, m, Bf.device)
         self.fused = compiled_pair_terms(self.exp_trick) if on else None
-        # fused: no pair tensor, so no column chunks
-        chunks = [] if self.fused is not None else column_chunks(m, 1, chunk_tests)
-        self.chunks = [_Chunk(self, a, b, workspace) for a, b in chunks]
+        self.chunks: list[_Chunk] = []
+        if self.fused is not None:
+            # no pair tensor: one call per range of tests (fused_call_ranges), on
+            # tensors of their own (slices are views, which compile apart); x and
+            # wip change at every evaluation, so theirs are copied in
+            self.fused_calls: list[tuple[int, int, tuple[torch.Tensor, ...]]] = []
+            ranges = fused_call_ranges(T * U * U, m, Bf.device)
+            for a, b in ranges:
+                own = len(ranges) > 1
+                args = tuple(
+                    _fresh(t[a:b]) if own else t
+                    for t in (self.x, self.ft, self.pt, self.ptl, self.neg_half, self.wip)
+                )
+                self.fused_calls.append((a, b, args))
+            return
+        self.sig_f = Bf.new_empty((m, T, U))
+        self.dsig_f = Bf.new_empty((m, T, U))
+        self.dsig_p = Bf.new_empty((m, T, U))
+        self.D = Bf.new_empty((m, T))
+        self.u = Bf.new_empty(min(m, chunk_tests) * T * U)
+        self.chunks = [_Chunk(self, a, b, workspace) for a, b in column_chunks(m, 1, chunk_tests)]
 
     def evaluate(self) -> torch.Tensor:
         """``J`` (T, 1, 1) at ``w`` (a buffer, overwritten by the next evaluation);
@@ -166,12 +179,19 @@ class Surrogate:
             torch.mul(self.w_t, gamma, out=self.x)
         torch.mul(self.w_t, self.inv_gamma, out=self.wip)
         if self.fused is not None:
-            excess, grad0, cv = self.fused(
-                self.P, self.x, self.ft, self.pt, self.ptl, self.neg_half, self.wip
-            )
-            self.excess.copy_(excess)
-            self.grad_t.copy_(grad0)
-            self.grad3.baddbmm_(self.Bt, cv.unsqueeze(2))
+            for i, (a, b, args) in enumerate(self.fused_calls):
+                x, ft, pt, ptl, neg_half, wip = args
+                if x is not self.x:
+                    x.copy_(self.x[a:b])
+                    wip.copy_(self.wip[a:b])
+                excess, grad0, cv = self.fused(self.P, x, ft, pt, ptl, neg_half, wip)
+                self.excess[a:b].copy_(excess)
+                self.grad_t[a:b].copy_(grad0)
+                if i == 0:
+                    self.cv.view(cv.shape).copy_(cv)
+                else:
+                    self.cv.view(cv.shape).add_(cv)
+            self.grad3.baddbmm_(self.Bt, self.cv)
             return torch.bmm(self.w_row, self.excess_c, out=self.J)
         for i, c in enumerate(self.chunks):
             if self.exp_trick:
