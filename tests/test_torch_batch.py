@@ -558,3 +558,36 @@ def test_a_list_of_one_shape_in_one_chunk_is_ranked_as_a_stack(monkeypatch):
             want = af.rerank(B, "aces-c", backend="torch")
             np.testing.assert_array_equal(np.asarray(got[t].order), np.asarray(want.order))
             np.testing.assert_array_equal(np.asarray(got[t].scores), np.asarray(want.scores))
+
+
+def test_columns_in_task_order_are_the_outputs_themselves():
+    """One padded piece whose tasks fill it (one shape, in order, as a stack gives)
+    becomes its columns without a gather: the same storage, no index built;
+    padding or another task order is gathered."""
+    from aces_fast import _semantics
+    from aces_fast.backends.torch.columns import Columns
+
+    T, n, m = 3, 4, 5
+    scores = torch.arange(T * n, dtype=torch.float64).view(T, n)
+    weights = torch.arange(T * m, dtype=torch.float64).view(T, m)
+    fields = dict.fromkeys(_semantics.Outputs._fields)
+    out = _semantics.Outputs(**dict(fields, scores=scores, weights=weights))
+
+    cols = Columns([(n, m)] * T, scores.device)
+    cols.add(out, [0, 1, 2])
+    values, offsets = cols.column("scores")
+    assert values.data_ptr() == scores.data_ptr()
+    np.testing.assert_array_equal(offsets, [0, 4, 8, 12])
+
+    shuffled = Columns([(n, m)] * T, scores.device)
+    shuffled.add(out, [2, 0, 1])  # task 2 first along the task axis
+    values, _ = shuffled.column("scores")
+    assert values.data_ptr() != scores.data_ptr()
+    np.testing.assert_array_equal(npy(values), npy(scores[[1, 2, 0]].reshape(-1)))
+
+    padded = Columns([(n, m), (n - 1, m - 2), (n, m)], scores.device)
+    padded.add(out, [0, 1, 2])
+    values, offsets = padded.column("weights")
+    np.testing.assert_array_equal(offsets, [0, 5, 8, 13])
+    want = np.concatenate([npy(weights[0]), npy(weights[1, :3]), npy(weights[2])])
+    np.testing.assert_array_equal(npy(values), want)

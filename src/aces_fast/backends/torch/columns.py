@@ -91,7 +91,13 @@ class Columns:
         offsets = np.zeros(T + 1, np.int64)
         np.cumsum(length, out=offsets[1:])
         flat = torch.cat([p.reshape(-1) for p in parts]) if len(parts) > 1 else parts[0]
-        index = np.repeat(start - offsets[:-1], length) + np.arange(offsets[-1], dtype=np.int64)
+        shift = start - offsets[:-1]
+        if offsets[-1] == flat.numel() and not shift.any():
+            # already in task order, no padding (one-shape tasks, a stack): the
+            # gather would be the identity, an index as long as the column built
+            # on the host and uploaded for nothing
+            return flat.reshape(-1), offsets
+        index = np.repeat(shift, length) + np.arange(offsets[-1], dtype=np.int64)
         return flat.reshape(-1).index_select(0, upload(index, self.device)), offsets
 
     def fields(self) -> dict[str, Any]:
