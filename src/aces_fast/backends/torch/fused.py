@@ -1,6 +1,6 @@
 """The surrogate's pair sums fused into one compiled computation (``torch.compile``):
-the opt-in ``fused`` mode of the torch backend (docs/backends.rst, "Fused pair
-sums").
+the opt-in ``fused`` mode of the torch backend (docs/backends.rst, "torch: fused
+pair sums").
 
 Why: an evaluation of the surrogate (docs/contract.rst §3.3) costs O(T U^2 m)
 for T tasks of U distinct rows and m tests, and the eager path
@@ -17,7 +17,11 @@ benchmarks/results/2026-11-29-h200-fusion-probe.txt). On CPU tensors the
 compiled reductions run as generated C++ (OpenMP).
 
 Where torch.compile would not compile (disabled, or under a
-``TorchDispatchMode``) the eager path runs instead (:func:`fused_usable`).
+``TorchDispatchMode``), for a single distinct row or test, and on CPU tensors
+below ``CPU_MIN_ROWS`` distinct rows the eager path runs instead
+(:func:`runs_fused`). A step makes one call per range of tests, each of at most
+``FUSED_CALL_TERMS`` pair terms (:func:`fused_call_ranges`), so that a long
+fit stays interruptible.
 
 The cost is compiling: seconds on the first evaluation of a process (and for
 a new rank of shapes: a batch of one and a batch of many compile apart), less
