@@ -112,6 +112,27 @@ def require_backend(name: str):
         pytest.skip(exc.reason)
 
 
+def strict_adam_loop(monkeypatch) -> None:
+    """Run the torch backend's ACES-O Adam loop (``_GroupFit.run``, steps 2..)
+    under ``torch.cuda.set_sync_debug_mode("error")``: any host synchronization
+    there raises (the steps before it, which read the device on purpose, do not)."""
+    import torch
+
+    from aces_fast.backends.torch import aces_o
+
+    run = aces_o._GroupFit.run
+
+    def strict(self, *args):
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            return run(self, *args)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+
+    monkeypatch.setattr(aces_o._GroupFit, "run", strict)
+
+
 # ---------------------------------------------------------------------------
 # Ctrl-C tests (test_interrupt.py for cpp, test_interrupt_numba.py for numba)
 

@@ -38,6 +38,7 @@ from helpers import (
     npy,
     random_matrix,
     require_backend,
+    strict_adam_loop,
 )
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread", "fused_small")
@@ -384,17 +385,7 @@ cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA de
 @pytest.mark.parametrize("method", ["aces-o", "aces-o-warm"])
 def test_cuda_fused_aces_o_loop_without_syncs(fused, method, monkeypatch):
     require_backend("cpp")
-    run = torch_aces_o._GroupFit.run
-
-    def strict(self, *args):
-        torch.cuda.synchronize()
-        torch.cuda.set_sync_debug_mode("error")
-        try:
-            return run(self, *args)
-        finally:
-            torch.cuda.set_sync_debug_mode("default")
-
-    monkeypatch.setattr(torch_aces_o._GroupFit, "run", strict)
+    strict_adam_loop(monkeypatch)
     params = _registry.method_params(method, {"top_k": None})
     tasks = [fused.prepare(torch.from_numpy(B).cuda()) for B in MATRICES]
     single = [fused.rerank(B, method, params) for B in tasks]
@@ -411,28 +402,22 @@ def test_cli_warmup_reports_the_fused_compilation():
     """``aces-fast warmup --backend torch``: one line, whichever the mode."""
     import os
     import subprocess
-    import sys
 
-    env = dict(os.environ, ACES_FAST_TORCH_FUSED="1")
-    out = subprocess.run(
-        [sys.executable, "-m", "aces_fast", "warmup", "--backend", "torch", "-q"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    def warmup(**env):
+        return subprocess.run(
+            [sys.executable, "-m", "aces_fast", "warmup", "--backend", "torch", "-q"],
+            env=dict({k: v for k, v in os.environ.items() if k != "ACES_FAST_TORCH_FUSED"}, **env),
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+
+    out = warmup(ACES_FAST_TORCH_FUSED="1")
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("torch: fused pair sums ready in ")
     want = 8 if torch.cuda.is_available() else 4  # per device: two branches, two ranks
     assert f"{want} variants compiled: cpu " in out.stdout and out.stdout.count("\n") == 1
-    env.pop("ACES_FAST_TORCH_FUSED")
-    out = subprocess.run(
-        [sys.executable, "-m", "aces_fast", "warmup", "--backend", "torch", "-q"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    out = warmup()
     assert out.returncode == 0 and out.stdout == "torch: nothing to compile\n", out
 
 

@@ -45,7 +45,7 @@ import aces_fast as af
 from aces_fast import _registry
 from aces_fast.backends.torch import TorchBackend
 from aces_fast.backends.torch.chunks import DEFAULT_CHUNK_ELEMENTS
-from helpers import EXAMPLE, npy, random_matrix, require_backend
+from helpers import EXAMPLE, npy, random_matrix, require_backend, strict_adam_loop
 
 pytestmark = [pytest.mark.usefixtures("one_torch_thread")]
 
@@ -771,19 +771,7 @@ def test_cuda_aces_o_adam_loop_without_syncs(method, monkeypatch):
     """The Adam loop (steps 2.., symmetry classes snapped every step) runs under
     ``set_sync_debug_mode("error")``, per task and in a batch; results match cpp."""
     require_backend("cpp")
-    from aces_fast.backends.torch import aces_o
-
-    run = aces_o._GroupFit.run
-
-    def strict(self, *args):
-        torch.cuda.synchronize()
-        torch.cuda.set_sync_debug_mode("error")
-        try:
-            return run(self, *args)
-        finally:
-            torch.cuda.set_sync_debug_mode("default")
-
-    monkeypatch.setattr(aces_o._GroupFit, "run", strict)
+    strict_adam_loop(monkeypatch)
     mats = [_with_symmetric_tests(MATRIX, 20), _with_symmetric_tests(random_matrix(RNG, 40, 50), 8)]
     tasks = [TB.prepare(torch.from_numpy(B).cuda()) for B in mats]
     single = [TB.rerank(B, method, _values(method)) for B in tasks]

@@ -66,6 +66,7 @@ def pair_terms(
     ptl: torch.Tensor,
     neg_half: torch.Tensor,
     wip: torch.Tensor,
+    *,
     exp_trick: bool,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """One evaluation's pair sums of T tasks, everything that depends on the pairs.
@@ -120,28 +121,14 @@ def pair_terms(
 _Terms = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 
 
-def _exp_terms(
-    P: torch.Tensor,
-    x: torch.Tensor,
-    ft: torch.Tensor,
-    pt: torch.Tensor,
-    ptl: torch.Tensor,
-    neg_half: torch.Tensor,
-    wip: torch.Tensor,
-) -> _Terms:
-    return pair_terms(P, x, ft, pt, ptl, neg_half, wip, exp_trick=True)
+# One function per branch, not one closure: Dynamo keeps its compiled graphs
+# (and its limit on recompiling) per code object.
+def _exp_terms(*args: torch.Tensor) -> _Terms:
+    return pair_terms(*args, exp_trick=True)
 
 
-def _sigmoid_terms(
-    P: torch.Tensor,
-    x: torch.Tensor,
-    ft: torch.Tensor,
-    pt: torch.Tensor,
-    ptl: torch.Tensor,
-    neg_half: torch.Tensor,
-    wip: torch.Tensor,
-) -> _Terms:
-    return pair_terms(P, x, ft, pt, ptl, neg_half, wip, exp_trick=False)
+def _sigmoid_terms(*args: torch.Tensor) -> _Terms:
+    return pair_terms(*args, exp_trick=False)
 
 
 def compiled_pair_terms(exp_trick: bool) -> Any:
