@@ -495,3 +495,27 @@ def test_sigint_interrupts_a_long_fused_fit():
     which the fused mode computes in calls of ``FUSED_CALL_TERMS`` (a fraction of
     a second each on the CPU), so Ctrl-C stops the fit promptly."""
     assert_sigint_interrupts(FUSED_CHILD, "rerank", wait=2.0, timeout=120, max_took=10)
+
+
+def test_a_compile_failure_names_the_fused_mode(fused, monkeypatch):
+    """No C++ compiler or Triton surfaces at the first compiled call: the error
+    says which option failed and how to turn it off, the compiler's own chained."""
+    import torch._dynamo.exc
+
+    def broken(*args):
+        raise torch._dynamo.exc.BackendCompilerFailed(
+            broken, RuntimeError("no working C++ compiler found"), None
+        )
+
+    monkeypatch.setattr(torch_fused, "_compiled", {})
+    real_compile = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda fn, **kw: broken)
+    try:
+        params = _registry.method_params("aces-o", {"steps": 3, "top_k": None})
+        with pytest.raises(RuntimeError, match="fused mode could not compile") as info:
+            fused.rerank(fused.prepare(MATRICES[2]), "aces-o", params)
+    finally:
+        monkeypatch.setattr(torch, "compile", real_compile)
+    assert torch_fused.FUSED_ENV_VAR in str(info.value)
+    assert "(RuntimeError: no working C++ compiler found)" in str(info.value)
+    assert isinstance(info.value.__cause__, torch._dynamo.exc.BackendCompilerFailed)

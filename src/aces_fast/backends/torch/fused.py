@@ -146,11 +146,34 @@ def compiled_pair_terms(exp_trick: bool) -> Any:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", DeprecationWarning)
                 import torch._inductor.compile_fx
-            fn = torch.compile(
-                _exp_terms if exp_trick else _sigmoid_terms, dynamic=True, fullgraph=True
+            fn = _named_failures(
+                torch.compile(
+                    _exp_terms if exp_trick else _sigmoid_terms, dynamic=True, fullgraph=True
+                )
             )
             _compiled[exp_trick] = fn
         return fn
+
+
+def _named_failures(fn: Any) -> Any:
+    """``fn`` whose compile failures (no C++ compiler, no Triton, a torch bug) raise
+    a ``RuntimeError`` that names the fused mode and how to turn it off, the
+    compiler's own error chained, instead of Dynamo's page of internals."""
+
+    def call(*args: torch.Tensor) -> _Terms:
+        try:
+            return fn(*args)  # type: ignore[no-any-return]
+        except torch._dynamo.exc.TorchDynamoException as exc:
+            inner = getattr(exc, "inner_exception", None)  # the compiler's own error
+            cause = inner if isinstance(inner, BaseException) else exc
+            lines = str(cause).strip().splitlines()
+            raise RuntimeError(
+                "the torch backend's fused mode could not compile its pair sums "
+                f"({type(cause).__name__}: {lines[0] if lines else ''}); pass "
+                f"fused=False or unset {FUSED_ENV_VAR} to use the default path"
+            ) from exc
+
+    return call
 
 
 def fused_usable() -> bool:
