@@ -62,7 +62,8 @@ class PaddedTasks(TorchBackend):
     counts and masks, and padded kernels; the primitives are :class:`TorchBackend`'s."""
 
     def __init__(self, parent: TorchBackend, n_rows: torch.Tensor, n_cols: Sequence[int]):
-        super().__init__(parent.dtype, parent.chunk_cap(n_rows.device), parent.fused)
+        super().__init__(parent.dtype, parent.chunk_cap(n_rows.device))
+        self.fused = parent.fused  # the parent checked that torch.compile runs here
         self.n_rows = n_rows
         self.n_cols = list(n_cols)
         self._count = n_rows.to(torch.float64)[:, None]

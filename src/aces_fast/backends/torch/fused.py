@@ -233,29 +233,29 @@ def fused_call_ranges(terms_per_test: int, m: int, device: torch.device) -> list
     return [*ranges[:-1], (ranges[-1][0], m)]  # the last one takes an odd test
 
 
-def warm_up(dtype: torch.dtype, devices: list[torch.device]) -> int:
-    """Compile both branches for a batch of one and of many on each device, on
-    tiny inputs; returns the number of (branch, rank, device) variants run."""
+def warm_up(dtype: torch.dtype, device: torch.device) -> int:
+    """Compile both branches for a batch of one and of many on ``device``, on tiny
+    inputs; returns the number of (branch, rank) variants run."""
     done = 0
-    for dev in devices:
-        for exp_trick in (True, False):
-            fn = compiled_pair_terms(exp_trick)
-            for T in (1, 2):
-                # distinct sizes: Dynamo would otherwise assume equal ones stay equal
-                U, m = 3, 5
-                # separate tensors: Dynamo guards on arguments that alias
-                P = torch.ones((T, U, U), dtype=dtype, device=dev)
-                x, neg_half, wip = (torch.ones((m, T), dtype=dtype, device=dev) for _ in "123")
-                ft, pt, ptl = (torch.ones((m, T, U), dtype=dtype, device=dev) for _ in "123")
-                fn(P, x, ft, pt, ptl, neg_half, wip)
-                done += 1
+    for exp_trick in (True, False):
+        fn = compiled_pair_terms(exp_trick)
+        for T in (1, 2):
+            # distinct sizes: Dynamo would otherwise assume equal ones stay equal
+            U, m = 3, 5
+            # separate tensors: Dynamo guards on arguments that alias
+            P = torch.ones((T, U, U), dtype=dtype, device=device)
+            x, neg_half, wip = (torch.ones((m, T), dtype=dtype, device=device) for _ in "123")
+            ft, pt, ptl = (torch.ones((m, T, U), dtype=dtype, device=device) for _ in "123")
+            fn(P, x, ft, pt, ptl, neg_half, wip)
+            done += 1
     return done
 
 
 def check_compiler() -> None:
-    """Raise ``RuntimeError`` saying why when ``torch.compile`` cannot run here (no
-    C++ compiler or Triton, an unsupported Python): called where the fused mode is
-    chosen, so that the failure names the option rather than surfacing mid-fit."""
+    """Raise ``RuntimeError`` saying why when this Python or torch does not support
+    ``torch.compile`` at all: called where the fused mode is chosen, so that the
+    failure names the option. A missing compiler (C++ on the CPU, Triton on CUDA)
+    shows only when compiling, at the first call (:func:`_named_failures`)."""
     try:
         from torch._dynamo import is_dynamo_supported
 
