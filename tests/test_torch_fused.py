@@ -48,7 +48,8 @@ CPU = torch.device("cpu")
 @pytest.fixture
 def fused_small(monkeypatch):
     """The fused mode for every size: on CPU tensors it computes only from
-    ``CPU_MIN_ROWS`` distinct rows (faster there), larger than these tests' tasks."""
+    ``CPU_MIN_ROWS`` distinct rows (faster there), larger than these tests' tasks
+    (and on one thread, which ``one_torch_thread`` gives)."""
     monkeypatch.setattr(torch_fused, "CPU_MIN_ROWS", 2)
 
 
@@ -312,10 +313,11 @@ def test_one_row_or_one_test_runs_chunked(fused, monkeypatch):
     np.testing.assert_array_equal(got.weights, want.weights)
 
 
-def test_on_the_cpu_few_distinct_rows_run_eagerly(fused, monkeypatch):
+def test_on_the_cpu_few_rows_or_several_threads_run_eagerly(fused, monkeypatch):
     """Below ``CPU_MIN_ROWS`` distinct rows the eager pair tensors, in cache, are
-    faster on the CPU: the fused mode leaves them alone there (the same bits as
-    the default mode), and computes from that many rows on."""
+    faster on the CPU, and so is the eager path on more than one thread: the
+    fused mode leaves those cases alone (the same bits as the default mode), and
+    computes from that many rows on one thread."""
     from aces_fast.backends.torch import surrogate as torch_surrogate
 
     monkeypatch.setattr(torch_fused, "CPU_MIN_ROWS", 64)
@@ -341,6 +343,16 @@ def test_on_the_cpu_few_distinct_rows_run_eagerly(fused, monkeypatch):
     assert len(calls) == 6  # the first J, then one per step
     want = EAGER.rerank(big, "aces-o", params)
     np.testing.assert_allclose(got.weights, want.weights, rtol=0, atol=1e-12)
+    threads = torch.get_num_threads()
+    try:  # with more intra-op threads the eager path scaled and the compiled did not
+        torch.set_num_threads(2)
+        assert not torch_fused.runs_fused(True, 4000, 50, CPU)
+        got = fused.rerank(big, "aces-o", params)
+        want = EAGER.rerank(big, "aces-o", params)
+    finally:
+        torch.set_num_threads(threads)
+    assert len(calls) == 6
+    np.testing.assert_array_equal(got.weights, want.weights)
 
 
 @pytest.mark.parametrize(
@@ -471,6 +483,7 @@ import torch
 from aces_fast import _registry
 from aces_fast.backends.torch import TorchBackend
 
+torch.set_num_threads(1)  # the fused mode computes on one CPU thread only
 be = TorchBackend(fused=True)
 Bt = torch.from_numpy(B)
 params = _registry.method_params("aces-o", {"top_k": None, "steps": 100_000})

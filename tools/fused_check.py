@@ -6,8 +6,8 @@ with ``TorchBackend()`` and ``TorchBackend(fused=True)`` alternately, each the
 best of ``--repeats`` calls after one untimed call, and prints seconds per call,
 the ratio and the largest weight difference; the fused backend's warm-up
 (compiling) is timed first, apart. On CPU tensors the fused mode computes only
-from ``fused.CPU_MIN_ROWS`` distinct rows; ``--all-sizes`` lowers that to 2,
-to measure below it.
+from ``fused.CPU_MIN_ROWS`` distinct rows and on one intra-op thread;
+``--all-sizes`` lifts both rules, to measure where they apply.
 
     python tools/fused_check.py                               # CPU, default shapes
     python tools/fused_check.py --device cuda --shapes 2000x1000:all --steps 90
@@ -36,7 +36,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     parser.add_argument("--dtype", default="float64")
-    parser.add_argument("--all-sizes", action="store_true", help="fused from 2 rows on CPU")
+    parser.add_argument(
+        "--all-sizes", action="store_true", help="fused from 2 rows and any threads on CPU"
+    )
     args = parser.parse_args(argv)
 
     import numpy as np
@@ -51,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     dev = torch.device(args.device)
     if args.all_sizes:
         torch_fused.CPU_MIN_ROWS = 2
+        torch_fused.CPU_MAX_THREADS = args.threads
     eager = TorchBackend(dtype=args.dtype)
     fused = TorchBackend(dtype=args.dtype, fused=True)
     tick = time.perf_counter()

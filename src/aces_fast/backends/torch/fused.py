@@ -18,7 +18,8 @@ compiled reductions run as generated C++ (OpenMP).
 
 Where torch.compile would not compile (disabled, or under a
 ``TorchDispatchMode``), for a single distinct row or test, and on CPU tensors
-below ``CPU_MIN_ROWS`` distinct rows the eager path runs instead
+below ``CPU_MIN_ROWS`` distinct rows or with more than one intra-op thread the
+eager path runs instead
 (:func:`runs_fused`). A step makes one call per range of tests, each of at most
 ``FUSED_CALL_TERMS`` pair terms (:func:`fused_call_ranges`), so that a long
 fit stays interruptible.
@@ -187,20 +188,29 @@ def fused_usable() -> bool:
     return not torch._dynamo.config.disable and _get_current_dispatch_mode() is None
 
 
-#: Distinct rows from which the fused mode computes on CPU tensors. Below it the
-#: eager pair tensors are small enough to stay in cache and win. ACES-O, one
-#: thread, 500 tests, on this project's 2-core machine (fused / eager, s):
-#: U = 24 (top_k 24) 0.45 / 0.21 for 90 steps; U = 48 0.18 / 0.17, U = 96
-#: 0.52 / 0.86 for 30 steps; 300 x 200, 20 steps, 1.01-1.29 / 2.39-2.46.
+#: Distinct rows from which the fused mode computes on CPU tensors, and only with
+#: one torch intra-op thread. Below it the eager pair tensors are small enough
+#: to stay in cache and win; with more threads the eager path scales and the
+#: compiled one did not. ACES-O on this project's 2-core machine, default /
+#: fused, s (tools/fused_check.py, benchmarks/results/2026-11-29-fused-cpu.txt):
+#: one thread, 30 steps: 24 rows (top_k 24) 0.069 / 0.147, 48 x 500 0.191 /
+#: 0.269, 96 x 500 1.043 / 0.687, 300 x 200 2.770 / 1.365; two threads: 0.041 /
+#: 0.123, 0.098 / 0.234, 0.311 / 0.521, 1.340 / 1.345, and 600 x 200 5.65 /
+#: 5.69, 1 000 x 100 6.67 / 7.20.
 CPU_MIN_ROWS = 64
+#: and at most this many intra-op threads
+CPU_MAX_THREADS = 1
 
 
 def runs_fused(fused: bool, U: int, m: int, device: torch.device) -> bool:
     """Whether a surrogate of ``U`` distinct rows and ``m`` tests on ``device`` runs
     compiled: the fused mode is on, :func:`fused_usable`, ``U, m >= 2`` (a single
     row has no pairs worth compiling for, and sizes 1 would compile another
-    graph), and on the CPU ``U >= CPU_MIN_ROWS``."""
-    if not fused or min(U, m) < 2 or (device.type == "cpu" and U < CPU_MIN_ROWS):
+    graph), and on the CPU ``U >= CPU_MIN_ROWS`` with at most ``CPU_MAX_THREADS``
+    intra-op threads (``torch.get_num_threads()``, read at the call)."""
+    if not fused or min(U, m) < 2:
+        return False
+    if device.type == "cpu" and (U < CPU_MIN_ROWS or torch.get_num_threads() > CPU_MAX_THREADS):
         return False
     return fused_usable()
 
