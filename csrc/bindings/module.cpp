@@ -15,6 +15,7 @@
 #include "bindings/bind_util.hpp"
 #include "bindings/binned_bind.hpp"
 #include "bindings/output_pool.hpp"
+#include "bindings/part_bind.hpp"
 #include "bindings/signals.hpp"
 #include "kernels/dedup.hpp"
 #include "kernels/kernels.hpp"
@@ -811,4 +812,5 @@ PYBIND11_MODULE(_core, mod) {
 
   add_functions(mod, kFunctions);
   bind_binned(mod);
+  bind_part(mod);
 }

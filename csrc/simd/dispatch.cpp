@@ -23,6 +23,8 @@ namespace {
 
 #if ACES_FAST_X86_SIMD
 // CPUID feature bits (Intel SDM vol. 2A, CPUID leaves 1 and 7).
+constexpr unsigned kLeaf1EcxPclmul = 1u << 1;
+constexpr unsigned kLeaf1EcxSse41 = 1u << 19;
 constexpr unsigned kLeaf1EcxPopcnt = 1u << 23;
 constexpr unsigned kLeaf1EcxOsxsave = 1u << 27;
 constexpr unsigned kLeaf1EcxAvx = 1u << 28;
@@ -65,12 +67,14 @@ bool os_avx512() {
 bool os_avx512() { return (xcr0() & kXcr0Avx512) == kXcr0Avx512; }
 #endif
 
-// AVX2 needs POPCNT too (the packing kernels count bits with it); AVX-512 needs
-// F, BW and VL.
+// AVX2 needs POPCNT too (the packing kernels count bits with it) and PCLMULQDQ
+// with SSE4.1 (the page checksums' fold; every AVX2 CPU has them); AVX-512
+// needs F, BW and VL.
 Level cpu_level() {
   unsigned a = 0, b = 0, c = 0, d = 0;
   if (!__get_cpuid(1, &a, &b, &c, &d)) return kPortable;
-  const unsigned need1 = kLeaf1EcxPopcnt | kLeaf1EcxOsxsave | kLeaf1EcxAvx;
+  const unsigned need1 =
+      kLeaf1EcxPclmul | kLeaf1EcxSse41 | kLeaf1EcxPopcnt | kLeaf1EcxOsxsave | kLeaf1EcxAvx;
   if ((c & need1) != need1 || (xcr0() & kXcr0Avx) != kXcr0Avx) return kPortable;
   if (__get_cpuid_max(0, nullptr) < 7) return kPortable;
   __cpuid_count(7, 0, a, b, c, d);

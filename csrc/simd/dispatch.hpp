@@ -34,6 +34,8 @@
 //   methods.cpp   column_sums (portable, AVX2), rank_sort (portable, AVX2)
 //   lanes.hpp     exp over an array (exp_affine_sum), dot, max -- used by
 //                 the surrogate and the Adam loop (portable, AVX2, AVX-512)
+//   crc32_fold.cpp  the part files' page checksums (io/codecs.cpp: tables
+//                 below AVX2, the fold from AVX2 on; same value, it is a CRC)
 #pragma once
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))

@@ -198,3 +198,23 @@ def binned_grid_spacing(
 def binned_error_bound(
     *, gamma: float, h: float, weight_sum: float
 ) -> tuple[float, float, float]: ...
+
+# the part writer (csrc/io/, aces_fast._parts): a column is (name, kind, valid
+# uint8 (rows,) or None, offsets int32 (rows + 1,) or None, values)
+_Column = tuple[
+    str,
+    Literal["string", "bool", "float64", "list<int32>", "list<float64>"],
+    npt.NDArray[np.uint8] | None,
+    npt.NDArray[np.int32] | None,
+    npt.NDArray[np.generic],
+]
+
+def encode_part(
+    *,
+    rows: int,
+    columns: list[_Column],
+    metadata: list[tuple[bytes, bytes]],
+    created_by: str,
+) -> bytes: ...
+def crc32(*, data: bytes, crc: int) -> int: ...
+def snappy_compress(*, data: bytes) -> bytes: ...

@@ -1,0 +1,160 @@
+// pybind11 bindings of the part writer: argument checks (shapes, kinds, the
+// offsets within their values), then the encoding with the GIL released.
+#include "bindings/part_bind.hpp"
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "io/codecs.hpp"
+#include "io/parquet_part.hpp"
+
+namespace py = pybind11;
+
+namespace {
+
+using aces_fast::io::ColumnIn;
+using aces_fast::io::ColumnKind;
+
+constexpr const char* kFn = "encode_part";
+
+ColumnKind get_kind(const std::string& name, const std::string& kind) {
+  if (kind == "string") return ColumnKind::kString;
+  if (kind == "bool") return ColumnKind::kBool;
+  if (kind == "float64") return ColumnKind::kDouble;
+  if (kind == "list<int32>") return ColumnKind::kListInt32;
+  if (kind == "list<float64>") return ColumnKind::kListDouble;
+  throw py::value_error(std::string(kFn) + ": column '" + name + "': unknown kind '" + kind +
+                        "' (string, bool, float64, list<int32> or list<float64>)");
+}
+
+// a 1-D C-contiguous array of exactly dtype T (no conversion: the caller hands
+// over Arrow buffers as they are)
+template <class T>
+py::array_t<T> exact(const std::string& col, const char* what, py::handle h) {
+  if (!py::isinstance<py::array_t<T, 0>>(h))
+    throw py::type_error(std::string(kFn) + ": column '" + col + "': " + what + " must be a " +
+                         py::str(py::dtype::of<T>()).cast<std::string>() + " array");
+  py::array_t<T> a = py::reinterpret_borrow<py::array_t<T>>(h);
+  if (a.ndim() != 1 || !(a.flags() & py::array::c_style))
+    throw py::value_error(std::string(kFn) + ": column '" + col + "': " + what +
+                          " must be 1-D and contiguous");
+  return a;
+}
+
+py::bytes py_encode_part(int64_t rows, const py::list& columns, const py::list& metadata,
+                         const std::string& created_by) {
+  if (rows < 1) throw py::value_error(std::string(kFn) + ": rows must be >= 1");
+  if (rows >= (int64_t(1) << 31))
+    throw py::value_error(std::string(kFn) + ": rows must be below 2**31");
+  std::vector<ColumnIn> cols;
+  std::vector<py::object> keep;  // the arrays, alive while the GIL is released
+  for (py::handle item : columns) {
+    const py::tuple t = py::reinterpret_borrow<py::tuple>(item);
+    if (!py::isinstance<py::tuple>(item) || t.size() != 5)
+      throw py::type_error(std::string(kFn) +
+                           ": each column is (name, kind, valid, offsets, values)");
+    ColumnIn c;
+    c.name = t[0].cast<std::string>();
+    c.kind = get_kind(c.name, t[1].cast<std::string>());
+    if (!t[2].is_none()) {
+      auto v = exact<uint8_t>(c.name, "valid", t[2]);
+      if (v.shape(0) != rows)
+        throw py::value_error(std::string(kFn) + ": column '" + c.name + "': valid must have " +
+                              std::to_string(rows) + " entries");
+      c.valid = v.data();
+      keep.push_back(v);
+    }
+    const bool ranged = c.kind == ColumnKind::kString || c.kind == ColumnKind::kListInt32 ||
+                        c.kind == ColumnKind::kListDouble;
+    int64_t need = rows;  // values read: rows, or up to the last offset
+    if (ranged) {
+      auto o = exact<int32_t>(c.name, "offsets", t[3]);
+      if (o.shape(0) != rows + 1)
+        throw py::value_error(std::string(kFn) + ": column '" + c.name + "': offsets must have " +
+                              std::to_string(rows + 1) + " entries");
+      const int32_t* po = o.data();
+      if (po[0] < 0)
+        throw py::value_error(std::string(kFn) + ": column '" + c.name +
+                              "': offsets must not be negative");
+      for (int64_t r = 0; r < rows; ++r)
+        if (po[r + 1] < po[r])
+          throw py::value_error(std::string(kFn) + ": column '" + c.name +
+                                "': offsets must not decrease");
+      c.offsets = po;
+      need = po[rows];
+      keep.push_back(o);
+    }
+    py::array values;
+    switch (c.kind) {
+      case ColumnKind::kString:
+      case ColumnKind::kBool:
+        values = exact<uint8_t>(c.name, "values", t[4]);
+        break;
+      case ColumnKind::kListInt32:
+        values = exact<int32_t>(c.name, "values", t[4]);
+        break;
+      default:
+        values = exact<double>(c.name, "values", t[4]);
+    }
+    if (values.shape(0) < need)
+      throw py::value_error(std::string(kFn) + ": column '" + c.name +
+                            "': values must have at least " + std::to_string(need) + " entries");
+    c.values = values.data();
+    keep.push_back(values);
+    cols.push_back(std::move(c));
+  }
+  std::vector<aces_fast::io::KeyValue> kv;
+  for (py::handle item : metadata) {
+    const py::tuple t = py::reinterpret_borrow<py::tuple>(item);
+    if (!py::isinstance<py::tuple>(item) || t.size() != 2)
+      throw py::type_error(std::string(kFn) + ": metadata is a list of (key, value) bytes");
+    kv.push_back({t[0].cast<std::string>(), t[1].cast<std::string>()});
+  }
+  // kept from call to call (see Scratch in parquet_part.cpp)
+  static thread_local std::string out;
+  {
+    py::gil_scoped_release release;
+    aces_fast::io::encode_part(rows, cols, kv, created_by, out);
+  }
+  py::bytes data(out);
+  if (out.capacity() > (size_t(64) << 20)) std::string().swap(out);  // not kept when huge
+  return data;
+}
+
+std::string buffer_bytes(py::buffer b) {
+  const py::buffer_info info = b.request();
+  if (info.ndim != 1 || info.itemsize != 1 || info.strides[0] != 1)
+    throw py::type_error("expected contiguous bytes");
+  return std::string(static_cast<const char*>(info.ptr), static_cast<size_t>(info.size));
+}
+
+}  // namespace
+
+void bind_part(py::module_& mod) {
+  mod.def("encode_part", &py_encode_part, py::kw_only(), py::arg("rows"), py::arg("columns"),
+          py::arg("metadata"), py::arg("created_by"),
+          "A results part file's bytes (csrc/io/parquet_part.hpp): rows >= 1; columns a list\n"
+          "of (name, kind, valid uint8 (rows,) or None, offsets int32 (rows + 1,) or None,\n"
+          "values); metadata a list of (key, value) bytes. GIL released while encoding.");
+  mod.def(
+      "crc32",
+      [](py::buffer data, uint32_t crc) {
+        const std::string s = buffer_bytes(data);
+        return aces_fast::io::crc32(reinterpret_cast<const uint8_t*>(s.data()), s.size(), crc);
+      },
+      py::kw_only(), py::arg("data"), py::arg("crc"),
+      "CRC-32 of bytes continuing from crc (zlib.crc32(data, crc)).");
+  mod.def(
+      "snappy_compress",
+      [](py::buffer data) {
+        const std::string s = buffer_bytes(data);
+        std::string out;
+        aces_fast::io::snappy_compress(reinterpret_cast<const uint8_t*>(s.data()), s.size(), out);
+        return py::bytes(out);
+      },
+      py::kw_only(), py::arg("data"), "Snappy compression of bytes (the raw format).");
+}
