@@ -14,7 +14,13 @@ import numpy as np
 from .backends import BACKEND_NAMES, ENV_VAR, backend_status, get_backend, resolve_backend
 
 #: environment variables :func:`show_config` reports (see docs/backends.rst)
-_ENV_SHOWN = (ENV_VAR, "OMP_NUM_THREADS", "ACES_FAST_NUMBA_CACHE", "ACES_FAST_NUMBA_CACHE_DIR")
+_ENV_SHOWN = (
+    ENV_VAR,
+    "OMP_NUM_THREADS",
+    "ACES_FAST_NUMBA_CACHE",
+    "ACES_FAST_NUMBA_CACHE_DIR",
+    "ACES_FAST_PART_WRITER",
+)
 
 
 def config() -> dict[str, Any]:

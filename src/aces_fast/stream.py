@@ -70,6 +70,7 @@ from ._engine import (
     rerank_table,
     results_schema,
 )
+from ._parts import encode_part, part_writer
 from ._registry import DEFAULT_METHOD, method_params
 from ._registry import get as method_spec
 from ._types import PathLike
@@ -185,60 +186,6 @@ class RunSummary:
         return self.written / self.seconds if self.seconds > 0 else float("nan")
 
 
-#: values the Parquet writer takes at a time: one batch of a part's columns (the
-#: default, 1 024, makes the per-batch level work cost 15% of the encoding)
-_WRITE_BATCH = 1 << 16
-
-
-def _encode_part(table: Any, meta: dict[str, Any]) -> Any:
-    """One part file's bytes (a ``pyarrow.Buffer``): results with their metadata,
-    page checksums on. pyarrow releases the GIL while it encodes, so parts encode
-    in parallel on the engine's threads. Choices, each measured (2 048 problems
-    of 100x50; the encoding costs about as much as ranking them):
-
-    * no dictionary encoding: it triples the write time of these columns (mostly
-      distinct floats and short permutations) and makes the file larger;
-    * statistics for the scalar columns only (``task_id``'s serve
-      :func:`aces_fast.parquet` readers): a row group's min and max score or
-      rank tell nobody anything, and computing them cost 8% of the encoding;
-    * snappy everywhere: it saves little on ACES-C's distinct float scores, but
-      much on the tied scores of majority vote or ACES-C's filter variant;
-    * float lists (scores, weights) byte-stream split: their sign and exponent
-      bytes, grouped, compress; the file is 6% smaller and encodes faster;
-    * integer lists (``order``, short permutations) delta-encoded
-      (``DELTA_BINARY_PACKED``, Parquet 2.0, which every current reader reads):
-      a 100-candidate order takes about 110 bytes instead of 400, and snappy
-      has less to do; encoding plus hashing 8-11% faster, the file 7-10%
-      smaller (ACES-C, majority vote and ACES-C's filter variant alike);
-    * write batches of ``_WRITE_BATCH`` values instead of 1 024: encoding
-      plus hashing 5.7 -> 4.7 microseconds per problem.
-    """
-    pa, pq = require_arrow()
-    table = table.replace_schema_metadata({b"aces_fast": json.dumps(meta).encode()})
-    scalar = [f.name for f in table.schema if not pa.types.is_list(f.type)]
-    encoding = {
-        f"{f.name}.list.element": (
-            "BYTE_STREAM_SPLIT"
-            if pa.types.is_floating(f.type.value_type)
-            else "DELTA_BINARY_PACKED"
-        )
-        for f in table.schema
-        if pa.types.is_list(f.type)
-    }
-    sink = pa.BufferOutputStream()
-    pq.write_table(
-        table,
-        sink,
-        use_dictionary=False,
-        write_page_checksum=True,
-        write_statistics=scalar,
-        compression="snappy",
-        column_encoding=encoding,
-        write_batch_size=_WRITE_BATCH,
-    )
-    return sink.getvalue()
-
-
 @dataclass(frozen=True)
 class EncodedPart:
     """A batch's results already encoded, their staging under way
@@ -276,7 +223,7 @@ class _Committer:
         threads (thread-safe)."""
         col = table.column("task_id")
         ids = (col[0].as_py(), col[-1].as_py()) if len(col) else (None, None)
-        data = _encode_part(table, dict(self.meta, backend=backend))
+        data = encode_part(table, dict(self.meta, backend=backend))
         digest = hashlib.sha256(data).hexdigest()
         return EncodedPart(self._staging.submit(self.out.stage, data), table.num_rows, ids, digest)
 
@@ -445,7 +392,7 @@ class LocalEngine:
     :func:`aces_fast._input.reader_threads`) and ranks ``job.n_threads`` batches
     at once (default :func:`default_workers`), each on one thread: decoding,
     ranking and Pass@k in compiled code with the GIL released, then encoding its
-    part file (pyarrow, GIL released). Batches are committed in input order, so
+    part file (:mod:`aces_fast._parts`, GIL released). Batches are committed in input order, so
     the output does not depend on the number of threads. With one thread, each
     batch is ranked with the kernels' own threads instead (``n_threads=1``:
     one). Memory: about ``2 * threads + 2`` batches, plus up to
@@ -665,7 +612,8 @@ def rerank_dataset(
         layout, a bad row, a duplicate task id or a damaged row group (unless
         ``skip_invalid``), an output directory holding results without
         ``resume``/``restart``, or one that cannot be resumed (changed input,
-        method, parameters; see the message).
+        method, parameters; see the message), or an unknown
+        ``ACES_FAST_PART_WRITER`` (:mod:`aces_fast._parts`).
     OSError
         The output directory is locked by another run (``OutputBusyError``,
         naming its pid), or the disk is full (the message says so and how to go
@@ -706,6 +654,7 @@ def rerank_dataset(
             "resume and restart exclude each other: continue the run, or start it over"
         )
     check_backend_choice(backend)  # a typo fails now, not after the output exists
+    part_writer()  # so does one in ACES_FAST_PART_WRITER
     start = time.perf_counter()
     files, has_labels = open_inputs(path_in)
     total = sum(f.num_rows for f in files)
