@@ -272,6 +272,15 @@ def test_other_tables_are_written_by_pyarrow(table):
     assert _read(data).metadata.created_by.startswith("parquet-cpp")
 
 
+def test_a_column_beyond_one_pages_limit_goes_to_pyarrow(monkeypatch):
+    table = pa.table({"scores": pa.array([[0.5] * 100, [1.0] * 28], pa.list_(pa.float64()))})
+    assert _parts._encode_compiled(table) is not None
+    monkeypatch.setattr(_parts, "MAX_PAGE_BYTES", 128 * 8 - 1)
+    assert _parts._encode_compiled(table) is None
+    data = _parts.encode_part(table)
+    assert pq.read_table(pa.BufferReader(data)).equals(table)
+
+
 def test_the_switch_selects_pyarrow_and_rejects_other_names(monkeypatch, batch, tmp_path):
     table, _, _ = rerank_table(batch, "aces-c", method_params("aces-c", {}), has_labels=True)
     assert _parts.part_writer() == "compiled"

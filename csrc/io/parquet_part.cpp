@@ -1,8 +1,10 @@
 #include "io/parquet_part.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstring>
+#include <stdexcept>
 #include <string_view>
 
 #include "io/codecs.hpp"
@@ -367,6 +369,9 @@ Chunk write_column(const ColumnIn& c, int64_t rows, std::string& file, Scratch& 
   page_body(c, rows, ch, sc);
   sc.page.clear();
   snappy_compress(reinterpret_cast<const uint8_t*>(sc.body.data()), sc.body.size(), sc.page);
+  // a page's sizes are int32 in its header (the caller keeps pages far smaller)
+  if (sc.body.size() > INT32_MAX || sc.page.size() > INT32_MAX)
+    throw std::length_error("encode_part: column '" + c.name + "' exceeds a page's 2 GiB");
   sc.header.clear();
   Thrift t(sc.header);
   t.open();

@@ -7,7 +7,8 @@ Two writers give the same table back to any Parquet reader:
   pass per column with the GIL released; about a third of pyarrow's time on
   these columns (``benchmarks/results/2026-11-29-part-writer.txt``). It takes
   tables of the results' layout (strings, booleans, doubles, lists of int32 and
-  of doubles without null elements; every field nullable, at least one row);
+  of doubles without null elements; every field nullable, at least one row,
+  at most :data:`MAX_PAGE_BYTES` of values in a column);
 * **pyarrow** (``pyarrow.parquet.write_table``): any other table, and every
   table when ``ACES_FAST_PART_WRITER=pyarrow`` (read when a part is encoded),
   for a reader that would refuse the compiled writer's files.
@@ -27,10 +28,16 @@ import numpy as np
 
 from ._engine import require_arrow
 
-__all__ = ["WRITERS", "encode_part", "part_writer"]
+__all__ = ["MAX_PAGE_BYTES", "WRITERS", "encode_part", "part_writer"]
 
 #: the values of ``ACES_FAST_PART_WRITER``
 WRITERS = ("compiled", "pyarrow")
+
+#: the most bytes of values in one column the compiled writer takes: it writes
+#: one page per column, which a reader holds whole (pyarrow's pages are about
+#: 1 MiB); a default batch of 2 048 problems of 200 candidates has 3.2 MB of
+#: scores
+MAX_PAGE_BYTES = 64 << 20
 
 #: values pyarrow's writer takes at a time: one batch of a part's columns (the
 #: default, 1 024, makes the per-batch level work cost 15% of the encoding;
@@ -204,6 +211,10 @@ def _encode_compiled(table: Any) -> bytes | None:
         entry = _column(pa, field.name, kind, arr)  # type: ignore[arg-type]
         if entry is None:
             return None
+        _, _, _, offsets, values = entry
+        size = (offsets[-1] - offsets[0] if offsets is not None else len(values)) * values.itemsize
+        if size > MAX_PAGE_BYTES:
+            return None  # pyarrow splits it into pages
         columns.append(entry)
     meta = _file_metadata(table.schema.serialize().to_pybytes())
     data: bytes = core.encode_part(
