@@ -1,5 +1,5 @@
-// pybind11 bindings of the part writer: argument checks (shapes, kinds, the
-// offsets within their values), then the encoding with the GIL released.
+// pybind11 bindings of csrc/io/: argument checks (shapes, kinds, the offsets
+// within their values), then the work with the GIL released.
 #include "bindings/part_bind.hpp"
 
 #include <pybind11/numpy.h>
@@ -11,6 +11,7 @@
 
 #include "io/codecs.hpp"
 #include "io/parquet_part.hpp"
+#include "io/task_ids.hpp"
 
 namespace py = pybind11;
 
@@ -34,13 +35,13 @@ ColumnKind get_kind(const std::string& name, const std::string& kind) {
 // a 1-D C-contiguous array of exactly dtype T (no conversion: the caller hands
 // over Arrow buffers as they are)
 template <class T>
-py::array_t<T> exact(const std::string& col, const char* what, py::handle h) {
+py::array_t<T> exact(const std::string& col, const char* what, py::handle h, const char* fn = kFn) {
   if (!py::isinstance<py::array_t<T, 0>>(h))
-    throw py::type_error(std::string(kFn) + ": column '" + col + "': " + what + " must be a " +
+    throw py::type_error(std::string(fn) + ": column '" + col + "': " + what + " must be a " +
                          py::str(py::dtype::of<T>()).cast<std::string>() + " array");
   py::array_t<T> a = py::reinterpret_borrow<py::array_t<T>>(h);
   if (a.ndim() != 1 || !(a.flags() & py::array::c_style))
-    throw py::value_error(std::string(kFn) + ": column '" + col + "': " + what +
+    throw py::value_error(std::string(fn) + ": column '" + col + "': " + what +
                           " must be 1-D and contiguous");
   return a;
 }
@@ -125,6 +126,40 @@ py::bytes py_encode_part(int64_t rows, const py::list& columns, const py::list& 
   return data;
 }
 
+py::tuple py_repeated_ids(py::handle offsets_h, py::handle data_h, py::handle valid_h,
+                          int hash_bits) {
+  const std::string col = "task_id";
+  const auto offsets = exact<int64_t>(col, "offsets", offsets_h, "repeated_ids");
+  const auto data = exact<uint8_t>(col, "data", data_h, "repeated_ids");
+  const int64_t rows = static_cast<int64_t>(offsets.shape(0)) - 1;
+  if (rows < 0) throw py::value_error("repeated_ids: offsets must have rows + 1 entries");
+  const int64_t* po = offsets.data();
+  if (po[0] < 0 || po[rows] > static_cast<int64_t>(data.shape(0)))
+    throw py::value_error("repeated_ids: offsets must lie within data");
+  for (int64_t r = 0; r < rows; ++r)
+    if (po[r + 1] < po[r]) throw py::value_error("repeated_ids: offsets must not decrease");
+  const uint8_t* pv = nullptr;
+  py::array_t<uint8_t> valid;
+  if (!valid_h.is_none()) {
+    valid = exact<uint8_t>(col, "valid", valid_h, "repeated_ids");
+    if (valid.shape(0) != rows)
+      throw py::value_error("repeated_ids: valid must have one entry per row");
+    pv = valid.data();
+  }
+  if (hash_bits < 1 || hash_bits > 64)
+    throw py::value_error("repeated_ids: hash_bits must be in [1, 64]");
+  std::vector<int64_t> dup, first;
+  {
+    py::gil_scoped_release release;
+    aces_fast::io::repeated_ids(rows, po, data.data(), pv, hash_bits, dup, first);
+  }
+  py::array_t<int64_t> d(static_cast<py::ssize_t>(dup.size()));
+  py::array_t<int64_t> f(static_cast<py::ssize_t>(first.size()));
+  std::copy(dup.begin(), dup.end(), d.mutable_data());
+  std::copy(first.begin(), first.end(), f.mutable_data());
+  return py::make_tuple(d, f);
+}
+
 std::string buffer_bytes(py::buffer b) {
   const py::buffer_info info = b.request();
   if (info.ndim != 1 || info.itemsize != 1 || info.strides[0] != 1)
@@ -140,6 +175,11 @@ void bind_part(py::module_& mod) {
           "A results part file's bytes (csrc/io/parquet_part.hpp): rows >= 1; columns a list\n"
           "of (name, kind, valid uint8 (rows,) or None, offsets int32 (rows + 1,) or None,\n"
           "values); metadata a list of (key, value) bytes. GIL released while encoding.");
+  mod.def("repeated_ids", &py_repeated_ids, py::kw_only(), py::arg("offsets"), py::arg("data"),
+          py::arg("valid"), py::arg("hash_bits"),
+          "(rows, first rows) of the ids repeated from an earlier row (csrc/io/task_ids.hpp):\n"
+          "offsets int64 (rows + 1,), data uint8, valid uint8 (rows,) or None; hash_bits in\n"
+          "[1, 64] (64 in use; fewer force collisions for tests). GIL released.");
   mod.def(
       "crc32",
       [](py::buffer data, uint32_t crc) {

@@ -83,11 +83,12 @@ def duplicate_rows(files: list[InputFile]) -> dict[int, str]:
     """``{row: reason}`` for every row whose task id occurred at an earlier row.
 
     Reads only the ``task_id`` column (a row group whose column cannot be read
-    is left to :func:`read_batches`, which reports it). O(rows) time; memory
-    for the ids, freed on return.
+    is left to :func:`read_batches`, which reports it). The ids are compared in
+    one compiled pass (``_core.repeated_ids``: a hash table, ids compared byte
+    for byte where hashes agree), else by pyarrow's ``value_counts``. O(rows)
+    time; memory for the ids, freed on return.
     """
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     chunks: list[Any] = []
     for f in files:
@@ -100,19 +101,57 @@ def duplicate_rows(files: list[InputFile]) -> dict[int, str]:
     if not chunks:
         return {}
     ids = pa.chunked_array(chunks, pa.string())
+    found = _repeated_compiled(ids)
+    if found is None:
+        found = _repeated_arrow(ids)
+    out: dict[int, str] = {}
+    for r, first in zip(*found):
+        out[r] = f"duplicate task_id: it already names row {first}"
+    return out
+
+
+def _repeated_compiled(ids: Any, hash_bits: int = 64) -> tuple[list[int], list[int]] | None:
+    """(rows, their ids' first rows) by ``_core.repeated_ids``; None without the
+    extension."""
+    import pyarrow as pa
+
+    from ._compiled import core
+
+    if core is None:
+        return None
+    arr = ids.cast(pa.large_string()).combine_chunks()  # int64 offsets: any size
+    bufs = arr.buffers()
+    offsets = np.frombuffer(bufs[1], np.int64)[arr.offset : arr.offset + len(arr) + 1]
+    data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None else np.empty(0, np.uint8)
+    valid = None
+    if arr.null_count:
+        valid = np.ascontiguousarray(arr.is_valid().to_numpy(zero_copy_only=False)).view(np.uint8)
+    dup, first = core.repeated_ids(
+        offsets=np.ascontiguousarray(offsets), data=data, valid=valid, hash_bits=hash_bits
+    )
+    return dup.tolist(), first.tolist()
+
+
+def _repeated_arrow(ids: Any) -> tuple[list[int], list[int]]:
+    """:func:`_repeated_compiled` by pyarrow's hash aggregation."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     counts = pc.value_counts(ids.drop_null())
     repeated = counts.field("values").filter(pc.greater(counts.field("counts"), 1))
     if len(repeated) == 0:
-        return {}
+        return [], []
     rows = np.flatnonzero(pc.is_in(ids, value_set=repeated).to_numpy(zero_copy_only=False))
     first: dict[str, int] = {}
-    out: dict[int, str] = {}
+    dup_rows: list[int] = []
+    firsts: list[int] = []
     for r, tid in zip(rows.tolist(), ids.take(pa.array(rows)).to_pylist()):
         if tid in first:
-            out[r] = f"duplicate task_id: it already names row {first[tid]}"
+            dup_rows.append(r)
+            firsts.append(first[tid])
         else:
             first[tid] = r
-    return out
+    return dup_rows, firsts
 
 
 #: Row groups of at most this many bytes (uncompressed, from the footer) are
