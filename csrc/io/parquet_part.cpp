@@ -174,8 +174,15 @@ std::string bytes_of(T v) {
   return s;
 }
 
-void write_stats(Thrift& t, const Stats& s) {
+// signed_order: also the deprecated min / max fields (readers from before
+// min_value / max_value read those; they were defined with a signed byte
+// order, so pyarrow, as here, writes them for numbers and booleans only)
+void write_stats(Thrift& t, const Stats& s, bool signed_order) {
   t.begin(12);
+  if (s.has && signed_order) {
+    t.binary(1, s.max);
+    t.binary(2, s.min);
+  }
   t.i64(3, s.nulls);
   if (s.has) {
     t.binary(5, s.max);
@@ -544,7 +551,7 @@ void encode_part(int64_t rows, const std::vector<ColumnIn>& columns,
     t.i64(6, ch.uncompressed);
     t.i64(7, ch.size);
     t.i64(9, ch.offset);
-    if (!list) write_stats(t, ch.stats);
+    if (!list) write_stats(t, ch.stats, c.kind != ColumnKind::kString);
     t.end();
     t.end();
   }
