@@ -324,42 +324,31 @@ def test_runs_with_either_writer_give_the_same_table(monkeypatch, tmp_path):
     assert pq.read_table(tmp_path / "slow").equals(slow)
 
 
-def test_binding_checks_its_arguments():
-    ok = ("a", "float64", None, None, np.zeros(2))
-    enc = _core.encode_part
-    with pytest.raises(ValueError, match="rows must be >= 1"):
-        enc(rows=0, columns=[ok], metadata=[], created_by="x")
-    with pytest.raises(ValueError, match="unknown kind 'int8'"):
-        enc(rows=2, columns=[("a", "int8", None, None, np.zeros(2))], metadata=[], created_by="x")
-    with pytest.raises(TypeError, match="values must be a float64 array"):
-        enc(rows=2, columns=[("a", "float64", None, None, [1.0, 2.0])], metadata=[], created_by="x")
-    with pytest.raises(ValueError, match="values must have at least 3"):
-        enc(rows=3, columns=[ok], metadata=[], created_by="x")
-    bad = ("a", "float64", np.ones(3, np.uint8), None, np.zeros(2))
-    with pytest.raises(ValueError, match="valid must have 2"):
-        enc(rows=2, columns=[bad], metadata=[], created_by="x")
-    off = np.array([0, 2, 1], np.int32)
-    with pytest.raises(ValueError, match="offsets must not decrease"):
-        enc(
-            rows=2,
-            columns=[("a", "string", None, off, np.zeros(5, np.uint8))],
-            metadata=[],
-            created_by="x",
-        )
-    with pytest.raises(ValueError, match="offsets must have 3"):
-        enc(
-            rows=2,
-            columns=[("a", "string", None, off[:2], np.zeros(5, np.uint8))],
-            metadata=[],
-            created_by="x",
-        )
-    off = np.array([0, 2, 9], np.int32)
-    with pytest.raises(ValueError, match="values must have at least 9"):
-        enc(
-            rows=2,
-            columns=[("a", "list<int32>", None, off, np.zeros(5, np.int32))],
-            metadata=[],
-            created_by="x",
-        )
-    with pytest.raises(TypeError, match="each column is"):
-        enc(rows=2, columns=[("a", "float64")], metadata=[], created_by="x")
+_OFF = np.array([0, 2, 1], np.int32)
+_BAD_COLUMNS = [
+    (ValueError, "rows must be >= 1", 0, ("a", "float64", None, None, np.zeros(2))),
+    (ValueError, "unknown kind 'int8'", 2, ("a", "int8", None, None, np.zeros(2))),
+    (TypeError, "values must be a float64 array", 2, ("a", "float64", None, None, [1.0, 2.0])),
+    (ValueError, "values must have at least 3", 3, ("a", "float64", None, None, np.zeros(2))),
+    (ValueError, "valid must have 2", 2, ("a", "float64", np.ones(3, np.uint8), None, np.zeros(2))),
+    (
+        ValueError,
+        "offsets must not decrease",
+        2,
+        ("a", "string", None, _OFF, np.zeros(5, np.uint8)),
+    ),
+    (ValueError, "offsets must have 3", 2, ("a", "string", None, _OFF[:2], np.zeros(5, np.uint8))),
+    (
+        ValueError,
+        "values must have at least 9",
+        2,
+        ("a", "list<int32>", None, np.array([0, 2, 9], np.int32), np.zeros(5, np.int32)),
+    ),
+    (TypeError, "each column is", 2, ("a", "float64")),
+]
+
+
+@pytest.mark.parametrize(("exc", "match", "rows", "column"), _BAD_COLUMNS)
+def test_binding_checks_its_arguments(exc, match, rows, column):
+    with pytest.raises(exc, match=match):
+        _core.encode_part(rows=rows, columns=[column], metadata=[], created_by="x")
