@@ -281,6 +281,12 @@ def test_a_column_beyond_one_pages_limit_goes_to_pyarrow(monkeypatch):
     assert pq.read_table(pa.BufferReader(data)).equals(table)
 
 
+def test_a_big_endian_host_leaves_the_parts_to_pyarrow(monkeypatch, batch):
+    table, _, _ = rerank_table(batch, "codet", method_params("codet", {}), has_labels=True)
+    monkeypatch.setattr(_parts.sys, "byteorder", "big")
+    assert _parts._encode_compiled(table) is None
+
+
 def test_the_switch_selects_pyarrow_and_rejects_other_names(monkeypatch, batch, tmp_path):
     table, _, _ = rerank_table(batch, "aces-c", method_params("aces-c", {}), has_labels=True)
     assert _parts.part_writer() == "compiled"

@@ -8,7 +8,7 @@ Two writers give the same table back to any Parquet reader:
   these columns (``benchmarks/results/2026-11-29-part-writer.txt``). It takes
   tables of the results' layout (strings, booleans, doubles, lists of int32 and
   of doubles without null elements; every field nullable, at least one row,
-  at most :data:`MAX_PAGE_BYTES` of values in a column);
+  at most :data:`MAX_PAGE_BYTES` of values in a column; little-endian hosts);
 * **pyarrow** (``pyarrow.parquet.write_table``): any other table, and every
   table when ``ACES_FAST_PART_WRITER=pyarrow`` (read when a part is encoded),
   for a reader that would refuse the compiled writer's files.
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 from typing import Any
 
 import numpy as np
@@ -202,6 +203,8 @@ def _encode_compiled(table: Any) -> bytes | None:
     pa, _ = require_arrow()
     if core is None or table.num_rows == 0 or table.num_rows >= 2**31:
         return None  # no extension (the package says why elsewhere), or no rows
+    if sys.byteorder != "little":
+        return None  # it copies values as they lie in memory; Parquet's are little-endian
     kinds = [_kind(pa, f) for f in table.schema]
     if None in kinds:
         return None
