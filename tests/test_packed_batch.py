@@ -247,14 +247,14 @@ def test_a_slice_converts_only_its_own_label_entries():
     convert only the slice's range (else each batch cut from a large row group
     converts the whole group's labels), and its labels are those of the same
     rows written on their own."""
-    from aces_fast.parquet import _column, _list_parts
+    from aces_fast.parquet import _column, list_parts
 
     Bs = _tasks(np.random.default_rng(8), 300)
     table = _table(Bs, "some")
     part = table.slice(120, 30)
-    off, vals, vnull = _list_parts(_column(part, "labels"), np.int64)
+    off, vals, vnull = list_parts(_column(part, "labels"), np.int64)
     alone = pa.Table.from_pylist(part.to_pylist(), schema=table.schema)
-    want_off, want_vals, _ = _list_parts(_column(alone, "labels"), np.int64)
+    want_off, want_vals, _ = list_parts(_column(alone, "labels"), np.int64)
     assert off[0] == 0 and vals.size == vnull.size == off[-1]
     np.testing.assert_array_equal(off, want_off)
     np.testing.assert_array_equal(vals, want_vals)

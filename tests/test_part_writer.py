@@ -330,7 +330,7 @@ def test_runs_with_either_writer_give_the_same_table(monkeypatch, tmp_path):
     assert pq.read_table(tmp_path / "slow").equals(slow)
 
 
-_OFF = np.array([0, 2, 1], np.int32)
+_OFF = np.array([0, 2, 1], np.int64)
 _BAD_COLUMNS = [
     (ValueError, "rows must be >= 1", 0, ("a", "float64", None, None, np.zeros(2))),
     (ValueError, "unknown kind 'int8'", 2, ("a", "int8", None, None, np.zeros(2))),
@@ -348,7 +348,7 @@ _BAD_COLUMNS = [
         ValueError,
         "values must have at least 9",
         2,
-        ("a", "list<int32>", None, np.array([0, 2, 9], np.int32), np.zeros(5, np.int32)),
+        ("a", "list<int32>", None, np.array([0, 2, 9], np.int64), np.zeros(5, np.int32)),
     ),
     (TypeError, "each column is", 2, ("a", "float64")),
 ]

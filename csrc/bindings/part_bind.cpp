@@ -73,11 +73,11 @@ py::bytes py_encode_part(int64_t rows, const py::list& columns, const py::list& 
                         c.kind == ColumnKind::kListDouble;
     int64_t need = rows;  // values read: rows, or up to the last offset
     if (ranged) {
-      auto o = exact<int32_t>(c.name, "offsets", t[3]);
+      auto o = exact<int64_t>(c.name, "offsets", t[3]);
       if (o.shape(0) != rows + 1)
         throw py::value_error(std::string(kFn) + ": column '" + c.name + "': offsets must have " +
                               std::to_string(rows + 1) + " entries");
-      const int32_t* po = o.data();
+      const int64_t* po = o.data();
       if (po[0] < 0)
         throw py::value_error(std::string(kFn) + ": column '" + c.name +
                               "': offsets must not be negative");
@@ -173,7 +173,7 @@ void bind_part(py::module_& mod) {
   mod.def("encode_part", &py_encode_part, py::kw_only(), py::arg("rows"), py::arg("columns"),
           py::arg("metadata"), py::arg("created_by"),
           "A results part file's bytes (csrc/io/parquet_part.hpp): rows >= 1; columns a list\n"
-          "of (name, kind, valid uint8 (rows,) or None, offsets int32 (rows + 1,) or None,\n"
+          "of (name, kind, valid uint8 (rows,) or None, offsets int64 (rows + 1,) or None,\n"
           "values); metadata a list of (key, value) bytes. GIL released while encoding.");
   mod.def("repeated_ids", &py_repeated_ids, py::kw_only(), py::arg("offsets"), py::arg("data"),
           py::arg("valid"), py::arg("hash_bits"),

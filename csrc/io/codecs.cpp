@@ -58,6 +58,14 @@ uint32_t crc32_tables(const uint8_t* p, size_t n, uint32_t crc) {
 
 }  // namespace
 
+void put_varint(std::string& out, uint64_t v) {
+  while (v >= 0x80) {
+    out.push_back(static_cast<char>((v & 0x7F) | 0x80));
+    v >>= 7;
+  }
+  out.push_back(static_cast<char>(v));
+}
+
 uint32_t crc32(const uint8_t* p, size_t n, uint32_t crc) {
 #if ACES_FAST_X86_SIMD
   // carry-less multiplication from the AVX2 level on (ACES_FAST_SIMD=none
@@ -82,14 +90,6 @@ constexpr size_t kFragment = size_t(1) << 16;
 constexpr size_t kInputMargin = 15;
 
 inline uint32_t hash4(uint32_t v) { return (v * 0x1e35a7bdu) >> (32 - kHashBits); }
-
-void put_varint(std::string& out, uint64_t v) {
-  while (v >= 0x80) {
-    out.push_back(static_cast<char>((v & 0x7F) | 0x80));
-    v >>= 7;
-  }
-  out.push_back(static_cast<char>(v));
-}
 
 void emit_literal(std::string& out, const uint8_t* p, size_t len) {
   const size_t n = len - 1;

@@ -1,5 +1,5 @@
-// Byte codecs of the Parquet part writer (io/parquet_part.hpp): the page
-// checksum (CRC-32) and Snappy compression. Both produce the formats' bytes
+// Byte codecs of the Parquet part writer (io/parquet_part.hpp): varints, the
+// page checksum (CRC-32) and Snappy compression. Both produce the formats' bytes
 // exactly as zlib's crc32 and any Snappy decompressor read them
 // (tests/test_part_writer.py checks them against zlib and pyarrow).
 #pragma once
@@ -9,6 +9,10 @@
 #include <string>
 
 namespace aces_fast::io {
+
+// Appends v as a ULEB128 varint (7 bits a byte, low first): Snappy's length
+// header, and Thrift's and Parquet's integers.
+void put_varint(std::string& out, uint64_t v);
 
 // CRC-32 (ISO-HDLC, the polynomial of zlib and of Parquet's page checksums) of
 // n bytes, continuing from crc (0 to start). Slicing by sixteen: O(n).

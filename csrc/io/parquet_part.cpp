@@ -16,16 +16,8 @@ namespace {
 
 // --- Thrift's compact protocol (the encoding of Parquet's metadata) ----------
 
-enum : uint8_t { kTrue = 1, kFalse = 2, kI16 = 4, kI32 = 5, kI64 = 6, kBinary = 8 };
+enum : uint8_t { kI16 = 4, kI32 = 5, kI64 = 6, kBinary = 8 };
 enum : uint8_t { kList = 9, kStruct = 12 };
-
-void put_varint(std::string& out, uint64_t v) {
-  while (v >= 0x80) {
-    out.push_back(static_cast<char>((v & 0x7F) | 0x80));
-    v >>= 7;
-  }
-  out.push_back(static_cast<char>(v));
-}
 
 uint64_t zigzag(int64_t v) {
   return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63);
@@ -38,7 +30,6 @@ class Thrift {
   void i32(int16_t id, int64_t v) { int_field(id, kI32, v); }
   void i64(int16_t id, int64_t v) { int_field(id, kI64, v); }
   void i16(int16_t id, int64_t v) { int_field(id, kI16, v); }
-  void boolean(int16_t id, bool v) { header(id, v ? kTrue : kFalse); }
   void binary(int16_t id, std::string_view s) {
     header(id, kBinary);
     raw_binary(s);
@@ -250,7 +241,7 @@ void byte_stream_split(const double* v, int64_t n, std::string& out) {
 template <class T>
 const T* list_values(const ColumnIn& c, int64_t rows, std::vector<T>& buf, int64_t& count) {
   const T* v = static_cast<const T*>(c.values);
-  const int32_t* off = c.offsets;
+  const int64_t* off = c.offsets;
   bool whole = true;
   if (c.valid)
     for (int64_t r = 0; r < rows; ++r) whole &= c.valid[r] || off[r] == off[r + 1];

@@ -34,7 +34,7 @@ struct ColumnIn {
   std::string name;
   ColumnKind kind;
   const uint8_t* valid = nullptr;
-  const int32_t* offsets = nullptr;
+  const int64_t* offsets = nullptr;
   const void* values = nullptr;
 };
 

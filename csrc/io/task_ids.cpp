@@ -2,31 +2,28 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
+
+#include "kernels/bits.hpp"
 
 namespace aces_fast::io {
 
 namespace {
 
-inline uint64_t mix(uint64_t x) {  // splitmix64's finalizer: every bit reaches every bit
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
+using bits::mix64;
 
 uint64_t hash_bytes(const uint8_t* p, int64_t n) {
-  uint64_t h = mix(static_cast<uint64_t>(n) + 0x9e3779b97f4a7c15ull);
+  uint64_t h = mix64(static_cast<uint64_t>(n) + 0x9e3779b97f4a7c15ull);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     uint64_t w;
     std::memcpy(&w, p + i, 8);
-    h = mix(h ^ w);
+    h = mix64(h ^ w);
   }
   if (i < n) {
     uint64_t w = 0;
     std::memcpy(&w, p + i, static_cast<size_t>(n - i));
-    h = mix(h ^ w ^ (uint64_t(1) << 63));
+    h = mix64(h ^ w ^ (uint64_t(1) << 63));
   }
   return h;
 }
@@ -42,12 +39,12 @@ void repeated_ids(int64_t rows, const int64_t* offsets, const uint8_t* data, con
     uint64_t hash;
     int64_t row;
   };
-  // Ids of equal hash agree on any bits of mix(hash): the rows are scattered by
+  // Ids of equal hash agree on any bits of mix64(hash): the rows are scattered by
   // 10 of them into partitions (in row order), and each partition's table fits
   // in the cache, where one table for all rows missed it on every probe.
   constexpr int kPartBits = 10;
   constexpr size_t kParts = size_t(1) << kPartBits;
-  const auto part_of = [](uint64_t h) { return static_cast<size_t>(mix(h) >> (64 - kPartBits)); };
+  const auto part_of = [](uint64_t h) { return static_cast<size_t>(mix64(h) >> (64 - kPartBits)); };
   std::vector<Entry> entries;
   entries.reserve(static_cast<size_t>(rows));
   std::vector<size_t> start(kParts + 1, 0);
@@ -64,7 +61,8 @@ void repeated_ids(int64_t rows, const int64_t* offsets, const uint8_t* data, con
     for (const Entry& e : entries) parted[at[part_of(e.hash)]++] = e;
   }
   std::vector<Entry>().swap(entries);
-  std::vector<int64_t> slot_row;  // a partition's table: entry index + 1, 0 empty
+  std::vector<std::pair<int64_t, int64_t>> found;  // (row, the first row of its id)
+  std::vector<int64_t> slot_row;                   // a partition's table: entry index + 1, 0 empty
   for (size_t q = 0; q < kParts; ++q) {
     const size_t lo = start[q], n = start[q + 1] - lo;
     if (n < 2) continue;
@@ -83,24 +81,18 @@ void repeated_ids(int64_t rows, const int64_t* offsets, const uint8_t* data, con
         const Entry& o = parted[static_cast<size_t>(slot_row[s] - 1)];
         if (o.hash == e.hash && offsets[o.row + 1] - offsets[o.row] == len &&
             std::memcmp(data + offsets[o.row], id, static_cast<size_t>(len)) == 0) {
-          dup.push_back(e.row);  // the slot holds the id's first row: rows come in order
-          first.push_back(o.row);
+          found.emplace_back(e.row, o.row);  // the slot holds the id's first row
           break;
         }
       }
     }
   }
-  // partition by partition, then back to row order
-  std::vector<size_t> idx(dup.size());
-  for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
-  std::sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return dup[a] < dup[b]; });
-  std::vector<int64_t> d(dup.size()), f(dup.size());
-  for (size_t i = 0; i < idx.size(); ++i) {
-    d[i] = dup[idx[i]];
-    f[i] = first[idx[i]];
+  // found partition by partition: back to row order
+  std::sort(found.begin(), found.end());
+  for (const auto& [row, first_row] : found) {
+    dup.push_back(row);
+    first.push_back(first_row);
   }
-  dup.swap(d);
-  first.swap(f);
 }
 
 }  // namespace aces_fast::io

@@ -200,12 +200,12 @@ def binned_error_bound(
 ) -> tuple[float, float, float]: ...
 
 # the part writer (csrc/io/, aces_fast._parts): a column is (name, kind, valid
-# uint8 (rows,) or None, offsets int32 (rows + 1,) or None, values)
+# uint8 (rows,) or None, offsets int64 (rows + 1,) or None, values)
 _Column = tuple[
     str,
     Literal["string", "bool", "float64", "list<int32>", "list<float64>"],
     npt.NDArray[np.uint8] | None,
-    npt.NDArray[np.int32] | None,
+    npt.NDArray[np.int64] | None,
     npt.NDArray[np.generic],
 ]
 

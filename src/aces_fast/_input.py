@@ -33,10 +33,12 @@ from .parquet import (
     REQUIRED_COLUMNS,
     InputFile,
     RowError,
+    binary_parts,
     check_schema,
     damaged_row_group,
     input_files,
     row_group_task_ids,
+    validity,
 )
 
 __all__ = ["Batch", "duplicate_rows", "open_inputs", "read_batches", "task_ids_at"]
@@ -120,14 +122,9 @@ def _repeated_compiled(ids: Any, hash_bits: int = 64) -> tuple[list[int], list[i
     if core is None:
         return None
     arr = ids.cast(pa.large_string()).combine_chunks()  # int64 offsets: any size
-    bufs = arr.buffers()
-    offsets = np.frombuffer(bufs[1], np.int64)[arr.offset : arr.offset + len(arr) + 1]
-    data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None else np.empty(0, np.uint8)
-    valid = None
-    if arr.null_count:
-        valid = np.ascontiguousarray(arr.is_valid().to_numpy(zero_copy_only=False)).view(np.uint8)
+    offsets, data = binary_parts(arr)
     dup, first = core.repeated_ids(
-        offsets=np.ascontiguousarray(offsets), data=data, valid=valid, hash_bits=hash_bits
+        offsets=offsets, data=data, valid=validity(arr), hash_bits=hash_bits
     )
     return dup.tolist(), first.tolist()
 

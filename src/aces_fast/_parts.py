@@ -158,20 +158,14 @@ def _file_metadata(schema_ipc: bytes) -> tuple[tuple[bytes, bytes], ...]:
     return tuple(meta.items())
 
 
-def _valid(arr: Any) -> np.ndarray | None:
-    if arr.null_count == 0:
-        return None
-    return np.ascontiguousarray(arr.is_valid().to_numpy(zero_copy_only=False)).view(np.uint8)
-
-
 def _column(pa: Any, name: str, kind: str, arr: Any) -> tuple[Any, ...] | None:
     """``(name, kind, valid, offsets, values)`` of one Arrow array for
     ``_core.encode_part`` (zero copies where Arrow's layout allows), or None."""
-    valid = _valid(arr)
+    from .parquet import binary_parts, list_parts, validity
+
+    valid = validity(arr)
     if kind == "string":
-        bufs = arr.buffers()
-        offsets = np.frombuffer(bufs[1], np.int32)[arr.offset : arr.offset + len(arr) + 1]
-        data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None else np.empty(0, np.uint8)
+        offsets, data = binary_parts(arr)
         return (name, kind, valid, offsets, data)
     if kind == "bool":
         values = arr.fill_null(False).to_numpy(zero_copy_only=False)
@@ -179,19 +173,10 @@ def _column(pa: Any, name: str, kind: str, arr: Any) -> tuple[Any, ...] | None:
     if kind == "float64":
         values = arr.to_numpy(zero_copy_only=False)  # nulls as NaN: never read
         return (name, kind, valid, None, np.ascontiguousarray(values, dtype=np.float64))
-    child = arr.values  # offsets index it from its start, whatever arr's slice
-    if child.null_count:
+    offsets, values, value_null = list_parts(arr, None)
+    if value_null.any():
         return None  # null elements: pyarrow's levels
-    dtype = np.int32 if kind == "list<int32>" else np.float64
-    values = child.to_numpy(zero_copy_only=False) if len(child) else np.empty(0, dtype)
-    offsets = arr.offsets.to_numpy(zero_copy_only=False)
-    return (
-        name,
-        kind,
-        valid,
-        np.ascontiguousarray(offsets, dtype=np.int32),
-        np.ascontiguousarray(values, dtype=dtype),
-    )
+    return (name, kind, valid, offsets, np.ascontiguousarray(values))
 
 
 def _encode_compiled(table: Any) -> bytes | None:

@@ -197,17 +197,26 @@ def _column(table: Any, name: str) -> pa.Array:
     return col
 
 
-def _binary_parts(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """``(offsets int64 (len+1,), data uint8)`` of a (large) binary array; row ``i``
-    is ``data[offsets[i]:offsets[i + 1]]`` (empty for nulls)."""
+def binary_parts(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """``(offsets int64 (len+1,), data uint8)`` of a (large) binary or string
+    array; row ``i`` is ``data[offsets[i]:offsets[i + 1]]`` (empty for nulls)."""
     bufs = arr.buffers()
-    odt = np.int64 if pa.types.is_large_binary(arr.type) else np.int32
+    large = pa.types.is_large_binary(arr.type) or pa.types.is_large_string(arr.type)
+    odt = np.int64 if large else np.int32
     offsets = np.frombuffer(bufs[1], odt)[arr.offset : arr.offset + len(arr) + 1].astype(np.int64)
     data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
     return offsets, data
 
 
-def _list_parts(arr: pa.Array, dtype: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def validity(arr: pa.Array) -> np.ndarray | None:
+    """uint8 (len,): 1 where ``arr`` holds a value, 0 where null; ``None`` when
+    nothing is null."""
+    if arr.null_count == 0:
+        return None
+    return np.ascontiguousarray(arr.is_valid().to_numpy(zero_copy_only=False)).view(np.uint8)
+
+
+def list_parts(arr: pa.Array, dtype: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(offsets int64 (len+1,), values, value is null)`` of a (large) list array;
     the offsets start at 0 and index ``values`` directly; ``values`` of ``dtype``,
     or of the column's own integer type when ``dtype`` is None (booleans as
@@ -234,10 +243,10 @@ def _list_column(
     table: Any, name: str, dtype: Any = np.int64
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """A list column as ``(row is null, offsets, values, value is null, lengths)``
-    (see :func:`_list_parts`)."""
+    (see :func:`list_parts`)."""
     arr = _column(table, name)
     null = np.asarray(arr.is_null().to_numpy(zero_copy_only=False), dtype=bool)
-    off, val, vnull = _list_parts(arr, dtype)
+    off, val, vnull = list_parts(arr, dtype)
     return null, off, val, vnull, off[1:] - off[:-1]
 
 
@@ -345,7 +354,7 @@ def _row_checks(table: Any) -> _Rows:
     n, n_null = _ints(_column(table, "n"))
     m, m_null = _ints(_column(table, "m"))
     b_arr = _column(table, "B")
-    offsets, data = _binary_parts(b_arr)
+    offsets, data = binary_parts(b_arr)
     b_null = np.asarray(b_arr.is_null().to_numpy(zero_copy_only=False), dtype=bool)
     checks.append((n_null, lambda i: "missing n"))
     checks.append((m_null, lambda i: "missing m"))
