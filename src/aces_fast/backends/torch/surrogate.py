@@ -11,6 +11,8 @@ further chunk), allocates nothing large and never reads the device.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -179,20 +181,31 @@ class Surrogate:
             torch.mul(self.w_t, gamma, out=self.x)
         torch.mul(self.w_t, self.inv_gamma, out=self.wip)
         if self.fused is not None:
-            for i, (a, b, args) in enumerate(self.fused_calls):
-                x, ft, pt, ptl, neg_half, wip = args
-                if x is not self.x:
-                    x.copy_(self.x[a:b])
-                    wip.copy_(self.wip[a:b])
-                excess, grad0, cv = self.fused(self.P, x, ft, pt, ptl, neg_half, wip)
-                self.excess[a:b].copy_(excess)
-                self.grad_t[a:b].copy_(grad0)
-                if i == 0:
-                    self.cv.view(cv.shape).copy_(cv)
-                else:
-                    self.cv.view(cv.shape).add_(cv)
-            self.grad3.baddbmm_(self.Bt, self.cv)
-            return torch.bmm(self.w_row, self.excess_c, out=self.J)
+            self._fused_sums(self.fused)
+        else:
+            self._chunk_sums()
+        self.grad3.baddbmm_(self.Bt, self.cv)
+        return torch.bmm(self.w_row, self.excess_c, out=self.J)
+
+    def _fused_sums(self, pair_terms: Callable[..., Any]) -> None:
+        """excess, the gradient's first term and cv by the compiled pair sums
+        (``pair_terms``, :func:`.fused.compiled_pair_terms`), a range of tests per
+        call."""
+        for i, (a, b, args) in enumerate(self.fused_calls):
+            x, ft, pt, ptl, neg_half, wip = args
+            if x is not self.x:
+                x.copy_(self.x[a:b])
+                wip.copy_(self.wip[a:b])
+            excess, grad0, cv = pair_terms(self.P, x, ft, pt, ptl, neg_half, wip)
+            self.excess[a:b].copy_(excess)
+            self.grad_t[a:b].copy_(grad0)
+            if i == 0:
+                self.cv.view(cv.shape).copy_(cv)
+            else:
+                self.cv.view(cv.shape).add_(cv)
+
+    def _chunk_sums(self) -> None:
+        """The same from the pair tensors, a chunk of tests at a time."""
         for i, c in enumerate(self.chunks):
             if self.exp_trick:
                 torch.mul(self.P4, c.x, out=c.sig).add_(1.0).reciprocal_()
@@ -211,8 +224,6 @@ class Surrogate:
             else:
                 self.cv.baddbmm_(c.u_t, c.wip_t)
         torch.addcmul(self.excess, self.wip, self.D, value=-1.0, out=self.grad_t)
-        self.grad3.baddbmm_(self.Bt, self.cv)
-        return torch.bmm(self.w_row, self.excess_c, out=self.J)
 
     def values(self) -> torch.Tensor:
         """The surrogate LOO-AUC ``L`` (T, m) of the last evaluation: ``nan`` for a
