@@ -37,8 +37,7 @@ from ..shapes import shape_chunks
 from .chunks import DEFAULT_CHUNK_ELEMENTS
 from .columns import upload
 from .dedup import distinct_rows_padded
-from .fused import runs_fused
-from .surrogate import Surrogate, Workspace
+from .surrogate import Surrogate, Workspace, pair_route
 
 #: Relative tolerance of the symmetry snapping (docs/contract.rst §7.5) per working
 #: dtype: float64 as every other backend; float32's sums carry ~1e-7 relative
@@ -519,9 +518,10 @@ def aces_o_fit_groups(
             continue  # no tests: zero weights and objective, as per task
         chunk_tests = max(1, min(c, budget // (len(group) * u * u)))
         plans.append((group, u, c, chunk_tests))
-    # pair tensors for the groups that run chunked (not fused: runs_fused)
+    # pair tensors for the groups that run chunked (pair_route)
     entries = max(
-        (len(g) * u * u * k for g, u, c, k in plans if not runs_fused(fused, u, c, dev)), default=0
+        (len(g) * u * u * k for g, u, c, k in plans if pair_route(fused, u, c, dev) == "chunks"),
+        default=0,
     )
     workspace = Workspace(entries, dtype, dev)
     fits, stats = [], []

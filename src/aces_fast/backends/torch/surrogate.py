@@ -19,9 +19,21 @@ import torch
 from .chunks import DEFAULT_CHUNK_ELEMENTS, column_chunks
 from .dedup import distinct_rows_padded
 from .fused import compiled_pair_terms, fused_call_ranges, runs_fused
+from .pair_kernel import PairSums, runs_kernel
 
 #: ``exp(gamma * w_j)`` stays finite below this exponent (float32 overflows at 88.7)
 _EXP_SAFE = {torch.float64: 700.0, torch.float32: 80.0}
+
+
+def pair_route(fused: bool, U: int, m: int, device: torch.device) -> str:
+    """How a :class:`Surrogate` of ``U`` distinct rows and ``m`` tests on ``device``
+    computes its pair sums: ``"kernel"`` (CUDA with Triton, switched on by
+    ``ACES_FAST_TORCH_TRITON``: :func:`.pair_kernel.runs_kernel`), else
+    ``"fused"`` (asked for and usable, :func:`.fused.runs_fused`), else
+    ``"chunks"`` (the pair tensors, in a :class:`Workspace`)."""
+    if runs_kernel(U, m, device):
+        return "kernel"
+    return "fused" if runs_fused(fused, U, m, device) else "chunks"
 
 
 def _fresh(x: torch.Tensor) -> torch.Tensor:
@@ -93,11 +105,13 @@ class Surrogate:
     add exactly 0. O(T U^2 m) time per evaluation, O(T U m) memory besides
     the workspace.
 
-    ``fused``: the pair sums are one compiled computation instead
-    (:func:`.fused.pair_terms`): no chunks, no pair tensor, ``workspace``
-    unused; the values agree with the eager path's up to summation order.
-    Where it would not compile, or for fewer than two rows or tests
-    (:func:`.fused.runs_fused`), the chunks run, in ``workspace``.
+    With ``ACES_FAST_TORCH_TRITON=1``, on CUDA with Triton, the pair sums are
+    one kernel launch instead (:mod:`.pair_kernel`), whatever ``fused``.
+    Otherwise with ``fused`` they are one compiled computation
+    (:func:`.fused.pair_terms`). Either way there are no chunks and no pair
+    tensor (``workspace`` unused), and the values agree with the eager path's
+    up to summation order; :func:`pair_route` says which runs. Where neither applies (:func:`.fused.runs_fused`: fewer than two rows
+    or tests, no compiler), the chunks run, in ``workspace``.
     """
 
     def __init__(
@@ -144,9 +158,13 @@ class Surrogate:
         self.w_t, self.w_col, self.w_row = w.t(), w.view(T, m, 1), w.view(T, 1, m)
         self.grad_t, self.grad3 = g.t(), g.view(T, m, 1)
         self.excess_c = self.excess.t().unsqueeze(2)  # (T, m, 1)
-        on = runs_fused(fused, U, m, Bf.device)
-        self.fused = compiled_pair_terms(self.exp_trick) if on else None
+        route = pair_route(fused, U, m, Bf.device)
+        self.kernel = PairSums(T, U, m, dt, Bf.device) if route == "kernel" else None
+        self.fused = compiled_pair_terms(self.exp_trick) if route == "fused" else None
         self.chunks: list[_Chunk] = []
+        if self.kernel is not None:
+            self.cv_flat = self.cv.view(T, U)
+            return
         if self.fused is not None:
             # no pair tensor: one call per range of tests (fused_call_ranges), on
             # tensors of their own (slices are views, which compile apart); x and
@@ -180,7 +198,12 @@ class Surrogate:
             torch.sub(self.s, self.s_row, out=self.P)
             torch.mul(self.w_t, gamma, out=self.x)
         torch.mul(self.w_t, self.inv_gamma, out=self.wip)
-        if self.fused is not None:
+        if self.kernel is not None:
+            self.kernel.run(
+                self.P, self.x, self.ft, self.pt, self.ptl, self.neg_half, self.wip,
+                self.excess, self.grad_t, self.cv_flat, self.exp_trick,
+            )  # fmt: skip
+        elif self.fused is not None:
             self._fused_sums(self.fused)
         else:
             self._chunk_sums()
@@ -285,8 +308,7 @@ def surrogate(
     Bu, c, _ = distinct_rows_padded(B.reshape(1, n, m), valid, dtype, mult)
     U = Bu.shape[1]
     chunk_tests = max(1, min(m, chunk_elements // (U * U)))
-    fused = runs_fused(fused, U, m, dev)  # else the pair tensors, chunked
-    entries = 0 if fused else chunk_tests * U * U
+    entries = chunk_tests * U * U if pair_route(fused, U, m, dev) == "chunks" else 0
     max_w = None
     if dev.type == "cpu":
         max_w = float(w.detach().numpy().max())
