@@ -11,7 +11,8 @@
 #
 # Environment: PYTHON (default python3), DEVICE_CHECK_BUDGET (seconds for all,
 # default 600), DEVICE_CHECK_CORES_S (seconds kept for cores_check, default
-# 170; 0 skips it: the GPU checks get the whole budget), GPU_CHECK_PARITY_ARGS /
+# 120: it took about 95 s on 2026-11-30; 0 skips it: the GPU checks get the
+# whole budget), GPU_CHECK_PARITY_ARGS /
 # GPU_CHECK_BENCH_ARGS (see tools/gpu_check.sh; by default a shorter parity
 # list and the bench's goal cells at 200x500), OUT
 # (default a temporary folder). Files in $OUT: cores.json (written as cells
@@ -22,7 +23,7 @@ set -u
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 BUDGET=${DEVICE_CHECK_BUDGET:-600}
-CORES_S=${DEVICE_CHECK_CORES_S:-170}
+CORES_S=${DEVICE_CHECK_CORES_S:-120}
 OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/device-check.XXXXXX")}
 START=$(date +%s)
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/device-work.XXXXXX")

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # One command for a GPU machine (issue 22, item 6): build the package, run the
-# cuda-marked tests, the goal cells timed and profiled (tools/gpu_profile.py:
-# cpp vs CUDA, kernels, syncs, device busy time), ACES-O with and without CUDA
-# graphs (tools/gpu_graphs.py), the fused pair sums (ACES_FAST_TORCH_FUSED=1,
-# float64 and float32, with a quick parity check), the parity check
-# (tools/gpu_parity.py: every method, torch on CUDA vs cpp) and `aces-fast
-# bench --device cuda --quick`, within a total budget of 8 minutes, then print
-# one summary table (step, status, seconds).
+# cuda-marked tests, the Triton pair kernel (ACES_FAST_TORCH_TRITON=1:
+# tools/triton_check.py, the ACES-O cells through it in float64 and float32,
+# its parity), the goal cells timed and profiled (tools/gpu_profile.py: cpp vs
+# CUDA, kernels, syncs, device busy time), the parity check (tools/gpu_parity.py:
+# every method, torch on CUDA vs cpp), ACES-O with and without CUDA graphs
+# (tools/gpu_graphs.py), `aces-fast bench --device cuda --quick`, then the
+# float32 mode and the fused pair sums (ACES_FAST_TORCH_FUSED=1) with their
+# parity, within a total budget of 8 minutes, newest first (a step past the
+# budget is not run), then print one summary table (step, status, seconds).
 #
 # The machine needs torch (CUDA), numba, pybind11, scikit-build-core, cmake,
 # ninja, pytest and pyarrow; no network (the build uses no isolation, no deps).
@@ -124,7 +126,28 @@ if [ -n "$SITE" ]; then
         STEPS[-1]="cuda-tests|pass (skipped: no CUDA)|${STEPS[-1]##*|}"
     fi
 
-    # 3. the goal cells, timed and profiled on the device (where the time goes)
+    # 3. the Triton pair kernel (ACES_FAST_TORCH_TRITON=1, opt-in until measured
+    # here): its arithmetic against the eager sums and cpp, then the ACES-O goal
+    # cells through it, float64 and float32, then parity through it
+    if [ "$HAS_CUDA" = 1 ]; then
+        step triton-check 90 "$PYTHON" tools/triton_check.py --device cuda
+        step kernel 120 env ACES_FAST_TORCH_TRITON=1 "$PYTHON" tools/gpu_profile.py \
+            --only aces-o,batch-aces-o,aces-o-all --cell-budget 3 \
+            --json "$LOGDIR/profile-kernel.json" --tables "$LOGDIR/profile-kernel-tables.txt"
+        step kernel-f32 90 env ACES_FAST_TORCH_TRITON=1 ACES_FAST_TORCH_DTYPE=float32 \
+            "$PYTHON" tools/gpu_profile.py --only aces-o,batch-aces-o,aces-o-all --cell-budget 2 \
+            --json "$LOGDIR/profile-kernel-f32.json" --tables "$LOGDIR/profile-kernel-f32-tables.txt"
+        step parity-kernel 90 env ACES_FAST_TORCH_TRITON=1 "$PYTHON" tools/gpu_parity.py \
+            --device cuda --quick
+    elif "$PYTHON" -c 'import triton' 2>/dev/null; then
+        echo "== triton-check: no CUDA device: the kernel under Triton's CPU interpreter"
+        step triton-check 240 "$PYTHON" tools/triton_check.py --device cpu
+        [ $? = 0 ] && STEPS[-1]="triton-check|pass (CPU interpreter)|${STEPS[-1]##*|}"
+    else
+        record triton-check "not run: no CUDA device, no Triton" 0
+    fi
+
+    # 4. the goal cells, timed and profiled on the device (where the time goes)
     if [ "$HAS_CUDA" = 1 ]; then
         step profile 150 "$PYTHON" tools/gpu_profile.py --cell-budget 3 --json "$LOGDIR/profile.json" \
             --tables "$LOGDIR/profile-tables.txt"
@@ -132,39 +155,6 @@ if [ -n "$SITE" ]; then
         echo "== profile: no CUDA device: the small cells on CPU tensors"
         step profile 90 "$PYTHON" tools/gpu_profile.py --device cpu --quick --cell-budget 1
         [ $? = 0 ] && STEPS[-1]="profile|pass (CPU tensors)|${STEPS[-1]##*|}"
-    fi
-
-    # 4. CUDA graphs for ACES-O's Adam loop: eager against replayed, same bits
-    if [ "$HAS_CUDA" = 1 ]; then
-        step graphs 90 "$PYTHON" tools/gpu_graphs.py
-    else
-        record graphs "not run: no CUDA device" 0
-    fi
-
-    # 4b. ACES-O in the torch backend's float32 mode (ACES_FAST_TORCH_DTYPE)
-    if [ "$HAS_CUDA" = 1 ]; then
-        step profile-f32 90 env ACES_FAST_TORCH_DTYPE=float32 "$PYTHON" tools/gpu_profile.py \
-            --only aces-o,batch-aces-o,aces-o-all --cell-budget 2 \
-            --json "$LOGDIR/profile-f32.json" --tables "$LOGDIR/profile-f32-tables.txt"
-    fi
-
-    # 4c. the fused pair sums (ACES_FAST_TORCH_FUSED=1: torch.compile, no pair
-    # tensor), float64 and float32, and their parity; the warm-up column holds
-    # the compile time
-    if [ "$HAS_CUDA" = 1 ]; then
-        step fused 150 env ACES_FAST_TORCH_FUSED=1 "$PYTHON" tools/gpu_profile.py \
-            --only aces-o,batch-aces-o,aces-o-all --cell-budget 3 \
-            --json "$LOGDIR/profile-fused.json" --tables "$LOGDIR/profile-fused-tables.txt"
-        step fused-f32 120 env ACES_FAST_TORCH_FUSED=1 ACES_FAST_TORCH_DTYPE=float32 \
-            "$PYTHON" tools/gpu_profile.py --only aces-o,batch-aces-o,aces-o-all --cell-budget 2 \
-            --json "$LOGDIR/profile-fused-f32.json" --tables "$LOGDIR/profile-fused-f32-tables.txt"
-        step parity-fused 120 env ACES_FAST_TORCH_FUSED=1 "$PYTHON" tools/gpu_parity.py \
-            --device cuda --quick
-    else
-        echo "== fused: no CUDA device: the fused ACES-O cells on CPU tensors"
-        step fused 150 env ACES_FAST_TORCH_FUSED=1 "$PYTHON" tools/gpu_profile.py --device cpu \
-            --quick --only aces-o-all,batch-aces-o --cell-budget 1
-        [ $? = 0 ] && STEPS[-1]="fused|pass (CPU tensors)|${STEPS[-1]##*|}"
     fi
 
     # 5. parity: every method, torch on the device vs cpp
@@ -176,7 +166,14 @@ if [ -n "$SITE" ]; then
         [ $? = 0 ] && STEPS[-1]="parity|pass (CPU tensors)|${STEPS[-1]##*|}"
     fi
 
-    # 6. the device benchmark
+    # 6. CUDA graphs for ACES-O's Adam loop: eager against replayed, same bits
+    if [ "$HAS_CUDA" = 1 ]; then
+        step graphs 90 "$PYTHON" tools/gpu_graphs.py
+    else
+        record graphs "not run: no CUDA device" 0
+    fi
+
+    # 7. the device benchmark
     if [ "$HAS_CUDA" = 1 ]; then
         step bench 330 "$PYTHON" -m benchmarks --device cuda "${BENCH_ARGS[@]}" --no-import-time \
             --json "$LOGDIR/bench.json"
@@ -187,6 +184,26 @@ if [ -n "$SITE" ]; then
             && [ "$(wc -l <"$LOGDIR/bench.log")" = 1 ]; then
             STEPS[-1]="bench|not run: no CUDA device (refused as expected)|${STEPS[-1]##*|}"
         fi
+    fi
+
+    # 8. ACES-O in the float32 mode (ACES_FAST_TORCH_DTYPE), and the fused pair
+    # sums (ACES_FAST_TORCH_FUSED=1: torch.compile; measured on 2026-11-30,
+    # benchmarks/results/2026-11-30-h200.txt) and their parity; the warm-up
+    # column holds the compile time
+    if [ "$HAS_CUDA" = 1 ]; then
+        step profile-f32 90 env ACES_FAST_TORCH_DTYPE=float32 "$PYTHON" tools/gpu_profile.py \
+            --only aces-o,batch-aces-o,aces-o-all --cell-budget 2 \
+            --json "$LOGDIR/profile-f32.json" --tables "$LOGDIR/profile-f32-tables.txt"
+        step fused 150 env ACES_FAST_TORCH_FUSED=1 "$PYTHON" tools/gpu_profile.py \
+            --only aces-o,batch-aces-o,aces-o-all --cell-budget 3 \
+            --json "$LOGDIR/profile-fused.json" --tables "$LOGDIR/profile-fused-tables.txt"
+        step parity-fused 120 env ACES_FAST_TORCH_FUSED=1 "$PYTHON" tools/gpu_parity.py \
+            --device cuda --quick
+    else
+        echo "== fused: no CUDA device: the fused ACES-O cells on CPU tensors"
+        step fused 150 env ACES_FAST_TORCH_FUSED=1 "$PYTHON" tools/gpu_profile.py --device cpu \
+            --quick --only aces-o-all,batch-aces-o --cell-budget 1
+        [ $? = 0 ] && STEPS[-1]="fused|pass (CPU tensors)|${STEPS[-1]##*|}"
     fi
 fi
 
