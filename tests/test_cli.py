@@ -527,6 +527,12 @@ def test_unexpected_loader_failure_is_one_line_naming_it(tmp_path, capsys, monke
     monkeypatch.setenv("ACES_FAST_TRACEBACK", "1")
     with pytest.raises(KeyError, match="no such key"):
         cli.main(["rerank", str(tmp_path / "m.npy")])
+    monkeypatch.setenv("ACES_FAST_TRACEBACK", "0")  # a switch: off is off
+    assert cli.main(["rerank", str(tmp_path / "m.npy")]) == 1
+    assert "loading failed unexpectedly" in _one_error_line(capsys.readouterr().err)
+    monkeypatch.setenv("ACES_FAST_TRACEBACK", "please")  # set to see it: on
+    with pytest.raises(KeyError, match="no such key"):
+        cli.main(["rerank", str(tmp_path / "m.npy")])
 
     def exhausted(*args, **kwargs):
         raise MemoryError

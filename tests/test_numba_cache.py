@@ -210,6 +210,13 @@ def test_cache_off(tmp_path):
     assert not list(tmp_path.iterdir())
 
 
+def test_a_misspelt_switch_warns_and_leaves_the_cache_off(tmp_path):
+    r = _run(tmp_path, "light", ACES_FAST_NUMBA_CACHE="of")
+    assert r["cache"].startswith("off: ACES_FAST_NUMBA_CACHE='of' is not a switch")
+    assert r["loaded"] == 0 and not list(tmp_path.iterdir())
+    assert r["stderr"].count("disk cache is off") == 1
+
+
 def test_unwritable_cache_directory_warns_and_runs(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("a file where the cache directory would go")

@@ -369,6 +369,14 @@ def test_the_environment_variable_turns_fused_mode_on(monkeypatch, value, on):
     assert be.fused is on and be.info()["fused"] is on
 
 
+def test_a_misspelt_switch_makes_the_backend_unavailable(monkeypatch):
+    monkeypatch.setenv(torch_fused.FUSED_ENV_VAR, "maybe")
+    with pytest.raises(
+        BackendUnavailableError, match="ACES_FAST_TORCH_FUSED='maybe' is not a switch"
+    ):
+        torch_backend.load()
+
+
 def test_fused_must_be_a_bool():
     with pytest.raises(TypeError, match="fused must be a bool"):
         TorchBackend(fused="yes")

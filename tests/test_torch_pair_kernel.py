@@ -49,12 +49,19 @@ def test_no_kernel_without_rows_or_tests(with_triton, U, m):
 
 @pytest.mark.parametrize(
     ("value", "on"),
-    [("0", False), ("", False), ("2", False), ("1", True), (" On ", True), ("yes", True)],
+    [("0", False), ("", False), ("off", False), ("1", True), (" On ", True), ("yes", True)],
 )
 def test_the_switch_is_read_at_each_call(with_triton, monkeypatch, value, on):
     monkeypatch.setenv(pair_kernel.TRITON_ENV_VAR, value)
     assert pair_kernel.runs_kernel(5, 7, CUDA) is on
     assert surrogate.pair_route(False, 5, 7, CUDA) == ("kernel" if on else "chunks")
+
+
+def test_a_misspelt_switch_is_an_error(with_triton, monkeypatch):
+    monkeypatch.setenv(pair_kernel.TRITON_ENV_VAR, "2")
+    with pytest.raises(ValueError, match="ACES_FAST_TORCH_TRITON='2' is not a switch"):
+        surrogate.pair_route(False, 5, 7, CUDA)
+    assert surrogate.pair_route(False, 5, 7, CPU) == "chunks"  # not read for the CPU
 
 
 def test_no_kernel_without_triton(monkeypatch):

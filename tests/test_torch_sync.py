@@ -677,7 +677,8 @@ def test_repeat_runs_a_step_count_times_either_way():
 
 
 @pytest.mark.parametrize(
-    ("setting", "graphed"), [(None, True), ("1", True), (" 0 ", False), ("0", False)]
+    ("setting", "graphed"),
+    [(None, True), ("1", True), ("yes", True), (" 0 ", False), ("0", False), ("Off", False)],
 )
 def test_cuda_graphs_are_on_by_default_and_off_with_zero(monkeypatch, setting, graphed):
     """The rule only (no device needed): on CUDA the steps replay a graph unless
@@ -691,6 +692,15 @@ def test_cuda_graphs_are_on_by_default_and_off_with_zero(monkeypatch, setting, g
     want = aces_o.StepGraph if graphed else None
     assert aces_o.step_graph(torch.device("cuda")) is want
     assert aces_o.step_graph(torch.device("cpu")) is None
+
+
+def test_a_misspelt_cuda_graphs_switch_is_an_error_on_cuda(monkeypatch):
+    from aces_fast.backends.torch import aces_o
+
+    monkeypatch.setenv(aces_o.CUDA_GRAPHS_ENV_VAR, "fasle")
+    with pytest.raises(ValueError, match="ACES_FAST_TORCH_CUDA_GRAPHS='fasle' is not a switch"):
+        aces_o.step_graph(torch.device("cuda"))
+    assert aces_o.step_graph(torch.device("cpu")) is None  # not read for the CPU
 
 
 # ---------------------------------------------------------------------------

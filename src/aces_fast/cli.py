@@ -44,6 +44,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
 
+from ._env import flag as env_flag
 from .backends import BackendUnavailableError
 
 PROG = "aces-fast"
@@ -1206,20 +1207,29 @@ def _main(argv: list[str]) -> int:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
     except MemoryError as exc:
-        if os.environ.get("ACES_FAST_TRACEBACK"):
+        if _traceback_wanted():
             raise
         _error(f"out of memory{_where(exc)}")
         return 1
     except _LoadFailure as failure:
-        if os.environ.get("ACES_FAST_TRACEBACK"):
+        if _traceback_wanted():
             raise failure.exc from None
         _error(f"{failure.what}: loading failed unexpectedly: {_unexpected(failure.exc)}")
         return 1
     except Exception as exc:  # the CLI never shows a traceback
-        if os.environ.get("ACES_FAST_TRACEBACK"):
+        if _traceback_wanted():
             raise
         _error(f"internal error: {_unexpected(exc)}")
         return 1
+
+
+def _traceback_wanted() -> bool:
+    """``ACES_FAST_TRACEBACK`` on (:func:`aces_fast._env.flag`); a value that is no
+    switch word counts as on: it was set to see the traceback."""
+    try:
+        return env_flag("ACES_FAST_TRACEBACK", False)
+    except ValueError:
+        return True
 
 
 #: "--resume (resume=True)": the library names both spellings; the command line

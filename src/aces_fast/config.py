@@ -11,16 +11,8 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from .backends import BACKEND_NAMES, ENV_VAR, backend_status, get_backend, resolve_backend
-
-#: environment variables :func:`show_config` reports (see docs/backends.rst)
-_ENV_SHOWN = (
-    ENV_VAR,
-    "OMP_NUM_THREADS",
-    "ACES_FAST_NUMBA_CACHE",
-    "ACES_FAST_NUMBA_CACHE_DIR",
-    "ACES_FAST_PART_WRITER",
-)
+from ._env import VARIABLES
+from .backends import BACKEND_NAMES, backend_status, get_backend, resolve_backend
 
 
 def config() -> dict[str, Any]:
@@ -62,7 +54,7 @@ def config() -> dict[str, Any]:
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "numpy": np.__version__,
-        "env": {name: os.environ.get(name) for name in _ENV_SHOWN},
+        "env": {name: os.environ.get(name) for name in VARIABLES},
         "backends": backends,
     }
 

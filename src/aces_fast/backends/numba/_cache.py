@@ -55,9 +55,10 @@ import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from ..._env import flag
+
 ENV = "ACES_FAST_NUMBA_CACHE"
 DIR_ENV = "ACES_FAST_NUMBA_CACHE_DIR"
-_OFF = ("0", "false", "no", "off")
 #: numba settings (``numba.core.config`` names) that change the generated code
 _CODEGEN_SETTINGS = (
     "OPT",
@@ -128,8 +129,9 @@ def reset_frames() -> None:
 
 
 def enabled() -> bool:
-    """Whether ``ACES_FAST_NUMBA_CACHE`` leaves the cache on (the default)."""
-    return os.environ.get(ENV, "").strip().lower() not in _OFF
+    """Whether ``ACES_FAST_NUMBA_CACHE`` leaves the cache on (the default); a value
+    that is no switch word raises ``ValueError`` (:func:`aces_fast._env.flag`)."""
+    return flag(ENV, True)
 
 
 def root() -> str:
@@ -448,7 +450,15 @@ _DiskCache: Any = None
 def configure() -> None:
     """Decide (once, when the kernels are imported) whether and where to cache."""
     global directory, reason, _DiskCache
-    if not enabled():
+    try:
+        on = enabled()
+    except ValueError as exc:  # no cache is slower, never wrong: say so, go on
+        reason = f"off: {exc}"
+        warnings.warn(
+            f"aces_fast: the numba kernels' disk cache is {reason}", RuntimeWarning, stacklevel=2
+        )
+        return
+    if not on:
         reason = f"off ({ENV}={os.environ.get(ENV)})"
         return
     try:

@@ -554,7 +554,11 @@ def load() -> Backend:
         raise BackendUnavailableError("torch", reason)
     dtype = os.environ.get(DTYPE_ENV_VAR) or "float64"
     try:
-        return TorchBackend(dtype=dtype, fused=_fused.env_fused())
+        fused = _fused.env_fused()
+    except ValueError as exc:  # ACES_FAST_TORCH_FUSED is no switch word
+        raise BackendUnavailableError("torch", str(exc)) from None
+    try:
+        return TorchBackend(dtype=dtype, fused=fused)
     except ValueError:
         raise BackendUnavailableError(
             "torch", f"{DTYPE_ENV_VAR}={dtype!r} is not 'float64' or 'float32'"

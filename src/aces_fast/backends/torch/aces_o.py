@@ -25,7 +25,6 @@ for every group at once.
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -33,6 +32,7 @@ import torch
 
 from ..._constants import ADAM_BETA1, ADAM_BETA2, ADAM_EPS, SNAP_RTOL_FLOAT32
 from ..._constants import SNAP_RTOL as _SNAP_RTOL64
+from ..._env import flag
 from ..shapes import shape_chunks
 from .chunks import DEFAULT_CHUNK_ELEMENTS
 from .columns import upload
@@ -389,7 +389,8 @@ def repeat(step: Callable[[], None], count: int, graph: type[StepGraph] | None) 
         g.replay()
 
 
-#: "0" repeats ACES-O's Adam steps on CUDA eagerly; unset (or "1"), from a
+#: "0" (or another off word, :func:`aces_fast._env.flag`) repeats ACES-O's Adam
+#: steps on CUDA eagerly; unset (or "1"), from a
 #: captured CUDA graph (:class:`StepGraph`). Measured on an H200
 #: (benchmarks/results/2026-11-29-h200.txt, same bits either way): one 200x500
 #: call 38.7 ms eager, 21.0 ms replayed; a batch of 200 such tasks 260 / 254 ms.
@@ -398,8 +399,9 @@ CUDA_GRAPHS_ENV_VAR = "ACES_FAST_TORCH_CUDA_GRAPHS"
 
 def step_graph(device: torch.device) -> type[StepGraph] | None:
     """How the Adam loop repeats its steps on ``device``: :class:`StepGraph` on CUDA
-    unless ``CUDA_GRAPHS_ENV_VAR`` is "0", else ``None`` (eagerly). Read at every call."""
-    if device.type == "cuda" and os.environ.get(CUDA_GRAPHS_ENV_VAR, "1").strip() != "0":
+    unless ``CUDA_GRAPHS_ENV_VAR`` is an off word, else ``None`` (eagerly). Read at every
+    call; a value that is no switch word raises ``ValueError``."""
+    if device.type == "cuda" and flag(CUDA_GRAPHS_ENV_VAR, True):
         return StepGraph
     return None
 

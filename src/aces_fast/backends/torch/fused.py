@@ -38,12 +38,13 @@ the NumPy reference, to 1e-12 relative.
 
 from __future__ import annotations
 
-import os
 import threading
 import warnings
 from typing import Any
 
 import torch
+
+from ..._env import flag
 
 #: Environment variable turning the fused mode on ("1") when the backend is loaded.
 FUSED_ENV_VAR = "ACES_FAST_TORCH_FUSED"
@@ -55,8 +56,7 @@ _compiled: dict[bool, Any] = {}
 def env_fused() -> bool:
     """Whether ``ACES_FAST_TORCH_FUSED`` asks for the fused mode ("1", "true", "yes",
     "on"; anything else, or unset, is off)."""
-    value = os.environ.get(FUSED_ENV_VAR, "").strip().lower()
-    return value in ("1", "true", "yes", "on")
+    return flag(FUSED_ENV_VAR, False)
 
 
 def pair_terms(

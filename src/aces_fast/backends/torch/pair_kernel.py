@@ -30,15 +30,16 @@ eager path.
 
 from __future__ import annotations
 
-import os
 import threading
 from typing import Any
 
 import torch
 
-#: "1" (or "true", "yes", "on") sends CUDA tensors' pair sums to the kernel where
-#: Triton is importable; unset or anything else, the other routes. Read at every
-#: surrogate.
+from ..._env import flag
+
+#: "1" (or another on word, :func:`aces_fast._env.flag`) sends CUDA tensors' pair
+#: sums to the kernel where Triton is importable; unset or an off word, the other
+#: routes. Read at every surrogate.
 TRITON_ENV_VAR = "ACES_FAST_TORCH_TRITON"
 
 #: A tile of one program: ``TESTS`` tests x ``ROWS`` passer rows x ``COLS`` failer
@@ -71,8 +72,9 @@ def triton_available() -> bool:
 
 
 def env_kernel() -> bool:
-    """Whether ``ACES_FAST_TORCH_TRITON`` asks for the kernel (read now)."""
-    return os.environ.get(TRITON_ENV_VAR, "").strip().lower() in ("1", "true", "yes", "on")
+    """Whether ``ACES_FAST_TORCH_TRITON`` asks for the kernel (read now; a value that
+    is no switch word raises ``ValueError``)."""
+    return flag(TRITON_ENV_VAR, False)
 
 
 def runs_kernel(U: int, m: int, device: torch.device) -> bool:
