@@ -111,20 +111,24 @@ def test_large_calls_stay_on_the_device(cpu_as_device, monkeypatch):
     assert call_backend(None, Bt[:, :5])[1] is True
 
 
-def test_results_share_two_copies():
-    """The float64 fields are views of one copy, the int64 ones of another."""
+def test_results_share_one_copy():
+    """Every array field is a view of one copy: the float64 ones' bits reinterpreted,
+    the same values and dtypes as the NumPy result's."""
     require_backend("cpp")
     res = rerank(random_matrix(RNG, 30, 20), "aces-o", backend="cpp")
     moved = host_route.on_device(res, torch.device("cpu"))
-    floats = {moved.scores.untyped_storage().data_ptr(), moved.weights.untyped_storage().data_ptr()}
-    floats.add(moved.objective.untyped_storage().data_ptr())
-    ints = {
-        moved.order.untyped_storage().data_ptr(),
-        moved.info["rows"].untyped_storage().data_ptr(),
-    }
-    assert len(floats) == 1 and len(ints) == 1
-    assert moved.scores.shape == (30,) and moved.weights.shape == (20,)
+    fields = [moved.scores, moved.weights, moved.objective, moved.order, moved.info["rows"]]
+    assert len({t.untyped_storage().data_ptr() for t in fields}) == 1
+    for got, want in zip(fields, [res.scores, res.weights, res.objective, res.order]):
+        assert got.dtype == torch.from_numpy(want).dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got.numpy(), want)  # bit for bit, nan and -0.0 too
+    np.testing.assert_array_equal(moved.info["rows"].numpy(), res.info["rows"])
+    assert moved.info["rows"].dtype == torch.int64
     assert res.info["rows"] is not moved.info["rows"]  # the NumPy result is left as it was
+    special = np.array([np.nan, -0.0, np.inf, 5e-324])
+    res.scores[:4] = special
+    again = host_route.on_device(res, torch.device("cpu")).scores[:4].numpy()
+    assert again.tobytes() == special.tobytes()
 
 
 def test_bad_input_is_reported_by_the_host_validation(cpu_as_device):
