@@ -114,7 +114,7 @@ def test_a_kernel_failure_names_the_switch(monkeypatch, error, want):
     args += [torch.zeros((m, T), dtype=torch.float64) for _ in range(3)]
     args += [torch.zeros((T, m), dtype=torch.float64).t(), torch.zeros((T, U), dtype=torch.float64)]
     with pytest.raises(type(error) if want.startswith("^") else RuntimeError, match=want):
-        sums.run(*args, True)
+        sums.run(args[:7], *args[7:], True)
 
 
 # ---------------------------------------------------------------------------
@@ -159,7 +159,7 @@ def test_cuda_kernel_matches_the_eager_pair_sums(dtype, exp_trick):
             excess = torch.full((m, T), float("nan"), dtype=dtype, device=CUDA)
             grad = torch.full((T, m), float("nan"), dtype=dtype, device=CUDA).t()  # strided
             cv = torch.full((T, U), float("nan"), dtype=dtype, device=CUDA)
-            kernel.run(*args, excess, grad, cv, exp_trick)
+            kernel.run(args, excess, grad, cv, exp_trick)
             runs.append((excess, grad, cv))
             for got, ref in zip((excess, grad, cv), want):
                 assert torch.isfinite(got).all(), (T, U, m)

@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
             torch.full((T, m), nan, dtype=torch.float64, device=dev).t(),
             torch.full((T, U), nan, dtype=torch.float64, device=dev),
         )
-        sums.run(*inputs, *outs, exp_trick)
+        sums.run(inputs, *outs, exp_trick)
         for got, ref in zip(outs, want):
             if not torch.isfinite(got).all():
                 print(f"FAIL: an output left unwritten at T={T} U={U} m={m}")

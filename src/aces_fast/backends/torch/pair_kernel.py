@@ -31,6 +31,7 @@ eager path.
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -195,7 +196,7 @@ def tests_per_program(T: int, m: int) -> int:
 
 class PairSums:
     """One evaluation's pair sums of T tasks by the kernel, into buffers made once
-    (what a CUDA graph replays): :meth:`run` takes the arguments of
+    (what a CUDA graph replays): :meth:`run` takes the tensor arguments of
     :func:`.fused.pair_terms` (``P`` (T, U, U), ``x``, ``neg_half``, ``wip``
     (m, T), ``ft``, ``pt``, ``ptl`` (m, T, U), all contiguous) and writes
     ``excess`` (m, T), ``grad`` (m, T, any strides) and ``cv`` (T, U).
@@ -213,27 +214,17 @@ class PairSums:
 
     def run(
         self,
-        P: torch.Tensor,
-        x: torch.Tensor,
-        ft: torch.Tensor,
-        pt: torch.Tensor,
-        ptl: torch.Tensor,
-        neg_half: torch.Tensor,
-        wip: torch.Tensor,
+        inputs: Sequence[torch.Tensor],
         excess: torch.Tensor,
         grad: torch.Tensor,
         cv: torch.Tensor,
         exp_trick: bool,
     ) -> None:
+        """The sums of ``inputs`` (:func:`.fused.pair_terms`'s seven tensors, in its
+        order) into ``excess``, ``grad`` and ``cv``."""
         try:
             kernel()[self.grid](
-                P,
-                x,
-                ft,
-                pt,
-                ptl,
-                neg_half,
-                wip,
+                *inputs,
                 excess,
                 grad,
                 grad.stride(0),

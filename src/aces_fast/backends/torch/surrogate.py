@@ -164,6 +164,7 @@ class Surrogate:
         self.chunks: list[_Chunk] = []
         if self.kernel is not None:
             self.cv_flat = self.cv.view(T, U)
+            self.pair_inputs = (self.P, self.x, self.ft, self.pt, self.ptl, self.neg_half, self.wip)
             return
         if self.fused is not None:
             # no pair tensor: one call per range of tests (fused_call_ranges), on
@@ -200,9 +201,8 @@ class Surrogate:
         torch.mul(self.w_t, self.inv_gamma, out=self.wip)
         if self.kernel is not None:
             self.kernel.run(
-                self.P, self.x, self.ft, self.pt, self.ptl, self.neg_half, self.wip,
-                self.excess, self.grad_t, self.cv_flat, self.exp_trick,
-            )  # fmt: skip
+                self.pair_inputs, self.excess, self.grad_t, self.cv_flat, self.exp_trick
+            )
         elif self.fused is not None:
             self._fused_sums(self.fused)
         else:
