@@ -1,5 +1,5 @@
-"""The Triton pair kernel (aces_fast.backends.torch.pair_kernel) against the eager
-pair sums and the cpp backend.
+"""The torch backend's Triton kernels (aces_fast.backends.torch.pair_kernel and
+count_kernels) against the torch paths they replace and the cpp backend.
 
 Not part of the package: a checking script for the kernel's arithmetic. On a
 machine without a GPU it runs the kernel under Triton's CPU interpreter
@@ -10,7 +10,12 @@ for the larger cases); with ``--device cuda``, compiled on the GPU. It checks:
    fresh random inputs of many shapes, both branches, every output written,
    one test or ``TESTS`` tests per program, to 1e-12 relative;
 2. ACES-O through the kernel (the route forced) against the cpp backend, one
-   call and a batch: orders equal, weights within 1e-9.
+   call and a batch: orders equal, weights within 1e-9;
+3. the uniform LOO-AUC and row-score kernels against the torch paths on random
+   padded batches (duplicate rows, constant tests, one row, one test): the
+   same bits;
+4. ACES-C through them (a stacked batch and one call) against cpp: orders
+   equal, scores and weights within 1e-12.
 
     python tools/triton_check.py                  # CPU interpreter
     python tools/triton_check.py --device cuda    # the GPU
@@ -100,6 +105,62 @@ def main(argv: list[str] | None = None) -> int:
         print(f"FAIL: ACES-O weights differ from cpp by {worst:.1e}")
         return 1
     print(f"ACES-O through the kernel: orders as cpp's, weights within {worst:.1e}")
+    return _check_count_kernels(dev)
+
+
+def _check_count_kernels(dev: object) -> int:
+    """Sections 3 and 4 of the module docstring."""
+    import numpy as np
+    import torch
+
+    import aces_fast as af
+    from aces_fast.backends.torch import count_kernels, loo_auc, scores
+
+    gen = torch.Generator().manual_seed(3)
+    shapes = [(1, 1, 1), (1, 5, 3), (3, 9, 7), (4, 40, 33), (2, 200, 70), (5, 17, 130), (2, 64, 1)]
+    cases = 0
+    for (T, n, m), dup, density in itertools.product(shapes, (False, True), (0.0, 0.4, 1.0)):
+        B = (torch.rand(T, n, m, generator=gen) < density).to(torch.uint8)
+        if dup:
+            B[:, 1::3] = B[:, :1]
+        valid = torch.rand(T, n, generator=gen) < 0.8
+        valid[:, 0] = True
+        B, valid = B.to(dev), valid.to(dev)
+        w = torch.rand(T, m, generator=gen, dtype=torch.float64).to(dev)
+        for on in (False, True):
+            count_kernels.runs_kernel = lambda U, m, device, on=on: on  # type: ignore[misc]
+            got = (
+                *loo_auc.loo_auc_uniform(B, None, chunk_elements=None),
+                *loo_auc.loo_auc_uniform(B, valid, chunk_elements=None),
+                scores.row_scores(B, w),
+            )
+            if not on:
+                want = got
+        for a, b in zip(got, want):
+            if not torch.equal(torch.nan_to_num(a, nan=-7.0), torch.nan_to_num(b, nan=-7.0)):
+                print(f"FAIL: a count kernel differs from the torch path at {T}x{n}x{m}")
+                return 1
+        cases += 1
+    print(f"count kernels: {cases} batches, the same bits as the torch paths")
+
+    count_kernels.runs_kernel = lambda U, m, device: True  # type: ignore[misc]
+    rng = np.random.default_rng(2)
+    stack = (rng.random((6, 30, 20)) < 0.5).astype(np.uint8)
+    stack[:, 5] = stack[:, 4]
+    ref = af.rerank_batch(stack, "aces-c", backend="cpp")
+    got = af.rerank_batch(torch.from_numpy(stack).to(dev), "aces-c", backend="torch")
+    one = af.rerank(torch.from_numpy(stack[0]).to(dev), "aces-c", backend="torch")
+    worst = 0.0
+    for k, res in [*enumerate(got), (0, one)]:
+        if not np.array_equal(res.order.cpu().numpy(), ref[k].order):
+            print(f"FAIL: ACES-C order differs from cpp (task {k})")
+            return 1
+        for a, b in ((res.scores, ref[k].scores), (res.weights, ref[k].weights)):
+            worst = max(worst, float(np.abs(a.cpu().numpy() - b).max()))
+    if worst > 1e-12:
+        print(f"FAIL: ACES-C differs from cpp by {worst:.1e}")
+        return 1
+    print(f"ACES-C through the count kernels: orders as cpp's, values within {worst:.1e}")
     return 0
 
 

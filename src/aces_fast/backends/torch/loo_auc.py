@@ -14,6 +14,7 @@ import math
 
 import torch
 
+from . import count_kernels
 from .chunks import DEFAULT_CHUNK_ELEMENTS, column_chunks
 
 
@@ -130,6 +131,8 @@ def loo_auc_uniform(
     adjacent = torch.zeros((T, levels), dtype=wide, device=dev)
     adjacent[:, 1:] = value[:, 1:] == value[:, :-1] + 1
     shift = (2 * rows_below).sub_(torch.cat((size[:, :1] * 0, size[:, :-1]), dim=1) * adjacent)
+    if count_kernels.runs_loo(B, counts):  # one read of B, the same bits
+        return count_kernels.loo_auc_uniform(B, perm, level, first, real, shift, adjacent, total)
     base = torch.arange(T, device=dev)[:, None] * (levels + 1)
     slot = (torch.empty_like(level).scatter_(1, perm, level) + base).reshape(-1)
     for a, b in chunks:

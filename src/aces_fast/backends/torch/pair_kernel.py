@@ -1,6 +1,6 @@
 """The surrogate's pair sums as one Triton kernel per evaluation, for CUDA
 tensors: an opt-in route of the torch backend (``ACES_FAST_TORCH_TRITON=1``;
-docs/backends.rst, "torch: the Triton pair kernel").
+docs/backends.rst, "torch: the Triton kernels").
 
 Why: an evaluation of the surrogate (docs/contract.rst §3.3) costs O(T U^2 m)
 for T tasks of U distinct rows and m tests. The eager path
@@ -222,32 +222,29 @@ class PairSums:
     ) -> None:
         """The sums of ``inputs`` (:func:`.fused.pair_terms`'s seven tensors, in its
         order) into ``excess``, ``grad`` and ``cv``."""
-        try:
-            kernel()[self.grid](
-                *inputs,
-                excess,
-                grad,
-                grad.stride(0),
-                grad.stride(1),
-                self.uw,
-                self.col,
-                self.T,
-                self.U,
-                self.m,
-                EXP_TRICK=exp_trick,
-                TESTS=self.tests,
-                ROWS=ROWS,
-                COLS=COLS,
-                num_warps=4,
-            )
-        except Exception as exc:
-            if not type(exc).__module__.startswith("triton"):
-                raise  # not Triton's (a CUDA error, out of memory): as it is
-            # Triton could not compile or launch it here (no compiler, too old a
-            # GPU, a Triton bug): name the switch that turned it on
-            raise RuntimeError(
-                f"the torch backend's Triton pair kernel failed ({type(exc).__name__}: "
-                f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''}); unset "
-                f"{TRITON_ENV_VAR} to use the default path"
-            ) from exc
+        launch(
+            "pair", kernel(), self.grid,
+            *inputs, excess, grad, grad.stride(0), grad.stride(1), self.uw, self.col,
+            self.T, self.U, self.m,
+            EXP_TRICK=exp_trick, TESTS=self.tests, ROWS=ROWS, COLS=COLS, num_warps=4,
+        )  # fmt: skip
         torch.sum(self.uw, dim=0, out=cv)
+
+
+def launch(what: str, fn: Any, grid: tuple[int, ...], *args: Any, **kwargs: Any) -> None:
+    """``fn[grid](*args, **kwargs)``: a Triton kernel's launch (compiled on its first
+    one), a failure of Triton's own (no compiler, too old a GPU, a Triton bug)
+    raised as a ``RuntimeError`` that names the ``what`` kernel and the switch
+    that turned it on, its error chained; any other error (a CUDA error, out of
+    memory) as it is."""
+    try:
+        fn[grid](*args, **kwargs)
+    except Exception as exc:
+        if not type(exc).__module__.startswith("triton"):
+            raise
+        text = str(exc).strip()
+        raise RuntimeError(
+            f"the torch backend's Triton {what} kernel failed ({type(exc).__name__}: "
+            f"{text.splitlines()[0] if text else ''}); unset {TRITON_ENV_VAR} to use the "
+            "default path"
+        ) from exc

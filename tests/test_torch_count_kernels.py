@@ -1,0 +1,134 @@
+"""ACES-C's passes as Triton kernels (:mod:`aces_fast.backends.torch.count_kernels`),
+opt-in for CUDA tensors with ``ACES_FAST_TORCH_TRITON=1``.
+
+Without a GPU: when each kernel is chosen. On a GPU (``cuda`` marker): both
+kernels give the same bits as the torch paths they replace, on fresh random
+padded batches, and ACES-C through them equals cpp.
+"""
+
+from __future__ import annotations
+
+import itertools
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import aces_fast as af
+from aces_fast.backends.torch import count_kernels, loo_auc, pair_kernel, scores
+from helpers import npy, require_backend
+
+CUDA = torch.device("cuda")  # a device object needs no GPU
+
+
+def _B(*shape, device=CUDA):
+    return SimpleNamespace(shape=shape, device=device, dim=lambda: len(shape))
+
+
+@pytest.fixture
+def switched_on(monkeypatch):
+    monkeypatch.setitem(pair_kernel._kernels, "ok", True)  # Triton taken as importable
+    monkeypatch.setenv(pair_kernel.TRITON_ENV_VAR, "1")
+
+
+def test_loo_kernel_is_chosen_on_cuda_with_the_switch(switched_on, monkeypatch):
+    assert count_kernels.runs_loo(_B(3, 200, 500), None)
+    assert count_kernels.runs_loo(_B(1, count_kernels.MAX_ROWS, 1), None)
+    assert not count_kernels.runs_loo(_B(1, count_kernels.MAX_ROWS + 1, 5), None)
+    assert not count_kernels.runs_loo(_B(3, 20, 5), torch.ones(3, 20))  # multiplicities
+    assert not count_kernels.runs_loo(_B(3, 20, 0), None)
+    assert not count_kernels.runs_loo(_B(3, 20, 5, device=torch.device("cpu")), None)
+    monkeypatch.setenv(pair_kernel.TRITON_ENV_VAR, "0")
+    assert not count_kernels.runs_loo(_B(3, 200, 500), None)
+
+
+def test_scores_kernel_is_chosen_on_cuda_with_the_switch(switched_on, monkeypatch):
+    assert count_kernels.runs_scores(_B(200, 500))
+    assert count_kernels.runs_scores(_B(3, 200, 500))
+    assert not count_kernels.runs_scores(_B(2, 3, 200, 500))  # one leading dimension at most
+    assert not count_kernels.runs_scores(_B(3, 200, 500, device=torch.device("cpu")))
+    monkeypatch.delenv(pair_kernel.TRITON_ENV_VAR)
+    assert not count_kernels.runs_scores(_B(3, 200, 500))
+
+
+def test_cpu_tensors_never_reach_a_kernel(switched_on, monkeypatch):
+    def fail(*args, **kwargs):
+        raise AssertionError("a CPU tensor reached a Triton kernel")
+
+    monkeypatch.setattr(count_kernels, "kernels", fail)
+    B = torch.from_numpy((np.random.default_rng(0).random((2, 6, 5)) < 0.5).astype(np.uint8))
+    loo_auc.loo_auc_uniform(B)
+    scores.row_scores(B, torch.rand(2, 5, dtype=torch.float64))
+
+
+def test_a_kernel_failure_names_the_kernel_and_the_switch(monkeypatch):
+    class CompileError(Exception):
+        pass
+
+    CompileError.__module__ = "triton.compiler.errors"
+
+    class Launcher:
+        def __getitem__(self, grid):
+            def fail(*args, **kwargs):
+                raise CompileError("no ptxas")
+
+            return fail
+
+    monkeypatch.setattr(count_kernels, "kernels", lambda: {"slice_sums": Launcher()})
+    B = torch.zeros((2, 3, 4), dtype=torch.uint8)
+    slices, scale = scores.weight_slices(torch.rand(2, 4, dtype=torch.float64))
+    with pytest.raises(
+        RuntimeError, match=r"Triton row-score kernel failed .*unset ACES_FAST_TORCH_TRITON"
+    ):
+        count_kernels.row_scores(B, slices, scale)
+
+
+# ---------------------------------------------------------------------------
+# CUDA
+
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+@pytest.mark.cuda
+@cuda
+def test_cuda_kernels_give_the_torch_paths_bits(monkeypatch):
+    gen = torch.Generator().manual_seed(11)
+    shapes = [(1, 1, 1), (1, 5, 3), (3, 9, 7), (4, 40, 33), (2, 200, 500), (5, 17, 130)]
+    shapes += [(2, count_kernels.MAX_ROWS, 3), (300, 24, 100)]
+    for (T, n, m), dup, density in itertools.product(shapes, (False, True), (0.0, 0.4, 1.0)):
+        B = (torch.rand(T, n, m, generator=gen) < density).to(torch.uint8)
+        if dup:
+            B[:, 1::3] = B[:, :1]
+        valid = torch.rand(T, n, generator=gen) < 0.8
+        valid[:, 0] = True
+        w = torch.rand(T, m, generator=gen, dtype=torch.float64) * 1e-3
+        B, valid, w = B.cuda(), valid.cuda(), w.cuda()
+        runs = {}
+        for on in ("1", "0"):
+            monkeypatch.setenv(pair_kernel.TRITON_ENV_VAR, on)
+            runs[on] = (
+                *loo_auc.loo_auc_uniform(B, None, chunk_elements=None),
+                *loo_auc.loo_auc_uniform(B, valid, chunk_elements=None),
+                scores.row_scores(B, w),
+                scores.row_scores(B[0].t().contiguous().t(), w[0]),  # a strided task
+            )
+        for got, want in zip(runs["1"], runs["0"]):
+            assert got.dtype == want.dtype and got.device.type == "cuda"
+            assert torch.equal(got.nan_to_num(-7.0), want.nan_to_num(-7.0)), (T, n, m)
+
+
+@pytest.mark.cuda
+@cuda
+def test_cuda_aces_c_through_the_kernels(monkeypatch):
+    require_backend("cpp")
+    monkeypatch.setenv(pair_kernel.TRITON_ENV_VAR, "1")
+    rng = np.random.default_rng(5)
+    stack = (rng.random((50, 200, 60)) < 0.5).astype(np.uint8)
+    stack[:, 7] = stack[:, 3]
+    want = af.rerank_batch(stack, "aces-c", backend="cpp")
+    got = af.rerank_batch(torch.from_numpy(stack).cuda(), "aces-c", backend="torch")
+    for k in range(len(stack)):
+        np.testing.assert_array_equal(npy(got[k].order), want[k].order)
+        np.testing.assert_allclose(npy(got[k].scores), want[k].scores, rtol=0, atol=1e-12)
