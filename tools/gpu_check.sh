@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # One command for a GPU machine (issue 22, item 6): build the package, run the
-# cuda-marked tests, the Triton pair kernel (ACES_FAST_TORCH_TRITON=1:
-# tools/triton_check.py, the ACES-O cells through it in float64 and float32,
-# its parity), the goal cells timed and profiled (tools/gpu_profile.py: cpp vs
-# CUDA, kernels, syncs, device busy time), the parity check (tools/gpu_parity.py:
-# every method, torch on CUDA vs cpp), ACES-O with and without CUDA graphs
+# cuda-marked tests, the Triton kernels (ACES_FAST_TORCH_TRITON=1:
+# tools/triton_check.py, the ACES-C and ACES-O cells through them, ACES-O in
+# float64 and float32, their parity), the goal cells timed and profiled
+# (tools/gpu_profile.py: cpp vs CUDA, kernels, syncs, device busy time), the
+# parity check (tools/gpu_parity.py: every method, torch on CUDA vs cpp),
+# ACES-O with and without CUDA graphs
 # (tools/gpu_graphs.py), `aces-fast bench --device cuda --quick`, then the
 # float32 mode and the fused pair sums (ACES_FAST_TORCH_FUSED=1) with their
 # parity, within a total budget of 8 minutes, newest first (a step past the
@@ -126,13 +127,14 @@ if [ -n "$SITE" ]; then
         STEPS[-1]="cuda-tests|pass (skipped: no CUDA)|${STEPS[-1]##*|}"
     fi
 
-    # 3. the Triton pair kernel (ACES_FAST_TORCH_TRITON=1, opt-in until measured
-    # here): its arithmetic against the eager sums and cpp, then the ACES-O goal
-    # cells through it, float64 and float32, then parity through it
+    # 3. the Triton kernels (ACES_FAST_TORCH_TRITON=1, opt-in until measured here:
+    # the surrogate's pair sums, ACES-C's LOO-AUC and row scores): their
+    # arithmetic against the torch paths and cpp, then the goal cells through
+    # them (ACES-O also in float32), then parity through them
     if [ "$HAS_CUDA" = 1 ]; then
         step triton-check 90 "$PYTHON" tools/triton_check.py --device cuda
-        step kernel 120 env ACES_FAST_TORCH_TRITON=1 "$PYTHON" tools/gpu_profile.py \
-            --only aces-o,batch-aces-o,aces-o-all --cell-budget 3 \
+        step kernel 150 env ACES_FAST_TORCH_TRITON=1 "$PYTHON" tools/gpu_profile.py \
+            --only aces-c,batch-aces-c,aces-o,batch-aces-o,aces-o-all --cell-budget 3 \
             --json "$LOGDIR/profile-kernel.json" --tables "$LOGDIR/profile-kernel-tables.txt"
         step kernel-f32 90 env ACES_FAST_TORCH_TRITON=1 ACES_FAST_TORCH_DTYPE=float32 \
             "$PYTHON" tools/gpu_profile.py --only aces-o,batch-aces-o,aces-o-all --cell-budget 2 \
