@@ -108,8 +108,10 @@ def loo_auc_uniform(
     per_test = T * (n + 2 * levels)
     budget = per_test * m if chunk_elements is None else chunk_elements
     chunks = list(column_chunks(m, per_test, budget))
-    # one chunk (a padded batch): B is converted once, for the scores and the level sums
-    Bc = B.to(cdt) if len(chunks) == 1 and counts is None else None
+    kernel = count_kernels.runs_loo(B, counts)  # one read of B, the same bits
+    # one chunk (a padded batch): B is converted once, for the scores and the level
+    # sums (not for the kernel, which reads the bytes)
+    Bc = B.to(cdt) if len(chunks) == 1 and counts is None and not kernel else None
     score = (B.sum(dim=2) if Bc is None else Bc.sum(dim=2)).to(torch.int64)  # exact: m < 2**24
     if valid is not None:
         score = score.masked_fill(~valid, m + 2)  # sorted last, never a real score - 1
@@ -131,7 +133,7 @@ def loo_auc_uniform(
     adjacent = torch.zeros((T, levels), dtype=wide, device=dev)
     adjacent[:, 1:] = value[:, 1:] == value[:, :-1] + 1
     shift = (2 * rows_below).sub_(torch.cat((size[:, :1] * 0, size[:, :-1]), dim=1) * adjacent)
-    if count_kernels.runs_loo(B, counts):  # one read of B, the same bits
+    if kernel:
         return count_kernels.loo_auc_uniform(B, perm, level, first, real, shift, adjacent, total)
     base = torch.arange(T, device=dev)[:, None] * (levels + 1)
     slot = (torch.empty_like(level).scatter_(1, perm, level) + base).reshape(-1)
