@@ -38,8 +38,9 @@ from .pair_kernel import launch, runs_kernel
 
 #: the most rows (per task) the LOO-AUC kernel holds in one tile
 MAX_ROWS = 1024
-#: entries of a program's (rows, tests) tile
-_TILE = 8192
+#: entries of a program's (rows, tests) tile: with 8 warps, 16 int32 counts a
+#: thread per tensor, in registers. Untuned: no GPU has run the kernels yet.
+_TILE = 4096
 #: rows and tests of a row-scores program's tile
 _SCORE_ROWS = 16
 _SCORE_TESTS = 128
@@ -230,7 +231,7 @@ def loo_auc_uniform(
         m,
         ROWS=rows,
         TESTS=tests,
-        num_warps=4,
+        num_warps=8,
     )
     return L, P
 

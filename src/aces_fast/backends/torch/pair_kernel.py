@@ -48,7 +48,9 @@ TRITON_ENV_VAR = "ACES_FAST_TORCH_TRITON"
 #: whatever the batch's padding)
 ROWS = 32
 COLS = 32
-#: tests per program when the grid has programs to spare, else one
+#: tests per program when the grid has programs to spare, else one. With 4, a
+#: float64 tile is 4 096 values: 8 warps keep each thread's share (16) in
+#: registers; with one, 4 warps. Untuned: no GPU has run the kernel yet.
 TESTS = 4
 #: programs from which ``TESTS`` tests share one (the pair table then read once
 #: for them): enough to fill a GPU's multiprocessors several times over
@@ -226,7 +228,8 @@ class PairSums:
             "pair", kernel(), self.grid,
             *inputs, excess, grad, grad.stride(0), grad.stride(1), self.uw, self.col,
             self.T, self.U, self.m,
-            EXP_TRICK=exp_trick, TESTS=self.tests, ROWS=ROWS, COLS=COLS, num_warps=4,
+            EXP_TRICK=exp_trick, TESTS=self.tests, ROWS=ROWS, COLS=COLS,
+            num_warps=8 if self.tests > 1 else 4,
         )  # fmt: skip
         torch.sum(self.uw, dim=0, out=cv)
 
