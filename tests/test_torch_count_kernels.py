@@ -45,12 +45,15 @@ def test_loo_kernel_is_chosen_on_cuda_with_the_switch(switched_on, monkeypatch):
 
 
 def test_scores_kernel_is_chosen_on_cuda_with_the_switch(switched_on, monkeypatch):
-    assert count_kernels.runs_scores(_B(200, 500))
-    assert count_kernels.runs_scores(_B(3, 200, 500))
-    assert not count_kernels.runs_scores(_B(2, 3, 200, 500))  # one leading dimension at most
-    assert not count_kernels.runs_scores(_B(3, 200, 500, device=torch.device("cpu")))
+    w, w3 = torch.zeros(500), torch.zeros((3, 500))
+    assert count_kernels.runs_scores(_B(200, 500), w)
+    assert count_kernels.runs_scores(_B(3, 200, 500), w3)
+    assert count_kernels.runs_scores(_B(3, 200, 500), w)  # one vector for every task
+    assert not count_kernels.runs_scores(_B(200, 500), w3)  # B broadcast over w's tasks
+    assert not count_kernels.runs_scores(_B(2, 3, 200, 500), w3)  # one leading dimension
+    assert not count_kernels.runs_scores(_B(3, 200, 500, device=torch.device("cpu")), w3)
     monkeypatch.delenv(pair_kernel.TRITON_ENV_VAR)
-    assert not count_kernels.runs_scores(_B(3, 200, 500))
+    assert not count_kernels.runs_scores(_B(3, 200, 500), w3)
 
 
 def test_cpu_tensors_never_reach_a_kernel(switched_on, monkeypatch):
@@ -112,6 +115,7 @@ def test_cuda_kernels_give_the_torch_paths_bits(monkeypatch):
                 *loo_auc.loo_auc_uniform(B, None, chunk_elements=None),
                 *loo_auc.loo_auc_uniform(B, valid, chunk_elements=None),
                 scores.row_scores(B, w),
+                scores.row_scores(B, w[0]),  # one weight vector for every task
                 scores.row_scores(B[0].t().contiguous().t(), w[0]),  # a strided task
             )
         for got, want in zip(runs["1"], runs["0"]):

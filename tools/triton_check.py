@@ -133,6 +133,7 @@ def _check_count_kernels(dev: object) -> int:
                 *loo_auc.loo_auc_uniform(B, None, chunk_elements=None),
                 *loo_auc.loo_auc_uniform(B, valid, chunk_elements=None),
                 scores.row_scores(B, w),
+                scores.row_scores(B, w[0]),  # one weight vector for every task
             )
             if not on:
                 want = got

@@ -236,23 +236,28 @@ def loo_auc_uniform(
     return L, P
 
 
-def runs_scores(B: torch.Tensor) -> bool:
-    """Whether :func:`.scores.row_scores` of ``B`` (..., n, m) takes the kernel."""
+def runs_scores(B: torch.Tensor, w: torch.Tensor) -> bool:
+    """Whether :func:`.scores.row_scores` of ``B`` (..., n, m) and ``w`` takes the
+    kernel: at most one leading (task) dimension, ``w`` (m,) or one row per task,
+    and the switch on for the device."""
     n, m = B.shape[-2], B.shape[-1]
-    return B.dim() <= 3 and runs_kernel(n, m, B.device)
+    fits = w.dim() == 1 or tuple(w.shape[:-1]) == tuple(B.shape[:-2])
+    return B.dim() <= 3 and fits and runs_kernel(n, m, B.device)
 
 
 def row_scores(B: torch.Tensor, slices: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     """``((S_0 + S_1) + S_2) * scale`` with ``S_k = B @ slices[..., k]``, float64
     (..., n), for uint8 ``B`` (..., n, m) (at most one leading dimension) and the
-    exact slices (..., m, 3) and scale (..., 1) of :func:`.scores.weight_slices`.
+    exact slices (..., m, 3) and scale (..., 1) of :func:`.scores.weight_slices`
+    (of one weight vector, or of one per task).
     Each sum is exact in any order, so the bits equal :func:`.scores.row_scores`'.
     One read of ``B``; O(n m) per task."""
     Bt = B if B.dim() == 3 else B[None]
     T, n, m = Bt.shape
     out = torch.empty((T, n), dtype=torch.float64, device=B.device)
-    S = slices.reshape(T, m, 3).to(torch.float64).contiguous()
-    sc = scale.reshape(T).to(torch.float64).contiguous()
+    # one weight vector for every task (w (m,)) is the same slices for each
+    S = slices.reshape(-1, m, 3).expand(T, m, 3).to(torch.float64).contiguous()
+    sc = scale.reshape(-1).expand(T).to(torch.float64).contiguous()
     launch(
         "row-score",
         kernels()["slice_sums"],

@@ -82,7 +82,7 @@ def row_scores(
     if m > 2**26:
         raise ValueError(f"row_scores supports at most 2**26 tests; got m={m}")
     slices, scale = weight_slices(w.to(torch.float64))
-    if count_kernels.runs_scores(B):  # one read of B, no float64 copy; the same bits
+    if count_kernels.runs_scores(B, w):  # one read of B, no float64 copy; the same bits
         return count_kernels.row_scores(B, slices, scale)
     per_row = max(1, out.numel() // n * m)
     step = max(1, chunk_elements // per_row)
