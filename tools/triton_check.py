@@ -27,6 +27,7 @@ import argparse
 import itertools
 import os
 import sys
+from typing import Any
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     return _check_count_kernels(dev)
 
 
-def _check_count_kernels(dev: object) -> int:
+def _check_count_kernels(dev: Any) -> int:
     """Sections 3 and 4 of the module docstring."""
     import numpy as np
     import torch
@@ -118,6 +119,8 @@ def _check_count_kernels(dev: object) -> int:
 
     gen = torch.Generator().manual_seed(3)
     shapes = [(1, 1, 1), (1, 5, 3), (3, 9, 7), (4, 40, 33), (2, 200, 70), (5, 17, 130), (2, 64, 1)]
+    if dev.type == "cuda":  # sizes the interpreter would take minutes over
+        shapes += [(2, count_kernels.MAX_ROWS, 3), (300, 24, 100), (2, 200, 500)]
     cases = 0
     for (T, n, m), dup, density in itertools.product(shapes, (False, True), (0.0, 0.4, 1.0)):
         B = (torch.rand(T, n, m, generator=gen) < density).to(torch.uint8)
@@ -134,6 +137,7 @@ def _check_count_kernels(dev: object) -> int:
                 *loo_auc.loo_auc_uniform(B, valid, chunk_elements=None),
                 scores.row_scores(B, w),
                 scores.row_scores(B, w[0]),  # one weight vector for every task
+                scores.row_scores(B[0].t().contiguous().t(), w[0]),  # a strided task
             )
             if not on:
                 want = got
