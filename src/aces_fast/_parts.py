@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from . import _env
 from ._engine import require_arrow
 
 __all__ = ["MAX_PAGE_BYTES", "WRITERS", "encode_part", "part_writer"]
@@ -54,10 +55,10 @@ def part_writer() -> str:
     ValueError
         Any other value, named.
     """
-    name = os.environ.get("ACES_FAST_PART_WRITER", "").strip().lower() or "compiled"
+    name = os.environ.get(_env.PART_WRITER, "").strip().lower() or "compiled"
     if name not in WRITERS:
         raise ValueError(
-            f"ACES_FAST_PART_WRITER={os.environ['ACES_FAST_PART_WRITER']!r}: "
+            f"{_env.PART_WRITER}={os.environ[_env.PART_WRITER]!r}: "
             f"expected one of {', '.join(WRITERS)}"
         )
     return name

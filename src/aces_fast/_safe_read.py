@@ -39,14 +39,16 @@ from typing import IO, NamedTuple
 
 import numpy as np
 
+from . import _env
+
 #: Default cells (n x m) of one pass matrix: 2**28 = 268,435,456 (256 MiB as
 #: uint8). Four times a 10**6 x 64 pool, 10**4 times the largest bundled problem.
 DEFAULT_MAX_CELLS = 1 << 28
 #: Default bytes of data in one file after decompression: 2**30 (1 GiB), the sum
 #: of an npz's member sizes or the decompressed text of a JSONL/CSV file.
 DEFAULT_MAX_BYTES = 1 << 30
-ENV_MAX_CELLS = "ACES_FAST_MAX_CELLS"
-ENV_MAX_BYTES = "ACES_FAST_MAX_BYTES"
+ENV_MAX_CELLS = _env.MAX_CELLS
+ENV_MAX_BYTES = _env.MAX_BYTES
 
 # np.load refuses headers longer than this without allow_pickle; so do we.
 _MAX_HEADER = 10_000

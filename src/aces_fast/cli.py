@@ -44,6 +44,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
 
+from . import _env
 from ._env import flag as env_flag
 from .backends import BackendUnavailableError
 
@@ -1227,7 +1228,7 @@ def _traceback_wanted() -> bool:
     """``ACES_FAST_TRACEBACK`` on (:func:`aces_fast._env.flag`); a value that is no
     switch word counts as on: it was set to see the traceback."""
     try:
-        return env_flag("ACES_FAST_TRACEBACK", False)
+        return env_flag(_env.TRACEBACK, False)
     except ValueError:
         return True
 

@@ -22,6 +22,7 @@ import os
 import threading
 from typing import Any, cast
 
+from .. import _env
 from .._validation import tensor_device
 from . import host_route as _host_route
 from .base import Backend, BackendUnavailableError
@@ -39,7 +40,7 @@ __all__ = [
     "resolve_backend",
 ]
 
-ENV_VAR = "ACES_FAST_BACKEND"
+ENV_VAR = _env.BACKEND
 
 #: name -> module implementing it, in ``auto`` preference order for CPU input.
 _MODULES: dict[str, str] = {

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _registry, _semantics
+from .. import _env, _registry, _semantics
 from .._compiled import core as _maybe_core
 from .._compiled import import_error
 from .._validation import as_pass_matrix, check_zero_one
@@ -47,7 +47,7 @@ def _default_threads() -> int:
     else ``-ceiling``: the compiled layer chooses by each call's work, up to
     OpenMP's default (``_core.threads_for_work``). At most the compiled layer's
     limit (a larger setting would fail every call)."""
-    env = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+    env = os.environ.get(_env.OMP_THREADS, "").split(",")[0].strip()
     if env.isdigit() and int(env) > 0:
         return min(int(env), _MAX_THREADS)
     return -min(int(core.max_threads()), _MAX_THREADS)

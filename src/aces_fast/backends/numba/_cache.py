@@ -55,10 +55,11 @@ import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from ... import _env
 from ..._env import flag
 
-ENV = "ACES_FAST_NUMBA_CACHE"
-DIR_ENV = "ACES_FAST_NUMBA_CACHE_DIR"
+ENV = _env.NUMBA_CACHE
+DIR_ENV = _env.NUMBA_CACHE_DIR
 #: numba settings (``numba.core.config`` names) that change the generated code
 _CODEGEN_SETTINGS = (
     "OPT",

@@ -110,7 +110,7 @@ from typing import Any
 
 import numpy as np
 
-from ... import _registry
+from ... import _env, _registry
 from ..._validation import as_pass_matrix, as_weights, is_torch_tensor
 from ...batch_result import BatchResult
 from ...result import SurrogateResult
@@ -141,7 +141,7 @@ else:
     _IMPORT_ERROR = None
 
 #: Environment variable choosing the working dtype ("float64" or "float32").
-DTYPE_ENV_VAR = "ACES_FAST_TORCH_DTYPE"
+DTYPE_ENV_VAR = _env.TORCH_DTYPE
 #: Documented agreement of float32 mode with the float64 reference.
 FLOAT32_RTOL = 1e-4
 FLOAT32_WEIGHT_ATOL = 1e-4

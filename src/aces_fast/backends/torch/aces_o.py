@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import torch
 
+from ... import _env
 from ..._constants import ADAM_BETA1, ADAM_BETA2, ADAM_EPS, SNAP_RTOL_FLOAT32
 from ..._constants import SNAP_RTOL as _SNAP_RTOL64
 from ..._env import flag
@@ -394,7 +395,7 @@ def repeat(step: Callable[[], None], count: int, graph: type[StepGraph] | None) 
 #: captured CUDA graph (:class:`StepGraph`). Measured on an H200
 #: (benchmarks/results/2026-11-29-h200.txt, same bits either way): one 200x500
 #: call 38.7 ms eager, 21.0 ms replayed; a batch of 200 such tasks 260 / 254 ms.
-CUDA_GRAPHS_ENV_VAR = "ACES_FAST_TORCH_CUDA_GRAPHS"
+CUDA_GRAPHS_ENV_VAR = _env.TORCH_CUDA_GRAPHS
 
 
 def step_graph(device: torch.device) -> type[StepGraph] | None:

@@ -44,10 +44,11 @@ from typing import Any
 
 import torch
 
+from ... import _env
 from ..._env import flag
 
 #: Environment variable turning the fused mode on ("1") when the backend is loaded.
-FUSED_ENV_VAR = "ACES_FAST_TORCH_FUSED"
+FUSED_ENV_VAR = _env.TORCH_FUSED
 
 _lock = threading.Lock()
 _compiled: dict[bool, Any] = {}
