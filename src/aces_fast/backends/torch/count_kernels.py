@@ -29,12 +29,11 @@ checked bit for bit against the torch paths under Triton's CPU interpreter
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import torch
 
-from .pair_kernel import launch, runs_kernel
+from .pair_kernel import built, launch, runs_kernel
 
 #: the most rows (per task) the LOO-AUC kernel holds in one tile
 MAX_ROWS = 1024
@@ -44,9 +43,6 @@ _TILE = 4096
 #: rows and tests of a row-scores program's tile
 _SCORE_ROWS = 16
 _SCORE_TESTS = 128
-
-_lock = threading.Lock()
-_built: dict[str, Any] = {}
 
 
 def _build() -> dict[str, Any]:
@@ -155,11 +151,8 @@ def _build() -> dict[str, Any]:
 
 
 def kernels() -> dict[str, Any]:
-    """The ``triton.jit`` kernels, defined on first use (Triton imported lazily)."""
-    with _lock:
-        if not _built:
-            _built.update(_build())
-        return _built
+    """The ``triton.jit`` kernels by name (:func:`.pair_kernel.built`)."""
+    return built("count_kernels", _build)
 
 
 def runs_loo(B: torch.Tensor, counts: torch.Tensor | None) -> bool:

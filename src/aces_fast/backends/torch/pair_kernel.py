@@ -36,12 +36,13 @@ from typing import Any
 
 import torch
 
+from ... import _env
 from ..._env import flag
 
 #: "1" (or another on word, :func:`aces_fast._env.flag`) sends CUDA tensors' pair
 #: sums to the kernel where Triton is importable; unset or an off word, the other
 #: routes. Read at every surrogate.
-TRITON_ENV_VAR = "ACES_FAST_TORCH_TRITON"
+TRITON_ENV_VAR = _env.TORCH_TRITON
 
 #: A tile of one program: ``TESTS`` tests x ``ROWS`` passer rows x ``COLS`` failer
 #: columns of one task (fixed, so that a task's sums are grouped the same way
@@ -181,13 +182,20 @@ def _build() -> Any:
     return pair_sums
 
 
-def kernel() -> Any:
-    """The compiled-on-first-launch kernel (built once per process)."""
+def built(name: str, build: Any) -> Any:
+    """``build()``'s result, made once per process under ``name``: the Triton
+    kernels of this module and :mod:`.count_kernels` are defined on first use
+    (Triton imported lazily), each compiled on its first launch."""
     with _lock:
-        fn = _kernels.get("pair_sums")
+        fn = _kernels.get(name)
         if fn is None:
-            fn = _kernels["pair_sums"] = _build()
+            fn = _kernels[name] = build()
         return fn
+
+
+def kernel() -> Any:
+    """The pair-sums kernel (:func:`built`)."""
+    return built("pair_sums", _build)
 
 
 def tests_per_program(T: int, m: int) -> int:

@@ -110,8 +110,9 @@ class Surrogate:
     Otherwise with ``fused`` they are one compiled computation
     (:func:`.fused.pair_terms`). Either way there are no chunks and no pair
     tensor (``workspace`` unused), and the values agree with the eager path's
-    up to summation order; :func:`pair_route` says which runs. Where neither applies (:func:`.fused.runs_fused`: fewer than two rows
-    or tests, no compiler), the chunks run, in ``workspace``.
+    up to summation order; :func:`pair_route` says which runs. Where neither
+    applies (:func:`.fused.runs_fused`: fewer than two rows or tests, no
+    compiler), the chunks run, in ``workspace``.
     """
 
     def __init__(
