@@ -125,3 +125,18 @@ def test_cuda_aces_c_through_the_kernels(monkeypatch):
     for k in range(len(stack)):
         np.testing.assert_array_equal(npy(got[k].order), want[k].order)
         np.testing.assert_allclose(npy(got[k].scores), want[k].scores, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 24, 100, 200, 257, count_kernels.MAX_ROWS])
+@pytest.mark.parametrize("m", [1, 5, 100, 500, 2000, 100_000])
+def test_loo_tile_holds_the_task(n, m):
+    """The LOO-AUC tile holds every row of a task (the prefix sums run down one
+    tile), is a power of two each way (tl.arange), and stays within the tile
+    size whose compiled code keeps its counts in registers (tools/triton_aot.py)."""
+    config = count_kernels.loo_config(n, m)
+    rows, tests = config["ROWS"], config["TESTS"]
+    assert n <= rows < 2 * n
+    assert rows & (rows - 1) == 0 and tests & (tests - 1) == 0
+    assert rows * tests <= count_kernels._TILE
+    assert tests <= max(1, 2 * m - 1)  # never twice wider than the tests
+    assert rows * tests == count_kernels._TILE or tests >= m

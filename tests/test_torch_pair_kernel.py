@@ -193,3 +193,15 @@ def test_cuda_aces_o_through_the_kernel(monkeypatch, method, top_k):
             np.testing.assert_allclose(npy(res.weights), want.weights, rtol=0, atol=1e-9)
             np.testing.assert_allclose(npy(res.weights), npy(eager[k].weights), rtol=0, atol=1e-10)
             np.testing.assert_array_equal(npy(res.order), want.order)
+
+
+@pytest.mark.parametrize("tests", [1, pair_kernel.TESTS])
+def test_pair_config_is_what_the_kernel_takes(tests):
+    """Every compile-time argument of the kernel, and the warps: wider programs
+    (more tests) get more warps for their larger tiles."""
+    config = pair_kernel.pair_config(tests, exp_trick=True)
+    arg_names = ("EXP_TRICK", "TESTS", "ROWS", "COLS")
+    assert set(config) == {*arg_names, "num_warps"}
+    assert config["TESTS"] == tests and config["EXP_TRICK"] is True
+    assert config["num_warps"] == (8 if tests > 1 else 4)
+    assert not pair_kernel.pair_config(tests, exp_trick=False)["EXP_TRICK"]

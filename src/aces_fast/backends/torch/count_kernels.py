@@ -24,7 +24,9 @@ here reads the stack once, as bytes:
 
 Opt-in until measured on a GPU (``tools/gpu_check.sh``): the arithmetic was
 checked bit for bit against the torch paths under Triton's CPU interpreter
-(``tools/triton_check.py``).
+(``tools/triton_check.py``), and every launch configuration compiles for sm_90
+without spilling registers (``tools/triton_aot.py``, Triton 3.6 as on the GPU
+machine).
 """
 
 from __future__ import annotations
@@ -35,14 +37,20 @@ import torch
 
 from .pair_kernel import built, launch, runs_kernel
 
-#: the most rows (per task) the LOO-AUC kernel holds in one tile
-MAX_ROWS = 1024
+#: the most rows (per task) the LOO-AUC kernel holds in one tile. Not 1024:
+#: compiled for sm_90 (Triton 3.6, ptxas), a 1024-row tile spills 0.3 to 6 kB
+#: of registers per thread to local memory in every tile width and warp count
+#: tried (1 to 4 tests, 4 to 16 warps), 512 rows none (tools/triton_aot.py)
+MAX_ROWS = 512
 #: entries of a program's (rows, tests) tile: with 8 warps, 16 int32 counts a
-#: thread per tensor, in registers. Untuned: no GPU has run the kernels yet.
+#: thread per tensor, in registers (76 to 124 registers a thread on sm_90, no
+#: spills). Untuned for speed: no GPU has run the kernels yet.
 _TILE = 4096
-#: rows and tests of a row-scores program's tile
+_LOO_WARPS = 8
+#: rows and tests of a row-scores program's tile, and its warps
 _SCORE_ROWS = 16
 _SCORE_TESTS = 128
+_SCORE_WARPS = 4
 
 
 def _build() -> dict[str, Any]:
@@ -167,6 +175,25 @@ def _pow2(x: int) -> int:
     return 1 << max(0, int(x) - 1).bit_length()
 
 
+def loo_config(n: int, m: int) -> dict[str, int]:
+    """The LOO-AUC kernel's compile-time parameters for tasks of ``n`` rows
+    (``1 <= n <= MAX_ROWS``) and ``m`` tests: ``ROWS`` (``n`` rounded up to a
+    power of two), ``TESTS`` (a tile of at most ``_TILE`` entries) and
+    ``num_warps``. What the package launches, and what tools/triton_aot.py
+    compiles."""
+    rows = _pow2(n)
+    return {
+        "ROWS": rows,
+        "TESTS": max(1, min(_pow2(m), _TILE // rows)),
+        "num_warps": _LOO_WARPS,
+    }
+
+
+def scores_config() -> dict[str, int]:
+    """The row-score kernel's compile-time parameters (one for every shape)."""
+    return {"ROWS": _SCORE_ROWS, "TESTS": _SCORE_TESTS, "num_warps": _SCORE_WARPS}
+
+
 def loo_auc_uniform(
     B: torch.Tensor,
     perm: torch.Tensor,
@@ -200,12 +227,11 @@ def loo_auc_uniform(
     adj_r = torch.where(real, adjacent.gather(1, lvl), 0).to(torch.int32)
     L = torch.empty((T, m), dtype=torch.float64, device=dev)
     P = torch.empty((T, m), dtype=torch.int64, device=dev)
-    rows = _pow2(n)
-    tests = max(1, min(_pow2(m), _TILE // rows))
+    config = loo_config(n, m)
     launch(
         "LOO-AUC",
         kernels()["loo_uniform"],
-        (-(-m // tests), T),
+        (-(-m // config["TESTS"]), T),
         B,
         B.stride(0),
         B.stride(1),
@@ -222,9 +248,7 @@ def loo_auc_uniform(
         P,
         n,
         m,
-        ROWS=rows,
-        TESTS=tests,
-        num_warps=8,
+        **config,
     )
     return L, P
 
@@ -264,8 +288,6 @@ def row_scores(B: torch.Tensor, slices: torch.Tensor, scale: torch.Tensor) -> to
         out,
         n,
         m,
-        ROWS=_SCORE_ROWS,
-        TESTS=_SCORE_TESTS,
-        num_warps=4,
+        **scores_config(),
     )
     return out.reshape(B.shape[:-1])
