@@ -46,6 +46,15 @@ def main(argv: list[str] | None = None) -> int:
     if not pair_kernel.triton_available():
         print("triton_check: Triton does not import here (pip install triton)", file=sys.stderr)
         return 2
+    if args.device == "cpu" and _interpreter_rejects_numpy():
+        print(
+            f"triton_check: the interpreter of Triton {_version('triton')} fails on numpy "
+            f"{np.__version__} before it runs a kernel (a 1-element array where it wants a "
+            "scalar); put numpy < 2.4 first on the path (pip install --target DIR "
+            "numpy==2.2.6; PYTHONPATH=DIR) or use Triton 3.9",
+            file=sys.stderr,
+        )
+        return 2
     dev = torch.device(args.device)
     gen = torch.Generator().manual_seed(0)
     worst = 0.0
@@ -167,6 +176,20 @@ def _check_count_kernels(dev: Any) -> int:
         return 1
     print(f"ACES-C through the count kernels: orders as cpp's, values within {worst:.1e}")
     return 0
+
+
+def _version(name: str) -> str:
+    from importlib.metadata import version
+
+    return version(name)
+
+
+def _interpreter_rejects_numpy() -> bool:
+    """Triton 3.6's interpreter (the GPU machine's version) with numpy 2.4: it takes
+    ``int()`` of 1-element arrays, which numpy 2.4 refuses (2.3 warns). Seen with
+    these two; Triton 3.9 with numpy 2.4 and Triton 3.6 with numpy 2.2 run."""
+    major_minor = lambda v: tuple(int(x) for x in v.split(".")[:2])  # noqa: E731
+    return major_minor(_version("triton")) <= (3, 6) and major_minor(_version("numpy")) >= (2, 4)
 
 
 if __name__ == "__main__":
