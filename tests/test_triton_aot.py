@@ -55,3 +55,14 @@ def test_a_taller_tile_would_spill(tool):
         tool._cuobjdump(),
     )
     assert small["stack"] == 0 and 0 < small["regs"] <= 255
+
+
+def test_the_tilings_the_sweep_times_compile_without_spills(tool, capsys):
+    """tools/triton_sweep.py times other tilings on the next GPU: each of them
+    compiles for sm_90 and keeps its values in registers, so no GPU time goes
+    to a tiling that cannot win."""
+    assert tool.main(["--sweep"]) == 0
+    out = capsys.readouterr().out
+    sweep = tool._sweep_cases()
+    assert len(sweep) == out.count("\n") - 3  # the header lines and the verdict
+    assert {label.split()[0] for label, *_ in sweep} == {"pair", "loo", "row"}

@@ -2,7 +2,8 @@
 # One command for a GPU machine (issue 22, item 6): build the package, run the
 # cuda-marked tests, the Triton kernels (ACES_FAST_TORCH_TRITON=1:
 # tools/triton_check.py, the ACES-C and ACES-O cells through them, ACES-O in
-# float64 and float32, their parity), the goal cells timed and profiled
+# float64 and float32, their parity, other tilings timed by
+# tools/triton_sweep.py), the goal cells timed and profiled
 # (tools/gpu_profile.py: cpp vs CUDA, kernels, syncs, device busy time), the
 # parity check (tools/gpu_parity.py: every method, torch on CUDA vs cpp),
 # ACES-O with and without CUDA graphs
@@ -141,10 +142,15 @@ if [ -n "$SITE" ]; then
             --json "$LOGDIR/profile-kernel-f32.json" --tables "$LOGDIR/profile-kernel-f32-tables.txt"
         step parity-kernel 90 env ACES_FAST_TORCH_TRITON=1 "$PYTHON" tools/gpu_parity.py \
             --device cuda --quick
+        # other tilings of the three kernels, checked and timed (sets no default)
+        step triton-sweep 150 "$PYTHON" tools/triton_sweep.py --json "$LOGDIR/triton-sweep.json"
     elif "$PYTHON" -c 'import triton' 2>/dev/null; then
         echo "== triton-check: no CUDA device: the kernel under Triton's CPU interpreter"
         step triton-check 240 "$PYTHON" tools/triton_check.py --device cpu
-        [ $? = 0 ] && STEPS[-1]="triton-check|pass (CPU interpreter)|${STEPS[-1]##*|}"
+        case $? in  # 2: the interpreter cannot run here (its log says why)
+            0) STEPS[-1]="triton-check|pass (CPU interpreter)|${STEPS[-1]##*|}" ;;
+            2) STEPS[-1]="triton-check|not run: see triton-check.log|${STEPS[-1]##*|}" ;;
+        esac
     else
         record triton-check "not run: no CUDA device, no Triton" 0
     fi

@@ -24,6 +24,7 @@ that they are fast or right: ``tools/triton_check.py`` checks the arithmetic,
 
     PYTHONPATH=src python tools/triton_aot.py            # the launch extremes
     PYTHONPATH=src python tools/triton_aot.py --all      # every LOO-AUC tile
+    PYTHONPATH=src python tools/triton_aot.py --sweep    # tools/triton_sweep.py's
 """
 
 from __future__ import annotations
@@ -117,10 +118,51 @@ def _cases(every_tile: bool) -> list[tuple[str, Any, dict[str, str], dict[str, A
     return cases
 
 
+def _sweep_cases() -> list[tuple[str, Any, dict[str, str], dict[str, Any]]]:
+    """The tilings tools/triton_sweep.py times, as compile cases (``--sweep``): the
+    pair tilings in both precisions, the LOO-AUC tiles at the sweep's row
+    counts and the tallest, the row-score tiles."""
+    import importlib.util
+
+    from aces_fast.backends.torch import count_kernels as ck
+
+    path = Path(__file__).resolve().parent / "triton_sweep.py"
+    spec = importlib.util.spec_from_file_location("triton_sweep", path)
+    sweep = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(sweep)  # type: ignore[union-attr]
+    base = {label: (fn, sig) for label, fn, sig, _ in _cases(False)}
+    cases = []
+    for dtype in ("fp64", "fp32"):
+        fn, sig = base[f"pair {dtype} tests=1 exp_trick=1"]
+        for tests, rows, cols, warps in sweep.PAIR_TILES:
+            config = {"EXP_TRICK": True, "TESTS": tests, "ROWS": rows, "COLS": cols}
+            label = f"pair {dtype} tests={tests} {rows}x{cols}"
+            cases.append((label, fn, sig, dict(config, num_warps=warps)))
+    fn, sig = base["loo rows=1 tests=1"]
+    saved = ck._TILE, ck._LOO_WARPS
+    try:
+        for tile, warps in sweep.LOO_TILES:
+            ck._TILE, ck._LOO_WARPS = tile, warps
+            for n, m in {(n, m) for _, _, n, m in sweep.COUNT_CELLS} | {(ck.MAX_ROWS, 1)}:
+                config = ck.loo_config(n, m)
+                label = f"loo tile={tile} rows={config['ROWS']} tests={config['TESTS']}"
+                cases.append((label, fn, sig, config))
+    finally:
+        ck._TILE, ck._LOO_WARPS = saved
+    fn, sig = base["row scores"]
+    for rows, tests, warps in sweep.SCORE_TILES:
+        config = {"ROWS": rows, "TESTS": tests, "num_warps": warps}
+        cases.append((f"row scores {rows}x{tests}", fn, sig, config))
+    return cases
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--arch", type=int, default=90, help="compute capability x 10")
     parser.add_argument("--all", action="store_true", help="every LOO-AUC tile width")
+    parser.add_argument(
+        "--sweep", action="store_true", help="the tilings tools/triton_sweep.py times, instead"
+    )
     args = parser.parse_args(argv)
     try:
         import triton
@@ -131,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"triton_aot: Triton {triton.__version__}, sm_{args.arch}")
     print(f"{'kernel':40} {'warps':>5} {'regs':>5} {'stack':>6} {'shared':>7}")
     bad = []
-    for label, fn, sig, config in _cases(args.all):
+    for label, fn, sig, config in _sweep_cases() if args.sweep else _cases(args.all):
         try:
             res = _resources(_compile(fn, sig, config, args.arch), tool)
         except Exception as exc:  # a compiler error: report it, go on

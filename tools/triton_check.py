@@ -75,8 +75,7 @@ def main(argv: list[str] | None = None) -> int:
             for t in (P, x, ft, pt, pt / safe[:, :, None], -0.5 * (pairs > 0).double(), w / safe)
         ]
         want = pair_terms(*inputs, exp_trick=exp_trick)
-        sums = pair_kernel.PairSums(T, U, m, torch.float64, dev)
-        sums.tests, sums.grid = tests, (-(-m // tests), T)
+        sums = pair_kernel.PairSums(T, U, m, torch.float64, dev, tests=tests)
         nan = float("nan")
         outs = (
             torch.full((m, T), nan, dtype=torch.float64, device=dev),

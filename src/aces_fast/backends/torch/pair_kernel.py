@@ -227,14 +227,31 @@ class PairSums:
 
     One kernel launch plus one reduction over tests (``cv``); O(T U^2 m) time,
     O(T U m) memory (two buffers), nothing read back to the host.
+
+    ``tests`` and ``tile`` (``ROWS``, ``COLS``, ``num_warps``) replace
+    :func:`tests_per_program`'s and :func:`pair_config`'s choices, for the
+    tools that check and time other tilings (tools/triton_check.py,
+    tools/triton_sweep.py); the sums then group in another order (the same
+    values to rounding).
     """
 
-    def __init__(self, T: int, U: int, m: int, dtype: torch.dtype, device: torch.device):
+    def __init__(
+        self,
+        T: int,
+        U: int,
+        m: int,
+        dtype: torch.dtype,
+        device: torch.device,
+        *,
+        tests: int | None = None,
+        tile: dict[str, int] | None = None,
+    ):
         self.T, self.U, self.m = T, U, m
         self.uw = torch.empty((m, T, U), dtype=dtype, device=device)
         self.col = torch.empty((m, T, U), dtype=dtype, device=device)
-        self.tests = tests_per_program(T, m)
+        self.tests = tests_per_program(T, m) if tests is None else tests
         self.grid = (-(-m // self.tests), T)
+        self.tile = dict(tile or {})
 
     def run(
         self,
@@ -249,7 +266,7 @@ class PairSums:
         launch(
             "pair", kernel(), self.grid,
             *inputs, excess, grad, grad.stride(0), grad.stride(1), self.uw, self.col,
-            self.T, self.U, self.m, **pair_config(self.tests, exp_trick),
+            self.T, self.U, self.m, **{**pair_config(self.tests, exp_trick), **self.tile},
         )  # fmt: skip
         torch.sum(self.uw, dim=0, out=cv)
 

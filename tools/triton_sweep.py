@@ -1,0 +1,263 @@
+"""The torch backend's Triton kernels in other tilings: each checked against the
+package's own tiling, then timed on the GPU, so that one lent GPU call can
+choose the defaults.
+
+Not part of the package: a measuring script for a GPU machine. The kernels'
+tile sizes and warps were set without a GPU (``pair_kernel.pair_config``,
+``count_kernels.loo_config`` and ``scores_config``); every tiling below
+compiles for sm_90 without spills (``tools/triton_aot.py --sweep``). For each
+cell (the shapes of issue #22's goals) and each tiling it
+
+1. runs the kernel on fresh random inputs and compares it with the package's
+   tiling: the pair sums to 1e-12 relative in float64 (1e-5 in float32: the
+   sums group in another order), the LOO-AUC and row-score kernels bit for
+   bit (they count exactly in any order);
+2. times it with ``triton.testing.do_bench`` (CUDA events, median), warm-up
+   and compile excluded.
+
+It prints one table per cell, fastest first, the package's tiling marked
+``*``, and ``--json FILE`` keeps every number. ``--device cpu`` runs only
+the checks, on small shapes, under Triton's CPU interpreter (minutes; see
+tools/triton_check.py for the numpy it needs).
+
+    python tools/triton_sweep.py                 # on the GPU
+    PYTHONPATH=src python tools/triton_sweep.py --device cpu
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from functools import partial
+from typing import Any
+
+#: pair kernel tilings: (tests a program, passer rows, failer columns, warps)
+PAIR_TILES = [
+    (1, 32, 32, 4),
+    (1, 32, 32, 8),
+    (1, 16, 16, 2),
+    (1, 32, 16, 4),
+    (1, 32, 64, 8),
+    (1, 64, 64, 8),
+    (2, 32, 32, 4),
+    (4, 32, 32, 8),
+    (4, 16, 32, 4),
+    (4, 16, 16, 4),
+    (8, 16, 16, 4),
+]
+#: LOO-AUC kernel: (entries of a program's tile, warps)
+LOO_TILES = [(1024, 4), (2048, 4), (2048, 8), (4096, 4), (4096, 8), (4096, 16), (8192, 16)]
+#: row-score kernel: (rows, tests, warps) of a program
+SCORE_TILES = [(16, 128, 4), (8, 128, 4), (32, 128, 4), (16, 64, 2), (16, 256, 8), (64, 64, 8)]
+
+#: (label, T, U, m, dtype) of the pair kernel's cells: ACES-O batches keep the
+#: top K = 24 rows, top_k=None keeps all
+PAIR_CELLS = [
+    ("batch ACES-O 200 x 200x500 K=24", 200, 24, 500, "float64"),
+    ("one ACES-O 200x500 K=24", 1, 24, 500, "float64"),
+    ("ACES-O top_k=None 2000x1000", 1, 2000, 1000, "float64"),
+    ("ACES-O top_k=None 2000x1000 f32", 1, 2000, 1000, "float32"),
+]
+#: (label, T, n, m) of the LOO-AUC and row-score cells
+COUNT_CELLS = [
+    ("batch ACES-C 2000 x 200x500", 2000, 200, 500),
+    ("batch ACES-C 20000 x 24x100", 20000, 24, 100),
+    ("one ACES-C 200x500", 1, 200, 500),
+]
+#: the same, small enough for the interpreter
+CPU_PAIR_CELLS = [("small", 2, 37, 9, "float64"), ("small f32", 1, 40, 5, "float32")]
+CPU_COUNT_CELLS = [("small", 3, 45, 70), ("tall", 1, 300, 6)]
+
+
+def _pair_inputs(T: int, U: int, m: int, dtype: Any, dev: Any, gen: Any) -> list[Any]:
+    """:func:`.fused.pair_terms`'s seven inputs for random scores and 0/1 columns
+    with multiplicities (the exp trick's form, ACES-O's usual one)."""
+    import torch
+
+    s = 2 * torch.randn(T, U, 1, generator=gen, dtype=torch.float64)
+    w = torch.rand(m, T, generator=gen, dtype=torch.float64) / m
+    P, x = torch.exp(s.transpose(1, 2) - s), torch.exp(w)
+    B = (torch.rand(m, T, U, generator=gen) < 0.5).double()
+    c = torch.randint(1, 3, (1, T, U), generator=gen).double()
+    pt, ft = B * c, (1 - B) * c
+    pairs = pt.sum(-1) * ft.sum(-1)
+    safe = torch.where(pairs > 0, pairs, 1.0)
+    raw = (P, x, ft, pt, pt / safe[:, :, None], -0.5 * (pairs > 0).double(), w / safe)
+    return [t.to(device=dev, dtype=dtype).contiguous() for t in raw]
+
+
+def _pair_outputs(T: int, U: int, m: int, dtype: Any, dev: Any) -> tuple[Any, Any, Any]:
+    """``excess`` (m, T), ``grad`` (m, T, strided) and ``cv`` (T, U), poisoned
+    with nan so that an entry left unwritten shows."""
+    import torch
+
+    nan = float("nan")
+    return (
+        torch.full((m, T), nan, dtype=dtype, device=dev),
+        torch.full((T, m), nan, dtype=dtype, device=dev).t(),
+        torch.full((T, U), nan, dtype=dtype, device=dev),
+    )
+
+
+def _time(fn: Any, dev: Any) -> float:
+    """Median milliseconds of ``fn()`` (CUDA events), or ``nan`` off the GPU."""
+    if dev.type != "cuda":
+        fn()
+        return float("nan")
+    import triton.testing
+
+    return float(triton.testing.do_bench(fn, warmup=25, rep=200, return_mode="median"))
+
+
+def _sweep_pair(cells: list[Any], dev: Any, gen: Any) -> list[dict[str, Any]]:
+    import torch
+
+    from aces_fast.backends.torch import pair_kernel
+
+    rows: list[dict[str, Any]] = []
+    for label, T, U, m, dtype_name in cells:
+        dtype = getattr(torch, dtype_name)
+        inputs = _pair_inputs(T, U, m, dtype, dev, gen)
+        tol = 1e-12 if dtype == torch.float64 else 1e-5
+        outputs = partial(_pair_outputs, T, U, m, dtype, dev)
+        ref = outputs()
+        pair_kernel.PairSums(T, U, m, dtype, dev).run(inputs, *ref, True)
+        default = pair_kernel.pair_config(pair_kernel.tests_per_program(T, m), True)
+        for tests, r, c, warps in PAIR_TILES:
+            tile = {"ROWS": r, "COLS": c, "num_warps": warps}
+            sums = pair_kernel.PairSums(T, U, m, dtype, dev, tests=tests, tile=tile)
+            out = outputs()
+            sums.run(inputs, *out, True)
+            err = max(
+                float(((a - b).abs().max() / b.abs().max().clamp_min(1e-300)).item())
+                for a, b in zip(out, ref)
+            )
+            if not all(bool(torch.isfinite(a).all()) for a in out):
+                err = float("inf")  # an output left unwritten
+            ms = _time(partial(sums.run, inputs, *out, True), dev)
+            mine = (tests, r, c, warps) == (
+                default["TESTS"],
+                default["ROWS"],
+                default["COLS"],
+                default["num_warps"],
+            )
+            rows.append(
+                {"kernel": "pair", "cell": label, "tile": f"tests={tests} {r}x{c} w{warps}",
+                 "ms": ms, "error": err, "ok": err <= tol, "default": mine}
+            )  # fmt: skip
+    return rows
+
+
+def _sweep_counts(cells: list[Any], dev: Any, gen: Any) -> list[dict[str, Any]]:
+    import torch
+
+    from aces_fast.backends.torch import count_kernels, loo_auc, scores
+
+    count_kernels.runs_kernel = lambda U, m, device: True  # type: ignore[assignment]
+    same = lambda a, b: torch.equal(torch.nan_to_num(a, nan=-7.0), torch.nan_to_num(b, nan=-7.0))  # noqa: E731
+    rows: list[dict[str, Any]] = []
+    saved = (count_kernels._TILE, count_kernels._LOO_WARPS)
+    saved_scores = (
+        count_kernels._SCORE_ROWS,
+        count_kernels._SCORE_TESTS,
+        count_kernels._SCORE_WARPS,
+    )
+    try:
+        for label, T, n, m in cells:
+            B = (torch.rand(T, n, m, generator=gen) < 0.5).to(torch.uint8).to(dev)
+            w = torch.rand(T, m, generator=gen, dtype=torch.float64).to(dev)
+            count_kernels._TILE, count_kernels._LOO_WARPS = saved
+            ref = loo_auc.loo_auc_uniform(B, None, chunk_elements=None)
+            for tile, warps in LOO_TILES:
+                count_kernels._TILE, count_kernels._LOO_WARPS = tile, warps
+                got = loo_auc.loo_auc_uniform(B, None, chunk_elements=None)
+                ok = all(same(a, b) for a, b in zip(got, ref))
+                ms = _time(partial(loo_auc.loo_auc_uniform, B, None, chunk_elements=None), dev)
+                rows.append(
+                    {"kernel": "loo", "cell": label, "tile": f"{tile} w{warps}", "ms": ms,
+                     "error": 0.0 if ok else float("inf"), "ok": ok,
+                     "default": (tile, warps) == saved}
+                )  # fmt: skip
+            count_kernels._TILE, count_kernels._LOO_WARPS = saved
+            (
+                count_kernels._SCORE_ROWS,
+                count_kernels._SCORE_TESTS,
+                count_kernels._SCORE_WARPS,
+            ) = saved_scores
+            ref_s = scores.row_scores(B, w)
+            for r, t, warps in SCORE_TILES:
+                count_kernels._SCORE_ROWS = r
+                count_kernels._SCORE_TESTS = t
+                count_kernels._SCORE_WARPS = warps
+                ok = same(scores.row_scores(B, w), ref_s)
+                ms = _time(partial(scores.row_scores, B, w), dev)
+                rows.append(
+                    {"kernel": "scores", "cell": label, "tile": f"{r}x{t} w{warps}", "ms": ms,
+                     "error": 0.0 if ok else float("inf"), "ok": ok,
+                     "default": (r, t, warps) == saved_scores}
+                )  # fmt: skip
+    finally:
+        count_kernels._TILE, count_kernels._LOO_WARPS = saved
+        (
+            count_kernels._SCORE_ROWS,
+            count_kernels._SCORE_TESTS,
+            count_kernels._SCORE_WARPS,
+        ) = saved_scores
+    return rows
+
+
+def _print(rows: list[dict[str, Any]]) -> None:
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault((row["kernel"], row["cell"]), []).append(row)
+    for (kernel, cell), group in groups.items():
+        base = next((r["ms"] for r in group if r["default"]), float("nan"))
+        print(f"\n{kernel}: {cell}")
+        print(f"  {'tiling':24} {'ms':>9} {'vs *':>6}  check")
+        for r in sorted(group, key=lambda r: (not r["ok"], r["ms"] if r["ms"] == r["ms"] else 0)):
+            mark = "*" if r["default"] else " "
+            check = f"ok ({r['error']:.1e})" if r["ok"] else f"FAIL ({r['error']:.1e})"
+            if r["ms"] == r["ms"]:  # timed (on a GPU)
+                timing = f"{r['ms']:9.3f} {base / r['ms']:6.2f}"
+            else:
+                timing = f"{'-':>9} {'-':>6}"
+            print(f"{mark} {r['tile']:24} {timing}  {check}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="cuda", choices=["cpu", "cuda"])
+    parser.add_argument("--json", help="write every row here")
+    args = parser.parse_args(argv)
+    if args.device == "cpu":
+        os.environ["TRITON_INTERPRET"] = "1"  # read when the kernels are defined
+    import torch
+
+    from aces_fast.backends.torch import pair_kernel
+
+    if not pair_kernel.triton_available():
+        print("triton_sweep: Triton does not import here (pip install triton)", file=sys.stderr)
+        return 2
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("triton_sweep: no CUDA device (--device cpu checks the tilings)", file=sys.stderr)
+        return 2
+    dev = torch.device(args.device)
+    gen = torch.Generator().manual_seed(11)
+    cpu = dev.type == "cpu"
+    rows = _sweep_pair(CPU_PAIR_CELLS if cpu else PAIR_CELLS, dev, gen)
+    rows += _sweep_counts(CPU_COUNT_CELLS if cpu else COUNT_CELLS, dev, gen)
+    _print(rows)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(rows, fh, indent=1)
+    bad = [r for r in rows if not r["ok"]]
+    for r in bad:
+        print(f"triton_sweep: FAIL {r['kernel']} {r['cell']} {r['tile']}", file=sys.stderr)
+    print(f"\ntriton_sweep: {len(rows)} runs, {len(bad)} failed checks")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
