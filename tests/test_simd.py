@@ -65,6 +65,9 @@ SHAPES = [
     (128, 9),
     (129, 6),
     (257, 6),
+    # majority vote's column sums count 252 rows a block in byte lanes, four
+    # rows a step: two whole blocks and a tail of one row
+    (505, 70),
 ]
 
 # Runs the workload at the SIMD level of its environment and prints
@@ -586,3 +589,31 @@ def test_short_column_blocks_read_nothing_past_the_matrix(level):
         np.testing.assert_array_equal(loo, af.loo_auc(B, backend="numpy"), err_msg=f"{n}x{m}")
         order = np.frombuffer(bytes.fromhex(got[f"{n}x{m}"]["order"]), dtype=np.int64)
         np.testing.assert_array_equal(order, af.rerank(B, "aces-c", backend="numpy").order)
+
+
+@pytest.mark.parametrize("n", [1, 3, 4, 5, 251, 252, 253, 255, 256, 257, 504, 505, 1009])
+def test_majority_counts_every_row_of_every_block(n):
+    """Majority vote's column sums run in byte lanes over blocks of 252 rows, four
+    rows a step (csrc/methods/methods.cpp). A test's weight depends on whether
+    its sum is 0, n or in between, so each boundary row gets a test that only
+    it passes (skipping that row makes the test constant), and all-pass and
+    all-fail tests catch a byte lane that wraps. Weights and orders equal the
+    numpy reference's, scores to its rounding."""
+    import aces_fast as af
+
+    rng = np.random.default_rng(n)
+    rows = sorted({k for k in (0, 1, 3, 4, 251, 252, 253, 255, 256, 503, 504, n - 1) if k < n})
+    m = 40 + len(rows)
+    B = (rng.random((n, m)) < 0.5).astype(np.uint8)
+    B[:, 0] = 1
+    B[:, 1] = 0
+    for c, k in enumerate(rows, start=40):
+        B[:, c] = 0
+        B[k, c] = 1
+    got = af.majority_vote(B, backend="cpp")
+    want = af.majority_vote(B, backend="numpy")
+    np.testing.assert_array_equal(got.weights, want.weights)
+    np.testing.assert_array_equal(got.order, want.order)
+    np.testing.assert_allclose(got.scores, want.scores, rtol=0, atol=1e-12)
+    assert got.weights[0] == got.weights[1] == 0.0  # constant tests
+    assert (got.weights[40:] > 0).all() == (n > 1)  # each passed by one row of n

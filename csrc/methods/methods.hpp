@@ -104,6 +104,7 @@ struct MethodWorkspace {
   std::vector<double> w, L, logits, wfit, stmp, tables;
   std::vector<uint8_t> active;
   std::vector<int32_t> acc32;
+  std::vector<uint8_t> acc8;
   std::vector<uint64_t> mask, words, packed;
   std::vector<uint8_t> unpacked;  // a packed batch task's matrix (batch.hpp)
   SortScratch sort;
