@@ -617,3 +617,21 @@ def test_majority_counts_every_row_of_every_block(n):
     np.testing.assert_allclose(got.scores, want.scores, rtol=0, atol=1e-12)
     assert got.weights[0] == got.weights[1] == 0.0  # constant tests
     assert (got.weights[40:] > 0).all() == (n > 1)  # each passed by one row of n
+
+
+@pytest.mark.parametrize("lead", [0, 63, 64, 65, 130])
+def test_majority_finds_the_first_weighted_test_past_whole_words(lead):
+    """The equal-weight scores build the mask of weighted tests 64 at a time and
+    take the common weight from the first nonzero one: tests that carry no
+    weight (constant) may fill whole 64-test words before it."""
+    import aces_fast as af
+
+    rng = np.random.default_rng(lead)
+    B = (rng.random((37, lead + 75)) < 0.5).astype(np.uint8)
+    B[:, :lead] = rng.random(lead) < 0.5  # constant tests: weight 0
+    got = af.majority_vote(B, backend="cpp")
+    want = af.majority_vote(B, backend="numpy")
+    assert (got.weights[:lead] == 0).all() and (got.weights[lead:] > 0).any()
+    np.testing.assert_array_equal(got.weights, want.weights)
+    np.testing.assert_array_equal(got.order, want.order)
+    np.testing.assert_allclose(got.scores, want.scores, rtol=0, atol=1e-12)

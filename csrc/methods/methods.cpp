@@ -232,21 +232,28 @@ void scores(const uint8_t* B, int64_t n, int64_t m, const double* w, const int64
   const int64_t nw = (m + 63) / 64;
   const PackRow pack = pack_row_kernel();
   if (equal_weights(w, m)) {
-    ws.cols.clear();
-    for (int64_t j = 0; j < m; ++j)
-      if (w[j] != 0.0) ws.cols.push_back(j);
-    const int64_t nc = static_cast<int64_t>(ws.cols.size());
     // Every nonzero weight equals w0 (majority, ACES-C filter or fallback): the
     // sequential sum over t passes is the same float whatever the columns, so
     // s_i = S[t_i] with S[t] = S[t-1] + w0; t_i by popcount. Identical result,
-    // no per-cell float work.
-    const double w0 = w[ws.cols[0]];
+    // no per-cell float work. The mask of weighted columns is built a word at a
+    // time in a register (setting its bits in memory column by column chained
+    // every store to the one before: 1 us of a 200 x 500 majority vote).
+    ws.mask.resize(static_cast<size_t>(nw));
+    uint64_t* mask_w = ws.mask.data();
+    int64_t nc = 0;
+    double w0 = 0.0;
+    for (int64_t q = 0; q < nw; ++q) {
+      const int64_t j0 = q * 64, len = std::min<int64_t>(64, m - j0);
+      uint64_t word = 0;
+      for (int64_t k = 0; k < len; ++k) word |= uint64_t(w[j0 + k] != 0.0) << k;
+      if (word != 0 && nc == 0) w0 = w[j0 + portable::ctz64(word)];
+      mask_w[q] = word;
+      nc += bits::popcount64(word);
+    }
     ws.stmp.resize(static_cast<size_t>(nc) + 1);
     double* S = ws.stmp.data();
     S[0] = 0.0;
     for (int64_t t = 1; t <= nc; ++t) S[t] = S[t - 1] + w0;
-    ws.mask.assign(static_cast<size_t>(nw), 0);
-    for (int64_t j : ws.cols) ws.mask[j >> 6] |= uint64_t(1) << (j & 63);
     const uint64_t* mask = ws.mask.data();
     ws.words.resize(static_cast<size_t>(nw));
     for (int64_t i = 0; i < n; ++i) {
