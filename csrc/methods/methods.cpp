@@ -41,11 +41,16 @@ ACES_FAST_KERNEL_BODY void column_sums_body(const uint8_t* B, int64_t n, int64_t
     constexpr int64_t kBlock = 252;  // a multiple of 4, at most 255
     acc8.resize(static_cast<size_t>(m));
     uint8_t* __restrict a8 = acc8.data();
+    // a batch's next task, as many lines as this loop reads (kernels/ahead.hpp): majority
+    // vote has no other loop long enough to bring it in while this one computes
+    ahead::Lines* const pf = ahead::pending();
+    const int lines = static_cast<int>(std::min<int64_t>(4 * ((m + 63) / 64), 64));
     for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
       const int64_t i1 = std::min(n, i0 + kBlock);
       std::fill(a8, a8 + m, uint8_t(0));
       int64_t i = i0;
       for (; i + 4 <= i1; i += 4) {
+        if (pf) pf->tick(lines);
         const uint8_t* __restrict r0 = B + i * m;
         const uint8_t* __restrict r1 = r0 + m;
         const uint8_t* __restrict r2 = r1 + m;
@@ -256,7 +261,10 @@ void scores(const uint8_t* B, int64_t n, int64_t m, const double* w, const int64
     for (int64_t t = 1; t <= nc; ++t) S[t] = S[t - 1] + w0;
     const uint64_t* mask = ws.mask.data();
     ws.words.resize(static_cast<size_t>(nw));
+    ahead::Lines* const pf = ahead::pending();  // as in column_sums_body
+    const int lines = static_cast<int>(std::min<int64_t>(nw, 16));
     for (int64_t i = 0; i < n; ++i) {
+      if (pf) pf->tick(lines);
       if (rep && rep[i] != i) {
         s[i] = s[rep[i]];
         continue;
