@@ -19,6 +19,18 @@ def row_groups(B: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if B.shape[1] == 0:
         n = B.shape[0]
         return B[:1], np.zeros(n, dtype=np.int64), np.array([n], dtype=np.int64)
+    if B.dtype.kind in "biu":
+        # Each row as one opaque value of its bytes: integers are equal exactly
+        # when their bytes are, and sorting such values compares whole rows at
+        # once. np.unique(axis=0) makes a structured type of m fields instead,
+        # promoting each (24 x 100 uint8: 780 of CodeT's 840 us a task).
+        rows = np.ascontiguousarray(B)
+        keys = rows.view(np.dtype((np.void, rows.dtype.itemsize * rows.shape[1]))).reshape(-1)
+        _, first, inverse, sizes = np.unique(
+            keys, return_index=True, return_inverse=True, return_counts=True
+        )
+        return rows[first], inverse.reshape(-1).astype(np.int64), sizes.astype(np.int64)
+    # floats: -0.0 equals 0.0 and NaN never equals itself, which bytes would not say
     patterns, inverse, sizes = np.unique(B, axis=0, return_inverse=True, return_counts=True)
     return patterns, inverse.reshape(-1).astype(np.int64), sizes.astype(np.int64)
 
