@@ -12,6 +12,7 @@ a host synchronization.
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -125,20 +126,14 @@ cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA de
 
 def _inputs(T, U, m, exp_trick, dtype, gen):
     """The arguments of :func:`.fused.pair_terms` as a :class:`.surrogate.Surrogate`
-    makes them: multiplicities 0..2 (0: padding), some tests without pairs."""
-    s = 2 * torch.randn(T, U, 1, generator=gen, dtype=torch.float64)
-    w = torch.rand(m, T, generator=gen, dtype=torch.float64)
-    if exp_trick:
-        P, x = torch.exp(s.transpose(1, 2) - s), torch.exp(w)
-    else:
-        P, x = s - s.transpose(1, 2), w
-    B = (torch.rand(m, T, U, generator=gen) < 0.5).double()
-    c = torch.randint(0, 3, (1, T, U), generator=gen).double()
-    pt, ft = B * c, (1 - B) * c
-    pairs = pt.sum(-1) * ft.sum(-1)
-    safe = torch.where(pairs > 0, pairs, 1.0)
-    args = (P, x, ft, pt, pt / safe[:, :, None], -0.5 * (pairs > 0).double(), w / safe)
-    return [a.to(device=CUDA, dtype=dtype).contiguous() for a in args]
+    makes them (tools/triton_check.py's generator), on the GPU."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "tools" / "triton_check.py"
+    spec = importlib.util.spec_from_file_location("triton_check", path)
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    return tool.pair_inputs(T, U, m, exp_trick, gen, dtype=dtype, device=CUDA)
 
 
 @pytest.mark.cuda

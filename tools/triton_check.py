@@ -30,6 +30,28 @@ import sys
 from typing import Any
 
 
+def pair_inputs(
+    T: int, U: int, m: int, exp_trick: bool, gen: Any, *, dtype: Any = None, device: Any = "cpu"
+) -> list[Any]:
+    """The seven arguments of :func:`.fused.pair_terms` as a
+    :class:`.surrogate.Surrogate` makes them, for random scores of ``T`` tasks of
+    ``U`` rows and ``m`` tests: multiplicities 0..2 (0: padding), some tests
+    without pairs; float64 unless ``dtype``. Also used by tools/triton_sweep.py
+    and the cuda tests."""
+    import torch
+
+    s = 2 * torch.randn(T, U, 1, generator=gen, dtype=torch.float64)
+    w = torch.rand(m, T, generator=gen, dtype=torch.float64)
+    P, x = (torch.exp(s.transpose(1, 2) - s), torch.exp(w)) if exp_trick else (s - s.mT, w)
+    B = (torch.rand(m, T, U, generator=gen) < 0.5).double()
+    c = torch.randint(0, 3, (1, T, U), generator=gen).double()
+    pt, ft = B * c, (1 - B) * c
+    pairs = pt.sum(-1) * ft.sum(-1)
+    safe = torch.where(pairs > 0, pairs, 1.0)
+    raw = (P, x, ft, pt, pt / safe[:, :, None], -0.5 * (pairs > 0).double(), w / safe)
+    return [t.to(device=device, dtype=dtype or torch.float64).contiguous() for t in raw]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
@@ -62,18 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     for T, U, m, exp_trick, tests in itertools.product(
         (1, 3), (1, 5, 33, 70), (1, 3, 9), (True, False), (1, pair_kernel.TESTS)
     ):
-        s = 2 * torch.randn(T, U, 1, generator=gen, dtype=torch.float64)
-        w = torch.rand(m, T, generator=gen, dtype=torch.float64)
-        P, x = (torch.exp(s.transpose(1, 2) - s), torch.exp(w)) if exp_trick else (s - s.mT, w)
-        B = (torch.rand(m, T, U, generator=gen) < 0.5).double()
-        c = torch.randint(0, 3, (1, T, U), generator=gen).double()
-        pt, ft = B * c, (1 - B) * c
-        pairs = pt.sum(-1) * ft.sum(-1)
-        safe = torch.where(pairs > 0, pairs, 1.0)
-        inputs = [
-            t.to(dev).contiguous()
-            for t in (P, x, ft, pt, pt / safe[:, :, None], -0.5 * (pairs > 0).double(), w / safe)
-        ]
+        inputs = pair_inputs(T, U, m, exp_trick, gen, device=dev)
         want = pair_terms(*inputs, exp_trick=exp_trick)
         sums = pair_kernel.PairSums(T, U, m, torch.float64, dev, tests=tests)
         nan = float("nan")

@@ -72,20 +72,16 @@ CPU_COUNT_CELLS = [("small", 3, 45, 70), ("tall", 1, 300, 6)]
 
 
 def _pair_inputs(T: int, U: int, m: int, dtype: Any, dev: Any, gen: Any) -> list[Any]:
-    """:func:`.fused.pair_terms`'s seven inputs for random scores and 0/1 columns
-    with multiplicities (the exp trick's form, ACES-O's usual one)."""
-    import torch
+    """:func:`.fused.pair_terms`'s seven inputs in the exp trick's form (ACES-O's
+    usual one), from tools/triton_check.py's generator."""
+    import importlib.util
+    from pathlib import Path
 
-    s = 2 * torch.randn(T, U, 1, generator=gen, dtype=torch.float64)
-    w = torch.rand(m, T, generator=gen, dtype=torch.float64) / m
-    P, x = torch.exp(s.transpose(1, 2) - s), torch.exp(w)
-    B = (torch.rand(m, T, U, generator=gen) < 0.5).double()
-    c = torch.randint(1, 3, (1, T, U), generator=gen).double()
-    pt, ft = B * c, (1 - B) * c
-    pairs = pt.sum(-1) * ft.sum(-1)
-    safe = torch.where(pairs > 0, pairs, 1.0)
-    raw = (P, x, ft, pt, pt / safe[:, :, None], -0.5 * (pairs > 0).double(), w / safe)
-    return [t.to(device=dev, dtype=dtype).contiguous() for t in raw]
+    path = Path(__file__).resolve().parent / "triton_check.py"
+    spec = importlib.util.spec_from_file_location("triton_check", path)
+    check = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(check)  # type: ignore[union-attr]
+    return list(check.pair_inputs(T, U, m, True, gen, dtype=dtype, device=dev))
 
 
 def _pair_outputs(T: int, U: int, m: int, dtype: Any, dev: Any) -> tuple[Any, Any, Any]:
