@@ -43,7 +43,7 @@ from .pair_kernel import built, launch, runs_kernel
 #: tried (1 to 4 tests, 4 to 16 warps), 512 rows none (tools/triton_aot.py)
 MAX_ROWS = 512
 #: entries of a program's (rows, tests) tile: with 8 warps, 16 int32 counts a
-#: thread per tensor, in registers (76 to 124 registers a thread on sm_90, no
+#: thread per tensor, in registers (27 to 189 registers a thread on sm_90, no
 #: spills). Untuned for speed: no GPU has run the kernels yet.
 _TILE = 4096
 _LOO_WARPS = 8
