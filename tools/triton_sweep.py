@@ -15,10 +15,11 @@ cell (the shapes of issue #22's goals) and each tiling it
 2. times it with ``triton.testing.do_bench`` (CUDA events, median), warm-up
    and compile excluded.
 
-It prints one table per cell, fastest first, the package's tiling marked
-``*``, and ``--json FILE`` keeps every number. ``--device cpu`` runs only
-the checks, on small shapes, under Triton's CPU interpreter (minutes; see
-tools/triton_check.py for the numpy it needs).
+It prints a line per run as it goes, then one table per cell, fastest first,
+the package's tiling marked ``*``; ``--json FILE`` keeps every number
+(rewritten after each run, so a run cut short keeps what it measured).
+``--device cpu`` runs only the checks, on small shapes, under Triton's CPU
+interpreter (see tools/triton_check.py for the numpy it needs).
 
     python tools/triton_sweep.py                 # on the GPU
     PYTHONPATH=src python tools/triton_sweep.py --device cpu
@@ -107,12 +108,11 @@ def _time(fn: Any, dev: Any) -> float:
     return float(triton.testing.do_bench(fn, warmup=25, rep=200, return_mode="median"))
 
 
-def _sweep_pair(cells: list[Any], dev: Any, gen: Any) -> list[dict[str, Any]]:
+def _sweep_pair(cells: list[Any], dev: Any, gen: Any, record: Any) -> None:
     import torch
 
     from aces_fast.backends.torch import pair_kernel
 
-    rows: list[dict[str, Any]] = []
     for label, T, U, m, dtype_name in cells:
         dtype = getattr(torch, dtype_name)
         inputs = _pair_inputs(T, U, m, dtype, dev, gen)
@@ -139,21 +139,19 @@ def _sweep_pair(cells: list[Any], dev: Any, gen: Any) -> list[dict[str, Any]]:
                 default["COLS"],
                 default["num_warps"],
             )
-            rows.append(
+            record(
                 {"kernel": "pair", "cell": label, "tile": f"tests={tests} {r}x{c} w{warps}",
                  "ms": ms, "error": err, "ok": err <= tol, "default": mine}
             )  # fmt: skip
-    return rows
 
 
-def _sweep_counts(cells: list[Any], dev: Any, gen: Any) -> list[dict[str, Any]]:
+def _sweep_counts(cells: list[Any], dev: Any, gen: Any, record: Any) -> None:
     import torch
 
     from aces_fast.backends.torch import count_kernels, loo_auc, scores
 
     count_kernels.runs_kernel = lambda U, m, device: True  # type: ignore[assignment]
     same = lambda a, b: torch.equal(torch.nan_to_num(a, nan=-7.0), torch.nan_to_num(b, nan=-7.0))  # noqa: E731
-    rows: list[dict[str, Any]] = []
     saved = (count_kernels._TILE, count_kernels._LOO_WARPS)
     saved_scores = (
         count_kernels._SCORE_ROWS,
@@ -171,7 +169,7 @@ def _sweep_counts(cells: list[Any], dev: Any, gen: Any) -> list[dict[str, Any]]:
                 got = loo_auc.loo_auc_uniform(B, None, chunk_elements=None)
                 ok = all(same(a, b) for a, b in zip(got, ref))
                 ms = _time(partial(loo_auc.loo_auc_uniform, B, None, chunk_elements=None), dev)
-                rows.append(
+                record(
                     {"kernel": "loo", "cell": label, "tile": f"{tile} w{warps}", "ms": ms,
                      "error": 0.0 if ok else float("inf"), "ok": ok,
                      "default": (tile, warps) == saved}
@@ -189,7 +187,7 @@ def _sweep_counts(cells: list[Any], dev: Any, gen: Any) -> list[dict[str, Any]]:
                 count_kernels._SCORE_WARPS = warps
                 ok = same(scores.row_scores(B, w), ref_s)
                 ms = _time(partial(scores.row_scores, B, w), dev)
-                rows.append(
+                record(
                     {"kernel": "scores", "cell": label, "tile": f"{r}x{t} w{warps}", "ms": ms,
                      "error": 0.0 if ok else float("inf"), "ok": ok,
                      "default": (r, t, warps) == saved_scores}
@@ -201,7 +199,6 @@ def _sweep_counts(cells: list[Any], dev: Any, gen: Any) -> list[dict[str, Any]]:
             count_kernels._SCORE_TESTS,
             count_kernels._SCORE_WARPS,
         ) = saved_scores
-    return rows
 
 
 def _print(rows: list[dict[str, Any]]) -> None:
@@ -242,12 +239,22 @@ def main(argv: list[str] | None = None) -> int:
     dev = torch.device(args.device)
     gen = torch.Generator().manual_seed(11)
     cpu = dev.type == "cpu"
-    rows = _sweep_pair(CPU_PAIR_CELLS if cpu else PAIR_CELLS, dev, gen)
-    rows += _sweep_counts(CPU_COUNT_CELLS if cpu else COUNT_CELLS, dev, gen)
+    rows: list[dict[str, Any]] = []
+
+    def record(row: dict[str, Any]) -> None:
+        """Keep a run: one line now and the JSON rewritten, so that a step cut
+        short by its time limit still leaves what it measured."""
+        rows.append(row)
+        ms = f"{row['ms']:9.3f} ms" if row["ms"] == row["ms"] else "        -   "
+        verdict = "ok" if row["ok"] else "FAIL"
+        print(f"{row['kernel']:6} {row['cell']:34} {row['tile']:22} {ms}  {verdict}", flush=True)
+        if args.json:
+            with open(args.json, "w") as fh:
+                json.dump(rows, fh, indent=1)
+
+    _sweep_pair(CPU_PAIR_CELLS if cpu else PAIR_CELLS, dev, gen, record)
+    _sweep_counts(CPU_COUNT_CELLS if cpu else COUNT_CELLS, dev, gen, record)
     _print(rows)
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(rows, fh, indent=1)
     bad = [r for r in rows if not r["ok"]]
     for r in bad:
         print(f"triton_sweep: FAIL {r['kernel']} {r['cell']} {r['tile']}", file=sys.stderr)
