@@ -275,10 +275,11 @@ def row_scores(B: torch.Tensor, slices: torch.Tensor, scale: torch.Tensor) -> to
     # one weight vector for every task (w (m,)) is the same slices for each
     S = slices.reshape(-1, m, 3).expand(T, m, 3).to(torch.float64).contiguous()
     sc = scale.reshape(-1).expand(T).to(torch.float64).contiguous()
+    config = scores_config()
     launch(
         "row-score",
         kernels()["slice_sums"],
-        (-(-n // _SCORE_ROWS), T),
+        (-(-n // config["ROWS"]), T),
         Bt,
         Bt.stride(0),
         Bt.stride(1),
@@ -288,6 +289,6 @@ def row_scores(B: torch.Tensor, slices: torch.Tensor, scale: torch.Tensor) -> to
         out,
         n,
         m,
-        **scores_config(),
+        **config,
     )
     return out.reshape(B.shape[:-1])
