@@ -6,11 +6,14 @@ module says where its names come from.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import os
 import subprocess
 import sys
+from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 import pytest
@@ -32,6 +35,17 @@ EXAMPLE = np.array(
     dtype=np.uint8,
 )
 EXAMPLE_LABELS = np.array([1, 1, 1, 0, 0, 0, 0, 0], dtype=np.uint8)
+
+
+def load_tool(name: str) -> ModuleType:
+    """The checkout's ``tools/<name>.py`` as a module (the tools are scripts, not
+    part of the installed package)."""
+    path = Path(__file__).resolve().parents[1] / "tools" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None, path
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def random_matrix(

@@ -18,6 +18,7 @@ import pytest
 import aces_fast as af
 from aces_fast.datasets import load_dataset
 from aces_fast.evaluation import evaluate
+from helpers import load_tool
 
 GOLDEN = json.loads((Path(__file__).parent / "golden" / "bundled.json").read_text())
 #: Methods whose floats come from exp/log of the platform's math (numba: LLVM's
@@ -37,14 +38,7 @@ _SLOW = {("numpy", "humaneval-codegen16b"), ("torch", "humaneval-codegen16b")}
 
 
 def _make_golden():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(
-        "make_golden", Path(__file__).parent.parent / "tools" / "make_golden.py"
-    )
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_tool("make_golden")
 
 
 def _cases():

@@ -3,8 +3,6 @@ on CPU tensors (the logic the GPU run uses) passes."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -12,10 +10,9 @@ import pytest
 
 pytest.importorskip("torch")
 
-_PATH = Path(__file__).resolve().parents[1] / "tools" / "gpu_parity.py"
-_spec = importlib.util.spec_from_file_location("gpu_parity", _PATH)
-parity = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(parity)
+from helpers import load_tool
+
+parity = load_tool("gpu_parity")
 
 
 def _res(order, scores, weights=None):

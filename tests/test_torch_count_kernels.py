@@ -9,7 +9,6 @@ matches the eager sums), and ACES-C through them equals cpp.
 
 from __future__ import annotations
 
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -19,7 +18,7 @@ torch = pytest.importorskip("torch")
 
 import aces_fast as af
 from aces_fast.backends.torch import count_kernels, loo_auc, pair_kernel, scores
-from helpers import npy, require_backend
+from helpers import load_tool, npy, require_backend
 
 CUDA = torch.device("cuda")  # a device object needs no GPU
 
@@ -102,14 +101,8 @@ def test_cuda_kernels_give_the_torch_paths_bits():
     and ACES-C through the kernels against cpp, and the LOO-AUC and row-score
     kernels bit for bit with the torch paths on fresh padded batches (up to
     MAX_ROWS rows, strided tasks, one weight vector for a batch)."""
-    import importlib.util
-
     require_backend("cpp")
-    path = Path(__file__).resolve().parents[1] / "tools" / "triton_check.py"
-    spec = importlib.util.spec_from_file_location("triton_check", path)
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
-    assert tool.main(["--device", "cuda"]) == 0
+    assert load_tool("triton_check").main(["--device", "cuda"]) == 0
 
 
 @pytest.mark.cuda

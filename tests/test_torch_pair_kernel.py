@@ -12,7 +12,6 @@ a host synchronization.
 from __future__ import annotations
 
 import itertools
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,7 +21,7 @@ torch = pytest.importorskip("torch")
 import aces_fast as af
 from aces_fast.backends.torch import pair_kernel, surrogate
 from aces_fast.backends.torch.fused import pair_terms
-from helpers import npy, random_matrix, require_backend, strict_adam_loop
+from helpers import load_tool, npy, random_matrix, require_backend, strict_adam_loop
 
 CUDA = torch.device("cuda")  # a device object needs no GPU
 CPU = torch.device("cpu")
@@ -124,18 +123,6 @@ def test_a_kernel_failure_names_the_switch(monkeypatch, error, want):
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
 
-def _inputs(T, U, m, exp_trick, dtype, gen):
-    """The arguments of :func:`.fused.pair_terms` as a :class:`.surrogate.Surrogate`
-    makes them (tools/triton_check.py's generator), on the GPU."""
-    import importlib.util
-
-    path = Path(__file__).resolve().parents[1] / "tools" / "triton_check.py"
-    spec = importlib.util.spec_from_file_location("triton_check", path)
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
-    return tool.pair_inputs(T, U, m, exp_trick, gen, dtype=dtype, device=CUDA)
-
-
 @pytest.mark.cuda
 @cuda
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
@@ -145,15 +132,14 @@ def test_cuda_kernel_matches_the_eager_pair_sums(dtype, exp_trick):
     rtol = 1e-12 if dtype == torch.float64 else 1e-5
     shapes = [*itertools.product((1, 3), (1, 2, 31, 33, 70), (1, 2, 9)), (1, 300, 40)]
     shapes += [(64, 8, 200), (200, 24, 41)]  # TESTS tests per program
+    tool = load_tool("triton_check")
     for T, U, m in shapes:
-        args = _inputs(T, U, m, exp_trick, dtype, gen)
+        args = tool.pair_inputs(T, U, m, exp_trick, gen, dtype=dtype, device=CUDA)
         want = pair_terms(*args, exp_trick=exp_trick)
         kernel = pair_kernel.PairSums(T, U, m, dtype, CUDA)
         runs = []
         for _ in range(2):
-            excess = torch.full((m, T), float("nan"), dtype=dtype, device=CUDA)
-            grad = torch.full((T, m), float("nan"), dtype=dtype, device=CUDA).t()  # strided
-            cv = torch.full((T, U), float("nan"), dtype=dtype, device=CUDA)
+            excess, grad, cv = tool.pair_outputs(T, U, m, dtype=dtype, device=CUDA)
             kernel.run(args, excess, grad, cv, exp_trick)
             runs.append((excess, grad, cv))
             for got, ref in zip((excess, grad, cv), want):

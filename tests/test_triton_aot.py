@@ -10,24 +10,18 @@ bring it).
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
 pytest.importorskip("torch")
 triton = pytest.importorskip("triton")
 
 from aces_fast.backends.torch import count_kernels
+from helpers import load_tool
 
 
 @pytest.fixture(scope="module")
 def tool():
-    path = Path(__file__).resolve().parents[1] / "tools" / "triton_aot.py"
-    spec = importlib.util.spec_from_file_location("triton_aot", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("triton_aot")
 
 
 def test_every_launch_configuration_compiles_without_spills(tool, capsys):

@@ -36,8 +36,8 @@ def pair_inputs(
     """The seven arguments of :func:`.fused.pair_terms` as a
     :class:`.surrogate.Surrogate` makes them, for random scores of ``T`` tasks of
     ``U`` rows and ``m`` tests: multiplicities 0..2 (0: padding), some tests
-    without pairs; float64 unless ``dtype``. Also used by tools/triton_sweep.py
-    and the cuda tests."""
+    without pairs; float64 unless ``dtype``. Also used, with :func:`pair_outputs`
+    and :func:`interpreter_ready`, by tools/triton_sweep.py and the cuda tests."""
     import torch
 
     s = 2 * torch.randn(T, U, 1, generator=gen, dtype=torch.float64)
@@ -52,12 +52,52 @@ def pair_inputs(
     return [t.to(device=device, dtype=dtype or torch.float64).contiguous() for t in raw]
 
 
+def pair_outputs(T: int, U: int, m: int, *, dtype: Any = None, device: Any = "cpu") -> tuple:
+    """``excess`` (m, T), ``grad`` (m, T, strided: a transposed (T, m)) and ``cv``
+    (T, U) for :meth:`.pair_kernel.PairSums.run`, poisoned with nan so that an
+    entry left unwritten shows; float64 unless ``dtype``."""
+    import torch
+
+    dtype = dtype or torch.float64
+    nan = float("nan")
+    return (
+        torch.full((m, T), nan, dtype=dtype, device=device),
+        torch.full((T, m), nan, dtype=dtype, device=device).t(),
+        torch.full((T, U), nan, dtype=dtype, device=device),
+    )
+
+
+def interpreter_ready(tool: str, device: str) -> bool:
+    """Set up ``tool`` (its name, for messages) to run the kernels on ``device``:
+    on ``"cpu"``, Triton's interpreter (``TRITON_INTERPRET=1``, read when a kernel
+    is defined, so before the first one is). ``False``, after one line on stderr
+    saying why, when Triton does not import or its interpreter cannot run with
+    this numpy."""
+    if device == "cpu":
+        os.environ["TRITON_INTERPRET"] = "1"
+    from aces_fast.backends.torch import pair_kernel
+
+    if not pair_kernel.triton_available():
+        print(f"{tool}: Triton does not import here (pip install triton)", file=sys.stderr)
+        return False
+    if device == "cpu" and _interpreter_rejects_numpy():
+        print(
+            f"{tool}: the interpreter of Triton {_version('triton')} fails on numpy "
+            f"{_version('numpy')} before it runs a kernel (a 1-element array where it "
+            "wants a scalar); put numpy < 2.4 first on the path (pip install --target "
+            "DIR numpy==2.2.6; PYTHONPATH=DIR) or use Triton 3.9",
+            file=sys.stderr,
+        )
+        return False
+    return True
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     args = parser.parse_args(argv)
-    if args.device == "cpu":
-        os.environ["TRITON_INTERPRET"] = "1"  # read when the kernel is defined
+    if not interpreter_ready("triton_check", args.device):
+        return 2
     import numpy as np
     import torch
 
@@ -65,18 +105,6 @@ def main(argv: list[str] | None = None) -> int:
     from aces_fast.backends.torch import pair_kernel, surrogate
     from aces_fast.backends.torch.fused import pair_terms
 
-    if not pair_kernel.triton_available():
-        print("triton_check: Triton does not import here (pip install triton)", file=sys.stderr)
-        return 2
-    if args.device == "cpu" and _interpreter_rejects_numpy():
-        print(
-            f"triton_check: the interpreter of Triton {_version('triton')} fails on numpy "
-            f"{np.__version__} before it runs a kernel (a 1-element array where it wants a "
-            "scalar); put numpy < 2.4 first on the path (pip install --target DIR "
-            "numpy==2.2.6; PYTHONPATH=DIR) or use Triton 3.9",
-            file=sys.stderr,
-        )
-        return 2
     dev = torch.device(args.device)
     gen = torch.Generator().manual_seed(0)
     worst = 0.0
@@ -87,12 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         inputs = pair_inputs(T, U, m, exp_trick, gen, device=dev)
         want = pair_terms(*inputs, exp_trick=exp_trick)
         sums = pair_kernel.PairSums(T, U, m, torch.float64, dev, tests=tests)
-        nan = float("nan")
-        outs = (
-            torch.full((m, T), nan, dtype=torch.float64, device=dev),
-            torch.full((T, m), nan, dtype=torch.float64, device=dev).t(),
-            torch.full((T, U), nan, dtype=torch.float64, device=dev),
-        )
+        outs = pair_outputs(T, U, m, device=dev)
         sums.run(inputs, *outs, exp_trick)
         for got, ref in zip(outs, want):
             if not torch.isfinite(got).all():

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from functools import partial
 from typing import Any
@@ -72,9 +71,9 @@ CPU_PAIR_CELLS = [("small", 2, 37, 9, "float64"), ("small f32", 1, 40, 5, "float
 CPU_COUNT_CELLS = [("small", 3, 45, 70), ("tall", 1, 300, 6)]
 
 
-def _pair_inputs(T: int, U: int, m: int, dtype: Any, dev: Any, gen: Any) -> list[Any]:
-    """:func:`.fused.pair_terms`'s seven inputs in the exp trick's form (ACES-O's
-    usual one), from tools/triton_check.py's generator."""
+def _check_tool() -> Any:
+    """tools/triton_check.py, whose random pair-sum inputs, poisoned outputs and
+    interpreter set-up this sweep shares."""
     import importlib.util
     from pathlib import Path
 
@@ -82,20 +81,7 @@ def _pair_inputs(T: int, U: int, m: int, dtype: Any, dev: Any, gen: Any) -> list
     spec = importlib.util.spec_from_file_location("triton_check", path)
     check = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     spec.loader.exec_module(check)  # type: ignore[union-attr]
-    return list(check.pair_inputs(T, U, m, True, gen, dtype=dtype, device=dev))
-
-
-def _pair_outputs(T: int, U: int, m: int, dtype: Any, dev: Any) -> tuple[Any, Any, Any]:
-    """``excess`` (m, T), ``grad`` (m, T, strided) and ``cv`` (T, U), poisoned
-    with nan so that an entry left unwritten shows."""
-    import torch
-
-    nan = float("nan")
-    return (
-        torch.full((m, T), nan, dtype=dtype, device=dev),
-        torch.full((T, m), nan, dtype=dtype, device=dev).t(),
-        torch.full((T, U), nan, dtype=dtype, device=dev),
-    )
+    return check
 
 
 def _time(fn: Any, dev: Any) -> float:
@@ -111,13 +97,15 @@ def _time(fn: Any, dev: Any) -> float:
 def _sweep_pair(cells: list[Any], dev: Any, gen: Any, record: Any) -> None:
     import torch
 
+    check = _check_tool()
     from aces_fast.backends.torch import pair_kernel
 
     for label, T, U, m, dtype_name in cells:
         dtype = getattr(torch, dtype_name)
-        inputs = _pair_inputs(T, U, m, dtype, dev, gen)
+        # the exp trick's form, ACES-O's usual one
+        inputs = check.pair_inputs(T, U, m, True, gen, dtype=dtype, device=dev)
         tol = 1e-12 if dtype == torch.float64 else 1e-5
-        outputs = partial(_pair_outputs, T, U, m, dtype, dev)
+        outputs = partial(check.pair_outputs, T, U, m, dtype=dtype, device=dev)
         ref = outputs()
         pair_kernel.PairSums(T, U, m, dtype, dev).run(inputs, *ref, True)
         default = pair_kernel.pair_config(pair_kernel.tests_per_program(T, m), True)
@@ -224,15 +212,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cuda", choices=["cpu", "cuda"])
     parser.add_argument("--json", help="write every row here")
     args = parser.parse_args(argv)
-    if args.device == "cpu":
-        os.environ["TRITON_INTERPRET"] = "1"  # read when the kernels are defined
+    if not _check_tool().interpreter_ready("triton_sweep", args.device):
+        return 2
     import torch
 
-    from aces_fast.backends.torch import pair_kernel
-
-    if not pair_kernel.triton_available():
-        print("triton_sweep: Triton does not import here (pip install triton)", file=sys.stderr)
-        return 2
     if args.device == "cuda" and not torch.cuda.is_available():
         print("triton_sweep: no CUDA device (--device cpu checks the tilings)", file=sys.stderr)
         return 2
