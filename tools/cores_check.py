@@ -229,8 +229,11 @@ def main(argv: list[str] | None = None) -> int:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH", ""), str(root)) if p)
     env.pop("OMP_NUM_THREADS", None)  # the default must be the library's own
-    print(f"cores_check: {cores} cores usable; thread counts {counts}", flush=True)
-    res: dict[str, Any] = {"cores": cores, "counts": counts}
+    from benchmarks.harness.runtime import host_line
+
+    host = host_line()
+    print(f"cores_check: {cores} cores usable; thread counts {counts}\n{host}", flush=True)
+    res: dict[str, Any] = {"cores": cores, "counts": counts, "host": host}
 
     def save() -> None:
         if args.json:

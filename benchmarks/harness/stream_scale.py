@@ -238,7 +238,11 @@ def main(argv: list[str] | None = None) -> int:
             f"{time.perf_counter() - tick:.1f} s",
             flush=True,
         )
-    rows: dict[str, list[dict[str, Any]]] = {}
+    from benchmarks.harness.runtime import host_line
+
+    host = host_line()
+    print(host, flush=True)
+    rows: dict[str, Any] = {"host": host}
     for rep in range(args.repeat):
         for engine in args.engines.split(","):
             out = work / f"out_{engine}.parquet"
@@ -306,6 +310,8 @@ def main(argv: list[str] | None = None) -> int:
             )
     print("\nsummary (tasks/s: median, min-max over repeats)")
     for name, rs in rows.items():
+        if name == "host":
+            continue
         v = sorted(r["tasks_per_s"] for r in rs)
         print(f"  {name:10s} {v[len(v) // 2]:>10,.0f}   {v[0]:,.0f}-{v[-1]:,.0f}")
     if args.json:
