@@ -55,6 +55,7 @@ def rerank(
     top_k=TOP_K,
     warm=False,
     dedup=None,
+    power=None,
     n_threads=0,
 ):
     return _core.rerank(
@@ -67,6 +68,7 @@ def rerank(
         top_k=top_k,
         warm=warm,
         dedup=dedup,
+        power=power,
         n_threads=n_threads,
     )
 
@@ -81,6 +83,7 @@ def rerank_batch(
     top_k=TOP_K,
     warm=False,
     dedup=None,
+    power=None,
     n_threads=0,
 ):
     return _core.rerank_batch(
@@ -93,6 +96,7 @@ def rerank_batch(
         top_k=top_k,
         warm=warm,
         dedup=dedup,
+        power=power,
         n_threads=n_threads,
     )
 
@@ -107,6 +111,7 @@ def rerank_batch_flat(
     top_k=TOP_K,
     warm=False,
     dedup=None,
+    power=None,
     n_threads=0,
 ):
     return _core.rerank_batch_flat(
@@ -119,6 +124,7 @@ def rerank_batch_flat(
         top_k=top_k,
         warm=warm,
         dedup=dedup,
+        power=power,
         n_threads=n_threads,
     )
 

@@ -796,8 +796,8 @@ SIGNATURES = {
     "loo_auc": "B weights counts tie_tol dedup n_threads",
     "surrogate_loo_auc": "B weights gamma counts dedup n_threads",
     "aces_o_fit": "B logits0 active gamma lr steps counts dedup n_threads",
-    "rerank": "B method tie_tol gamma lr steps top_k warm dedup n_threads",
-    "rerank_batch": "tasks method tie_tol gamma lr steps top_k warm dedup n_threads",
+    "rerank": "B method tie_tol gamma lr steps top_k warm dedup power n_threads",
+    "rerank_batch": "tasks method tie_tol gamma lr steps top_k warm dedup power n_threads",
     "surrogate_loo_auc_binned": "B weights gamma bins counts path n_threads",
     "aces_o_fit_binned": "B logits0 active gamma lr steps bins counts path n_threads",
     "binned_grid_spacing": "B weights bins counts",
@@ -827,6 +827,7 @@ def _valid_kwargs(name):
         "path": "auto",
         "h": 0.01,
         "weight_sum": 1.0,
+        "power": None,
     }
     return {k: values[k] for k in SIGNATURES[name].split()}
 

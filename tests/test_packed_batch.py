@@ -14,11 +14,20 @@ from hypothesis import strategies as st
 import aces_fast as af
 from aces_fast import _engine
 from aces_fast._compiled import core
-from aces_fast._registry import method_params
+from aces_fast._registry import method_params, power_table
 from aces_fast.parquet import pack_rows, packed_batch, schema
 
-COMPILED = {"majority": 0, "aces-c": 1, "aces-c-filter": 2, "aces-o": 3}
-KW = dict(tie_tol=1e-9, gamma=10.0, lr=0.05, steps=15, top_k=None, warm=False, dedup=None)
+COMPILED = {"majority": 0, "aces-c": 1, "aces-c-filter": 2, "aces-o": 3, "codet": 4}
+KW = dict(
+    tie_tol=1e-9, gamma=10.0, lr=0.05, steps=15, top_k=None, warm=False, dedup=None, power=None
+)
+
+
+def _kw(name, **extra):
+    """The _core keywords of method ``name``: KW, its code and, for CodeT, its
+    table of size ** 0.5 (enough for every task here)."""
+    power = power_table(0.5, 70_000) if name == "codet" else None
+    return dict(KW, method=COMPILED[name], **extra) | {"power": power}
 
 
 def _tasks(rng, count=120):
@@ -47,7 +56,7 @@ def _packed(Bs):
 def test_rerank_packed_equals_the_unpacked_batch(name, threads):
     Bs = _tasks(np.random.default_rng(COMPILED[name]))
     data, off, n, m = _packed(Bs)
-    kw = dict(KW, method=COMPILED[name], n_threads=threads)
+    kw = _kw(name, n_threads=threads)
     want = core.rerank_batch_flat(tasks=Bs, **kw)
     *got, padding = core.rerank_packed(data=data, offsets=off, n=n, m=m, **kw)
     assert padding.dtype == bool and not padding.any()
@@ -74,7 +83,7 @@ def test_a_padding_bit_of_any_row_flags_its_task(m, name):
             bad = data.copy()
             bad[off[1] + row * nb + nb - 1] |= 1 << bit
             *_, padding = core.rerank_packed(
-                data=bad, offsets=off, n=n, m=m_, method=COMPILED[name], n_threads=1, **KW
+                data=bad, offsets=off, n=n, m=m_, **_kw(name, n_threads=1)
             )
             assert padding.tolist() == [False, True, False], (row, bit)
 
@@ -226,7 +235,7 @@ def _both(monkeypatch, table, method, has_labels=True, **kw):
     return calls
 
 
-@pytest.mark.parametrize("method", ["aces-c", "majority", "aces-c-filter"])
+@pytest.mark.parametrize("method", ["aces-c", "majority", "aces-c-filter", "codet"])
 @pytest.mark.parametrize("labels", ["all", "some", None])
 def test_fast_path_writes_what_the_general_path_writes(monkeypatch, method, labels):
     Bs = _tasks(np.random.default_rng(5), 60)
@@ -289,12 +298,12 @@ def test_bad_rows_take_the_general_path(monkeypatch):
 
 def test_methods_without_a_packed_path_take_the_general_path(monkeypatch):
     table = _table(_tasks(np.random.default_rng(8), 10), "all")
-    for method, backend in (("codet", None), ("aces-c", "numpy"), ("aces-o", None)):
+    for method, backend in (("b4", None), ("aces-c", "numpy"), ("aces-o", None)):
         calls = _both(monkeypatch, table, method, backend=backend)
         assert calls == [False], (method, backend)
 
 
-@pytest.mark.parametrize("name", ["majority", "aces-c", "aces-c-filter"])
+@pytest.mark.parametrize("name", ["majority", "aces-c", "aces-c-filter", "codet"])
 def test_a_large_packed_task_equals_its_unpacked_copy(name):
     """Past 2^16 rows a task frees its scratch as it goes and hashes its rows on
     several threads: the packed words handed to it must serve both."""
@@ -302,7 +311,7 @@ def test_a_large_packed_task_equals_its_unpacked_copy(name):
     B = (rng.random((70_000, 70)) < 0.4).astype(np.uint8)
     B[::3] = B[1]  # repeated rows: the dedup pass merges them
     data, off, n, m = _packed([B])
-    kw = dict(KW, method=COMPILED[name], n_threads=2)
+    kw = _kw(name, n_threads=2)
     want = core.rerank_batch_flat(tasks=[B], **kw)
     *got, padding = core.rerank_packed(data=data, offsets=off, n=n, m=m, **kw)
     assert not padding.any()

@@ -126,8 +126,10 @@ def test_method_params_validates_and_fills_in():
             "aces-c-filter": 2,
             "aces-o": 3,
             "aces-o-warm": 3,
+            "codet": 4,
+            "codet-linear": 4,
         }
-    assert _registry.CODET.code is None and _registry.B4.code is None
+    assert _registry.B4.code is None
     assert _registry.CODET.result_name({"exponent": 1.0}) == "codet-linear"
     assert _registry.CODET_LINEAR.result_name({"exponent": 2.0}) == "codet"
 
@@ -148,7 +150,7 @@ def test_core_args_are_named_as_the_extension_takes_them():
         values = spec.validate({"steps": 7} if "steps" in {p.name for p in spec.params} else {})
         args = spec.core_args(values)
         assert isinstance(args, _registry.CoreArgs)
-        out = core.rerank(B=B, method=spec.code, **args._asdict(), dedup=None, n_threads=1)
+        out = core.rerank(B=B, method=spec.code, **args.kwargs(len(B)), dedup=None, n_threads=1)
         got = spec.pack(_semantics.Outputs._make(out), values, "cpp")
         want = af.rerank(B, spec.name, backend="cpp", **values)
         assert got.method == want.method and got.fallback == want.fallback
@@ -161,7 +163,15 @@ def test_core_args_are_named_as_the_extension_takes_them():
         seen.add(spec.name)
         if spec.name == "aces-o-warm":
             assert args.warm and args.steps == 7 and args.top_k == 24
-    assert seen == {"majority", "aces-c", "aces-c-filter", "aces-o", "aces-o-warm"}
+    assert seen == {
+        "majority",
+        "aces-c",
+        "aces-c-filter",
+        "aces-o",
+        "aces-o-warm",
+        "codet",
+        "codet-linear",
+    }
     assert _registry.ACES_O.core_args(_registry.ACES_O.validate({"bins": 64})) is None
 
 

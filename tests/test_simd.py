@@ -148,7 +148,7 @@ for t, (n, m) in enumerate(shapes):
                 record(out, f"surrogate grad {tag}", grad, **col)
         for top_k, warm in ((None, False), (8, True)):
             r = core.rerank(B=B, method=core.METHOD_CODES["aces-o"], tie_tol=1e-9, gamma=10.0,
-                            lr=0.05, steps=4, top_k=top_k, warm=warm, dedup=None, n_threads=1)
+                            lr=0.05, steps=4, top_k=top_k, warm=warm, dedup=None, power=None, n_threads=1)
             tag = f"{kern} top_k={top_k} warm={warm}"
             record(out, f"aces-o scores {tag}", r[0])
             record(out, f"aces-o weights {tag}", r[1], **col)
@@ -158,7 +158,7 @@ for t, (n, m) in enumerate(shapes):
     for method in ("majority", "aces-c", "aces-c-filter"):
         for dedup in (False, True):
             r = core.rerank(B=B, method=core.METHOD_CODES[method], tie_tol=1e-9, gamma=10.0,
-                            lr=0.01, steps=0, top_k=None, warm=False, dedup=dedup, n_threads=1)
+                            lr=0.01, steps=0, top_k=None, warm=False, dedup=dedup, power=None, n_threads=1)
             tag = f"{method} dedup={dedup}"
             record(out, f"{tag} scores", r[0])
             record(out, f"{tag} weights", r[1], **col)
@@ -171,7 +171,7 @@ for t, (n, m) in enumerate(shapes):
         r = core.rerank_packed(data=data, offsets=np.array([0, data.size]), n=np.array([n]),
                                m=np.array([m]), method=core.METHOD_CODES[method], tie_tol=1e-9,
                                gamma=10.0, lr=0.01, steps=0, top_k=None, warm=False, dedup=None,
-                               n_threads=1)
+                               power=None, n_threads=1)
         record(out, f"{method} packed scores", r[0])
         record(out, f"{method} packed order", r[2])
         record(out, f"{method} packed loo_auc", r[3], **col)
@@ -181,7 +181,7 @@ for t, (n, m) in enumerate(shapes):
             r = core.rerank_packed(data=bad, offsets=np.array([0, bad.size]), n=np.array([n]),
                                    m=np.array([m]), method=core.METHOD_CODES[method],
                                    tie_tol=1e-9, gamma=10.0, lr=0.01, steps=0, top_k=None,
-                                   warm=False, dedup=None, n_threads=1)
+                                   warm=False, dedup=None, power=None, n_threads=1)
             record(out, f"{method} packed padding", r[-1].astype(np.int64))
     # bytes other than 1 (read as passes, or rejected: the same at every level)
     scaled = B * np.where(np.random.default_rng(t).random(B.shape) < 0.1, 7, 1).astype(np.uint8)
@@ -190,7 +190,7 @@ for t, (n, m) in enumerate(shapes):
             try:
                 r = core.rerank(B=scaled, method=core.METHOD_CODES[method], tie_tol=1e-9,
                                 gamma=10.0, lr=0.01, steps=0, top_k=None, warm=False,
-                                dedup=dedup, n_threads=1)
+                                dedup=dedup, power=None, n_threads=1)
             except ValueError:
                 r = (None, None)
             record(out, f"{method} dedup={dedup} bytes>1 scores", r[0])
@@ -324,6 +324,7 @@ def test_aces_c_scores_follow_the_documented_association(shape):
             top_k=None,
             warm=False,
             dedup=dedup,
+            power=None,
             n_threads=threads,
         )
         raw = np.array([_dot_nibbles(row, weights) for row in B])
@@ -352,6 +353,7 @@ def test_large_scores_follow_the_documented_association():
             top_k=None,
             warm=False,
             dedup=dedup,
+            power=None,
             n_threads=threads,
         )
         expected = [_dot_nibbles(B[i], weights) for i in sample]
@@ -399,7 +401,7 @@ for n, m in json.loads(sys.argv[1]):
     for method, code in sorted(core.METHOD_CODES.items()):
         for dedup in (True, False, None):
             kw = dict(method=code, tie_tol=1e-9, gamma=10.0, lr=0.05, steps=2, top_k=None,
-                      warm=True, dedup=dedup, n_threads=1)
+                      warm=True, dedup=dedup, power=np.arange(B.shape[0] + 1.0) ** 0.5, n_threads=1)
             core.rerank(B=B, **kw)
             for pos in positions:
                 for value in (2, 255):
@@ -425,7 +427,7 @@ from aces_fast import _core as core
 
 missed = []
 kw = dict(method=core.METHOD_CODES["aces-c"], tie_tol=1e-9, gamma=10.0, lr=0.05, steps=0,
-          top_k=None, warm=False, dedup=True, n_threads=1)
+          top_k=None, warm=False, dedup=True, power=None, n_threads=1)
 for m in json.loads(sys.argv[1]):
     B = (np.random.default_rng(m).random((3, m)) < 0.5).astype(np.uint8)
     B[2] = B[0]
@@ -475,7 +477,15 @@ def test_rerank_check_on_threads_and_in_batches():
     rng = np.random.default_rng(7)
     B = (rng.random((600, 700)) < 0.5).astype(np.uint8)  # n m above the parallel threshold
     kw = dict(
-        tie_tol=1e-9, gamma=10.0, lr=0.05, steps=2, top_k=24, warm=True, dedup=True, n_threads=2
+        tie_tol=1e-9,
+        gamma=10.0,
+        lr=0.05,
+        steps=2,
+        top_k=24,
+        warm=True,
+        dedup=True,
+        power=None,
+        n_threads=2,
     )
     for code in (_core.METHOD_CODES["aces-c"], _core.METHOD_CODES["aces-o"]):
         _core.rerank(B=B, method=code, **kw)

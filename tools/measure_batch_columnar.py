@@ -50,6 +50,7 @@ def old_rerank_batch(Bs, method: str, n_threads: int):
         top_k=args.top_k,
         warm=args.warm,
         dedup=None,
+        power=None,
         n_threads=n_threads,
     )
     return [spec.pack(_semantics.Outputs._make(out), values, "cpp") for out in outs]

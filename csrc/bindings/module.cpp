@@ -181,9 +181,23 @@ py::object py_aces_o_fit(const FastArgs& args) {
 
 // ---- whole methods ------------------------------------------------------------------
 
+// A 1-D C-contiguous array of exactly dtype T (no conversion: these are views of
+// Arrow buffers the caller made); TypeError naming the argument otherwise.
+template <typename T>
+py::array_t<T> get_exact(const char* fn, const char* name, py::handle h) {
+  if (!py::isinstance<py::array_t<T>>(h) ||
+      !(py::reinterpret_borrow<py::array>(h).flags() & py::array::c_style) ||
+      py::reinterpret_borrow<py::array>(h).ndim() != 1)
+    throw py::type_error(std::string(fn) + ": " + name + " must be a 1-D C-contiguous " +
+                         py::str(py::dtype::of<T>()).cast<std::string>() + " array, got " +
+                         type_name(h));
+  return py::reinterpret_borrow<py::array_t<T>>(h);
+}
+
 // The method parameters of rerank / rerank_batch from their parsed keywords:
-// a[1..8] = method, tie_tol, gamma, lr, steps, top_k, warm, dedup (a[0] is B or
-// tasks, a[9] n_threads).
+// a[1..9] = method, tie_tol, gamma, lr, steps, top_k, warm, dedup, power (a[0]
+// is B or tasks, a[10] n_threads). power (float64 1-D, CodeT's k ** exponent)
+// stays owned by the caller's argument, alive for the whole call.
 aces_fast::MethodParams get_params(const char* fn, const py::handle* a) {
   const int64_t method = get_int(fn, "method", a[1], std::numeric_limits<int>::min(),
                                  std::numeric_limits<int>::max(), "");
@@ -200,7 +214,26 @@ aces_fast::MethodParams get_params(const char* fn, const py::handle* a) {
   p.top_k = get_top_k(fn, a[6]);
   p.warm = get_bool(fn, "warm", a[7]);
   p.dedup = get_dedup(fn, a[8]);
+  p.power = nullptr;
+  p.power_len = 0;
+  if (!a[9].is_none()) {
+    const py::array_t<double> power = get_exact<double>(fn, "power", a[9]);
+    p.power = power.data();
+    p.power_len = static_cast<int64_t>(power.shape(0));
+  }
+  if (p.method == aces_fast::kMethodCodet && p.power == nullptr)
+    throw py::value_error(std::string(fn) + ": codet needs power, the float64 table of " +
+                          "k ** exponent for k = 0 .. n");
   return p;
+}
+
+// CodeT reads power[n] for a task of n rows: ValueError unless the table covers
+// the largest task (run_codet checks it again, as a task error).
+void check_power(const char* fn, const aces_fast::MethodParams& p, int64_t max_rows) {
+  if (p.method == aces_fast::kMethodCodet && p.power_len <= max_rows)
+    throw py::value_error(std::string(fn) +
+                          ": codet's power table needs n + 1 = " + std::to_string(max_rows + 1) +
+                          " entries for the largest task, got " + std::to_string(p.power_len));
 }
 
 // The Python arrays behind one task's outputs; allocated with the GIL held so
@@ -230,7 +263,10 @@ void prepare_task(const char* fn, py::handle B, const aces_fast::MethodParams& p
   t.n = M.n;
   t.m = M.m;
   t.out.scores = new_output<double>(a.scores, M.n);
-  t.out.weights = new_output<double>(a.weights, M.m);
+  if (p.method == aces_fast::kMethodCodet)
+    a.weights = py::none();  // no test weights
+  else
+    t.out.weights = new_output<double>(a.weights, M.m);
   t.out.order = new_output<int64_t>(a.order, M.n);
   if (p.method == aces_fast::kMethodAcesC || p.method == aces_fast::kMethodAcesCFilter)
     t.out.loo = new_output<double>(a.loo, M.m);
@@ -249,15 +285,16 @@ py::tuple task_result(const TaskArrays& a, const aces_fast::BatchTask& t) {
 
 py::object py_rerank(const FastArgs& args) {
   static const Keywords sig("rerank", {"B", "method", "tie_tol", "gamma", "lr", "steps", "top_k",
-                                       "warm", "dedup", "n_threads"});
-  py::handle v[10];
+                                       "warm", "dedup", "power", "n_threads"});
+  py::handle v[11];
   sig.parse(args, v);
   const char* fn = sig.fn();
   const aces_fast::MethodParams p = get_params(fn, v);
-  const int nt = get_threads(fn, v[9]);
+  const int nt = get_threads(fn, v[10]);
   TaskArrays a;
   aces_fast::BatchTask t;
   prepare_task(fn, v[0], p, a, t);
+  check_power(fn, p, t.n);
   SignalWatch watch;
   int bad = 0;
   {
@@ -317,12 +354,12 @@ void run_jobs(const char* fn, std::vector<aces_fast::BatchTask>& jobs,
 
 py::object py_rerank_batch(const FastArgs& args) {
   static const Keywords sig("rerank_batch", {"tasks", "method", "tie_tol", "gamma", "lr", "steps",
-                                             "top_k", "warm", "dedup", "n_threads"});
-  py::handle v[10];
+                                             "top_k", "warm", "dedup", "power", "n_threads"});
+  py::handle v[11];
   sig.parse(args, v);
   const char* fn = sig.fn();
   const aces_fast::MethodParams p = get_params(fn, v);
-  const int nt = get_threads(fn, v[9]);
+  const int nt = get_threads(fn, v[10]);
   const py::sequence seq = get_task_sequence(fn, v[0]);
   const size_t T = static_cast<size_t>(py::len(seq));
   std::vector<TaskArrays> arrays(T);
@@ -334,6 +371,9 @@ py::object py_rerank_batch(const FastArgs& args) {
     prepare_task(where.c_str(), seq[k], p, arrays[k], jobs[k]);
     matrices[k] = arrays[k].M;
   }
+  int64_t max_rows = 0;
+  for (const aces_fast::BatchTask& t : jobs) max_rows = std::max(max_rows, t.n);
+  check_power(fn, p, max_rows);
   run_jobs(fn, jobs, matrices, p, nt);
   py::list result(T);
   for (size_t k = 0; k < T; ++k) result[k] = task_result(arrays[k], jobs[k]);
@@ -355,6 +395,9 @@ py::array_t<int64_t> make_offsets(size_t T, Len len) {
 py::tuple run_flat(const char* fn, std::vector<aces_fast::BatchTask>& jobs,
                    const std::vector<Matrix>& matrices, const aces_fast::MethodParams& p, int nt) {
   const size_t T = jobs.size();
+  int64_t max_rows = 0;
+  for (const aces_fast::BatchTask& t : jobs) max_rows = std::max(max_rows, t.n);
+  check_power(fn, p, max_rows);
   const bool is_c =
       p.method == aces_fast::kMethodAcesC || p.method == aces_fast::kMethodAcesCFilter;
   const bool is_o = p.method == aces_fast::kMethodAcesO;
@@ -365,8 +408,16 @@ py::tuple run_flat(const char* fn, std::vector<aces_fast::BatchTask>& jobs,
   const int64_t* pm = m_off.data();
   const py::ssize_t N = static_cast<py::ssize_t>(pn[T]), M = static_cast<py::ssize_t>(pm[T]);
   // the large outputs reuse the memory of earlier calls' (output_pool.hpp)
-  py::array_t<double> scores = pooled_array<double>(N), weights = pooled_array<double>(M);
+  const bool has_w = p.method != aces_fast::kMethodCodet;  // CodeT has no test weights
+  py::array_t<double> scores = pooled_array<double>(N);
   py::array_t<int64_t> order = pooled_array<int64_t>(N);
+  py::object weights = py::none();
+  double* pw = nullptr;
+  if (has_w) {
+    py::array_t<double> a = pooled_array<double>(M);
+    pw = a.mutable_data();
+    weights = a;
+  }
   py::array_t<bool> fallback(static_cast<py::ssize_t>(T));
   py::object loo = py::none(), objective = py::none(), obj_off = py::none(), rows = py::none(),
              rows_off = py::none();
@@ -396,13 +447,12 @@ py::tuple run_flat(const char* fn, std::vector<aces_fast::BatchTask>& jobs,
     rows_off = ro;
   }
   double* ps = scores.mutable_data();
-  double* pw = weights.mutable_data();
   int64_t* pord = order.mutable_data();
   for (size_t k = 0; k < T; ++k) {
     aces_fast::BatchTask& t = jobs[k];
     t.out.scores = ps + pn[k];
     t.out.order = pord + pn[k];
-    t.out.weights = pw + pm[k];
+    if (has_w) t.out.weights = pw + pm[k];
     if (is_c) t.out.loo = ploo + pm[k];
     if (is_o) {
       t.out.objective = pobj + static_cast<int64_t>(k) * n_obj;
@@ -450,13 +500,14 @@ py::tuple rerank_stack(const char* fn, py::handle h, const aces_fast::MethodPara
 // task: the cost of a small task is then its computation, not the allocation
 // of 3 to 6 Python objects.
 py::object py_rerank_batch_flat(const FastArgs& args) {
-  static const Keywords sig("rerank_batch_flat", {"tasks", "method", "tie_tol", "gamma", "lr",
-                                                  "steps", "top_k", "warm", "dedup", "n_threads"});
-  py::handle v[10];
+  static const Keywords sig("rerank_batch_flat",
+                            {"tasks", "method", "tie_tol", "gamma", "lr", "steps", "top_k", "warm",
+                             "dedup", "power", "n_threads"});
+  py::handle v[11];
   sig.parse(args, v);
   const char* fn = sig.fn();
   const aces_fast::MethodParams p = get_params(fn, v);
-  const int nt = get_threads(fn, v[9]);
+  const int nt = get_threads(fn, v[10]);
   if (py::isinstance<py::array>(v[0])) return rerank_stack(fn, v[0], p, nt);
   const py::sequence seq = get_task_sequence(fn, v[0]);
   const size_t T = static_cast<size_t>(py::len(seq));
@@ -483,19 +534,6 @@ py::object py_rerank_batch_flat(const FastArgs& args) {
   return run_flat(fn, jobs, matrices, p, nt);
 }
 
-// A 1-D C-contiguous array of exactly dtype T (no conversion: these are views of
-// Arrow buffers the caller made); TypeError naming the argument otherwise.
-template <typename T>
-py::array_t<T> get_exact(const char* fn, const char* name, py::handle h) {
-  if (!py::isinstance<py::array_t<T>>(h) ||
-      !(py::reinterpret_borrow<py::array>(h).flags() & py::array::c_style) ||
-      py::reinterpret_borrow<py::array>(h).ndim() != 1)
-    throw py::type_error(std::string(fn) + ": " + name + " must be a 1-D C-contiguous " +
-                         py::str(py::dtype::of<T>()).cast<std::string>() + " array, got " +
-                         type_name(h));
-  return py::reinterpret_borrow<py::array_t<T>>(h);
-}
-
 // rerank_batch_flat on tasks given bit-packed, as in a Parquet batch of the
 // pass-matrix layout (docs/parquet.md): task k's rows are the bytes
 // data[offsets[k]:offsets[k+1]], n[k] rows of ceil(m[k] / 8) bytes, packed
@@ -506,12 +544,12 @@ py::array_t<T> get_exact(const char* fn, const char* name, py::handle h) {
 py::object py_rerank_packed(const FastArgs& args) {
   static const Keywords sig(
       "rerank_packed", {"data", "offsets", "n", "m", "method", "tie_tol", "gamma", "lr", "steps",
-                        "top_k", "warm", "dedup", "n_threads"});
-  py::handle v[13];
+                        "top_k", "warm", "dedup", "power", "n_threads"});
+  py::handle v[14];
   sig.parse(args, v);
   const char* fn = sig.fn();
   const aces_fast::MethodParams p = get_params(fn, v + 3);  // its a[1] is method
-  const int nt = get_threads(fn, v[12]);
+  const int nt = get_threads(fn, v[13]);
   const py::array_t<uint8_t> data = get_exact<uint8_t>(fn, "data", v[0]);
   const py::array_t<int64_t> offsets = get_exact<int64_t>(fn, "offsets", v[1]);
   const py::array_t<int64_t> ns = get_exact<int64_t>(fn, "n", v[2]);
@@ -678,26 +716,29 @@ const char* const kAcesOFitDoc =
     "objective[t] = J after t updates. No active column: all zeros.\n"
     "dedup (None = True): merge identical rows first; equal to ~1e-12 (summation order).";
 
-#define ACES_FAST_METHOD_DOC                                                                \
-  "method: a code of METHOD_CODES (aces-o with warm=True: init 'aces-c'). gamma, lr,\n"     \
-  "steps, top_k (int >= 1 or None: all rows) and warm are ACES-O's (pass them for every\n"  \
-  "method). dedup: True/False/None (auto) merges identical rows inside the kernels\n"       \
-  "(exact for LOO-AUC and ACES-C; ACES-O to ~1e-12). Returns (scores (n,), weights (m,),\n" \
-  "order (n,) int64, loo_auc (m,) | None, fallback, objective (steps+1,) | None,\n"         \
-  "rows (k,) int64 | None): weights sum to 1 (zeros if none), scores = B w summed in\n"     \
-  "ascending column order with ties within tie_tol * sum(w) snapped to one value,\n"        \
-  "order = stable descending. loo_auc for ACES-C, objective and the optimized rows for\n"   \
+#define ACES_FAST_METHOD_DOC                                                                     \
+  "method: a code of METHOD_CODES (aces-o with warm=True: init 'aces-c'). gamma, lr,\n"          \
+  "steps, top_k (int >= 1 or None: all rows) and warm are ACES-O's (pass them for every\n"       \
+  "method); power (float64 1-D, k ** exponent for k = 0 .. n at least, or None) CodeT's,\n"      \
+  "whose weights are None (scores: passes of non-constant tests x power[consensus set\n"         \
+  "size]; order stable descending). dedup: True/False/None (auto) merges identical rows inside " \
+  "the kernels\n"                                                                                \
+  "(exact for LOO-AUC and ACES-C; ACES-O to ~1e-12). Returns (scores (n,), weights (m,),\n"      \
+  "order (n,) int64, loo_auc (m,) | None, fallback, objective (steps+1,) | None,\n"              \
+  "rows (k,) int64 | None): weights sum to 1 (zeros if none), scores = B w summed in\n"          \
+  "ascending column order with ties within tie_tol * sum(w) snapped to one value,\n"             \
+  "order = stable descending. loo_auc for ACES-C, objective and the optimized rows for\n"        \
   "ACES-O."
 
 const char* const kRerankDoc =
     "rerank($module, /, *, B, method, tie_tol, gamma, lr, steps, top_k, warm, dedup, "
-    "n_threads)\n--\n\n"
+    "power, n_threads)\n--\n\n"
     "-> tuple\n\n"
     "One ranking method on one pass matrix, GIL released.\n" ACES_FAST_METHOD_DOC;
 
 const char* const kRerankBatchDoc =
     "rerank_batch($module, /, *, tasks, method, tie_tol, gamma, lr, steps, top_k, warm, dedup, "
-    "n_threads)\n--\n\n"
+    "power, n_threads)\n--\n\n"
     "-> list\n\n"
     "rerank() over a list of pass matrices of any shapes in one call: OpenMP across\n"
     "tasks (each task single-threaded; a lone task uses the threads itself), GIL\n"
@@ -705,7 +746,7 @@ const char* const kRerankBatchDoc =
 
 const char* const kRerankBatchFlatDoc =
     "rerank_batch_flat($module, /, *, tasks, method, tie_tol, gamma, lr, steps, top_k, warm, "
-    "dedup, n_threads)\n--\n\n"
+    "dedup, power, n_threads)\n--\n\n"
     "-> (n_offsets, m_offsets, scores, weights, order, loo_auc, fallback, objective,\n"
     "    objective_offsets, rows, rows_offsets)\n\n"
     "rerank_batch() with every task's outputs in slices of flat arrays (Arrow's list\n"
@@ -720,7 +761,7 @@ const char* const kRerankBatchFlatDoc =
 
 const char* const kRerankPackedDoc =
     "rerank_packed($module, /, *, data, offsets, n, m, method, tie_tol, gamma, lr, steps, "
-    "top_k, warm, dedup, n_threads)\n--\n\n"
+    "top_k, warm, dedup, power, n_threads)\n--\n\n"
     "-> rerank_batch_flat's tuple + (padding,)\n\n"
     "rerank_batch_flat() on bit-packed tasks: task k is n[k] rows of ceil(m[k] / 8) bytes\n"
     "packed big-endian (numpy.packbits), data[offsets[k]:offsets[k+1]] (data uint8,\n"

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 
 #include "kernels/bits.hpp"
 #include "kernels/interrupt.hpp"
@@ -586,10 +588,54 @@ bool dedup_pays_for_aces_c(int64_t n, int64_t m) {
 
 bool runs_from_words(const MethodParams& p, int64_t n) {
   // ACES-C reads B in the uniform LOO-AUC only (total multiplicity n); the
-  // scores and the dedup pass use the packed rows, the fallback the column sums
+  // scores and the dedup pass use the packed rows, the fallback the column sums.
+  // CodeT needs the packed rows only (run_codet).
+  if (p.method == kMethodCodet) return n > 0;
   return (p.method == kMethodAcesC || p.method == kMethodAcesCFilter) && n > 0 &&
          loo_auc_reads_words(n);
 }
+
+namespace {
+
+// CodeT (docs/contract.rst §3, _semantics.codet): the consensus sets are the
+// classes of identical rows over the non-constant tests, and a constant test
+// is the same in every row, so the classes of whole rows are the same sets
+// (dedup_rows, which packs and checks the rows in the same pass). A row scores
+// (its passes of non-constant tests) * (its set's size) ** exponent: its passes
+// less the tests every row passes, times p.power[size] (NumPy's rounding of the
+// power), one float64 product as the semantics' `to_float(passed) * power`.
+// Order: stable descending (snap_and_order with tol 0 snaps nothing: only
+// equal scores share a group). O(n m / 64) after the packing pass, O(n) after.
+void run_codet(const uint8_t* B, int64_t n, int64_t m, const MethodParams& p, MethodOutput& out,
+               MethodWorkspace& ws, bool par, int n_threads, bool words_ready) {
+  if (p.power == nullptr || p.power_len <= n)
+    throw std::invalid_argument("codet: the power table needs n + 1 = " + std::to_string(n + 1) +
+                                " entries, got " + std::to_string(p.power ? p.power_len : 0));
+  uint8_t high = 0;
+  dedup_rows(B, n, m, nullptr, ws.plan, par, n_threads, &high, true, words_ready);
+  if (high) {
+    out.not_binary = true;
+    return;
+  }
+  // the tests every row passes: the AND of all rows' words (unused bits are 0)
+  const int64_t nw = (m + 63) / 64;
+  const uint64_t* words = ws.plan.words.data();
+  ws.mask.assign(static_cast<size_t>(nw), ~uint64_t(0));
+  uint64_t* all = ws.mask.data();
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t q = 0; q < nw; ++q) all[q] &= words[i * nw + q];
+  int64_t everyone = 0;
+  for (int64_t q = 0; q < nw; ++q) everyone += bits::popcount64(all[q]);
+  const int64_t* rep = ws.plan.rep.data();
+  const int64_t* counts = ws.plan.counts.data();
+  const int64_t* rowsum = ws.plan.rowsum.data();
+  for (int64_t i = 0; i < n; ++i)
+    out.scores[i] = static_cast<double>(rowsum[i] - everyone) * p.power[counts[rep[i]]];
+  snap_and_order(out.scores, n, 0.0, ws.plan.distinct < n ? rep : nullptr, out.order, ws.sort);
+  if (n >= kReleaseRows) release_dedup_scratch(ws.plan);
+}
+
+}  // namespace
 
 void run_method(const uint8_t* B, int64_t n, int64_t m, const MethodParams& p, MethodOutput& out,
                 MethodWorkspace& ws, bool parallel, int n_threads, bool words_ready) {
@@ -597,6 +643,10 @@ void run_method(const uint8_t* B, int64_t n, int64_t m, const MethodParams& p, M
   out.not_binary = false;
   const bool par = parallel && n * m >= kMinParallelCells;
   const int nt = threads_for_work(par ? n * m : 0, n_threads);
+  if (p.method == kMethodCodet) {
+    run_codet(B, n, m, p, out, ws, par, nt, words_ready);
+    return;
+  }
   const bool is_c = p.method == kMethodAcesC || p.method == kMethodAcesCFilter;
   const bool is_o = p.method == kMethodAcesO;
 

@@ -1,6 +1,7 @@
 // Whole ranking methods of one task in C++ (docs/contract.rst §3): majority vote,
-// ACES-C (weighted / filter, with the majority fallback) and ACES-O (top-k
-// prefilter, uniform or ACES-C warm start). The NumPy glue of
+// ACES-C (weighted / filter, with the majority fallback), ACES-O (top-k
+// prefilter, uniform or ACES-C warm start) and CodeT (consensus sets, no test
+// weights). The NumPy glue of
 // aces_fast/backends/base.py defines the results; this reproduces it:
 //   * weights normalized to sum 1 (all zeros when none is positive);
 //   * scores s = B w (to rounding: simd.hpp's RowsDot fixes the association);
@@ -27,6 +28,7 @@ enum MethodCode : int {
   kMethodAcesC = 1,        // ACES-C, variant "weighted"
   kMethodAcesCFilter = 2,  // ACES-C, variant "filter"
   kMethodAcesO = 3,        // ACES-O (init "uniform", or "aces-c" when warm)
+  kMethodCodet = 4,        // CodeT (any exponent, through MethodParams::power)
 };
 
 // The one list of method codes and their rerank names (_core.METHOD_CODES).
@@ -35,10 +37,8 @@ struct MethodName {
   MethodCode code;
 };
 inline constexpr MethodName kMethodNames[] = {
-    {"majority", kMethodMajority},
-    {"aces-c", kMethodAcesC},
-    {"aces-c-filter", kMethodAcesCFilter},
-    {"aces-o", kMethodAcesO},
+    {"majority", kMethodMajority}, {"aces-c", kMethodAcesC}, {"aces-c-filter", kMethodAcesCFilter},
+    {"aces-o", kMethodAcesO},      {"codet", kMethodCodet},
 };
 
 // True when code is one of kMethodNames' codes.
@@ -59,12 +59,17 @@ struct MethodParams {
   int64_t top_k;   // ACES-O; <= 0 keeps every row
   bool warm;       // ACES-O init="aces-c"
   int dedup;       // 1 on, 0 off, -1 auto (ACES-O on, ACES-C dedup_pays_for_aces_c, majority off)
+  // CodeT: power[k] = k ** exponent for k < power_len (> every task's n), as
+  // NumPy's `**` rounds it (the caller's table: its pow is not the C library's
+  // on every host); nullptr for the other methods
+  const double* power;
+  int64_t power_len;
 };
 
 // Caller-allocated outputs of one task (n candidates, m tests).
 struct MethodOutput {
   double* scores = nullptr;     // (n)
-  double* weights = nullptr;    // (m)
+  double* weights = nullptr;    // (m); CodeT leaves it unset (it has no test weights)
   int64_t* order = nullptr;     // (n)
   double* loo = nullptr;        // (m) uniform LOO-AUC; ACES-C variants only
   double* objective = nullptr;  // (steps + 1) ACES-O only
@@ -121,7 +126,8 @@ void snap_and_order(double* s, int64_t n, double tol, const int64_t* rep, int64_
 // Run one method on B (n >= 1 rows, m >= 0 columns, row-major bytes, nonzero =
 // pass). parallel / n_threads as for the kernels (a batch driver running tasks
 // in parallel passes parallel = false). Results do not depend on the number of
-// threads. Throws only std::bad_alloc. Returns early, outputs unfinished, once
+// threads. Throws only std::bad_alloc, and std::invalid_argument for CodeT
+// without a power table of more than n entries. Returns early, outputs unfinished, once
 // the calling thread's interrupt token (kernels/interrupt.hpp) is cancelled, or
 // with out.not_binary set when a byte of B is neither 0 nor 1 (checked first, in
 // the row-dedup pass when there is one, else in a pass of its own).

@@ -31,15 +31,16 @@ METHOD_CODES: dict[str, int]
 _F64 = npt.NDArray[np.float64]
 _I64 = npt.NDArray[np.int64]
 _Pass = npt.NDArray[np.uint8] | npt.NDArray[np.bool_]
-_RerankTuple = tuple[_F64, _F64, _I64, _F64 | None, bool, _F64 | None, _I64 | None]
+#: (scores, weights (None for CodeT), order, loo_auc, fallback, objective, rows)
+_RerankTuple = tuple[_F64, _F64 | None, _I64, _F64 | None, bool, _F64 | None, _I64 | None]
 #: (n_offsets, m_offsets, scores, weights, order, loo_auc, fallback (T,) bool,
 #: objective, objective_offsets, rows, rows_offsets): every task's outputs in
-#: slices of flat arrays; offsets are int64 (T + 1,)
+#: slices of flat arrays; offsets are int64 (T + 1,); weights None for CodeT
 _FlatTuple = tuple[
     _I64,
     _I64,
     _F64,
-    _F64,
+    _F64 | None,
     _I64,
     _F64 | None,
     npt.NDArray[np.bool_],
@@ -53,7 +54,7 @@ _PackedTuple = tuple[
     _I64,
     _I64,
     _F64,
-    _F64,
+    _F64 | None,
     _I64,
     _F64 | None,
     npt.NDArray[np.bool_],
@@ -111,6 +112,7 @@ def rerank(
     top_k: int | None,
     warm: bool,
     dedup: bool | None,
+    power: _F64 | None = None,
     n_threads: int,
 ) -> _RerankTuple: ...
 def rerank_batch(
@@ -124,6 +126,7 @@ def rerank_batch(
     top_k: int | None,
     warm: bool,
     dedup: bool | None,
+    power: _F64 | None = None,
     n_threads: int,
 ) -> list[_RerankTuple]: ...
 def prepared_prefix(*, tasks: Sequence[object]) -> int: ...
@@ -138,6 +141,7 @@ def rerank_batch_flat(
     top_k: int | None,
     warm: bool,
     dedup: bool | None,
+    power: _F64 | None = None,
     n_threads: int,
 ) -> _FlatTuple: ...
 def rerank_packed(
@@ -154,6 +158,7 @@ def rerank_packed(
     top_k: int | None,
     warm: bool,
     dedup: bool | None,
+    power: _F64 | None = None,
     n_threads: int,
 ) -> _PackedTuple: ...
 def pass_at_ks(

@@ -30,6 +30,8 @@ from typing import (
 )
 
 if TYPE_CHECKING:  # the backends import this module
+    import numpy as np
+
     from ._ops import ArrayOps
 
 from . import _semantics
@@ -255,7 +257,8 @@ Values = dict[str, Any]
 class CoreArgs(NamedTuple):
     """A method's values for its compiled copy: the arguments of ``_core.rerank``
     and ``_core.rerank_batch_flat`` besides the matrices, ``method``, ``dedup`` and
-    ``n_threads``, under the names ``_core`` takes them by.
+    ``n_threads``, under the names ``_core`` takes them by, except ``exponent``:
+    CodeT's, which :meth:`kwargs` turns into ``_core``'s ``power`` table.
 
     A NamedTuple rather than a frozen dataclass: it is built on every compiled
     ``rerank`` call (a few microseconds in all), and builds in about half the time.
@@ -268,6 +271,29 @@ class CoreArgs(NamedTuple):
     top_k: int | None
     #: ACES-O starts from the ACES-C weights
     warm: bool
+    #: CodeT's consensus-set size exponent; ``None`` for the other methods
+    exponent: float | None = None
+
+    def kwargs(self, rows: int) -> dict[str, Any]:
+        """The keywords of ``_core.rerank`` and the batch calls for tasks of at most
+        ``rows`` candidates (read only by CodeT, for the length of its table)."""
+        kw = self._asdict()
+        exponent = kw.pop("exponent")
+        kw["power"] = None if exponent is None else power_table(exponent, rows)
+        return kw
+
+
+@functools.lru_cache(maxsize=64)
+def power_table(exponent: float, rows: int) -> np.ndarray:
+    """``k ** exponent`` for ``k = 0 .. rows``, float64 (rows + 1,), read-only: the
+    sizes' powers of CodeT's compiled copy, rounded by NumPy's ``**`` as the
+    semantics' ``int_power`` rounds them (NumPy's pow is not the C library's on
+    every host, so the table is made here, not in C++). O(rows), cached."""
+    import numpy as np
+
+    table = np.arange(rows + 1, dtype=np.float64) ** exponent
+    table.flags.writeable = False
+    return table
 
 
 @functools.lru_cache(maxsize=256)
@@ -590,6 +616,23 @@ MAJORITY = register(
         over_tasks=True,
     )
 )
+
+
+@functools.lru_cache(maxsize=256)
+def _codet_core_args(exponent: float) -> CoreArgs:
+    """CodeT's compiled arguments: only the exponent varies (cached, as
+    :func:`_one_pass_core_args`)."""
+    return CoreArgs(
+        tie_tol=0.0,
+        gamma=GAMMA.default,
+        lr=LR.default,
+        steps=0,
+        top_k=None,
+        warm=False,
+        exponent=exponent,
+    )
+
+
 CODET = register(
     MethodSpec(
         name="codet",
@@ -600,6 +643,8 @@ CODET = register(
         weights=False,
         info=("exponent",),
         key="exponent",
+        core_method="codet",
+        core_args=lambda v: _codet_core_args(v["exponent"]),
     )
 )
 CODET_LINEAR = register(
@@ -613,6 +658,8 @@ CODET_LINEAR = register(
         info=("exponent",),
         family="codet",
         key="exponent",
+        core_method="codet",
+        core_args=CODET.core_args,
     )
 )
 B4 = register(

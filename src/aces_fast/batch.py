@@ -139,8 +139,8 @@ def rerank_batch(
 
     Notes
     -----
-    With the ``cpp`` backend majority vote, ACES-C (both variants) and ACES-O
-    run in one call into C++ with the GIL released; CodeT and B4 run task by
+    With the ``cpp`` backend majority vote, ACES-C (both variants), ACES-O and
+    CodeT run in one call into C++ with the GIL released; B4 runs task by
     task. A stack that needs no conversion (a C-contiguous ``uint8`` array of
     shape (T, n, m), ``n >= 1``, or on ``torch`` such a tensor) is ranked where
     it lies, without a view per task: for batches of small tasks, make the

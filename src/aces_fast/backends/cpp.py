@@ -8,7 +8,7 @@ under ``2^18`` cells runs on one thread. ``n_threads`` on the backend object, or
 ``rerank_batch(n_threads=)``, sets an exact count (``_core.threads_for_work``).
 
 Methods with a compiled copy (a spec's ``core_method``: majority vote, ACES-C,
-ACES-O) run whole in C++ -- ``_core.rerank``: weights, scores, tie snapping and
+ACES-O, CodeT) run whole in C++ -- ``_core.rerank``: weights, scores, tie snapping and
 order in one call, the same semantics as :mod:`aces_fast._semantics` -- and
 :meth:`CppBackend.rerank_batch` runs many tasks in one call with OpenMP across
 tasks (``_core.rerank_batch_flat``, into the columns of a
@@ -21,7 +21,7 @@ called with keyword arguments.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -73,7 +73,7 @@ class CppBackend(ArrayBackend):
     def prepare(self, B):
         # No 0/1 scan of a uint8/bool matrix here: every _core call checks the
         # values itself, within its one call. The methods that compute on B in
-        # NumPy first (the Python semantics: CodeT, B4, binned ACES-O) check it
+        # NumPy first (the Python semantics: B4, binned ACES-O) check it
         # before they start.
         return as_pass_matrix(B, check_values=False)
 
@@ -139,17 +139,10 @@ class CppBackend(ArrayBackend):
         if args is None:  # no compiled copy: the Python semantics on these kernels
             check_zero_one(B)
             return super().rerank(B, spec, values)
+        # (len(B): its rows, for CodeT's table; _core validates B itself)
+        rows = len(B) if args.exponent is not None else 0
         out = core.rerank(
-            B=B,
-            method=code,
-            tie_tol=args.tie_tol,
-            gamma=args.gamma,
-            lr=args.lr,
-            steps=args.steps,
-            top_k=args.top_k,
-            warm=args.warm,
-            dedup=None,
-            n_threads=self.n_threads,
+            B=B, method=code, **args.kwargs(rows), dedup=None, n_threads=self.n_threads
         )
         # _core returns Outputs' fields in their order (_core.pyi: _RerankTuple); _make
         # checks the length and costs less than Outputs(*out)
@@ -163,10 +156,15 @@ class CppBackend(ArrayBackend):
 
         ``Bs``: validated ``uint8`` matrices; ``values``: the method's complete,
         validated parameters. Returns ``None`` for methods without a compiled
-        copy (CodeT, B4, binned ACES-O), which the caller then runs task by task.
+        copy (B4, binned ACES-O), which the caller then runs task by task.
         """
         spec = _registry.get(method)
-        kwargs = _method_kwargs(spec, values, self.n_threads if n_threads is None else n_threads)
+        kwargs = _method_kwargs(
+            spec,
+            values,
+            self.n_threads if n_threads is None else n_threads,
+            lambda: max((len(B) for B in Bs), default=0),
+        )
         if kwargs is None:
             for t, B in enumerate(Bs):  # the tasks run in Python: check here, naming the task
                 try:
@@ -189,7 +187,9 @@ class CppBackend(ArrayBackend):
         ``None`` for a method without a compiled copy.
         """
         spec = _registry.get(method)
-        kwargs = _method_kwargs(spec, values, self.n_threads if n_threads is None else n_threads)
+        kwargs = _method_kwargs(
+            spec, values, self.n_threads if n_threads is None else n_threads, lambda: stack.shape[1]
+        )
         if kwargs is None:
             return None
         return _flat_result(spec, values, core.rerank_batch_flat(tasks=stack, **kwargs))
@@ -209,7 +209,12 @@ class CppBackend(ArrayBackend):
         on the unpacked matrices bit for bit.
         """
         spec = _registry.get(method)
-        kwargs = _method_kwargs(spec, values, self.n_threads if n_threads is None else n_threads)
+        kwargs = _method_kwargs(
+            spec,
+            values,
+            self.n_threads if n_threads is None else n_threads,
+            lambda: int(packed.n.max()) if len(packed.n) else 0,
+        )
         if kwargs is None:
             return None
         *out, padding = core.rerank_packed(
@@ -228,24 +233,18 @@ class CppBackend(ArrayBackend):
         }
 
 
-def _method_kwargs(spec: Any, values: dict[str, Any], n_threads: int) -> dict[str, Any] | None:
+def _method_kwargs(
+    spec: Any, values: dict[str, Any], n_threads: int, rows: Callable[[], int]
+) -> dict[str, Any] | None:
     """The method arguments of the compiled batch calls, or ``None`` for a method
-    without a compiled copy (CodeT, B4, binned ACES-O)."""
+    without a compiled copy (B4, binned ACES-O). ``rows()``: the most candidates
+    of a task, asked only by CodeT (the length of its power table)."""
     code = _CODES.get(spec.core_method)
     args = None if code is None or spec.core_args is None else spec.core_args(values)
     if args is None:
         return None
-    return {
-        "method": code,
-        "tie_tol": args.tie_tol,
-        "gamma": args.gamma,
-        "lr": args.lr,
-        "steps": args.steps,
-        "top_k": args.top_k,
-        "warm": args.warm,
-        "dedup": None,
-        "n_threads": n_threads,
-    }
+    kw = args.kwargs(rows() if args.exponent is not None else 0)
+    return {"method": code, **kw, "dedup": None, "n_threads": n_threads}
 
 
 def _flat_result(spec: Any, values: dict[str, Any], out: Sequence[Any]) -> BatchResult:
@@ -258,7 +257,8 @@ def _flat_result(spec: Any, values: dict[str, Any], out: Sequence[Any]) -> Batch
         n_offsets=n_off,
         scores=scores,
         order=order,
-        m_offsets=m_off,
+        # no per-test column at all (CodeT): no test offsets either, as from_results
+        m_offsets=m_off if weights is not None or loo is not None else None,
         weights=weights,
         loo_auc=loo,
         fallback=fallback,
