@@ -1,5 +1,5 @@
-"""The compiled ranking order (csrc/methods/methods.cpp, snap_and_order). At the
-AVX-512 level up to 128 distinct rows (256 in a batch of several tasks) are
+"""The compiled ranking order (csrc/methods/methods.cpp, snap_and_order). From the
+AVX2 level on, up to 128 distinct rows (256 in a batch of several tasks) are
 placed by counting, in lanes, the scores whose high 32 bits are below each
 score's, those sharing them ordered by insertion after, or past a budget by
 radix passes over every byte; equal ones keep the row order (rank_by_counts);

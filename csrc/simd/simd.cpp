@@ -851,6 +851,49 @@ __attribute__((target("avx512f"))) void less_counts_avx512(const uint64_t* key, 
     less_blocks_avx512<1>(key, d, i0, less);
 }
 
+// less_counts in AVX2's eight 32-bit lanes: the high halves, sign-flipped once
+// into h (AVX2 compares signed only), then for every key j one broadcast, and
+// per block of eight one compare and one subtract (a true compare is -1).
+template <int NB>
+ACES_FAST_AVX2 void less_blocks_avx2(const int32_t* h, int64_t d, int64_t i0, int32_t* less) {
+  __m256i K[NB], C[NB];
+  for (int v = 0; v < NB; ++v) {
+    K[v] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(h + i0 + 8 * v));
+    C[v] = _mm256_setzero_si256();
+  }
+  for (int64_t j = 0; j < d; ++j) {
+    const __m256i b = _mm256_set1_epi32(h[j]);
+    for (int v = 0; v < NB; ++v) C[v] = _mm256_sub_epi32(C[v], _mm256_cmpgt_epi32(K[v], b));
+  }
+  for (int v = 0; v < NB; ++v) {
+    const int64_t left = d - i0 - 8 * v;
+    if (left >= 8) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(less + i0 + 8 * v), C[v]);
+    } else if (left > 0) {  // nothing past less[d - 1]
+      alignas(32) int32_t tmp[8];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(tmp), C[v]);
+      std::memcpy(less + i0 + 8 * v, tmp, static_cast<size_t>(left) * sizeof(int32_t));
+    }
+  }
+}
+
+__attribute__((target("avx2"))) void less_counts_avx2(const uint64_t* key, int64_t d,
+                                                      int32_t* less) {
+  // lanes past d in the last block compare zeros; their counts are not stored
+  alignas(32) int32_t h[kLessCountsMax + 8];
+  for (int64_t j = 0; j < d; ++j)
+    h[j] = static_cast<int32_t>(static_cast<uint32_t>(key[j] >> 32) ^ 0x80000000u);
+  for (int64_t j = d; j < ((d + 7) & ~int64_t(7)); ++j) h[j] = 0;
+  int64_t i0 = 0;
+  for (; d - i0 > 24; i0 += 32) less_blocks_avx2<4>(h, d, i0, less);  // 25..32+ keys left
+  if (d - i0 > 16)
+    less_blocks_avx2<3>(h, d, i0, less);
+  else if (d - i0 > 8)
+    less_blocks_avx2<2>(h, d, i0, less);
+  else if (d - i0 > 0)
+    less_blocks_avx2<1>(h, d, i0, less);
+}
+
 #endif  // ACES_FAST_X86_SIMD
 
 }  // namespace
@@ -925,7 +968,8 @@ RowsDot rows_dot_kernel() {
 
 LessCounts less_counts_kernel() {
 #if ACES_FAST_X86_SIMD
-  static const LessCounts f = simd::pick<LessCounts>({nullptr, nullptr, less_counts_avx512});
+  static const LessCounts f =
+      simd::pick<LessCounts>({nullptr, less_counts_avx2, less_counts_avx512});
   return f;
 #else
   return nullptr;

@@ -94,12 +94,12 @@ RowsDot rows_dot_kernel();  // never null
 // key in the span of those sharing its high half, then orders the spans
 // (rank_by_counts in methods.cpp).
 using LessCounts = void (*)(const uint64_t* key, int64_t d, int32_t* less);
-// AVX-512 only, else nullptr: in AVX2's four lanes of 64-bit keys, with a sign
-// flip for want of an unsigned compare, the pairs cost as much as the generic
-// rank sort at 24 keys and more than a radix pass at 100 (scores of real tasks,
-// measured). Eight lanes of the high halves came within 1-2% of the radix path
-// (100x50 ACES-C batches at the AVX2 level of an AVX-512 Xeon, share of the
-// profile in the sort 19.5-21% -> 18.5-19.7%): not worth a second kernel.
+constexpr int64_t kLessCountsMax = 256;  // the largest d a LessCounts takes
+// AVX-512 (sixteen lanes) and AVX2 (eight: the high halves, sign-flipped for
+// AVX2's signed compare), else nullptr. On an AVX-512 Xeon the AVX2 variant
+// came within 1-2% of the radix path; on an AVX2 EPYC (Zen 3), where the radix
+// path's insertion costs more, it made 100x50 ACES-C batches 10-12% faster
+// (methods.cpp, kRankCounts). Takes d <= kLessCountsMax.
 LessCounts less_counts_kernel();
 
 // kLaneMask4[b][l] = all ones where bit l of the 4-bit pattern b is set, else 0:
