@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import aces_fast as af
+import core_calls
 from aces_fast import _registry
 from aces_fast._compiled import core
 from brute import codet as brute_codet
@@ -119,26 +120,16 @@ def test_the_power_table_is_numpys_power():
 
 def test_a_missing_or_short_power_table_is_an_error():
     B = np.eye(4, dtype=np.uint8)
-    kw = dict(
-        method=core.METHOD_CODES["codet"],
-        tie_tol=0.0,
-        gamma=1.0,
-        lr=0.0,
-        steps=0,
-        top_k=None,
-        warm=False,
-        dedup=None,
-        n_threads=1,
-    )
+    code = core.METHOD_CODES["codet"]
     with pytest.raises(ValueError, match="codet needs power"):
-        core.rerank(B=B, power=None, **kw)
+        core_calls.rerank(B, code)
     with pytest.raises(ValueError, match="needs n \\+ 1 = 5 entries for the largest task, got 4"):
-        core.rerank(B=B, power=np.arange(4.0), **kw)
-    for batch in (core.rerank_batch_flat, core.rerank_batch):
+        core_calls.rerank(B, code, power=np.arange(4.0))
+    for batch in (core_calls.rerank_batch_flat, core_calls.rerank_batch):
         with pytest.raises(ValueError, match="needs n \\+ 1 = 5 entries"):
-            batch(tasks=[B[:3], B], power=np.arange(4.0), **kw)
+            batch([B[:3], B], code, power=np.arange(4.0))
     with pytest.raises(TypeError, match="power must be a 1-D C-contiguous float64 array"):
-        core.rerank(B=B, power=np.arange(5), **kw)
+        core_calls.rerank(B, code, power=np.arange(5))
 
 
 def test_bad_input_names_its_task():
