@@ -60,8 +60,8 @@ struct MethodParams {
   bool warm;       // ACES-O init="aces-c"
   int dedup;       // 1 on, 0 off, -1 auto (ACES-O on, ACES-C dedup_pays_for_aces_c, majority off)
   // CodeT: power[k] = k ** exponent for k < power_len (> every task's n), as
-  // NumPy's `**` rounds it (the caller's table: its pow is not the C library's
-  // on every host); nullptr for the other methods
+  // NumPy's `**` rounds it (the caller's table: NumPy's pow need not round as
+  // the C library's does); nullptr for the other methods
   const double* power;
   int64_t power_len;
 };

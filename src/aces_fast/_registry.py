@@ -287,8 +287,9 @@ class CoreArgs(NamedTuple):
 def power_table(exponent: float, rows: int) -> np.ndarray:
     """``k ** exponent`` for ``k = 0 .. rows``, float64 (rows + 1,), read-only: the
     sizes' powers of CodeT's compiled copy, rounded by NumPy's ``**`` as the
-    semantics' ``int_power`` rounds them (NumPy's pow is not the C library's on
-    every host, so the table is made here, not in C++). O(rows), cached."""
+    semantics' ``int_power`` rounds them (NumPy's pow need not round as the C
+    library's does: it has SIMD loops of its own for some CPUs, so the table is
+    made here, not in C++). O(rows), cached."""
     import numpy as np
 
     table = np.arange(rows + 1, dtype=np.float64) ** exponent
