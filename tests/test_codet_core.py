@@ -14,6 +14,7 @@ import aces_fast as af
 import core_calls
 from aces_fast import _registry
 from aces_fast._compiled import core
+from aces_fast.backends.cpp import _method_kwargs
 from brute import codet as brute_codet
 from helpers import require_backend
 
@@ -98,8 +99,8 @@ def test_a_packed_batch_equals_the_unpacked_one():
     np.cumsum([p.size for p in parts], out=off[1:])
     n = np.array([B.shape[0] for B in tasks], np.int64)
     m = np.array([B.shape[1] for B in tasks], np.int64)
-    args = _registry.CODET.core_args({"exponent": 0.5}).kwargs(int(n.max()))
-    kw = dict(args, method=core.METHOD_CODES["codet"], dedup=None, n_threads=2)
+    # the keywords the cpp backend's batch paths pass
+    kw = _method_kwargs(_registry.CODET, {"exponent": 0.5}, 2, lambda: int(n.max()))
     *got, padding = core.rerank_packed(data=np.concatenate(parts), offsets=off, n=n, m=m, **kw)
     want = core.rerank_batch_flat(tasks=tasks, **kw)
     assert not padding.any()

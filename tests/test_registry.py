@@ -150,7 +150,10 @@ def test_core_args_are_named_as_the_extension_takes_them():
         values = spec.validate({"steps": 7} if "steps" in {p.name for p in spec.params} else {})
         args = spec.core_args(values)
         assert isinstance(args, _registry.CoreArgs)
-        out = core.rerank(B=B, method=spec.code, **args.kwargs(len(B)), dedup=None, n_threads=1)
+        fields = args._asdict()
+        del fields["exponent"]  # given to _core as the power table
+        power = None if args.exponent is None else _registry.power_table(args.exponent, len(B))
+        out = core.rerank(B=B, method=spec.code, **fields, power=power, dedup=None, n_threads=1)
         got = spec.pack(_semantics.Outputs._make(out), values, "cpp")
         want = af.rerank(B, spec.name, backend="cpp", **values)
         assert got.method == want.method and got.fallback == want.fallback

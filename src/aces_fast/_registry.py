@@ -258,7 +258,7 @@ class CoreArgs(NamedTuple):
     """A method's values for its compiled copy: the arguments of ``_core.rerank``
     and ``_core.rerank_batch_flat`` besides the matrices, ``method``, ``dedup`` and
     ``n_threads``, under the names ``_core`` takes them by, except ``exponent``:
-    CodeT's, which :meth:`kwargs` turns into ``_core``'s ``power`` table.
+    CodeT's, given to ``_core`` as its ``power`` table (:func:`power_table`).
 
     A NamedTuple rather than a frozen dataclass: it is built on every compiled
     ``rerank`` call (a few microseconds in all), and builds in about half the time.
@@ -273,14 +273,6 @@ class CoreArgs(NamedTuple):
     warm: bool
     #: CodeT's consensus-set size exponent; ``None`` for the other methods
     exponent: float | None = None
-
-    def kwargs(self, rows: int) -> dict[str, Any]:
-        """The keywords of ``_core.rerank`` and the batch calls for tasks of at most
-        ``rows`` candidates (read only by CodeT, for the length of its table)."""
-        kw = self._asdict()
-        exponent = kw.pop("exponent")
-        kw["power"] = None if exponent is None else power_table(exponent, rows)
-        return kw
 
 
 @functools.lru_cache(maxsize=64)

@@ -139,10 +139,20 @@ class CppBackend(ArrayBackend):
         if args is None:  # no compiled copy: the Python semantics on these kernels
             check_zero_one(B)
             return super().rerank(B, spec, values)
-        # (len(B): its rows, for CodeT's table; _core validates B itself)
-        rows = len(B) if args.exponent is not None else 0
+        # every keyword spelt out: building a dict of them cost about 1 us a call
         out = core.rerank(
-            B=B, method=code, **args.kwargs(rows), dedup=None, n_threads=self.n_threads
+            B=B,
+            method=code,
+            tie_tol=args.tie_tol,
+            gamma=args.gamma,
+            lr=args.lr,
+            steps=args.steps,
+            top_k=args.top_k,
+            warm=args.warm,
+            dedup=None,
+            # (CodeT's table; len(B): its rows, _core validates B itself)
+            power=None if args.exponent is None else _registry.power_table(args.exponent, len(B)),
+            n_threads=self.n_threads,
         )
         # _core returns Outputs' fields in their order (_core.pyi: _RerankTuple); _make
         # checks the length and costs less than Outputs(*out)
@@ -243,8 +253,19 @@ def _method_kwargs(
     args = None if code is None or spec.core_args is None else spec.core_args(values)
     if args is None:
         return None
-    kw = args.kwargs(rows() if args.exponent is not None else 0)
-    return {"method": code, **kw, "dedup": None, "n_threads": n_threads}
+    return {
+        "method": code,
+        "tie_tol": args.tie_tol,
+        "gamma": args.gamma,
+        "lr": args.lr,
+        "steps": args.steps,
+        "top_k": args.top_k,
+        "warm": args.warm,
+        "dedup": None,
+        # a batch's largest task costs a pass over its tasks: only CodeT asks
+        "power": None if args.exponent is None else _registry.power_table(args.exponent, rows()),
+        "n_threads": n_threads,
+    }
 
 
 def _flat_result(spec: Any, values: dict[str, Any], out: Sequence[Any]) -> BatchResult:
