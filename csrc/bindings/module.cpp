@@ -228,9 +228,13 @@ aces_fast::MethodParams get_params(const char* fn, const py::handle* a) {
 }
 
 // CodeT reads power[n] for a task of n rows: ValueError unless the table covers
-// the largest task (run_codet checks it again, as a task error).
-void check_power(const char* fn, const aces_fast::MethodParams& p, int64_t max_rows) {
-  if (p.method == aces_fast::kMethodCodet && p.power_len <= max_rows)
+// the largest of the T tasks (run_codet checks it again, as a task error).
+void check_power(const char* fn, const aces_fast::MethodParams& p,
+                 const aces_fast::BatchTask* tasks, size_t T) {
+  if (p.method != aces_fast::kMethodCodet) return;
+  int64_t max_rows = 0;
+  for (size_t k = 0; k < T; ++k) max_rows = std::max(max_rows, tasks[k].n);
+  if (p.power_len <= max_rows)
     throw py::value_error(std::string(fn) +
                           ": codet's power table needs n + 1 = " + std::to_string(max_rows + 1) +
                           " entries for the largest task, got " + std::to_string(p.power_len));
@@ -294,7 +298,7 @@ py::object py_rerank(const FastArgs& args) {
   TaskArrays a;
   aces_fast::BatchTask t;
   prepare_task(fn, v[0], p, a, t);
-  check_power(fn, p, t.n);
+  check_power(fn, p, &t, 1);
   SignalWatch watch;
   int bad = 0;
   {
@@ -371,9 +375,7 @@ py::object py_rerank_batch(const FastArgs& args) {
     prepare_task(where.c_str(), seq[k], p, arrays[k], jobs[k]);
     matrices[k] = arrays[k].M;
   }
-  int64_t max_rows = 0;
-  for (const aces_fast::BatchTask& t : jobs) max_rows = std::max(max_rows, t.n);
-  check_power(fn, p, max_rows);
+  check_power(fn, p, jobs.data(), jobs.size());
   run_jobs(fn, jobs, matrices, p, nt);
   py::list result(T);
   for (size_t k = 0; k < T; ++k) result[k] = task_result(arrays[k], jobs[k]);
@@ -395,9 +397,7 @@ py::array_t<int64_t> make_offsets(size_t T, Len len) {
 py::tuple run_flat(const char* fn, std::vector<aces_fast::BatchTask>& jobs,
                    const std::vector<Matrix>& matrices, const aces_fast::MethodParams& p, int nt) {
   const size_t T = jobs.size();
-  int64_t max_rows = 0;
-  for (const aces_fast::BatchTask& t : jobs) max_rows = std::max(max_rows, t.n);
-  check_power(fn, p, max_rows);
+  check_power(fn, p, jobs.data(), jobs.size());
   const bool is_c =
       p.method == aces_fast::kMethodAcesC || p.method == aces_fast::kMethodAcesCFilter;
   const bool is_o = p.method == aces_fast::kMethodAcesO;
@@ -716,19 +716,18 @@ const char* const kAcesOFitDoc =
     "objective[t] = J after t updates. No active column: all zeros.\n"
     "dedup (None = True): merge identical rows first; equal to ~1e-12 (summation order).";
 
-#define ACES_FAST_METHOD_DOC                                                                     \
-  "method: a code of METHOD_CODES (aces-o with warm=True: init 'aces-c'). gamma, lr,\n"          \
-  "steps, top_k (int >= 1 or None: all rows) and warm are ACES-O's (pass them for every\n"       \
-  "method); power (float64 1-D, k ** exponent for k = 0 .. n at least, or None) CodeT's,\n"      \
-  "whose weights are None (scores: passes of non-constant tests x power[consensus set\n"         \
-  "size]; order stable descending). dedup: True/False/None (auto) merges identical rows inside " \
-  "the kernels\n"                                                                                \
-  "(exact for LOO-AUC and ACES-C; ACES-O to ~1e-12). Returns (scores (n,), weights (m,),\n"      \
-  "order (n,) int64, loo_auc (m,) | None, fallback, objective (steps+1,) | None,\n"              \
-  "rows (k,) int64 | None): weights sum to 1 (zeros if none), scores = B w summed in\n"          \
-  "ascending column order with ties within tie_tol * sum(w) snapped to one value,\n"             \
-  "order = stable descending. loo_auc for ACES-C, objective and the optimized rows for\n"        \
-  "ACES-O."
+#define ACES_FAST_METHOD_DOC                                                                 \
+  "method: a code of METHOD_CODES (aces-o with warm=True: init 'aces-c'). gamma, lr,\n"      \
+  "steps, top_k (int >= 1 or None: all rows) and warm are ACES-O's (pass them for every\n"   \
+  "method); power (float64 1-D, k ** exponent for k = 0 .. n at least, or None) CodeT's,\n"  \
+  "whose weights are None (scores: passes of non-constant tests x power[consensus set\n"     \
+  "size]; order stable descending). dedup: True/False/None (auto) merges identical rows\n"   \
+  "inside the kernels (exact for LOO-AUC and ACES-C; ACES-O to ~1e-12). Returns (scores\n"   \
+  "(n,), weights (m,), order (n,) int64, loo_auc (m,) | None, fallback, objective\n"         \
+  "(steps+1,) | None, rows (k,) int64 | None): weights sum to 1 (zeros if none), scores =\n" \
+  "B w summed in ascending column order with ties within tie_tol * sum(w) snapped to one\n"  \
+  "value, order = stable descending. loo_auc for ACES-C, objective and the optimized rows\n" \
+  "for ACES-O."
 
 const char* const kRerankDoc =
     "rerank($module, /, *, B, method, tie_tol, gamma, lr, steps, top_k, warm, dedup, "

@@ -112,7 +112,7 @@ def rerank(
     top_k: int | None,
     warm: bool,
     dedup: bool | None,
-    power: _F64 | None = None,
+    power: _F64 | None,
     n_threads: int,
 ) -> _RerankTuple: ...
 def rerank_batch(
@@ -126,7 +126,7 @@ def rerank_batch(
     top_k: int | None,
     warm: bool,
     dedup: bool | None,
-    power: _F64 | None = None,
+    power: _F64 | None,
     n_threads: int,
 ) -> list[_RerankTuple]: ...
 def prepared_prefix(*, tasks: Sequence[object]) -> int: ...
@@ -141,7 +141,7 @@ def rerank_batch_flat(
     top_k: int | None,
     warm: bool,
     dedup: bool | None,
-    power: _F64 | None = None,
+    power: _F64 | None,
     n_threads: int,
 ) -> _FlatTuple: ...
 def rerank_packed(
@@ -158,7 +158,7 @@ def rerank_packed(
     top_k: int | None,
     warm: bool,
     dedup: bool | None,
-    power: _F64 | None = None,
+    power: _F64 | None,
     n_threads: int,
 ) -> _PackedTuple: ...
 def pass_at_ks(
