@@ -267,10 +267,10 @@ void prepare_task(const char* fn, py::handle B, const aces_fast::MethodParams& p
   t.n = M.n;
   t.m = M.m;
   t.out.scores = new_output<double>(a.scores, M.n);
-  if (p.method == aces_fast::kMethodCodet)
-    a.weights = py::none();  // no test weights
-  else
+  if (aces_fast::has_test_weights(p.method))
     t.out.weights = new_output<double>(a.weights, M.m);
+  else
+    a.weights = py::none();
   t.out.order = new_output<int64_t>(a.order, M.n);
   if (p.method == aces_fast::kMethodAcesC || p.method == aces_fast::kMethodAcesCFilter)
     t.out.loo = new_output<double>(a.loo, M.m);
@@ -408,7 +408,7 @@ py::tuple run_flat(const char* fn, std::vector<aces_fast::BatchTask>& jobs,
   const int64_t* pm = m_off.data();
   const py::ssize_t N = static_cast<py::ssize_t>(pn[T]), M = static_cast<py::ssize_t>(pm[T]);
   // the large outputs reuse the memory of earlier calls' (output_pool.hpp)
-  const bool has_w = p.method != aces_fast::kMethodCodet;  // CodeT has no test weights
+  const bool has_w = aces_fast::has_test_weights(p.method);
   py::array_t<double> scores = pooled_array<double>(N);
   py::array_t<int64_t> order = pooled_array<int64_t>(N);
   py::object weights = py::none();

@@ -41,6 +41,10 @@ inline constexpr MethodName kMethodNames[] = {
     {"aces-o", kMethodAcesO},      {"codet", kMethodCodet},
 };
 
+// Whether the method writes MethodOutput::weights (CodeT has no test weights;
+// the bindings then allocate none).
+inline bool has_test_weights(MethodCode code) { return code != kMethodCodet; }
+
 // True when code is one of kMethodNames' codes.
 inline bool is_method_code(int code) {
   for (const MethodName& m : kMethodNames)
