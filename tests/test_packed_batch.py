@@ -33,7 +33,7 @@ def _kw(name, **extra):
 def _tasks(rng, count=120):
     out = []
     for _ in range(count):
-        n, m = int(rng.integers(1, 30)), int(rng.choice([0, 1, 7, 8, 9, 17, 64, 65]))
+        n, m = int(rng.integers(1, 30)), int(rng.choice([0, 1, 7, 8, 9, 17, 50, 56, 57, 64, 65]))
         B = (rng.random((n, m)) < rng.random()).astype(np.uint8)
         if n > 3 and rng.random() < 0.3:  # repeated rows: the dedup path
             B[1::2] = B[0]

@@ -103,5 +103,31 @@ inline void words_of_row_msb(const uint8_t* packed, int64_t nb, uint64_t* words)
   }
 }
 
+// words_of_row_msb of the n rows of a matrix packed row after row (row i at
+// packed + i * nb; nw = ceil(nb / 8) words a row). Rows of fewer than eight
+// bytes (m < 57, as the 24x100 and 100x50 tasks' are not) would be read a byte
+// at a time, a branch per byte; here every row whose eight-byte window ends
+// inside the matrix is one load, its bytes past the row masked off: the same
+// words, reading only the matrix's n * nb bytes.
+inline void words_of_rows_msb(const uint8_t* packed, int64_t n, int64_t nb, uint64_t* words) {
+  if (nb >= 8 || nb <= 0) {
+    const int64_t nw = (nb + 7) / 8;
+    for (int64_t i = 0; i < n; ++i) words_of_row_msb(packed + i * nb, nb, words + i * nw);
+    return;
+  }
+  const uint64_t keep = (uint64_t(1) << (8 * nb)) - 1;  // little-endian: the row's bytes
+  const int64_t total = n * nb;
+  int64_t i = 0;
+  for (; i < n && i * nb + 8 <= total; ++i) {
+    uint64_t x;
+    std::memcpy(&x, packed + i * nb, 8);
+    x = portable::to_little_endian64(x) & keep;
+    x = ((x >> 1) & 0x5555555555555555ULL) | ((x & 0x5555555555555555ULL) << 1);
+    x = ((x >> 2) & 0x3333333333333333ULL) | ((x & 0x3333333333333333ULL) << 2);
+    words[i] = ((x >> 4) & 0x0F0F0F0F0F0F0F0FULL) | ((x & 0x0F0F0F0F0F0F0F0FULL) << 4);
+  }
+  for (; i < n; ++i) words_of_row_msb(packed + i * nb, nb, words + i);
+}
+
 }  // namespace bits
 }  // namespace aces_fast

@@ -59,10 +59,9 @@ bool run_one(BatchTask& t, const MethodParams& p, MethodWorkspace& ws, bool para
         // padding bits land above column m in a row's last word
         const int pad = static_cast<int>(t.m % 64);
         uint64_t high = 0;
-        for (int64_t i = 0; i < t.n; ++i) {
-          bits::words_of_row_msb(t.packed + i * nb, nb, words + i * nw);
-          if (pad) high |= words[i * nw + nw - 1] >> pad;
-        }
+        bits::words_of_rows_msb(t.packed, t.n, nb, words);
+        if (pad)
+          for (int64_t i = 0; i < t.n; ++i) high |= words[i * nw + nw - 1] >> pad;
         clean = high == 0;
         B = nullptr;
       }
