@@ -67,7 +67,9 @@ def part_writer() -> str:
 def encode_part(table: Any, meta: dict[str, Any] | None = None) -> Any:
     """One part file's bytes: ``table`` (a ``pyarrow.Table``) with ``meta`` as the
     JSON value of the schema's ``aces_fast`` key (``None``: the table's own
-    metadata). Returns a buffer (``bytes`` or ``pyarrow.Buffer``). O(bytes)."""
+    metadata). Returns a buffer: a read-only ``numpy.uint8`` array (the compiled
+    writer's, which owns the bytes it encoded: no copy) or a ``pyarrow.Buffer``.
+    O(bytes)."""
     import json
 
     if meta is not None:
@@ -180,7 +182,7 @@ def _column(pa: Any, name: str, kind: str, arr: Any) -> tuple[Any, ...] | None:
     return (name, kind, valid, offsets, np.ascontiguousarray(values))
 
 
-def _encode_compiled(table: Any) -> bytes | None:
+def _encode_compiled(table: Any) -> np.ndarray | None:
     """The compiled writer's part file, or None when the table is not of its
     layout (pyarrow then writes it)."""
     from . import __version__
@@ -206,7 +208,7 @@ def _encode_compiled(table: Any) -> bytes | None:
             return None  # pyarrow splits it into pages
         columns.append(entry)
     meta = _file_metadata(table.schema.serialize().to_pybytes())
-    data: bytes = core.encode_part(
+    data: np.ndarray = core.encode_part(
         rows=table.num_rows,
         columns=columns,
         metadata=list(meta),
