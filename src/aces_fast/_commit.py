@@ -122,16 +122,79 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+#: Files of at least this many bytes whose buffer starts on a page boundary
+#: (the compiled part writer's) are written past the page cache where the
+#: system can (``O_DIRECT``, Linux): copying a 2.4 MB part into the page cache
+#: cost 4-5 ms of system time on a 2-core host, writing it direct about 1 ms
+#: (most of it creating the file), and the output of a long run no longer
+#: crowds the cache. Durability is the same: the file is fsynced either way.
+DIRECT_MIN_BYTES = 1 << 20
+
+#: the alignment O_DIRECT is given (buffer address, length and file offset): a
+#: page, a multiple of every common logical block size (512, 4096)
+_DIRECT_ALIGN = 4096
+
+
 def write_fully(path: Path, data: Any, *, mode: int = 0o644) -> None:
-    """Write ``data`` (bytes-like) to a new file at ``path`` and fsync it."""
-    fd = os.open(str(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    """Write ``data`` (bytes-like) to a new file at ``path`` and fsync it.
+
+    A large page-aligned buffer goes to the disk past the page cache
+    (:data:`DIRECT_MIN_BYTES`): its whole pages with ``O_DIRECT``, the rest
+    buffered. A file system that refuses ``O_DIRECT`` (``EINVAL``, at the open
+    or at a write) gets the rest buffered; the file's bytes are the same.
+    """
+    view = memoryview(data).cast("B")
+    direct = _direct_bytes(view)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+    fd = -1
+    if direct:
+        try:
+            fd = os.open(str(path), flags | os.O_DIRECT, mode)
+        except OSError as exc:
+            if exc.errno != errno.EINVAL:
+                raise
+            direct = 0
+    if fd < 0:
+        fd = os.open(str(path), flags, mode)
     try:
-        view = memoryview(data).cast("B")
+        if direct:
+            view = view[_write_direct(fd, view[:direct]) :]
         while view:
             view = view[os.write(fd, view) :]
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _direct_bytes(view: memoryview) -> int:
+    """How many leading bytes of ``view`` :func:`write_fully` writes with
+    ``O_DIRECT``: its whole pages when the system has the flag and the buffer
+    is large and page-aligned, else 0."""
+    if not hasattr(os, "O_DIRECT") or view.nbytes < DIRECT_MIN_BYTES:
+        return 0
+    if np.frombuffer(view, np.uint8).ctypes.data % _DIRECT_ALIGN:
+        return 0
+    return view.nbytes // _DIRECT_ALIGN * _DIRECT_ALIGN
+
+
+def _write_direct(fd: int, view: memoryview) -> int:
+    """Write ``view`` (page-aligned, whole pages) to ``fd`` (opened ``O_DIRECT``,
+    at offset 0) and clear the flag. Returns the bytes written: all, or fewer
+    when the file system refused a write (``EINVAL``) or wrote part of a page;
+    the caller writes the rest buffered from there."""
+    import fcntl
+
+    done = 0
+    try:
+        while done < len(view):
+            done += os.write(fd, view[done:])
+            if done % _DIRECT_ALIGN:
+                break  # an unaligned offset: O_DIRECT cannot go on from it
+    except OSError as exc:
+        if exc.errno != errno.EINVAL:
+            raise
+    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_DIRECT)
+    return done
 
 
 def _atomic_json(path: Path, obj: Any, tmp_suffix: str) -> None:

@@ -68,8 +68,8 @@ def encode_part(table: Any, meta: dict[str, Any] | None = None) -> Any:
     """One part file's bytes: ``table`` (a ``pyarrow.Table``) with ``meta`` as the
     JSON value of the schema's ``aces_fast`` key (``None``: the table's own
     metadata). Returns a buffer: a read-only ``numpy.uint8`` array (the compiled
-    writer's, which owns the bytes it encoded: no copy) or a ``pyarrow.Buffer``.
-    O(bytes)."""
+    writer's, starting on a page boundary, so that :func:`aces_fast._commit.write_fully`
+    may write it with ``O_DIRECT``) or a ``pyarrow.Buffer``. O(bytes)."""
     import json
 
     if meta is not None:
