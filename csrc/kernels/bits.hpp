@@ -77,56 +77,60 @@ inline bool unpack_row_msb(const uint8_t* packed, int64_t m, uint8_t* out) {
   return (last & ((1u << (8 - rest)) - 1u)) == 0;
 }
 
+// Reverses the bits inside every byte of x (three swap steps).
+inline uint64_t reverse_bits_in_bytes(uint64_t x) {
+  x = ((x >> 1) & 0x5555555555555555ULL) | ((x & 0x5555555555555555ULL) << 1);
+  x = ((x >> 2) & 0x3333333333333333ULL) | ((x & 0x3333333333333333ULL) << 2);
+  return ((x >> 4) & 0x0F0F0F0F0F0F0F0FULL) | ((x & 0x0F0F0F0F0F0F0F0FULL) << 4);
+}
+
 // The packed words of one row (bit j % 64 of word j / 64 = column j) from its nb
 // bytes packed big-endian (as unpack_row_msb reads them): eight bytes loaded as
 // one little-endian word put byte b at bits 8b..8b+7; reversing the bits inside
-// every byte (three swap steps) puts column 8b + i at bit 8b + i. Writes all
-// ceil(nb / 8) words; padding bits land above column m (the caller checks they
-// are 0). Reads exactly nb bytes.
+// every byte puts column 8b + i at bit 8b + i. Writes all ceil(nb / 8) words;
+// padding bits land above column m (the caller checks they are 0). Reads
+// exactly nb bytes.
 inline void words_of_row_msb(const uint8_t* packed, int64_t nb, uint64_t* words) {
   const int64_t whole = nb / 8;
-  auto reverse_bytes_bits = [](uint64_t x) {
-    x = ((x >> 1) & 0x5555555555555555ULL) | ((x & 0x5555555555555555ULL) << 1);
-    x = ((x >> 2) & 0x3333333333333333ULL) | ((x & 0x3333333333333333ULL) << 2);
-    return ((x >> 4) & 0x0F0F0F0F0F0F0F0FULL) | ((x & 0x0F0F0F0F0F0F0F0FULL) << 4);
-  };
   for (int64_t q = 0; q < whole; ++q) {
     uint64_t x;
     std::memcpy(&x, packed + 8 * q, 8);
-    words[q] = reverse_bytes_bits(portable::to_little_endian64(x));
+    words[q] = reverse_bits_in_bytes(portable::to_little_endian64(x));
   }
   const int64_t rest = nb - 8 * whole;
   if (rest > 0) {
     uint64_t x = 0;
     for (int64_t b = 0; b < rest; ++b) x |= static_cast<uint64_t>(packed[8 * whole + b]) << (8 * b);
-    words[whole] = reverse_bytes_bits(x);
+    words[whole] = reverse_bits_in_bytes(x);
   }
 }
 
 // words_of_row_msb of the n rows of a matrix packed row after row (row i at
-// packed + i * nb; nw = ceil(nb / 8) words a row). Rows of fewer than eight
-// bytes (m < 57, as the 24x100 and 100x50 tasks' are not) would be read a byte
-// at a time, a branch per byte; here every row whose eight-byte window ends
-// inside the matrix is one load, its bytes past the row masked off: the same
-// words, reading only the matrix's n * nb bytes.
+// packed + i * nb; ceil(nb / 8) words a row). A row whose length is not a
+// multiple of eight bytes (m = 50: 7 bytes; m = 100: 13) ends in a partial
+// word, which words_of_row_msb reads a byte at a time, a branch per byte; here
+// that word is one eight-byte load, its bytes past the row masked off, for
+// every row whose load ends inside the matrix: the same words, reading only
+// the matrix's n * nb bytes.
 inline void words_of_rows_msb(const uint8_t* packed, int64_t n, int64_t nb, uint64_t* words) {
-  if (nb >= 8 || nb <= 0) {
-    const int64_t nw = (nb + 7) / 8;
-    for (int64_t i = 0; i < n; ++i) words_of_row_msb(packed + i * nb, nb, words + i * nw);
-    return;
-  }
-  const uint64_t keep = (uint64_t(1) << (8 * nb)) - 1;  // little-endian: the row's bytes
-  const int64_t total = n * nb;
+  const int64_t whole = nb / 8, rest = nb - 8 * whole, nw = whole + (rest > 0 ? 1 : 0);
   int64_t i = 0;
-  for (; i < n && i * nb + 8 <= total; ++i) {
-    uint64_t x;
-    std::memcpy(&x, packed + i * nb, 8);
-    x = portable::to_little_endian64(x) & keep;
-    x = ((x >> 1) & 0x5555555555555555ULL) | ((x & 0x5555555555555555ULL) << 1);
-    x = ((x >> 2) & 0x3333333333333333ULL) | ((x & 0x3333333333333333ULL) << 2);
-    words[i] = ((x >> 4) & 0x0F0F0F0F0F0F0F0FULL) | ((x & 0x0F0F0F0F0F0F0F0FULL) << 4);
+  if (rest > 0) {
+    const uint64_t keep = (uint64_t(1) << (8 * rest)) - 1;  // little-endian: the row's bytes
+    const int64_t total = n * nb;
+    for (; i < n && i * nb + 8 * whole + 8 <= total; ++i) {
+      const uint8_t* row = packed + i * nb;
+      uint64_t* w = words + i * nw;
+      uint64_t x;
+      for (int64_t q = 0; q < whole; ++q) {
+        std::memcpy(&x, row + 8 * q, 8);
+        w[q] = reverse_bits_in_bytes(portable::to_little_endian64(x));
+      }
+      std::memcpy(&x, row + 8 * whole, 8);
+      w[whole] = reverse_bits_in_bytes(portable::to_little_endian64(x) & keep);
+    }
   }
-  for (; i < n; ++i) words_of_row_msb(packed + i * nb, nb, words + i);
+  for (; i < n; ++i) words_of_row_msb(packed + i * nb, nb, words + i * nw);
 }
 
 }  // namespace bits
