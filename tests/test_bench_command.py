@@ -919,3 +919,24 @@ def test_device_goals_and_cpp_over_cuda_ratios_from_a_result_set():
     g = targets.evaluate_device(slow)[0]
     assert g["shown"] == "0.1x" and g["status"] == "not met"
     assert report.format_device_table([]) == ""
+
+
+def test_set_aside_moves_outputs_out_of_the_way_until_cleared(tmp_path):
+    from benchmarks.harness.runtime import SetAside
+
+    with SetAside(tmp_path) as set_aside:
+        set_aside(tmp_path / "missing")  # nothing there: nothing to do
+        for k in range(3):  # the same output name, run after run
+            out = tmp_path / "out.parquet"
+            out.mkdir()
+            (out / "part-0.parquet").write_bytes(bytes([k]))
+            set_aside(out)
+            assert not out.exists()
+        kept = sorted(p.name for p in set_aside.trash.iterdir())
+        assert kept == ["0000-out.parquet", "0001-out.parquet", "0002-out.parquet"]
+        assert [(set_aside.trash / n / "part-0.parquet").read_bytes() for n in kept] == [
+            b"\x00",
+            b"\x01",
+            b"\x02",
+        ]
+    assert not set_aside.trash.exists()

@@ -170,6 +170,8 @@ def _write_inputs(problems: int, parts: int, work: Path, env: dict[str, str]) ->
 
 
 def _stream(problems: int, counts: list[int], work: Path, env: dict[str, str]) -> dict[int, Any]:
+    from benchmarks.harness.runtime import SetAside
+
     tick = time.perf_counter()
     parts = max(1, min(8, counts[-1], problems // 50_000))
     src = _write_inputs(problems, parts, work, env)
@@ -178,6 +180,7 @@ def _stream(problems: int, counts: list[int], work: Path, env: dict[str, str]) -
         f" in {time.perf_counter() - tick:.1f} s"
     )
     runs: dict[int, Any] = {}
+    set_aside = SetAside(work)  # not deleted between runs (see SetAside)
     for t in counts:
         out = work / f"out{t}"
         cmd = [sys.executable, "-m", "aces_fast", "rerank-dataset", str(src), "-o", str(out)]
@@ -186,7 +189,7 @@ def _stream(problems: int, counts: list[int], work: Path, env: dict[str, str]) -
         if done.returncode:
             raise SystemExit(f"cores_check: rerank-dataset failed:\n{done.stderr}")
         runs[t] = json.loads(done.stdout)
-        subprocess.run(["rm", "-rf", str(out)], check=True)
+        set_aside(out)  # deleted with the work directory, after the last run
         print(f"rerank-dataset --threads {t}: {runs[t]['tasks_per_s']:,.0f} tasks/s", flush=True)
     return runs
 

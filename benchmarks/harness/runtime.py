@@ -315,3 +315,51 @@ def measure_import_time(repeats: int = 5, cwd: str | None = None) -> dict[str, f
     best = min(runs) if runs else (float("nan"), float("nan"))
     wall_s = min(w[0] for w in walls) - min(w[1] for w in walls)
     return {"importtime_s": best[0], "numpy_s": best[1], "wall_s": max(0.0, wall_s)}
+
+
+class SetAside:
+    """Output directories of timed runs, moved aside instead of deleted until the
+    measuring is over (:meth:`clear`, or the ``with`` block's end).
+
+    On ext4 without a journal (this project's 2-core machine), a new file skips
+    every inode deleted in the last minute (five while its inode block is
+    dirty), checking each: right after the last run's thousand part files were
+    deleted, creating an empty file took 190-470 us of CPU there, against 33 us
+    seven minutes after the last deletion, and a 10^6-problem
+    ``rerank-dataset`` at two threads ran at 80 000-88 000 tasks/s instead of
+    89 000-95 000. A renamed directory frees no inode. The outputs kept take
+    disk space (about 1.2 GB per 10^6 problems of 100x50) until then.
+    """
+
+    def __init__(self, root: Any) -> None:
+        from pathlib import Path
+
+        self.trash = Path(root) / "_set_aside"
+        self._count = 0
+
+    def __call__(self, path: Any) -> None:
+        """Move ``path`` (if it exists) out of the way of the next run."""
+        from pathlib import Path
+
+        path = Path(path)
+        if not path.exists():
+            return
+        self.trash.mkdir(parents=True, exist_ok=True)
+        while True:
+            target = self.trash / f"{self._count:04d}-{path.name}"
+            self._count += 1
+            if not target.exists():
+                break
+        path.rename(target)
+
+    def clear(self) -> None:
+        """Delete what was set aside (after the last timed run)."""
+        import shutil
+
+        shutil.rmtree(self.trash, ignore_errors=True)
+
+    def __enter__(self) -> SetAside:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.clear()

@@ -13,6 +13,9 @@ the local streaming engine (``local1``, ``local2``: threads; ``io1``, ``io2``: t
 same with the ranking left out, its floor) and the Ray engine
 (``ray1``, ``ray2``: a new local cluster of that many CPUs, start-up timed
 apart); each streaming run is a fresh subprocess whose peak RSS is reported.
+The outputs of earlier runs are moved aside, not deleted, until the last run
+(``runtime.SetAside``: deleting a thousand files just before a run slows the
+file creations of the run on ext4 without a journal).
 ``--engines resume``: the cost of ``--resume`` on a run stopped when
 ``--resume-done`` of its batches were committed (it checks the input's and
 every part's checksum, then ranks only the rest).
@@ -238,76 +241,77 @@ def main(argv: list[str] | None = None) -> int:
             f"{time.perf_counter() - tick:.1f} s",
             flush=True,
         )
-    from benchmarks.harness.runtime import host_line
+    from benchmarks.harness.runtime import SetAside, host_line
 
     host = host_line()
     print(host, flush=True)
     rows: dict[str, Any] = {"host": host}
-    for rep in range(args.repeat):
-        for engine in args.engines.split(","):
-            out = work / f"out_{engine}.parquet"
-            subprocess.run(["rm", "-rf", str(out)], check=True)
-            if engine == "memory":
-                for t in (1, 2):
-                    tps = _in_memory(src, args.method, t, batch)
-                    rows.setdefault(f"memory{t}", []).append(
-                        {"tasks_per_s": tps, "load": os.getloadavg()[0]}
+    with SetAside(work) as set_aside:  # not deleted between runs (see SetAside)
+        for rep in range(args.repeat):
+            for engine in args.engines.split(","):
+                out = work / f"out_{engine}.parquet"
+                set_aside(out)
+                if engine == "memory":
+                    for t in (1, 2):
+                        tps = _in_memory(src, args.method, t, batch)
+                        rows.setdefault(f"memory{t}", []).append(
+                            {"tasks_per_s": tps, "load": os.getloadavg()[0]}
+                        )
+                        print(
+                            f"[{rep}] rerank_batch in memory, {t} thread(s): {tps:,.0f} tasks/s "
+                            f"(load {os.getloadavg()[0]:.1f})",
+                            flush=True,
+                        )
+                    continue
+                kw: dict[str, Any] = dict(
+                    path_in=src, path_out=out, method=args.method, batch_size=batch, progress=False
+                )
+                if engine == "resume":  # a run stopped at --resume-done, then --resume timed
+                    commits = -(-args.problems // batch)
+                    run_stream_child(
+                        path_in=src,
+                        path_out=out,
+                        method=args.method,
+                        batch_size=batch,
+                        progress=False,
+                        stop_after=int(commits * args.resume_done),
+                    )
+                    res = run_stream_child(
+                        path_in=src,
+                        path_out=out,
+                        method=args.method,
+                        batch_size=batch,
+                        progress=False,
+                        resume=True,
+                    )
+                    res["load"] = os.getloadavg()[0]
+                    rows.setdefault(engine, []).append(
+                        dict(res, tasks_per_s=res["written"] / res["seconds"])
                     )
                     print(
-                        f"[{rep}] rerank_batch in memory, {t} thread(s): {tps:,.0f} tasks/s "
-                        f"(load {os.getloadavg()[0]:.1f})",
+                        f"[{rep}] resume at {args.resume_done:.0%} done: {res['seconds']:.2f} s "
+                        f"({res['written']:,} ranked), peak RSS {res['peak_rss'] / 2**20:.0f} MiB, "
+                        f"load {res['load']:.1f}",
                         flush=True,
                     )
-                continue
-            kw: dict[str, Any] = dict(
-                path_in=src, path_out=out, method=args.method, batch_size=batch, progress=False
-            )
-            if engine == "resume":  # a run stopped at --resume-done, then --resume timed
-                commits = -(-args.problems // batch)
-                run_stream_child(
-                    path_in=src,
-                    path_out=out,
-                    method=args.method,
-                    batch_size=batch,
-                    progress=False,
-                    stop_after=int(commits * args.resume_done),
-                )
-                res = run_stream_child(
-                    path_in=src,
-                    path_out=out,
-                    method=args.method,
-                    batch_size=batch,
-                    progress=False,
-                    resume=True,
-                )
+                    continue
+                if engine.startswith("local"):
+                    kw["n_threads"] = int(engine[5:])
+                elif engine.startswith("io"):  # the pipeline with the ranking itself left out
+                    kw.update(n_threads=int(engine[2:]), no_kernel=True)
+                else:  # "rayK": a new local cluster of K CPUs, one single-threaded task each
+                    kw.update(engine="ray", n_threads=1, ray_cpus=int(engine[3:]))
+                res = run_stream_child(**kw)
+                res["tasks_per_s"] = res["written"] / res["seconds"]
+                rows.setdefault(engine, []).append(res)
+                stages = ", ".join(f"{k} {v:.1f}" for k, v in res["timings"].items())
                 res["load"] = os.getloadavg()[0]
-                rows.setdefault(engine, []).append(
-                    dict(res, tasks_per_s=res["written"] / res["seconds"])
-                )
                 print(
-                    f"[{rep}] resume at {args.resume_done:.0%} done: {res['seconds']:.2f} s "
-                    f"({res['written']:,} ranked), peak RSS {res['peak_rss'] / 2**20:.0f} MiB, "
-                    f"load {res['load']:.1f}",
+                    f"[{rep}] {engine}: {res['tasks_per_s']:,.0f} tasks/s, {res['seconds']:.1f} s, "
+                    f"peak RSS {res['peak_rss'] / 2**20:.0f} MiB, load {res['load']:.1f}; "
+                    f"stages (s): {stages}",
                     flush=True,
                 )
-                continue
-            if engine.startswith("local"):
-                kw["n_threads"] = int(engine[5:])
-            elif engine.startswith("io"):  # the pipeline with the ranking itself left out
-                kw.update(n_threads=int(engine[2:]), no_kernel=True)
-            else:  # "rayK": a new local cluster of K CPUs, one single-threaded task each
-                kw.update(engine="ray", n_threads=1, ray_cpus=int(engine[3:]))
-            res = run_stream_child(**kw)
-            res["tasks_per_s"] = res["written"] / res["seconds"]
-            rows.setdefault(engine, []).append(res)
-            stages = ", ".join(f"{k} {v:.1f}" for k, v in res["timings"].items())
-            res["load"] = os.getloadavg()[0]
-            print(
-                f"[{rep}] {engine}: {res['tasks_per_s']:,.0f} tasks/s, {res['seconds']:.1f} s, "
-                f"peak RSS {res['peak_rss'] / 2**20:.0f} MiB, load {res['load']:.1f}; "
-                f"stages (s): {stages}",
-                flush=True,
-            )
     print("\nsummary (tasks/s: median, min-max over repeats)")
     for name, rs in rows.items():
         if name == "host":
