@@ -23,6 +23,7 @@ import aces_fast as af
 from aces_fast import _registry, _semantics
 from aces_fast._compiled import core
 from aces_fast.backends import get_backend, resolve_backend
+from aces_fast.backends.cpp import _method_kwargs
 from aces_fast.batch import _task_list
 
 
@@ -39,20 +40,10 @@ def old_rerank_batch(Bs, method: str, n_threads: int):
     items = _task_list(Bs)
     be = resolve_backend("cpp", items[0])
     prepared = [be.prepare(B) for B in items]
-    args = spec.core_args(values)
-    outs = core.rerank_batch(
-        tasks=prepared,
-        method=core.METHOD_CODES[spec.core_method],
-        tie_tol=args.tie_tol,
-        gamma=args.gamma,
-        lr=args.lr,
-        steps=args.steps,
-        top_k=args.top_k,
-        warm=args.warm,
-        dedup=None,
-        power=None,
-        n_threads=n_threads,
-    )
+    # the method's keywords as the backend's batch calls build them
+    kwargs = _method_kwargs(spec, values, n_threads, lambda: max(len(B) for B in prepared))
+    assert kwargs is not None, f"{method} has no compiled copy"
+    outs = core.rerank_batch(tasks=prepared, **kwargs)
     return [spec.pack(_semantics.Outputs._make(out), values, "cpp") for out in outs]
 
 
