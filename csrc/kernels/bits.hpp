@@ -121,11 +121,8 @@ inline void words_of_rows_msb(const uint8_t* packed, int64_t n, int64_t nb, uint
     for (; i < n && i * nb + 8 * whole + 8 <= total; ++i) {
       const uint8_t* row = packed + i * nb;
       uint64_t* w = words + i * nw;
+      words_of_row_msb(row, 8 * whole, w);  // the whole words
       uint64_t x;
-      for (int64_t q = 0; q < whole; ++q) {
-        std::memcpy(&x, row + 8 * q, 8);
-        w[q] = reverse_bits_in_bytes(portable::to_little_endian64(x));
-      }
       std::memcpy(&x, row + 8 * whole, 8);
       w[whole] = reverse_bits_in_bytes(portable::to_little_endian64(x) & keep);
     }
