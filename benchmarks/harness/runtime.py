@@ -14,10 +14,12 @@ import importlib.metadata
 import os
 import platform
 import re
+import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -332,15 +334,11 @@ class SetAside:
     """
 
     def __init__(self, root: Any) -> None:
-        from pathlib import Path
-
         self.trash = Path(root) / "_set_aside"
         self._count = 0
 
     def __call__(self, path: Any) -> None:
         """Move ``path`` (if it exists) out of the way of the next run."""
-        from pathlib import Path
-
         path = Path(path)
         if not path.exists():
             return
@@ -354,8 +352,6 @@ class SetAside:
 
     def clear(self) -> None:
         """Delete what was set aside (after the last timed run)."""
-        import shutil
-
         shutil.rmtree(self.trash, ignore_errors=True)
 
     def __enter__(self) -> SetAside:
