@@ -157,7 +157,7 @@ s = rerank_dataset(**kw)
 if cpus:
     s.timings["startup"] = startup
 print(json.dumps({"seconds": s.seconds, "written": s.written, "timings": s.timings,
-                  "peak_rss": peak_bytes(False)}))
+                  "batch_size": s.batch_size, "peak_rss": peak_bytes(False)}))
 """
 
 
@@ -206,7 +206,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n", type=int, default=100)
     ap.add_argument("--m", type=int, default=50)
     ap.add_argument("--method", default="aces-c")
-    ap.add_argument("--batch-size", type=int, default=None)
+    ap.add_argument(
+        "--batch-size",
+        type=int,
+        default=None,
+        help="rows per batch (default: the library's 'auto')",
+    )
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--no-labels", action="store_true")
     ap.add_argument(
@@ -229,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from aces_fast.stream import DEFAULT_BATCH_SIZE
 
-    batch = args.batch_size or DEFAULT_BATCH_SIZE
+    batch: int | str = args.batch_size or DEFAULT_BATCH_SIZE
     work = Path(args.dir)
     work.mkdir(parents=True, exist_ok=True)
     src = work / f"in_{args.problems}_{args.n}x{args.m}{'_nolab' if args.no_labels else ''}.parquet"
@@ -241,7 +246,12 @@ def main(argv: list[str] | None = None) -> int:
             f"{time.perf_counter() - tick:.1f} s",
             flush=True,
         )
+    from aces_fast._engine import auto_batch_size
+    from aces_fast._input import open_inputs
     from benchmarks.harness.runtime import SetAside, host_line
+
+    # the in-memory and resume cells count rows: "auto" as a two-thread run sizes it
+    rows_per_batch = batch if isinstance(batch, int) else auto_batch_size(open_inputs(src)[0], 6)
 
     host = host_line()
     print(host, flush=True)
@@ -253,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
                 set_aside(out)
                 if engine == "memory":
                     for t in (1, 2):
-                        tps = _in_memory(src, args.method, t, batch)
+                        tps = _in_memory(src, args.method, t, rows_per_batch)
                         rows.setdefault(f"memory{t}", []).append(
                             {"tasks_per_s": tps, "load": os.getloadavg()[0]}
                         )
@@ -267,12 +277,12 @@ def main(argv: list[str] | None = None) -> int:
                     path_in=src, path_out=out, method=args.method, batch_size=batch, progress=False
                 )
                 if engine == "resume":  # a run stopped at --resume-done, then --resume timed
-                    commits = -(-args.problems // batch)
+                    commits = -(-args.problems // rows_per_batch)
                     run_stream_child(
                         path_in=src,
                         path_out=out,
                         method=args.method,
-                        batch_size=batch,
+                        batch_size=rows_per_batch,
                         progress=False,
                         stop_after=int(commits * args.resume_done),
                     )
@@ -280,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
                         path_in=src,
                         path_out=out,
                         method=args.method,
-                        batch_size=batch,
+                        batch_size=rows_per_batch,
                         progress=False,
                         resume=True,
                     )
@@ -308,8 +318,8 @@ def main(argv: list[str] | None = None) -> int:
                 res["load"] = os.getloadavg()[0]
                 print(
                     f"[{rep}] {engine}: {res['tasks_per_s']:,.0f} tasks/s, {res['seconds']:.1f} s, "
-                    f"peak RSS {res['peak_rss'] / 2**20:.0f} MiB, load {res['load']:.1f}; "
-                    f"stages (s): {stages}",
+                    f"peak RSS {res['peak_rss'] / 2**20:.0f} MiB, load {res['load']:.1f}, "
+                    f"batches of {res['batch_size']:,}; stages (s): {stages}",
                     flush=True,
                 )
     print("\nsummary (tasks/s: median, min-max over repeats)")

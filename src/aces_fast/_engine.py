@@ -24,7 +24,12 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from ._validation import check_int
+
 __all__ = [
+    "AUTO_BATCH_BYTES",
+    "AUTO_BATCH_ROWS",
+    "AUTO_RUN_BYTES",
     "DEFAULT_BATCH_SIZE",
     "ENGINES",
     "PASS_KS",
@@ -32,17 +37,72 @@ __all__ = [
     "Commit",
     "Engine",
     "Job",
+    "auto_batch_size",
+    "check_batch_size",
     "pass_at_ks",
     "require_arrow",
     "rerank_table",
     "results_schema",
 ]
 
-DEFAULT_BATCH_SIZE = 2048
+#: ``batch_size`` of a dataset run unless given: sized by :func:`auto_batch_size`
+DEFAULT_BATCH_SIZE = "auto"
+#: the input bytes (uncompressed, as the Parquet footer counts them) an automatic
+#: batch holds at most: 8 192 rows of 100x50, about 480 of 200x500. A batch has a
+#: fixed cost of about 5 ms (its part file created, written and fsynced, its
+#: commit record, the Python around its ranking) next to 7-10 us a 100x50
+#: problem on two threads, so batches of 2 048 such rows lost a fifth of a run
+#: to it; rows of 200x500 are 17 times larger, and 2 048 of them held 600 MiB at
+#: two threads (measured on the 2-core EPYC host: docs/benchmarks.md,
+#: "Automatic batch size").
+AUTO_BATCH_BYTES = 6 << 20
+#: the input bytes of all the batches a run holds at once (the local engine:
+#: ``2 * threads + 2``), which shrinks automatic batches from 5 threads on: a
+#: batch in flight takes about 9 times its input's bytes (results, encoded
+#: part), so 16 threads hold about 600 MiB of 100x50 batches of 2 600 rows
+AUTO_RUN_BYTES = 64 << 20
+#: the fewest and the most rows of an automatic batch: a part file of a few
+#: rows is mostly overhead, and the results of a batch grow with its rows
+#: whatever their input's size
+AUTO_BATCH_ROWS = (16, 8192)
 #: the engine names :func:`aces_fast.stream.get_engine` knows
 ENGINES = ("local", "ray")
 PASS_KS = (1, 2, 5)
 RESULTS_VERSION = 1
+
+
+def check_batch_size(batch_size: Any) -> int | str:
+    """``batch_size`` as given to a dataset run: ``"auto"`` (any case) or an int
+    >= 1; ``TypeError``/``ValueError`` naming it otherwise."""
+    if isinstance(batch_size, str):
+        if batch_size.strip().lower() == "auto":
+            return "auto"
+        raise ValueError(f"batch_size must be an integer >= 1 or 'auto', got {batch_size!r}")
+    return check_int(batch_size, "batch_size", minimum=1)
+
+
+def auto_batch_size(files: Sequence[Any], in_flight: int = 1) -> int:
+    """Rows per batch for the input ``files`` (:class:`aces_fast.parquet.InputFile`)
+    of a run holding ``in_flight`` batches at once: the rows of
+    ``min(AUTO_BATCH_BYTES, AUTO_RUN_BYTES / in_flight)`` bytes at the largest
+    bytes per row of any row group, within :data:`AUTO_BATCH_ROWS`.
+
+    Read from the files' footers (no data is read): a row group's
+    ``total_byte_size`` is its uncompressed size, the pass matrices' packed
+    bytes nearly all of it. The row group of the largest rows sets the size, so
+    that memory stays bounded for the largest problems of a mixed input. The
+    results never depend on it (batches only group the rows). O(row groups).
+    """
+    lo, hi = AUTO_BATCH_ROWS
+    budget = min(AUTO_BATCH_BYTES, AUTO_RUN_BYTES // max(int(in_flight), 1))
+    per_row = 1.0
+    for f in files:
+        md = f.pf.metadata
+        for g in range(md.num_row_groups):
+            rg = md.row_group(g)
+            if rg.num_rows > 0:
+                per_row = max(per_row, rg.total_byte_size / rg.num_rows)
+    return int(min(max(budget // per_row, lo), hi))
 
 
 def require_arrow() -> tuple[Any, Any]:

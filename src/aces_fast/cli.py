@@ -73,6 +73,18 @@ def _int_at_least(minimum: int, what: str) -> Any:
 _positive_int = _int_at_least(1, "a positive integer")
 
 
+def _batch_size(text: str) -> int | str:
+    """``--batch-size``: a positive integer or ``auto``."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        return _positive_int(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"expected a positive integer or 'auto', got {text!r}"
+        ) from None
+
+
 #: the value of a hyperparameter flag the user did not give
 _UNSET = object()
 
@@ -756,6 +768,7 @@ def _cmd_rerank_dataset(args: argparse.Namespace) -> int:
                     "seconds": summary.seconds,
                     "tasks_per_s": summary.tasks_per_s,
                     "engine": summary.engine,
+                    "batch_size": summary.batch_size,
                     "timings": summary.timings,
                 },
                 indent=2,
@@ -765,7 +778,7 @@ def _cmd_rerank_dataset(args: argparse.Namespace) -> int:
         print(
             f"{summary.written} problems ranked with {args.method} ({summary.engine} engine) "
             f"into {summary.output} in {summary.seconds:.2f} s "
-            f"({summary.tasks_per_s:,.0f} tasks/s)"
+            f"({summary.tasks_per_s:,.0f} tasks/s, batches of {summary.batch_size:,})"
             + (f"; {summary.resumed} already done" if summary.resumed else "")
             + (
                 f"; {summary.invalid} invalid rows in {summary.errors_path}"
@@ -782,6 +795,7 @@ def _cmd_rerank_dataset(args: argparse.Namespace) -> int:
 def _add_dataset_commands(sub: Any) -> None:
     """The ``convert`` and ``rerank-dataset`` subcommands."""
     from . import _registry
+    from ._engine import AUTO_BATCH_BYTES, AUTO_BATCH_ROWS
     from .datasets import BUNDLED
     from .stream import DEFAULT_BATCH_SIZE, ENGINES
 
@@ -852,10 +866,12 @@ def _add_dataset_commands(sub: Any) -> None:
     )
     rd.add_argument(
         "--batch-size",
-        type=_positive_int,
+        type=_batch_size,
         default=DEFAULT_BATCH_SIZE,
         metavar="N",
-        help=f"problems per batch (default {DEFAULT_BATCH_SIZE})",
+        help=f"problems per batch, or 'auto': about {AUTO_BATCH_BYTES >> 20} MiB of "
+        f"input each, {AUTO_BATCH_ROWS[0]}-{AUTO_BATCH_ROWS[1]} problems "
+        f"(default {DEFAULT_BATCH_SIZE})",
     )
     rd.add_argument(
         "--threads",

@@ -52,7 +52,7 @@ except ImportError as _exc:  # pragma: no cover - exercised in a subprocess test
 
 import pyarrow as pa
 
-from ._engine import DEFAULT_BATCH_SIZE, Commit, Job, rerank_table, results_schema
+from ._engine import Commit, Job, rerank_table, results_schema
 from ._registry import DEFAULT_METHOD, method_params
 from ._types import PathLike
 from ._validation import check_int
@@ -69,6 +69,7 @@ from .parquet import (
 )
 
 __all__ = [
+    "BLOCK_ROWS",
     "RayEngine",
     "RayEngineError",
     "init",
@@ -76,6 +77,11 @@ __all__ = [
     "rerank_dataset",
     "shutdown",
 ]
+
+#: ``batch_size`` of :func:`read_pass_matrices` and :func:`rerank_dataset` unless
+#: given (a dataset run through :func:`aces_fast.stream.rerank_dataset` passes
+#: its own, sized from the input by default)
+BLOCK_ROWS = 2048
 
 # Columns of the input as Ray blocks carry them: one type each, so blocks from
 # files with different integer widths concatenate.
@@ -505,7 +511,7 @@ class _PassMatrixSource(ray.data.Datasource):
 
 
 def read_pass_matrices(
-    path: PathLike, *, batch_size: int = DEFAULT_BATCH_SIZE, skip_rows: Any | None = None
+    path: PathLike, *, batch_size: int = BLOCK_ROWS, skip_rows: Any | None = None
 ) -> ray.data.Dataset:
     """A Ray Dataset of the rows of a Parquet pass-matrix file (or directory).
 
@@ -616,7 +622,7 @@ def rerank_dataset(
     ds: ray.data.Dataset,
     method: str = DEFAULT_METHOD,
     *,
-    batch_size: int = DEFAULT_BATCH_SIZE,
+    batch_size: int = BLOCK_ROWS,
     backend: str | None = None,
     n_threads: int = 1,
     skip_invalid: bool = False,

@@ -65,6 +65,8 @@ from ._engine import (
     Commit,
     Engine,
     Job,
+    auto_batch_size,
+    check_batch_size,
     pass_at_ks,
     require_arrow,
     rerank_table,
@@ -167,7 +169,8 @@ class RunSummary:
     ``write``; a batch ranked straight from its packed bytes counts its
     unpacking under ``rerank``; ``write`` is the commit thread's, waiting for a
     part's staging included; Ray engine: ``startup`` (connecting or starting
-    the cluster) and ``write`` on the driver, the rest runs on the workers).
+    the cluster) and ``write`` on the driver, the rest runs on the workers);
+    ``batch_size``: the rows per batch the run used (``"auto"`` resolved).
     """
 
     output: Path
@@ -179,6 +182,7 @@ class RunSummary:
     seconds: float
     engine: str
     timings: dict[str, float] = field(default_factory=dict)
+    batch_size: int = 0
 
     @property
     def tasks_per_s(self) -> float:
@@ -541,7 +545,7 @@ def rerank_dataset(
     method: str = DEFAULT_METHOD,
     *,
     engine: str = "local",
-    batch_size: int = DEFAULT_BATCH_SIZE,
+    batch_size: int | str = DEFAULT_BATCH_SIZE,
     backend: str | None = None,
     n_threads: int | None = None,
     skip_invalid: bool = False,
@@ -569,10 +573,14 @@ def rerank_dataset(
         ``"local"``: this process. ``"ray"``: Ray Data tasks on the cluster at
         ``address`` (or a new local one); the input must be readable from the
         workers; results are committed here.
-    batch_size : int >= 1
+    batch_size : int >= 1 or "auto"
         Problems per batch: bounds memory (a few batches per thread, each about
         ``batch_size`` matrices and their results) and is the unit lost on an
-        interruption.
+        interruption. ``"auto"`` (default): about
+        :data:`aces_fast._engine.AUTO_BATCH_BYTES` of input per batch (less from
+        5 local threads on), from the input's Parquet footers
+        (:func:`aces_fast._engine.auto_batch_size`: 8 192 problems of 100x50,
+        about 480 of 200x500); ``RunSummary.batch_size`` says what was used.
     backend : str, optional
         As for :func:`aces_fast.rerank_batch`.
     n_threads : int >= 1, optional
@@ -629,7 +637,7 @@ def rerank_dataset(
     Time: O(dataset) for a new run; a resumed run reads only the row groups
     that hold rows still to do, plus one pass over the input (its checksum,
     the task ids) and over the committed parts (their checksums). Memory:
-    O(batch_size) plus the input's task ids during the duplicate check.
+    O(batch_size * threads) plus the input's task ids during the duplicate check.
     Results equal :func:`aces_fast.rerank_batch` on the same matrices bit for
     bit, whatever the engine and batch size.
     """
@@ -643,7 +651,7 @@ def rerank_dataset(
 
     p = method_params(method, params)  # ValueError for an unknown method, listing the names
     method = method_spec(method).name  # the canonical spelling (names are case-insensitive)
-    batch_size = check_int(batch_size, "batch_size", minimum=1)
+    batch_size = check_batch_size(batch_size)
     if n_threads is not None:
         n_threads = check_int(n_threads, "n_threads", minimum=1)
     runner = get_engine(engine)  # ValueError for an unknown name; ImportError without ray
@@ -658,6 +666,13 @@ def rerank_dataset(
     start = time.perf_counter()
     files, has_labels = open_inputs(path_in)
     total = sum(f.num_rows for f in files)
+    if batch_size == "auto":  # the local engine holds 2 * threads + 2 batches
+        workers = (
+            (default_workers() if n_threads is None else n_threads) if engine == "local" else 0
+        )
+        rows_per_batch = auto_batch_size(files, in_flight=2 * workers + 2 if workers else 1)
+    else:
+        rows_per_batch = int(batch_size)
     # The input's checksum (for --resume) is hashed while the task ids are
     # checked for duplicates: both read the whole input, hashlib without the GIL.
     hashing = ThreadPoolExecutor(1, thread_name_prefix="aces-fast-hash")
@@ -702,7 +717,7 @@ def rerank_dataset(
                 params=p,
                 done=done,
                 duplicates=dups,
-                batch_size=batch_size,
+                batch_size=rows_per_batch,
                 backend=backend,
                 backend_name=used,
                 n_threads=n_threads,
@@ -744,4 +759,5 @@ def rerank_dataset(
         time.perf_counter() - start,
         engine,
         timings,
+        rows_per_batch,
     )
