@@ -365,6 +365,85 @@ def test_a_changed_input_refuses_to_resume(tmp_path, monkeypatch):
     assert_exactly_once(out, _clean(path, tmp_path / "new"), _input_ids(path))
 
 
+def test_a_fresh_run_ranks_while_its_input_is_hashed(tmp_path, monkeypatch):
+    """The input's SHA-256 is awaited at the first commit, not before the
+    ranking; the manifest then records it and a resume compares it."""
+    import hashlib
+    import threading
+
+    from aces_fast import _commit, stream
+
+    path = _dataset(tmp_path)
+    ranked, seen = threading.Event(), []
+    real_identity, real_rank = _commit.file_identity, stream.rerank_table
+
+    def identity(paths):
+        seen.append(ranked.wait(60))  # False: the ranking waited for the hash
+        return real_identity(paths)
+
+    def rank(*args, **kwargs):
+        ranked.set()
+        return real_rank(*args, **kwargs)
+
+    monkeypatch.setattr(_commit, "file_identity", identity)
+    monkeypatch.setattr(stream, "rerank_table", rank)
+    out = tmp_path / "o.parquet"
+    _partial(path, out, monkeypatch)
+    assert seen == [True]
+    header = json.loads((out / "_aces_fast" / "manifest.json").read_text())["header"]
+    (got,) = header["input"]
+    assert got["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert got["size"] == path.stat().st_size
+    s = rerank_dataset(path, out, "aces-c", batch_size=100, resume=True)
+    assert (s.resumed, s.written) == (200, 400) and seen == [True, True]
+    assert_exactly_once(out, _clean(path, tmp_path), _input_ids(path))
+
+
+def test_a_failed_input_hash_fails_the_run_before_any_commit(tmp_path, monkeypatch):
+    from aces_fast import _commit
+
+    path = _dataset(tmp_path)
+
+    def unreadable(paths):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(_commit, "file_identity", unreadable)
+    out = tmp_path / "o.parquet"
+    with pytest.raises(OSError, match="Input/output error"):
+        rerank_dataset(path, out, "aces-c", batch_size=100)
+    assert not out.exists()  # created by the run, nothing committed: removed
+    out.mkdir()
+    with pytest.raises(OSError, match="Input/output error"):
+        rerank_dataset(path, out, "aces-c", batch_size=100)
+    assert not _parts(out)  # parts staged meanwhile are never committed ...
+    monkeypatch.undo()
+    assert rerank_dataset(path, out, "aces-c", batch_size=100).written == 600
+    assert not list((out / "_aces_fast" / "staging").iterdir())  # ... and go with the next run
+
+
+def test_a_run_stopped_before_its_input_was_hashed_left_a_new_directory(tmp_path):
+    """Its manifest says ``"input": null`` and no commit: the next run starts
+    fresh, with or without --resume, and files in it are not taken for a run."""
+    from concurrent.futures import Future
+
+    path = _dataset(tmp_path)
+    out, errs = tmp_path / "o.parquet", tmp_path / "o.errors.jsonl"
+    out.mkdir()
+    rd = ResultsDir(out, errs)
+    rd.begin({"method": "aces-c"}, resume=False, restart=False, identity=Future())
+    manifest = json.loads((out / "_aces_fast" / "manifest.json").read_text())
+    assert manifest["header"]["input"] is None and manifest["commits"] == []
+    rd.close(complete=False)  # as a kill would: the hash never finished
+    (out / "data.csv").write_text("a,b\n")
+    with pytest.raises(ValueError, match="holds files but no commit record"):
+        rerank_dataset(path, out, "aces-c", resume=True)
+    (out / "data.csv").unlink()
+    s = rerank_dataset(path, out, "aces-c", batch_size=100, resume=True)
+    assert (s.resumed, s.written) == (0, 600)
+    header = json.loads((out / "_aces_fast" / "manifest.json").read_text())["header"]
+    assert header["input"][0]["size"] == path.stat().st_size
+
+
 def test_resume_refuses_other_settings(tmp_path, monkeypatch):
     path = _dataset(tmp_path)
     out = tmp_path / "o.parquet"

@@ -674,7 +674,8 @@ def rerank_dataset(
     else:
         rows_per_batch = int(batch_size)
     # The input's checksum (for --resume) is hashed while the task ids are
-    # checked for duplicates: both read the whole input, hashlib without the GIL.
+    # checked for duplicates and, in a fresh run, while the first batches are
+    # ranked (ResultsDir.begin): hashlib releases the GIL.
     hashing = ThreadPoolExecutor(1, thread_name_prefix="aces-fast-hash")
     identity = hashing.submit(file_identity, [f.path for f in files])
     hashing.shutdown(wait=False)  # an error below leaves it to finish on its own
@@ -691,8 +692,8 @@ def rerank_dataset(
     writer: _Writer | None = None
     committer: _Committer | None = None
     try:
-        header = _header(identity.result(), method, p, used, has_labels)
-        out.begin(header, resume=resume, restart=restart)
+        header = _header(None, method, p, used, has_labels)
+        out.begin(header, resume=resume, restart=restart, identity=identity)
         out.report()
         meta = {
             "format": "rerank-results",
