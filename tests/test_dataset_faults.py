@@ -444,6 +444,38 @@ def test_a_run_stopped_before_its_input_was_hashed_left_a_new_directory(tmp_path
     assert header["input"][0]["size"] == path.stat().st_size
 
 
+def test_a_full_disk_at_the_first_manifest_is_reported_and_retried(tmp_path, monkeypatch):
+    """The manifest that records the input's identity fails like any commit
+    step: a DiskFullError naming the directory, nothing committed, and the
+    next commit writes it."""
+    from concurrent.futures import Future
+
+    from aces_fast import _commit
+
+    out = tmp_path / "o"
+    rd = ResultsDir(out, tmp_path / "o.errors.jsonl")
+    identity: Future = Future()
+    rd.begin({"method": "x"}, resume=False, restart=False, identity=identity)
+    identity.set_result([{"path": "/in.parquet", "name": "in.parquet", "size": 1, "sha256": "0"}])
+    real = _commit._atomic_json
+
+    def full(*args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(_commit, "_atomic_json", full)
+    part = rd.stage(b"PAR1 x PAR1")
+    with pytest.raises(_commit.DiskFullError, match="no space left on the device"):
+        rd.commit(part, 1, ("a", "a"), np.arange(1), [], np.empty(0, np.int64))
+    assert rd.commits == [] and not part.path.exists()
+    header = json.loads((out / "_aces_fast" / "manifest.json").read_text())["header"]
+    assert header["input"] is None
+    monkeypatch.setattr(_commit, "_atomic_json", real)
+    rd.commit(rd.stage(b"PAR1 y PAR1"), 1, ("a", "a"), np.arange(1), [], np.empty(0, np.int64))
+    header = json.loads((out / "_aces_fast" / "manifest.json").read_text())["header"]
+    assert header["input"][0]["name"] == "in.parquet" and len(rd.commits) == 1
+    rd.close(complete=True)
+
+
 def test_resume_refuses_other_settings(tmp_path, monkeypatch):
     path = _dataset(tmp_path)
     out = tmp_path / "o.parquet"

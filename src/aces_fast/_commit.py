@@ -647,12 +647,12 @@ class ResultsDir:
                     "parameters, backend and aces_fast version (or --restart to "
                     "start over, or write to a new directory)"
                 )
-        same = [(i["name"], i["size"], i["sha256"]) for i in old.get("input", [])]
+        same = [(i["name"], i["size"], i["sha256"]) for i in old.get("input") or []]
         now = [(i["name"], i["size"], i["sha256"]) for i in new["input"]]
         if same != now:
             raise ValueError(
                 f"{self.dir}: the input changed since this run began (then: "
-                f"{_describe_input(old.get('input', []))}; now: "
+                f"{_describe_input(old.get('input') or [])}; now: "
                 f"{_describe_input(new['input'])}, or the same sizes with other "
                 "content); its results would mix two inputs: pass --restart "
                 "(restart=True) to start over"
@@ -771,20 +771,21 @@ class ResultsDir:
             else:
                 f.unlink()
 
-    def _take_identity(self) -> bool:
+    def _take_identity(self) -> None:
         """The input's identity into the header once it is hashed (see
-        :meth:`begin`); whether it was still awaited."""
-        if self._identity is None:
-            return False
-        identity, self._identity = self._identity, None
-        self.header["input"] = identity.result()
-        return True
+        :meth:`begin`), when it is still awaited."""
+        if self._identity is not None:
+            self.header["input"] = self._identity.result()
+            self._identity = None
 
     def _settle(self) -> None:
         """Before a fresh run's first commit: its manifest gets the input's
-        identity (it said ``"input": null``)."""
-        if self._take_identity():
+        identity (it said ``"input": null``). Done only once the manifest is
+        written: a commit that fails here leaves it to be done again."""
+        if self._identity is not None:
+            self.header["input"] = self._identity.result()
             self._compact()
+            self._identity = None
 
     def _compact(self) -> None:
         """Write every commit into ``manifest.json`` and empty the log."""
@@ -841,12 +842,12 @@ class ResultsDir:
         ``error_lines``. ``sha256``: the hex
         digest of ``data`` when the caller has it (computed on its own thread);
         it is what the manifest records and resume verifies the part against."""
-        self._settle()
         seq = self.commits[-1].seq + 1 if self.commits else 0
         name = _PART.format(seq, self.run) if data is not None else None
         staged = self.meta / "staging" / name if name else None
         size, digest = 0, ""
         try:
+            self._settle()  # a full disk here is reported as at any step of a commit
             if isinstance(data, StagedPart):
                 os.replace(data.path, staged)  # type: ignore[arg-type]
                 size = data.size
