@@ -190,7 +190,11 @@ def _stream(problems: int, counts: list[int], work: Path, env: dict[str, str]) -
             raise SystemExit(f"cores_check: rerank-dataset failed:\n{done.stderr}")
         runs[t] = json.loads(done.stdout)
         set_aside(out)  # deleted with the work directory, after the last run
-        print(f"rerank-dataset --threads {t}: {runs[t]['tasks_per_s']:,.0f} tasks/s", flush=True)
+        print(
+            f"rerank-dataset --threads {t}: {runs[t]['tasks_per_s']:,.0f} tasks/s "
+            f"(batches of {runs[t]['batch_size']:,})",
+            flush=True,
+        )
     return runs
 
 
