@@ -150,3 +150,37 @@ def test_the_compiled_writers_parts_are_page_aligned_and_go_direct(tmp_path, mon
     import pyarrow.parquet as pq
 
     assert pq.read_table(tmp_path / "part.parquet").equals(table)
+
+
+def test_a_freed_parts_buffer_serves_the_next_part_and_no_live_one(tmp_path):
+    """The compiled writer's buffers are pooled: once a part's array (and every
+    view of it) is freed, the next part may take its buffer; a part still alive
+    keeps its own, whatever is encoded after it."""
+    import gc
+
+    import pyarrow.parquet as pq
+
+    def table(seed, rows=3000):
+        values = np.random.default_rng(seed).random((rows, 50))
+        return pa.table({"scores": pa.array(list(values), pa.list_(pa.float64()))})
+
+    a = _parts._encode_compiled(table(0))
+    address = a.ctypes.data
+    view = a[10:]  # a view keeps the buffer too
+    del a
+    gc.collect()
+    b = _parts._encode_compiled(table(1))
+    assert b.ctypes.data != address  # the view still holds it
+    del view
+    gc.collect()
+    c = _parts._encode_compiled(table(2))
+    assert c.ctypes.data == address and c.ctypes.data % ALIGN == 0  # taken again
+    kept = bytes(b)
+    for seed in range(3, 8):  # parts encoded while b and c live never share them
+        d = _parts._encode_compiled(table(seed, rows=3000 + 500 * seed))
+        assert d.ctypes.data not in (b.ctypes.data, c.ctypes.data)
+        del d
+    assert bytes(b) == kept
+    for got, seed in ((b, 1), (c, 2)):
+        (tmp_path / "p.parquet").write_bytes(bytes(got))
+        assert pq.read_table(tmp_path / "p.parquet").equals(table(seed))
