@@ -48,7 +48,7 @@ __all__ = [
 #: ``batch_size`` of a dataset run unless given: sized by :func:`auto_batch_size`
 DEFAULT_BATCH_SIZE = "auto"
 #: the input bytes (uncompressed, as the Parquet footer counts them) an automatic
-#: batch holds at most: 8 192 rows of 100x50, about 480 of 200x500. A batch has a
+#: batch holds at most: 8 192 rows of 100x50, about 500 of 200x500. A batch has a
 #: fixed cost of about 5 ms (its part file created, written and fsynced, its
 #: commit record, the Python around its ranking) next to 7-10 us a 100x50
 #: problem on two threads, so batches of 2 048 such rows lost a fifth of a run
@@ -59,7 +59,7 @@ AUTO_BATCH_BYTES = 6 << 20
 #: the input bytes of all the batches a run holds at once (the local engine:
 #: ``2 * threads + 2``), which shrinks automatic batches from 5 threads on: a
 #: batch in flight takes about 9 times its input's bytes (results, encoded
-#: part), so 16 threads hold about 600 MiB of 100x50 batches of 2 600 rows
+#: part), so 16 threads hold about 600 MiB of 100x50 batches of 2 670 rows
 AUTO_RUN_BYTES = 64 << 20
 #: the fewest and the most rows of an automatic batch: a part file of a few
 #: rows is mostly overhead, and the results of a batch grow with its rows

@@ -580,7 +580,7 @@ def rerank_dataset(
         :data:`aces_fast._engine.AUTO_BATCH_BYTES` of input per batch (less from
         5 local threads on), from the input's Parquet footers
         (:func:`aces_fast._engine.auto_batch_size`: 8 192 problems of 100x50,
-        about 480 of 200x500); ``RunSummary.batch_size`` says what was used.
+        about 500 of 200x500); ``RunSummary.batch_size`` says what was used.
     backend : str, optional
         As for :func:`aces_fast.rerank_batch`.
     n_threads : int >= 1, optional
