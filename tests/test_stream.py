@@ -388,7 +388,7 @@ def test_arrow_memory_stays_at_one_batch(tmp_path, monkeypatch, threads):
 @pytest.mark.slow
 def test_a_million_problems_in_a_gibibyte(tmp_path):
     """1,000,000 problems of 100 x 50 (625 MB of Parquet): peak RSS of the whole
-    streaming process <= 1 GiB (418-494 MiB measured at two threads)."""
+    streaming process <= 1 GiB (408-482 MiB measured at two threads)."""
     import shutil
 
     from benchmarks.harness.stream_scale import run_stream_child
