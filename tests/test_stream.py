@@ -155,6 +155,12 @@ def test_auto_batch_size_in_a_run(tmp_path, capsys, monkeypatch):
             .equals(pq.read_table(tmp_path / "fixed").replace_schema_metadata(None))
         )
     assert rerank_dataset(path, tmp_path / "d", "majority").batch_size == want  # the default
+    # eight local threads hold 18 batches: the run's budget shrinks each of them
+    monkeypatch.setattr(_engine, "AUTO_RUN_BYTES", 18 * (260 << 10))
+    eight = _engine.auto_batch_size(_opened(path), in_flight=18)
+    assert 16 < eight < want  # above the floor, below two threads' size
+    s = rerank_dataset(path, tmp_path / "t8", "aces-c", n_threads=8)
+    assert s.batch_size == eight and s.written == 90
     out = tmp_path / "cli"
     assert (
         main(["rerank-dataset", str(path), "-o", str(out), "--batch-size", "auto", "--json"]) == 0

@@ -248,10 +248,15 @@ def main(argv: list[str] | None = None) -> int:
         )
     from aces_fast._engine import auto_batch_size
     from aces_fast._input import open_inputs
+    from aces_fast.stream import LocalEngine
     from benchmarks.harness.runtime import SetAside, host_line
 
     # the in-memory and resume cells count rows: "auto" as a two-thread run sizes it
-    rows_per_batch = batch if isinstance(batch, int) else auto_batch_size(open_inputs(src)[0], 6)
+    rows_per_batch = (
+        batch
+        if isinstance(batch, int)
+        else auto_batch_size(open_inputs(src)[0], LocalEngine().batches_in_flight(2))
+    )
 
     host = host_line()
     print(host, flush=True)

@@ -56,8 +56,9 @@ DEFAULT_BATCH_SIZE = "auto"
 #: two threads (measured on the 2-core EPYC host: docs/benchmarks.md,
 #: "Automatic batch size").
 AUTO_BATCH_BYTES = 6 << 20
-#: the input bytes of all the batches a run holds at once (the local engine:
-#: ``2 * threads + 2``), which shrinks automatic batches from 5 threads on: a
+#: the input bytes of all the batches a run holds at once
+#: (:meth:`Engine.batches_in_flight`; the local engine's ``2 * threads + 2``
+#: shrinks automatic batches from 5 threads on): a
 #: batch in flight takes about 9 times its input's bytes (results, encoded
 #: part), so 16 threads hold about 600 MiB of 100x50 batches of 2 670 rows
 AUTO_RUN_BYTES = 64 << 20
@@ -419,4 +420,9 @@ class Engine(Protocol):
         ``commit``, in input order; ``progress(k)`` after each batch (``k`` input rows
         accounted for). A bad row raises :class:`~aces_fast.parquet.InvalidRowError`
         unless ``job.skip_invalid``."""
+        ...
+
+    def batches_in_flight(self, n_threads: int | None) -> int:
+        """About how many batches a run with ``n_threads`` holds in memory at
+        once (:func:`auto_batch_size` shares its budget among them)."""
         ...

@@ -722,6 +722,11 @@ class RayEngine:
 
     name = "ray"
 
+    def batches_in_flight(self, n_threads: int | None) -> int:
+        """1: the driver takes Ray's ranked blocks one at a time and commits
+        each a batch at a time; the workers' batches are in their own memory."""
+        return 1
+
     @staticmethod
     def _commit_piece(
         piece: Any, target: Any, skip_invalid: bool, commit: Commit, used: str

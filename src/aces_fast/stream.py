@@ -406,6 +406,14 @@ class LocalEngine:
 
     name = "local"
 
+    @staticmethod
+    def _workers(n_threads: int | None) -> int:
+        return default_workers() if n_threads is None else n_threads
+
+    def batches_in_flight(self, n_threads: int | None) -> int:
+        """``2 * threads + 2`` (see the class docstring)."""
+        return 2 * self._workers(n_threads) + 2
+
     def run(self, job: Job, commit: Commit, progress: Callable[[int], None]) -> None:
         """See :meth:`aces_fast._engine.Engine.run`."""
         import collections
@@ -413,7 +421,7 @@ class LocalEngine:
 
         from ._input import read_batches, reader_threads
 
-        workers = default_workers() if job.n_threads is None else job.n_threads
+        workers = self._workers(job.n_threads)
         kernel_threads = job.n_threads if workers == 1 else 1
         encode = getattr(commit, "encode", None)  # a _Writer of this module encodes
         batches = _prefetch(
@@ -666,11 +674,8 @@ def rerank_dataset(
     start = time.perf_counter()
     files, has_labels = open_inputs(path_in)
     total = sum(f.num_rows for f in files)
-    if batch_size == "auto":  # the local engine holds 2 * threads + 2 batches
-        workers = (
-            (default_workers() if n_threads is None else n_threads) if engine == "local" else 0
-        )
-        rows_per_batch = auto_batch_size(files, in_flight=2 * workers + 2 if workers else 1)
+    if batch_size == "auto":
+        rows_per_batch = auto_batch_size(files, in_flight=runner.batches_in_flight(n_threads))
     else:
         rows_per_batch = int(batch_size)
     # The input's checksum (for --resume) is hashed while the task ids are
