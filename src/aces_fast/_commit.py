@@ -568,7 +568,7 @@ class ResultsDir:
                 f"{', ...' if len(visible) > 3 else ''}); nothing to resume: "
                 "pass --restart (restart=True) to move them aside and start over"
             )
-        self._take_identity()  # the record's manifest stays as it is
+        self._settle(write=False)  # the record's manifest stays as it is
         self._check_same_run(old_header)
         self.commits = self._verify(commits)
         ours = {self.dir / c.part for c in self.commits if c.part}
@@ -771,20 +771,15 @@ class ResultsDir:
             else:
                 f.unlink()
 
-    def _take_identity(self) -> None:
+    def _settle(self, *, write: bool = True) -> None:
         """The input's identity into the header once it is hashed (see
-        :meth:`begin`), when it is still awaited."""
+        :meth:`begin`), when it is still awaited; ``write``: into the manifest
+        too (a fresh run's said ``"input": null``), before its first commit.
+        Marked done only after: a commit that fails here leaves it to redo."""
         if self._identity is not None:
             self.header["input"] = self._identity.result()
-            self._identity = None
-
-    def _settle(self) -> None:
-        """Before a fresh run's first commit: its manifest gets the input's
-        identity (it said ``"input": null``). Done only once the manifest is
-        written: a commit that fails here leaves it to be done again."""
-        if self._identity is not None:
-            self.header["input"] = self._identity.result()
-            self._compact()
+            if write:
+                self._compact()
             self._identity = None
 
     def _compact(self) -> None:
@@ -936,7 +931,7 @@ class ResultsDir:
             self._errors_fh = None
         try:
             if complete:
-                self._settle()
+                self._settle(write=False)  # written next
                 self._compact()
             elif not self.commits:
                 self._remove_if_unused()
