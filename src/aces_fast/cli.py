@@ -74,9 +74,14 @@ _positive_int = _int_at_least(1, "a positive integer")
 
 
 def _batch_size(text: str) -> int | str:
-    """``--batch-size``: a positive integer or ``auto``."""
-    if text.strip().lower() == "auto":
-        return "auto"
+    """``--batch-size``: a positive integer or ``auto`` (spelled as
+    :func:`aces_fast._engine.check_batch_size` takes it)."""
+    from ._engine import check_batch_size
+
+    try:
+        return check_batch_size(text)  # "auto"; any other text is refused
+    except ValueError:
+        pass
     try:
         return _positive_int(text)
     except argparse.ArgumentTypeError:
