@@ -185,6 +185,7 @@ void write_stats(Thrift& t, const Stats& s, bool signed_order) {
 // --- one column chunk -----------------------------------------------------------
 
 struct Chunk {
+  std::string_view bytes;    // page header and compressed page, in the scratch
   int64_t offset = 0;        // in the file
   int64_t size = 0;          // page header + compressed page
   int64_t num_values = 0;    // level entries: rows, or list elements plus null and empty lists
@@ -195,12 +196,19 @@ struct Chunk {
 // Buffers reused from call to call on the same thread: a part's pages are
 // megabytes, and fresh buffers of that size cost page faults (the kernel
 // zeroes every page) that would take as long as the encoding itself. At most
-// kKeepBytes stay after a call.
+// kKeepBytes stay after trim_part_scratch. pages[i]: column i's page header and
+// compressed page, the piece of the file encode_part_pieces hands out.
 constexpr size_t kKeepBytes = size_t(64) << 20;
 struct Scratch {
-  std::string body, page, header;
+  std::string body, head, footer;
+  std::vector<std::string> pages;  // a column's page header and compressed page each
   std::vector<int32_t> ints;
   std::vector<double> doubles;
+  size_t bytes() const {
+    size_t n = body.capacity() + footer.capacity();
+    for (const std::string& p : pages) n += p.capacity();
+    return n;
+  }
 };
 
 void byte_stream_split(const double* v, int64_t n, std::string& out) {
@@ -361,23 +369,31 @@ void page_body(const ColumnIn& c, int64_t rows, Chunk& ch, Scratch& sc) {
   }
 }
 
-// the column chunk (page header, compressed page) appended to file
-Chunk write_column(const ColumnIn& c, int64_t rows, std::string& file, Scratch& sc) {
+// the column chunk (page header, then compressed page) into out, which starts
+// at `offset` in the file
+Chunk write_column(const ColumnIn& c, int64_t rows, int64_t offset, std::string& out, Scratch& sc) {
   Chunk ch;
   page_body(c, rows, ch, sc);
-  sc.page.clear();
-  snappy_compress(reinterpret_cast<const uint8_t*>(sc.body.data()), sc.body.size(), sc.page);
+  // The page is compressed after room for its header, which is written into
+  // the end of that room once the page's size and checksum are known: the
+  // page's megabytes are not moved. A header is at most about 40 bytes (seven
+  // integers of at most 5 bytes, field and struct markers).
+  constexpr size_t kHeadRoom = 64;
+  out.clear();
+  out.resize(kHeadRoom);
+  snappy_compress(reinterpret_cast<const uint8_t*>(sc.body.data()), sc.body.size(), out);
+  const size_t page = out.size() - kHeadRoom;
   // a page's sizes are int32 in its header (the caller keeps pages far smaller)
-  if (sc.body.size() > INT32_MAX || sc.page.size() > INT32_MAX)
+  if (sc.body.size() > INT32_MAX || page > INT32_MAX)
     throw std::length_error("encode_part: column '" + c.name + "' exceeds a page's 2 GiB");
-  sc.header.clear();
-  Thrift t(sc.header);
+  sc.head.clear();
+  Thrift t(sc.head);
   t.open();
   t.i32(1, kDataPage);
   t.i32(2, static_cast<int64_t>(sc.body.size()));
-  t.i32(3, static_cast<int64_t>(sc.page.size()));
+  t.i32(3, static_cast<int64_t>(page));
   t.i32(4, static_cast<int32_t>(
-               crc32(reinterpret_cast<const uint8_t*>(sc.page.data()), sc.page.size())));
+               crc32(reinterpret_cast<const uint8_t*>(out.data()) + kHeadRoom, page)));
   t.begin(5);
   t.i32(1, ch.num_values);
   t.i32(2, value_encoding(c.kind));
@@ -385,11 +401,14 @@ Chunk write_column(const ColumnIn& c, int64_t rows, std::string& file, Scratch& 
   t.i32(4, kRle);
   t.end();
   t.end();
-  ch.offset = static_cast<int64_t>(file.size());
-  ch.uncompressed = static_cast<int64_t>(sc.header.size() + sc.body.size());
-  ch.size = static_cast<int64_t>(sc.header.size() + sc.page.size());
-  file += sc.header;
-  file += sc.page;
+  if (sc.head.size() > kHeadRoom)
+    throw std::logic_error("encode_part: a page header outgrew its room");
+  const size_t skip = kHeadRoom - sc.head.size();
+  std::memcpy(out.data() + skip, sc.head.data(), sc.head.size());  // the header's place
+  ch.bytes = std::string_view(out).substr(skip);
+  ch.offset = offset;
+  ch.uncompressed = static_cast<int64_t>(sc.head.size() + sc.body.size());
+  ch.size = static_cast<int64_t>(ch.bytes.size());
   return ch;
 }
 
@@ -461,22 +480,36 @@ void delta_binary_packed(const int32_t* v, int64_t n, std::string& out) {
   }
 }
 
-void encode_part(int64_t rows, const std::vector<ColumnIn>& columns,
-                 const std::vector<KeyValue>& metadata, const std::string& created_by,
-                 std::string& file) {
-  static thread_local Scratch sc;
-  struct Trim {  // a huge part's scratch is not kept (bounded by kKeepBytes)
-    Scratch& sc;
-    ~Trim() {
-      if (sc.body.capacity() + sc.page.capacity() > kKeepBytes) sc = Scratch();
-    }
-  } trim{sc};
-  file.clear();
-  file += "PAR1";
+namespace {
+thread_local Scratch part_scratch;
+}  // namespace
+
+void trim_part_scratch() {
+  if (part_scratch.bytes() > kKeepBytes) part_scratch = Scratch();
+}
+
+void encode_part_pieces(int64_t rows, const std::vector<ColumnIn>& columns,
+                        const std::vector<KeyValue>& metadata, const std::string& created_by,
+                        PartPieces& part) {
+  Scratch& sc = part_scratch;
+  part.pieces.clear();
+  part.size = 0;
+  const auto add = [&part](std::string_view piece) {
+    part.pieces.push_back(piece);
+    part.size += piece.size();
+  };
+  add("PAR1");
+  if (sc.pages.size() < columns.size()) sc.pages.resize(columns.size());
   std::vector<Chunk> chunks;
   chunks.reserve(columns.size());
-  for (const ColumnIn& c : columns) chunks.push_back(write_column(c, rows, file, sc));
-  const size_t footer_at = file.size();
+  for (size_t i = 0; i < columns.size(); ++i) {
+    chunks.push_back(
+        write_column(columns[i], rows, static_cast<int64_t>(part.size), sc.pages[i], sc));
+    add(chunks.back().bytes);
+  }
+  std::string& file = sc.footer;  // the footer, its length and the magic
+  file.clear();
+  const size_t footer_at = 0;
   Thrift t(file);
   t.open();
   t.i32(1, 2);
@@ -577,6 +610,18 @@ void encode_part(int64_t rows, const std::vector<ColumnIn>& columns,
   std::memcpy(b, &len, 4);
   file.append(b, 4);
   file += "PAR1";
+  add(file);
+}
+
+void encode_part(int64_t rows, const std::vector<ColumnIn>& columns,
+                 const std::vector<KeyValue>& metadata, const std::string& created_by,
+                 std::string& file) {
+  PartPieces part;
+  encode_part_pieces(rows, columns, metadata, created_by, part);
+  file.clear();
+  file.reserve(part.size);
+  for (std::string_view piece : part.pieces) file.append(piece.data(), piece.size());
+  trim_part_scratch();
 }
 
 }  // namespace aces_fast::io

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace aces_fast::io {
@@ -47,6 +48,22 @@ struct KeyValue {
 void encode_part(int64_t rows, const std::vector<ColumnIn>& columns,
                  const std::vector<KeyValue>& metadata, const std::string& created_by,
                  std::string& file);
+
+// The same file as the pieces that make it up, in order (size: their sum),
+// which lie in this thread's scratch: valid until the thread's next
+// encode_part or encode_part_pieces, or trim_part_scratch. A caller that
+// copies them where the file goes saves encode_part's copy of the whole file.
+struct PartPieces {
+  std::vector<std::string_view> pieces;
+  size_t size = 0;
+};
+void encode_part_pieces(int64_t rows, const std::vector<ColumnIn>& columns,
+                        const std::vector<KeyValue>& metadata, const std::string& created_by,
+                        PartPieces& part);
+
+// Frees this thread's scratch if a large part left it above 64 MiB (call once
+// the pieces are copied).
+void trim_part_scratch();
 
 // DELTA_BINARY_PACKED of n int32 values (blocks of 128, four miniblocks),
 // appended to out: the order column's encoding, apart for its tests.
