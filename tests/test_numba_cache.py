@@ -100,20 +100,22 @@ WORKQUEUE = {"NUMBA_THREADING_LAYER": "workqueue"}
 
 
 def test_concurrent_warmups_with_different_settings_then_cached_loads(tmp_path):
-    # three processes with the same settings write one fresh cache at once (the
-    # same index and data files), and one with another threading layer shares
-    # the root directory meanwhile
-    procs = [_start(tmp_path) for _ in range(3)] + [_start(tmp_path, **WORKQUEUE)]
+    # two processes with the same settings write one fresh cache at once (the
+    # same index and data files: two writers make the race), and one with
+    # another threading layer shares the root directory meanwhile. (A third
+    # writer added about a quarter to the 3-4 minutes this test took on the
+    # project's 2-core machine, each child compiling for some 100 s of CPU.)
+    procs = [_start(tmp_path) for _ in range(2)] + [_start(tmp_path, **WORKQUEUE)]
     first = [_finish(p) for p in procs]
-    assert first[3]["layer"] == "workqueue"
+    assert first[2]["layer"] == "workqueue"
     # the layer changes how threads are run, never the results
     assert len({r["digest"] for r in first}) == 1, first
-    assert len({r["cache"] for r in first[:3]}) == 1
-    assert first[3]["cache"] != first[0]["cache"]  # a keyed directory per setting
+    assert first[0]["cache"] == first[1]["cache"]
+    assert first[2]["cache"] != first[0]["cache"]  # a keyed directory per setting
     assert {Path(r["cache"]).parent for r in first} == {tmp_path}
     assert all(r["compiled"] > 0 for r in first)
     # later processes load every kernel they use, compile none, and compute the same bits
-    for extra, cache in (({}, first[0]["cache"]), (WORKQUEUE, first[3]["cache"])):
+    for extra, cache in (({}, first[0]["cache"]), (WORKQUEUE, first[2]["cache"])):
         again = _run(tmp_path, **extra)
         assert again["compiled"] == 0 and again["loaded"] > 0, again
         assert again["digest"] == first[0]["digest"] and again["cache"] == cache
