@@ -939,21 +939,82 @@ PackRow pack_row_kernel() {
 #endif
 }
 
-void nibble_tables(const double* w, int64_t m, double* T) {
-  const int64_t G = (m + 3) / 4;
+namespace {
+
+// One group's 16 entries from its weights x[0..3]: the first four (+0.0, then
+// +0.0 + x0, +0.0 + x1, (+0.0 + x0) + x1), and each further quarter that four
+// plus x2, plus x3, plus x2 then x3: the adds of the definition (simd.hpp),
+// four lanes at a time.
+ACES_FAST_KERNEL_BODY void nibble_group(const double* x, double* __restrict t) {
+  double lo[4];
+  lo[0] = 0.0;
+  lo[1] = 0.0 + x[0];
+  lo[2] = 0.0 + x[1];
+  lo[3] = lo[1] + x[1];
+  for (int b = 0; b < 4; ++b) {
+    const double with2 = lo[b] + x[2];
+    t[b] = lo[b];
+    t[4 + b] = with2;
+    t[8 + b] = lo[b] + x[3];
+    t[12 + b] = with2 + x[3];
+  }
+}
+
+// Built one group at a time. The entry-by-entry loop was 5.6% of a batch of
+// 24x100 ACES-C tasks (tables for 25 groups, read by 24 rows).
+template <class Group>
+ACES_FAST_KERNEL_BODY void nibble_tables_with(const double* w, int64_t m, double* T, Group group) {
+  const int64_t G = (m + 3) / 4, full = m / 4;
   ahead::Lines* const pf = ahead::pending();
-  for (int64_t g = 0; g < G; ++g) {
+  for (int64_t g = 0; g < full; ++g) {
+    if (pf) pf->tick(1);
+    group(w + 4 * g, T + 16 * g);
+  }
+  if (full < G) {
     if (pf) pf->tick(1);
     double x[4];
-    for (int h = 0; h < 4; ++h) x[h] = 4 * g + h < m ? w[4 * g + h] : 0.0;
-    double* t = T + 16 * g;
-    t[0] = 0.0;
-    t[1] = t[0] + x[0];
-    t[2] = t[0] + x[1];
-    t[3] = t[1] + x[1];
-    for (int b = 0; b < 4; ++b) t[4 + b] = t[b] + x[2];
-    for (int b = 0; b < 8; ++b) t[8 + b] = t[b] + x[3];
+    for (int64_t h = 0; h < 4; ++h) x[h] = 4 * full + h < m ? w[4 * full + h] : 0.0;
+    group(x, T + 16 * full);
   }
+}
+
+void nibble_tables_portable(const double* w, int64_t m, double* T) {
+  nibble_tables_with(w, m, T, nibble_group);
+}
+
+#if ACES_FAST_X86_SIMD
+// nibble_group's adds as three vector adds (GCC left them scalar).
+__attribute__((target("avx2"))) void nibble_tables_avx2(const double* w, int64_t m, double* T) {
+  nibble_tables_with(w, m, T, [](const double* x, double* t) __attribute__((target("avx2"))) {
+    const double x0 = 0.0 + x[0];
+    const __m256d lo = _mm256_set_pd(x0 + x[1], 0.0 + x[1], x0, 0.0);
+    const __m256d with2 = _mm256_add_pd(lo, _mm256_set1_pd(x[2]));
+    const __m256d x3 = _mm256_set1_pd(x[3]);
+    _mm256_storeu_pd(t, lo);
+    _mm256_storeu_pd(t + 4, with2);
+    _mm256_storeu_pd(t + 8, _mm256_add_pd(lo, x3));
+    _mm256_storeu_pd(t + 12, _mm256_add_pd(with2, x3));
+  });
+}
+#endif
+
+using NibbleTables = void (*)(const double*, int64_t, double*);
+
+NibbleTables nibble_tables_kernel() {
+#if ACES_FAST_X86_SIMD
+  static const NibbleTables f =
+      simd::pick<NibbleTables>({nibble_tables_portable, nibble_tables_avx2, nibble_tables_avx2});
+  return f;
+#else
+  return nibble_tables_portable;
+#endif
+}
+
+}  // namespace
+
+void nibble_tables(const double* w, int64_t m, double* T) {
+  static const NibbleTables f = nibble_tables_kernel();
+  f(w, m, T);
 }
 
 RowsDot rows_dot_kernel() {
