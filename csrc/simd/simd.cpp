@@ -1000,20 +1000,15 @@ __attribute__((target("avx2"))) void nibble_tables_avx2(const double* w, int64_t
 
 using NibbleTables = void (*)(const double*, int64_t, double*);
 
-NibbleTables nibble_tables_kernel() {
-#if ACES_FAST_X86_SIMD
-  static const NibbleTables f =
-      simd::pick<NibbleTables>({nibble_tables_portable, nibble_tables_avx2, nibble_tables_avx2});
-  return f;
-#else
-  return nibble_tables_portable;
-#endif
-}
-
 }  // namespace
 
 void nibble_tables(const double* w, int64_t m, double* T) {
-  static const NibbleTables f = nibble_tables_kernel();
+#if ACES_FAST_X86_SIMD
+  static const NibbleTables f =
+      simd::pick<NibbleTables>({nibble_tables_portable, nibble_tables_avx2, nibble_tables_avx2});
+#else
+  static const NibbleTables f = nibble_tables_portable;
+#endif
   f(w, m, T);
 }
 
