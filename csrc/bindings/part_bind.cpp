@@ -196,6 +196,9 @@ py::array_t<uint8_t> py_encode_part(int64_t rows, const py::list& columns, const
   size_t size = 0;
   try {
     py::gil_scoped_release release;
+    struct Trim {  // also when encoding throws
+      ~Trim() { aces_fast::io::trim_part_scratch(); }
+    } trim;
     aces_fast::io::encode_part_pieces(rows, cols, kv, created_by, part);
     size = part.size;
     *block = part_buffers().take(size);
@@ -204,7 +207,6 @@ py::array_t<uint8_t> py_encode_part(int64_t rows, const py::list& columns, const
       std::memcpy(dst, piece.data(), piece.size());
       dst += piece.size();
     }
-    aces_fast::io::trim_part_scratch();
   } catch (...) {
     if (block->p != nullptr) part_buffers().give(*block);
     delete block;

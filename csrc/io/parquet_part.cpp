@@ -509,7 +509,6 @@ void encode_part_pieces(int64_t rows, const std::vector<ColumnIn>& columns,
   }
   std::string& file = sc.footer;  // the footer, its length and the magic
   file.clear();
-  const size_t footer_at = 0;
   Thrift t(file);
   t.open();
   t.i32(1, 2);
@@ -605,7 +604,7 @@ void encode_part_pieces(int64_t rows, const std::vector<ColumnIn>& columns,
     t.end();
   }
   t.end();
-  const uint32_t len = static_cast<uint32_t>(file.size() - footer_at);
+  const uint32_t len = static_cast<uint32_t>(file.size());
   char b[4];
   std::memcpy(b, &len, 4);
   file.append(b, 4);
@@ -616,12 +615,14 @@ void encode_part_pieces(int64_t rows, const std::vector<ColumnIn>& columns,
 void encode_part(int64_t rows, const std::vector<ColumnIn>& columns,
                  const std::vector<KeyValue>& metadata, const std::string& created_by,
                  std::string& file) {
+  struct Trim {  // also when encoding throws
+    ~Trim() { trim_part_scratch(); }
+  } trim;
   PartPieces part;
   encode_part_pieces(rows, columns, metadata, created_by, part);
   file.clear();
   file.reserve(part.size);
   for (std::string_view piece : part.pieces) file.append(piece.data(), piece.size());
-  trim_part_scratch();
 }
 
 }  // namespace aces_fast::io
