@@ -15,10 +15,6 @@
 #include "simd/dispatch.hpp"
 #include "simd/simd.hpp"
 
-#if ACES_FAST_X86_SIMD
-#include <immintrin.h>
-#endif
-
 namespace aces_fast {
 
 namespace {
@@ -106,67 +102,6 @@ double majority_weights(const int64_t* colsum, int64_t n, int64_t m, double* w) 
     count += on;
   }
   return static_cast<double>(count);
-}
-
-// Sum of x[0 .. m) in a fixed association: 32 partial sums (partial l adds the
-// x[j] with j = l (mod 32) in ascending order), combined pairwise (partial l +=
-// partial l + h for h = 16, 8, 4, 2, 1). A sequential sum is a chain of m
-// dependent adds (m times the add latency); these run 32 at a time in vectors,
-// with the same bits at every SIMD level (adds only, in the same order).
-ACES_FAST_KERNEL_BODY double sum32_body(const double* __restrict x, int64_t m) {
-  double part[32] = {};
-  int64_t j = 0;
-  for (; j + 32 <= m; j += 32)
-    for (int l = 0; l < 32; ++l) part[l] += x[j + l];
-  for (int l = 0; j + l < m; ++l) part[l] += x[j + l];
-  for (int h = 16; h >= 1; h >>= 1)
-    for (int l = 0; l < h; ++l) part[l] += part[l + h];
-  return part[0];
-}
-
-#if ACES_FAST_X86_SIMD
-// sum32_body's adds with the partials in eight registers: compiled from the
-// body, the partials lived in memory (the tail indexes them), zeroed by a `rep
-// stos` whose start-up alone was a quarter of the sum's time on an EPYC; two
-// sums of 100 weights were 3.3% of a batch of 24x100 ACES-C tasks. A tail lane
-// past m adds +0.0, which leaves its partial as it is: a partial starts at
-// +0.0 and so is never -0.0.
-__attribute__((target("avx2"))) double sum32_avx2(const double* x, int64_t m) {
-  __m256d p[8];
-  for (int k = 0; k < 8; ++k) p[k] = _mm256_setzero_pd();
-  int64_t j = 0;
-  for (; j + 32 <= m; j += 32)
-    for (int k = 0; k < 8; ++k) p[k] = _mm256_add_pd(p[k], _mm256_loadu_pd(x + j + 4 * k));
-  const int64_t rest = m - j;
-  for (int k = 0; k < 8 && 4 * k < rest; ++k) {
-    const int64_t left = rest - 4 * k;
-    const __m256i lanes = _mm256_set_epi64x(3, 2, 1, 0);
-    const __m256d v = left >= 4
-                          ? _mm256_loadu_pd(x + j + 4 * k)
-                          : _mm256_maskload_pd(x + j + 4 * k,
-                                               _mm256_cmpgt_epi64(_mm256_set1_epi64x(left), lanes));
-    p[k] = _mm256_add_pd(p[k], v);
-  }
-  for (int k = 0; k < 4; ++k) p[k] = _mm256_add_pd(p[k], p[k + 4]);  // h = 16
-  p[0] = _mm256_add_pd(p[0], p[2]);                                  // h = 8
-  p[1] = _mm256_add_pd(p[1], p[3]);
-  p[0] = _mm256_add_pd(p[0], p[1]);  // h = 4
-  const __m128d two =
-      _mm_add_pd(_mm256_castpd256_pd128(p[0]), _mm256_extractf128_pd(p[0], 1));  // h = 2
-  return _mm_cvtsd_f64(_mm_add_sd(two, _mm_unpackhi_pd(two, two)));              // h = 1
-}
-#endif
-
-using Sum32 = double (*)(const double*, int64_t);
-
-double sum32(const double* x, int64_t m) {
-#if ACES_FAST_X86_SIMD
-  static const Sum32 f =
-      simd::pick<Sum32>({simd::Compiled<&sum32_body>::portable, sum32_avx2, sum32_avx2});
-#else
-  static const Sum32 f = simd::Compiled<&sum32_body>::portable;
-#endif
-  return f(x, m);
 }
 
 // Unnormalized ACES-C weights into w from the uniform LOO-AUC L and the column

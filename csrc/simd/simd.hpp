@@ -57,6 +57,13 @@ using UniformBlockWords = void (*)(const uint64_t* words, int64_t nw, const int6
 // UniformBlock).
 UniformBlockWords uniform_block_words_kernel(uint32_t tot);
 
+// Sum of x[0 .. m) in a fixed association: 32 partial sums (partial l adds the
+// x[j] with j = l (mod 32) in ascending order), combined pairwise (partial l +=
+// partial l + h for h = 16, 8, 4, 2, 1). A sequential sum is a chain of m
+// dependent adds (m times the add latency); these run 32 at a time in vectors,
+// with the same bits at every SIMD level (adds only, in the same order).
+double sum32(const double* x, int64_t m);
+
 // Packs a row of m bytes into ceil(m / 64) words (bit j % 64 of word j / 64 is
 // set iff row[j] != 0; unused high bits 0) and returns its number of passes.
 // When high is not null, sets *high = 1 if a byte is neither 0 nor 1 (leaves it
