@@ -185,9 +185,8 @@ void write_stats(Thrift& t, const Stats& s, bool signed_order) {
 // --- one column chunk -----------------------------------------------------------
 
 struct Chunk {
-  std::string_view bytes;    // page header and compressed page, in the scratch
+  std::string_view bytes;    // page header and compressed page, in the scratch (the chunk)
   int64_t offset = 0;        // in the file
-  int64_t size = 0;          // page header + compressed page
   int64_t num_values = 0;    // level entries: rows, or list elements plus null and empty lists
   int64_t uncompressed = 0;  // page header + uncompressed page
   Stats stats;
@@ -408,7 +407,6 @@ Chunk write_column(const ColumnIn& c, int64_t rows, int64_t offset, std::string&
   ch.bytes = std::string_view(out).substr(skip);
   ch.offset = offset;
   ch.uncompressed = static_cast<int64_t>(sc.head.size() + sc.body.size());
-  ch.size = static_cast<int64_t>(ch.bytes.size());
   return ch;
 }
 
@@ -547,7 +545,7 @@ void encode_part_pieces(int64_t rows, const std::vector<ColumnIn>& columns,
   int64_t total_uncompressed = 0, total_compressed = 0;
   for (const Chunk& ch : chunks) {
     total_uncompressed += ch.uncompressed;
-    total_compressed += ch.size;
+    total_compressed += static_cast<int64_t>(ch.bytes.size());
   }
   t.list(4, kStruct, 1);
   t.open();
@@ -572,7 +570,7 @@ void encode_part_pieces(int64_t rows, const std::vector<ColumnIn>& columns,
     t.i32(4, kSnappy);
     t.i64(5, ch.num_values);
     t.i64(6, ch.uncompressed);
-    t.i64(7, ch.size);
+    t.i64(7, static_cast<int64_t>(ch.bytes.size()));
     t.i64(9, ch.offset);
     if (!list) write_stats(t, ch.stats, c.kind != ColumnKind::kString);
     t.end();
@@ -610,19 +608,6 @@ void encode_part_pieces(int64_t rows, const std::vector<ColumnIn>& columns,
   file.append(b, 4);
   file += "PAR1";
   add(file);
-}
-
-void encode_part(int64_t rows, const std::vector<ColumnIn>& columns,
-                 const std::vector<KeyValue>& metadata, const std::string& created_by,
-                 std::string& file) {
-  struct Trim {  // also when encoding throws
-    ~Trim() { trim_part_scratch(); }
-  } trim;
-  PartPieces part;
-  encode_part_pieces(rows, columns, metadata, created_by, part);
-  file.clear();
-  file.reserve(part.size);
-  for (std::string_view piece : part.pieces) file.append(piece.data(), piece.size());
 }
 
 }  // namespace aces_fast::io

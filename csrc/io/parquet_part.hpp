@@ -43,16 +43,11 @@ struct KeyValue {
   std::string key, value;
 };
 
-// The whole file's bytes, into file (replacing its contents). rows >= 1;
-// offsets non-decreasing (checked by the binding).
-void encode_part(int64_t rows, const std::vector<ColumnIn>& columns,
-                 const std::vector<KeyValue>& metadata, const std::string& created_by,
-                 std::string& file);
-
-// The same file as the pieces that make it up, in order (size: their sum),
-// which lie in this thread's scratch: valid until the thread's next
-// encode_part or encode_part_pieces, or trim_part_scratch. A caller that
-// copies them where the file goes saves encode_part's copy of the whole file.
+// The whole file's bytes as the pieces that make it up, in order (size: their
+// sum), which lie in this thread's scratch: valid until the thread's next
+// encode_part_pieces or trim_part_scratch. The caller copies them where the
+// file goes (the binding: its page-aligned buffer), so the file is copied
+// once. rows >= 1; offsets non-decreasing (checked by the binding).
 struct PartPieces {
   std::vector<std::string_view> pieces;
   size_t size = 0;
