@@ -175,3 +175,47 @@ def test_dedup_argument_checked():
         kc.loo_auc(B, dedup="yes")
     with pytest.raises(TypeError, match="dedup"):
         kc.rerank(B, 1, dedup=1)
+
+
+def equal_sum_rows(seed: int, m: int = 200, lead: int = 64) -> np.ndarray:
+    """Rows that the pass-count grouping cannot tell apart by their sums: 30
+    patterns with one number of passes (a group too large to compare row by
+    row), three with one pass more (a small group), all sharing their first
+    ``lead`` tests (so equal first words), each repeated 1-3 times, shuffled."""
+    rng = np.random.default_rng(seed)
+    head = (rng.random(lead) < 0.5).astype(np.uint8)
+    k = (m - lead) // 2
+    patterns = []
+    for extra, count in ((0, 30), (1, 3)):
+        for _ in range(count):
+            tail = np.zeros(m - lead, np.uint8)
+            tail[rng.choice(m - lead, k + extra, replace=False)] = 1
+            patterns.append(np.concatenate([head, tail]))
+    rows = [p for p in patterns for _ in range(int(rng.integers(1, 4)))]
+    B = np.array(rows, dtype=np.uint8)[rng.permutation(len(rows))]
+    return np.ascontiguousarray(B)
+
+
+@pytest.mark.parametrize(("m", "lead"), [(200, 64), (200, 128), (513, 448)])
+def test_rows_of_equal_sums_are_told_apart(m, lead):
+    """ACES-C deduplicates a small matrix by grouping its rows by their number
+    of passes (the order its LOO-AUC's levels reuse): a small group compared row
+    by row, a large one hashed. Rows of one sum that agree on their first words
+    must still be told apart, and true repeats merged: every output equals the
+    run without dedup and the NumPy reference. CodeT (whose scores are the sizes
+    of the classes, found by hashing every row) equals the reference too."""
+    B = equal_sum_rows(m, m=m, lead=lead)
+    assert len(np.unique(B, axis=0)) == 33 < B.shape[0]
+    for code in (0, 1, 2):
+        off = kc.rerank(B, code, dedup=False)
+        on = kc.rerank(B, code, dedup=True)
+        for k in (0, 1, 2, 3):
+            np.testing.assert_array_equal(on[k], off[k])
+    np.testing.assert_array_equal(
+        kc.rerank(B, 1, dedup=True)[3], aces_fast.loo_auc(B, backend="numpy")
+    )
+    for method in ("codet", "codet-linear"):
+        got = aces_fast.rerank(B, method, backend="cpp")
+        want = aces_fast.rerank(B, method, backend="numpy")
+        np.testing.assert_array_equal(got.scores, want.scores)
+        np.testing.assert_array_equal(got.order, want.order)

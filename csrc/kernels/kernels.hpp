@@ -111,10 +111,14 @@ struct UniformScratch {
 //     uniform_block_words_kernel(ntot) returns when it returns one (ntot: the
 //     total multiplicity, n without counts). B may be null exactly then
 //     (loo_auc_reads_words).
+//   by_sum (nullable, length n, with rowsums): every row's index in ascending
+//     order of rowsums, equal sums in ascending index (RowPlan::order of
+//     dedup_rows's grouped route), spares the kernel its own counting sort.
 // Extra memory O(n + m); B is read in place.
 void loo_auc_uniform_ex(const uint8_t* B, int64_t n, int64_t m, const int64_t* counts,
                         const int64_t* rowsums, double* out, int64_t* colsum, bool parallel,
-                        int n_threads, UniformScratch& ws, const uint64_t* words = nullptr);
+                        int n_threads, UniformScratch& ws, const uint64_t* words = nullptr,
+                        const int32_t* by_sum = nullptr);
 
 // True when loo_auc_uniform_ex of total multiplicity ntot reads the packed
 // words it is given instead of B (this process's SIMD level has the kernel).

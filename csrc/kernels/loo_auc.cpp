@@ -282,58 +282,57 @@ double weighted_column(const uint64_t* tile, int jj, const double* sp, const int
   return auc_value(wins, ties, P, F);
 }
 
-int64_t block_width(int64_t m, int nt, int64_t lo, int64_t hi) {
-  int64_t target = (m + 2 * nt - 1) / (2 * nt);
-  target = ((target + 63) / 64) * 64;
-  return std::max(lo, std::min(hi, target));
-}
-
-}  // namespace
-
-void loo_auc_uniform(const uint8_t* B, int64_t n, int64_t m, const int64_t* counts, double* out,
-                     bool parallel, int n_threads) {
-  UniformScratch ws;
-  loo_auc_uniform_ex(B, n, m, counts, nullptr, out, nullptr, parallel, n_threads, ws);
-}
-
-bool loo_auc_reads_words(int64_t ntot) {
-  return ntot < (int64_t(1) << 16) && uniform_block_words_kernel(static_cast<uint32_t>(ntot));
-}
-
-void loo_auc_uniform_ex(const uint8_t* B, int64_t n, int64_t m, const int64_t* counts,
-                        const int64_t* rowsums, double* out, int64_t* colsum, bool parallel,
-                        int n_threads, UniformScratch& ws, const uint64_t* words) {
-  if (m <= 0) return;
-  if (n <= 0) {
-    std::fill(out, out + m, kNaN);
-    if (colsum) std::fill(colsum, colsum + m, int64_t(0));
-    return;
+// The uniform kernel's levels (UniformScratch: row_of, lstart, lval, ltot) of
+// the kept rows (count > 0) by their scores rs: from by_sum, every row's index
+// in ascending order of rs (one pass), else by a counting sort. *ne, *ntot: the
+// kept rows and their total multiplicity (no levels when *ne is 0).
+void levels_by_sum(const int32_t* by_sum, int64_t n, const int64_t* counts, const int64_t* rs,
+                   UniformScratch& ws, int64_t* ne_out, int64_t* ntot_out) {
+  int64_t ne = 0, ntot = 0;
+  const size_t nn = static_cast<size_t>(n);
+  ws.row_of.resize(nn);
+  ws.lstart.resize(nn + 1);
+  ws.lval.resize(nn);
+  ws.ltot.resize(nn);
+  int64_t* row_of = ws.row_of.data();
+  int64_t* ls = ws.lstart.data();
+  int64_t* lv = ws.lval.data();
+  int64_t* lt = ws.ltot.data();
+  ahead::Lines* const pf = ahead::pending();
+  int64_t k = -1, prev = -1;
+  for (int64_t t = 0; t < n; ++t) {
+    if (pf) pf->tick(1);
+    const int64_t i = by_sum[t];
+    const int64_t c = counts ? counts[i] : 1;
+    if (c <= 0) continue;
+    if (rs[i] != prev) {
+      prev = rs[i];
+      ++k;
+      ls[k] = ne;
+      lv[k] = prev;
+      lt[k] = 0;
+    }
+    lt[k] += c;
+    ntot += c;
+    row_of[ne++] = i;
   }
-  const int nt = threads_for_work(parallel ? n * m : 0, n_threads);
+  const size_t nlev = static_cast<size_t>(k + 1);
+  ls[nlev] = ne;
+  ws.lstart.resize(nlev + 1);
+  ws.lval.resize(nlev);
+  ws.ltot.resize(nlev);
+  ws.row_of.resize(static_cast<size_t>(ne));
+  *ne_out = ne;
+  *ntot_out = ntot;
+}
 
-  // Integer row sums (levels 0..m) of the kept rows.
-  const int64_t* rs = rowsums;
-  if (!rs) {
-    ws.rs.resize(static_cast<size_t>(n));
-    int64_t* rsw = ws.rs.data();
-    const int64_t nw = (m + 63) / 64;
-    for_each_index(nt, n, [&](int64_t i, int) {
-      if (counts && counts[i] <= 0) return;
-      if (B) {
-        rsw[i] = bits::count_passes(B + i * m, m);
-      } else {
-        int64_t c = 0;
-        for (int64_t q = 0; q < nw; ++q) c += bits::popcount64(words[i * nw + q]);
-        rsw[i] = c;
-      }
-    });
-    rs = rsw;
-  }
-
+void levels_by_counting(int64_t n, int64_t m, const int64_t* counts, const int64_t* rs,
+                        UniformScratch& ws, int64_t* ne_out, int64_t* ntot_out) {
+  int64_t ne = 0, ntot = 0;
   // Counting sort of the kept rows by score. The scores' range first: only that
   // part of the histograms is cleared and read (clearing all m + 2 slots per
   // call was 3% of a 24x100 ACES-C task, whose row sums span a fraction of m).
-  int64_t ne = 0, ntot = 0, vmin = m, vmax = 0;
+  int64_t vmin = m, vmax = 0;
   for (int64_t i = 0; i < n; ++i) {
     const int64_t c = counts ? counts[i] : 1;
     if (c <= 0) continue;
@@ -342,11 +341,9 @@ void loo_auc_uniform_ex(const uint8_t* B, int64_t n, int64_t m, const int64_t* c
     vmin = std::min(vmin, rs[i]);
     vmax = std::max(vmax, rs[i]);
   }
-  if (ne == 0) {
-    std::fill(out, out + m, kNaN);
-    if (colsum) std::fill(colsum, colsum + m, int64_t(0));
-    return;
-  }
+  *ne_out = ne;
+  *ntot_out = ntot;
+  if (ne == 0) return;
   if (ws.hist.size() < static_cast<size_t>(m) + 2) ws.hist.resize(static_cast<size_t>(m) + 2);
   if (ws.htot.size() < static_cast<size_t>(m) + 1) ws.htot.resize(static_cast<size_t>(m) + 1);
   int64_t* hist = ws.hist.data();
@@ -394,6 +391,67 @@ void loo_auc_uniform_ex(const uint8_t* B, int64_t n, int64_t m, const int64_t* c
       if (counts && counts[i] <= 0) continue;
       row_of[hist[rs[i]]++] = i;
     }
+  }
+}
+
+int64_t block_width(int64_t m, int nt, int64_t lo, int64_t hi) {
+  int64_t target = (m + 2 * nt - 1) / (2 * nt);
+  target = ((target + 63) / 64) * 64;
+  return std::max(lo, std::min(hi, target));
+}
+
+}  // namespace
+
+void loo_auc_uniform(const uint8_t* B, int64_t n, int64_t m, const int64_t* counts, double* out,
+                     bool parallel, int n_threads) {
+  UniformScratch ws;
+  loo_auc_uniform_ex(B, n, m, counts, nullptr, out, nullptr, parallel, n_threads, ws);
+}
+
+bool loo_auc_reads_words(int64_t ntot) {
+  return ntot < (int64_t(1) << 16) && uniform_block_words_kernel(static_cast<uint32_t>(ntot));
+}
+
+void loo_auc_uniform_ex(const uint8_t* B, int64_t n, int64_t m, const int64_t* counts,
+                        const int64_t* rowsums, double* out, int64_t* colsum, bool parallel,
+                        int n_threads, UniformScratch& ws, const uint64_t* words,
+                        const int32_t* by_sum) {
+  if (m <= 0) return;
+  if (n <= 0) {
+    std::fill(out, out + m, kNaN);
+    if (colsum) std::fill(colsum, colsum + m, int64_t(0));
+    return;
+  }
+  const int nt = threads_for_work(parallel ? n * m : 0, n_threads);
+
+  // Integer row sums (levels 0..m) of the kept rows.
+  const int64_t* rs = rowsums;
+  if (!rs) {
+    ws.rs.resize(static_cast<size_t>(n));
+    int64_t* rsw = ws.rs.data();
+    const int64_t nw = (m + 63) / 64;
+    for_each_index(nt, n, [&](int64_t i, int) {
+      if (counts && counts[i] <= 0) return;
+      if (B) {
+        rsw[i] = bits::count_passes(B + i * m, m);
+      } else {
+        int64_t c = 0;
+        for (int64_t q = 0; q < nw; ++q) c += bits::popcount64(words[i * nw + q]);
+        rsw[i] = c;
+      }
+    });
+    rs = rsw;
+  }
+
+  int64_t ne = 0, ntot = 0;
+  if (by_sum)
+    levels_by_sum(by_sum, n, counts, rs, ws, &ne, &ntot);
+  else
+    levels_by_counting(n, m, counts, rs, ws, &ne, &ntot);
+  if (ne == 0) {
+    std::fill(out, out + m, kNaN);
+    if (colsum) std::fill(colsum, colsum + m, int64_t(0));
+    return;
   }
 
   const int64_t W = block_width(m, nt, 64, kMaxUniformBlock);

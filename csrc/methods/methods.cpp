@@ -659,7 +659,9 @@ void run_method(const uint8_t* B, int64_t n, int64_t m, const MethodParams& p, M
     // the packed rows feed the scores too, while they are small next to the
     // O(n + m) the rest of the call needs (else the scores pack their own)
     const bool keep = words_ready || n * ((m + 63) / 64) <= kKeepPackedWords;
-    dedup_rows(B, n, m, nullptr, ws.plan, par, n_threads, &high, keep, words_ready);
+    // the uniform LOO-AUC takes its levels from the rows grouped by sum
+    const bool loo_next = is_c || (is_o && p.warm);
+    dedup_rows(B, n, m, nullptr, ws.plan, par, n_threads, &high, keep, words_ready, loo_next);
     packed = keep ? ws.plan.words.data() : nullptr;
     rowsum = ws.plan.rowsum.data();
     if (ws.plan.distinct < n) {
@@ -715,7 +717,8 @@ void run_method(const uint8_t* B, int64_t n, int64_t m, const MethodParams& p, M
       ws.L.resize(mm);
       L = ws.L.data();
     }
-    loo_auc_uniform_ex(B, n, m, cnt, rowsum, L, colsum, par, n_threads, ws.uni, packed);
+    const int32_t* by_sum = use_dedup && ws.plan.grouped ? ws.plan.order.data() : nullptr;
+    loo_auc_uniform_ex(B, n, m, cnt, rowsum, L, colsum, par, n_threads, ws.uni, packed, by_sum);
     if (big) ws.uni.release();
   } else {
     column_sums(B, n, m, cnt, colsum, ws.acc32, ws.acc8);
