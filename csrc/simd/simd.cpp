@@ -351,7 +351,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline void 
   }
 }
 
-// The whole block, 64 NB columns (NB words) at a time with the sums in
+// One pass of the block over NB words (64 NB columns) from column jb, every
+// one of them inside the block (the last may be partial), with the sums in
 // registers (the level loop is inside): no per-level load and store of acc, P
 // and the previous level's passers. A level of one row with count 1 (most
 // levels when rows are distinct) has p in {0, 1}: p (a + p + prev) is
@@ -361,74 +362,95 @@ __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline void 
 // `pass(i, jb, lanes)` is row i's pass mask of the block's 64 columns from jb
 // (BytePass512 or WordPass512), bits past the block's `lanes` clear.
 template <typename L, bool kCounts, int NB, class Pass>
-__attribute__((target("avx512f,avx512bw,avx512vl"))) void uniform_block_avx512_impl(
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void uniform_pass_avx512(
     const Pass& pass_of, const int64_t* counts, const int64_t* row_of, const int64_t* lstart,
-    const uint32_t* a, const uint8_t* adjacent, int64_t nlev, uint32_t tot, int64_t bw, double* out,
-    int64_t* colsum) {
+    const uint32_t* a, const uint8_t* adjacent, int64_t nlev, uint32_t tot, int64_t bw, int64_t jb,
+    double* out, int64_t* colsum) {
   constexpr int V = 64 / L::kPer;  // registers per 64 columns
   constexpr int VN = V * NB;       // registers per pass of NB words
   const __m512i one = L::set1(1);
   const __m512i zero = _mm512_setzero_si512();
   ahead::Lines* const pf = ahead::pending();
-  for (int64_t jb = 0; jb < bw; jb += 64 * NB) {
-    // lanes[u]: the columns of word u of this pass inside the block (0 past it:
-    // such a word is never read)
-    __mmask64 lanes[NB];
-    for (int u = 0; u < NB; ++u) {
-      const int64_t len = std::min<int64_t>(64, bw - jb - 64 * u);
-      lanes[u] = len <= 0 ? 0 : len == 64 ? ~0ULL : (~0ULL >> (64 - len));
-    }
-    __m512i acc[VN], P[VN], prev[VN];
-    for (int v = 0; v < VN; ++v) acc[v] = P[v] = prev[v] = zero;
-    for (int64_t k = 0; k < nlev; ++k) {
-      if (pf) pf->tick(NB);  // about the rate of memory (kernels/ahead.hpp)
-      const int64_t rbeg = lstart[k], rend = lstart[k + 1];
-      const __m512i av = L::set1(a[k]);
-      const bool adj = adjacent[k] != 0;
-      const int64_t i0 = row_of[rbeg];
-      __mmask64 pass[NB];
-      if (rend - rbeg == 1 && (!kCounts || counts[i0] == 1)) {
-        for (int u = 0; u < NB; ++u) pass[u] = lanes[u] ? pass_of(i0, jb + 64 * u, lanes[u]) : 0;
-        const __m512i a1 = L::add(av, one);
-        for (int v = 0; v < VN; ++v) {
-          const auto kv = static_cast<typename L::Mask>(pass[v / V] >> (L::kPer * (v % V)));
-          const __m512i t = adj ? L::add(a1, prev[v]) : a1;
-          acc[v] = L::mask_add(acc[v], kv, t);
-          P[v] = L::mask_add(P[v], kv, one);
-          prev[v] = L::maskz_mov(kv, one);
-        }
-        continue;
-      }
-      __m512i p[VN];
-      for (int v = 0; v < VN; ++v) p[v] = zero;
-      for (int64_t r = rbeg; r < rend; ++r) {
-        const int64_t i = row_of[r];
-        for (int u = 0; u < NB; ++u) pass[u] = lanes[u] ? pass_of(i, jb + 64 * u, lanes[u]) : 0;
-        const __m512i c = kCounts ? L::set1(static_cast<uint32_t>(counts[i])) : one;
-        for (int v = 0; v < VN; ++v)
-          p[v] = L::mask_add(p[v],
-                             static_cast<typename L::Mask>(pass[v / V] >> (L::kPer * (v % V))), c);
-      }
+  __mmask64 lanes[NB];  // the columns of word u of this pass inside the block
+  for (int u = 0; u < NB; ++u) {
+    const int64_t len = std::min<int64_t>(64, bw - jb - 64 * u);
+    lanes[u] = len == 64 ? ~0ULL : (~0ULL >> (64 - len));
+  }
+  __m512i acc[VN], P[VN], prev[VN];
+  for (int v = 0; v < VN; ++v) acc[v] = P[v] = prev[v] = zero;
+  for (int64_t k = 0; k < nlev; ++k) {
+    if (pf) pf->tick(NB);  // about the rate of memory (kernels/ahead.hpp)
+    const int64_t rbeg = lstart[k], rend = lstart[k + 1];
+    const __m512i av = L::set1(a[k]);
+    const bool adj = adjacent[k] != 0;
+    const int64_t i0 = row_of[rbeg];
+    __mmask64 pass[NB];
+    if (rend - rbeg == 1 && (!kCounts || counts[i0] == 1)) {
+      for (int u = 0; u < NB; ++u) pass[u] = pass_of(i0, jb + 64 * u, lanes[u]);
+      const __m512i a1 = L::add(av, one);
       for (int v = 0; v < VN; ++v) {
-        __m512i t = L::add(av, p[v]);
-        if (adj) t = L::add(t, prev[v]);
-        acc[v] = L::add(acc[v], L::mullo(p[v], t));
-        P[v] = L::add(P[v], p[v]);
-        prev[v] = p[v];
+        const auto kv = static_cast<typename L::Mask>(pass[v / V] >> (L::kPer * (v % V)));
+        const __m512i t = adj ? L::add(a1, prev[v]) : a1;
+        acc[v] = L::mask_add(acc[v], kv, t);
+        P[v] = L::mask_add(P[v], kv, one);
+        prev[v] = L::maskz_mov(kv, one);
       }
+      continue;
     }
-    for (int u = 0; u < NB; ++u) {
-      if (!lanes[u]) break;
-      const int64_t j = jb + 64 * u;
-      alignas(64) typename L::T twice[64], Ps[64];
-      for (int v = 0; v < V; ++v) {
-        // 2 wins + ties = acc - P^2, modulo 2^(lane bits): exact (see above)
-        const int w = u * V + v;
-        _mm512_store_si512(twice + L::kPer * v, L::sub(acc[w], L::mullo(P[w], P[w])));
-        _mm512_store_si512(Ps + L::kPer * v, P[w]);
-      }
-      finish_avx512(twice, Ps, std::min<int64_t>(64, bw - j), tot, out + j,
-                    colsum ? colsum + j : nullptr);
+    __m512i p[VN];
+    for (int v = 0; v < VN; ++v) p[v] = zero;
+    for (int64_t r = rbeg; r < rend; ++r) {
+      const int64_t i = row_of[r];
+      for (int u = 0; u < NB; ++u) pass[u] = pass_of(i, jb + 64 * u, lanes[u]);
+      const __m512i c = kCounts ? L::set1(static_cast<uint32_t>(counts[i])) : one;
+      for (int v = 0; v < VN; ++v)
+        p[v] =
+            L::mask_add(p[v], static_cast<typename L::Mask>(pass[v / V] >> (L::kPer * (v % V))), c);
+    }
+    for (int v = 0; v < VN; ++v) {
+      __m512i t = L::add(av, p[v]);
+      if (adj) t = L::add(t, prev[v]);
+      acc[v] = L::add(acc[v], L::mullo(p[v], t));
+      P[v] = L::add(P[v], p[v]);
+      prev[v] = p[v];
+    }
+  }
+  for (int u = 0; u < NB; ++u) {
+    const int64_t j = jb + 64 * u;
+    alignas(64) typename L::T twice[64], Ps[64];
+    for (int v = 0; v < V; ++v) {
+      // 2 wins + ties = acc - P^2, modulo 2^(lane bits): exact (see above)
+      const int w = u * V + v;
+      _mm512_store_si512(twice + L::kPer * v, L::sub(acc[w], L::mullo(P[w], P[w])));
+      _mm512_store_si512(Ps + L::kPer * v, P[w]);
+    }
+    finish_avx512(twice, Ps, std::min<int64_t>(64, bw - j), tot, out + j,
+                  colsum ? colsum + j : nullptr);
+  }
+}
+
+// The whole block in passes of up to kMaxNB words: four, two or one at a time,
+// as many as are left (a pass over words past the block would do their work
+// for nothing: a 100-column block is two words).
+template <typename L, bool kCounts, int kMaxNB, class Pass>
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void uniform_block_avx512_impl(
+    const Pass& pass_of, const int64_t* counts, const int64_t* row_of, const int64_t* lstart,
+    const uint32_t* a, const uint8_t* adjacent, int64_t nlev, uint32_t tot, int64_t bw, double* out,
+    int64_t* colsum) {
+  for (int64_t jb = 0; jb < bw;) {
+    const int64_t left = (bw - jb + 63) / 64;  // words
+    if (kMaxNB >= 4 && left >= 4) {
+      uniform_pass_avx512<L, kCounts, (kMaxNB >= 4 ? 4 : 1)>(
+          pass_of, counts, row_of, lstart, a, adjacent, nlev, tot, bw, jb, out, colsum);
+      jb += 256;
+    } else if (kMaxNB >= 2 && left >= 2) {
+      uniform_pass_avx512<L, kCounts, (kMaxNB >= 2 ? 2 : 1)>(
+          pass_of, counts, row_of, lstart, a, adjacent, nlev, tot, bw, jb, out, colsum);
+      jb += 128;
+    } else {
+      uniform_pass_avx512<L, kCounts, 1>(pass_of, counts, row_of, lstart, a, adjacent, nlev, tot,
+                                         bw, jb, out, colsum);
+      jb += 64;
     }
   }
 }
@@ -632,13 +654,14 @@ __attribute__((target("avx2"))) void uniform_block16_words_avx2(
                             nlev, tot, bw, out, colsum);
 }
 
-// Words (64 columns each) of a row that uniform_block_avx512_impl handles per
-// visit of the row. Every level costs some scalar work per pass (its bounds,
-// a_k, its rows' indices, a data-dependent branch), so a pass over more words
-// pays it less often: with 16-bit lanes, four words (eight registers each of
-// acc, P and prev) cut ACES-C on distinct 200x500 tasks by about 2% in cache
-// (Ice Lake Xeon, one thread, alternated runs), though the compiler then spills
-// a few registers. 32-bit lanes need twice the registers per word: one word.
+// Most words (64 columns each) of a row that uniform_block_avx512_impl handles
+// per visit of the row. Every level costs some scalar work per pass (its
+// bounds, a_k, its rows' indices, a data-dependent branch), so a pass over more
+// words pays it less often: with 16-bit lanes, passes of four words (eight
+// registers each of acc, P and prev) cut ACES-C on distinct 200x500 tasks by
+// about 2% in cache (Ice Lake Xeon, one thread, alternated runs), though the
+// compiler then spills a few registers. 32-bit lanes need twice the registers
+// per word: one word.
 constexpr int kPassWords16 = 4;
 constexpr int kPassWords32 = 1;
 
