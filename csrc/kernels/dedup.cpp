@@ -185,51 +185,44 @@ int64_t dedup_grouped(int64_t n, int64_t m, const int64_t* counts_in, RowPlan& p
   for (size_t v = 0; v < range; ++v) {
     const int64_t end = start[v];
     if (pf) pf->tick(1);
-    if (end - beg <= kPairwiseGroup) {
-      for (int64_t t = beg; t < end; ++t) {
-        const int64_t i = order[t];
-        const int64_t c = counts_in ? counts_in[i] : 1;
-        counts[i] = 0;
-        if (c <= 0) {
-          rep[i] = -1;
-          continue;
-        }
-        int64_t r = i;
-        for (int64_t u = beg; u < t; ++u) {
-          const int64_t h = order[u];
-          if (rep[h] == h && equal(h, i)) {
-            r = h;
-            break;
-          }
-        }
-        rep[i] = r;
-        if (r == i) {
-          counts[i] = c;
-          ++distinct;
-        } else {
-          counts[r] += c;
-        }
+    const bool small = end - beg <= kPairwiseGroup;
+    if (!small && !table) {
+      // Load factor <= 1/2: expected O(1) probes per row.
+      const uint64_t cap = next_pow2(2 * static_cast<uint64_t>(n));
+      mask = cap - 1;
+      plan.table.assign(static_cast<size_t>(cap), int32_t(-1));
+      plan.hash.resize(static_cast<size_t>(n));
+      table = plan.table.data();
+      hash = plan.hash.data();
+    }
+    for (int64_t t = beg; t < end; ++t) {
+      const int64_t i = order[t];
+      const int64_t c = counts_in ? counts_in[i] : 1;
+      counts[i] = 0;
+      if (c <= 0) {
+        rep[i] = -1;
+        continue;
       }
-    } else {
-      if (!table) {
-        // Load factor <= 1/2: expected O(1) probes per row.
-        const uint64_t cap = next_pow2(2 * static_cast<uint64_t>(n));
-        mask = cap - 1;
-        plan.table.assign(static_cast<size_t>(cap), int32_t(-1));
-        plan.hash.resize(static_cast<size_t>(n));
-        table = plan.table.data();
-        hash = plan.hash.data();
-      }
-      for (int64_t t = beg; t < end; ++t) {
-        const int64_t i = order[t];
-        const int64_t c = counts_in ? counts_in[i] : 1;
-        counts[i] = 0;
-        if (c <= 0) {
-          rep[i] = -1;
-          continue;
-        }
+      if (!small) {
         hash[i] = words_hash(words + i * nw, nw, m);
         place(i, c, hash[i], hash, table, mask, counts, rep, distinct, equal);
+        continue;
+      }
+      // the first equal class head among the group's earlier rows, if any
+      int64_t r = i;
+      for (int64_t u = beg; u < t; ++u) {
+        const int64_t h = order[u];
+        if (rep[h] == h && equal(h, i)) {
+          r = h;
+          break;
+        }
+      }
+      rep[i] = r;
+      if (r == i) {
+        counts[i] = c;
+        ++distinct;
+      } else {
+        counts[r] += c;
       }
     }
     beg = end;

@@ -282,6 +282,13 @@ double weighted_column(const uint64_t* tile, int jj, const double* sp, const int
   return auc_value(wins, ties, P, F);
 }
 
+// Room for nlev levels (lstart has one bound more).
+void resize_levels(UniformScratch& ws, size_t nlev) {
+  ws.lstart.resize(nlev + 1);
+  ws.lval.resize(nlev);
+  ws.ltot.resize(nlev);
+}
+
 // The uniform kernel's levels (UniformScratch: row_of, lstart, lval, ltot) of
 // the kept rows (count > 0) by their scores rs: from by_sum, every row's index
 // in ascending order of rs (one pass), else by a counting sort. *ne, *ntot: the
@@ -291,9 +298,7 @@ void levels_by_sum(const int32_t* by_sum, int64_t n, const int64_t* counts, cons
   int64_t ne = 0, ntot = 0;
   const size_t nn = static_cast<size_t>(n);
   ws.row_of.resize(nn);
-  ws.lstart.resize(nn + 1);
-  ws.lval.resize(nn);
-  ws.ltot.resize(nn);
+  resize_levels(ws, nn);
   int64_t* row_of = ws.row_of.data();
   int64_t* ls = ws.lstart.data();
   int64_t* lv = ws.lval.data();
@@ -318,9 +323,7 @@ void levels_by_sum(const int32_t* by_sum, int64_t n, const int64_t* counts, cons
   }
   const size_t nlev = static_cast<size_t>(k + 1);
   ls[nlev] = ne;
-  ws.lstart.resize(nlev + 1);
-  ws.lval.resize(nlev);
-  ws.ltot.resize(nlev);
+  resize_levels(ws, nlev);
   ws.row_of.resize(static_cast<size_t>(ne));
   *ne_out = ne;
   *ntot_out = ntot;
@@ -363,10 +366,7 @@ void levels_by_counting(int64_t n, int64_t m, const int64_t* counts, const int64
   // from vmin to vmax, and push_back's capacity checks and stores of the
   // vector's end cost as much as the rest of it (ACES-C on 24x100 tasks).
   {
-    const size_t cap = static_cast<size_t>(std::min(ne, vmax - vmin + 1));
-    ws.lstart.resize(cap + 1);
-    ws.lval.resize(cap);
-    ws.ltot.resize(cap);
+    resize_levels(ws, static_cast<size_t>(std::min(ne, vmax - vmin + 1)));
     int64_t* ls = ws.lstart.data();
     int64_t* lv = ws.lval.data();
     int64_t* lt = ws.ltot.data();
@@ -378,9 +378,7 @@ void levels_by_counting(int64_t n, int64_t m, const int64_t* counts, const int64
       k += hist[v + 1] > hist[v] ? 1 : 0;
     }
     ls[k] = ne;
-    ws.lstart.resize(k + 1);
-    ws.lval.resize(k);
-    ws.ltot.resize(k);
+    resize_levels(ws, k);
   }
   ws.row_of.resize(static_cast<size_t>(ne));
   {
