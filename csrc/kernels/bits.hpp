@@ -52,6 +52,13 @@ inline int64_t count_passes(const uint8_t* p, int64_t m) {
   return c;
 }
 
+// Number of set bits among the nw words at w (a packed row's passes).
+inline int64_t count_words(const uint64_t* w, int64_t nw) {
+  int64_t c = 0;
+  for (int64_t q = 0; q < nw; ++q) c += popcount64(w[q]);
+  return c;
+}
+
 // Unpack one row of m columns packed big-endian (numpy.packbits' default: column
 // 8b + i is bit 7 - i of byte b; ceil(m / 8) bytes) into m bytes of 0/1 at out.
 // Returns false when a padding bit after column m is set (then out is filled,

@@ -72,9 +72,7 @@ void hash_rows(const uint8_t* B, int64_t n, int64_t m, uint64_t* hash, int64_t* 
     uint64_t* words = words_out ? words_out + i0 * nwm : own;
     for (int64_t k = 0; k < nr; ++k) {
       if (words_ready) {
-        int64_t c = 0;
-        for (int64_t q = 0; q < nwm; ++q) c += bits::popcount64(words[k * nwm + q]);
-        rowsum[i0 + k] = c;
+        rowsum[i0 + k] = bits::count_words(words + k * nwm, nwm);
       } else {
         rowsum[i0 + k] = pack(B + (i0 + k) * m, m, words + k * nwm, hi);
       }
@@ -253,11 +251,7 @@ int64_t dedup_rows(const uint8_t* B, int64_t n, int64_t m, const int64_t* counts
     int64_t* rowsum = plan.rowsum.data();
     uint64_t* words = plan.words.data();
     if (words_ready) {
-      for (int64_t i = 0; i < n; ++i) {
-        int64_t c = 0;
-        for (int64_t q = 0; q < nw; ++q) c += bits::popcount64(words[i * nw + q]);
-        rowsum[i] = c;
-      }
+      for (int64_t i = 0; i < n; ++i) rowsum[i] = bits::count_words(words + i * nw, nw);
     } else {
       const PackRow pack = pack_row_kernel();
       for (int64_t i = 0; i < n; ++i) rowsum[i] = pack(B + i * m, m, words + i * nw, high);

@@ -433,9 +433,7 @@ void loo_auc_uniform_ex(const uint8_t* B, int64_t n, int64_t m, const int64_t* c
       if (B) {
         rsw[i] = bits::count_passes(B + i * m, m);
       } else {
-        int64_t c = 0;
-        for (int64_t q = 0; q < nw; ++q) c += bits::popcount64(words[i * nw + q]);
-        rsw[i] = c;
+        rsw[i] = bits::count_words(words + i * nw, nw);
       }
     });
     rs = rsw;

@@ -637,6 +637,7 @@ void run_method(const uint8_t* B, int64_t n, int64_t m, const MethodParams& p, M
   }
   const bool is_c = p.method == kMethodAcesC || p.method == kMethodAcesCFilter;
   const bool is_o = p.method == kMethodAcesO;
+  const bool need_loo = is_c || (is_o && p.warm);
 
   bool use_dedup;
   if (p.dedup >= 0)
@@ -660,8 +661,7 @@ void run_method(const uint8_t* B, int64_t n, int64_t m, const MethodParams& p, M
     // O(n + m) the rest of the call needs (else the scores pack their own)
     const bool keep = words_ready || n * ((m + 63) / 64) <= kKeepPackedWords;
     // the uniform LOO-AUC takes its levels from the rows grouped by sum
-    const bool loo_next = is_c || (is_o && p.warm);
-    dedup_rows(B, n, m, nullptr, ws.plan, par, n_threads, &high, keep, words_ready, loo_next);
+    dedup_rows(B, n, m, nullptr, ws.plan, par, n_threads, &high, keep, words_ready, need_loo);
     packed = keep ? ws.plan.words.data() : nullptr;
     rowsum = ws.plan.rowsum.data();
     if (ws.plan.distinct < n) {
@@ -706,9 +706,8 @@ void run_method(const uint8_t* B, int64_t n, int64_t m, const MethodParams& p, M
   int64_t* colsum = ws.colsum.data();
   double* w = ws.w.data();
 
-  // Uniform LOO-AUC (ACES-C, and the ACES-O warm start) gives the column sums for
-  // free; otherwise count them.
-  const bool need_loo = is_c || (is_o && p.warm);
+  // Uniform LOO-AUC (need_loo: ACES-C, and the ACES-O warm start) gives the
+  // column sums for free; otherwise count them.
   double* L = nullptr;
   if (need_loo) {
     if (is_c) {

@@ -439,19 +439,19 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void uniform_block_avx512_i
     int64_t* colsum) {
   for (int64_t jb = 0; jb < bw;) {
     const int64_t left = (bw - jb + 63) / 64;  // words
-    if (kMaxNB >= 4 && left >= 4) {
-      uniform_pass_avx512<L, kCounts, (kMaxNB >= 4 ? 4 : 1)>(
-          pass_of, counts, row_of, lstart, a, adjacent, nlev, tot, bw, jb, out, colsum);
-      jb += 256;
-    } else if (kMaxNB >= 2 && left >= 2) {
-      uniform_pass_avx512<L, kCounts, (kMaxNB >= 2 ? 2 : 1)>(
-          pass_of, counts, row_of, lstart, a, adjacent, nlev, tot, bw, jb, out, colsum);
-      jb += 128;
-    } else {
+    const int nb = kMaxNB >= 4 && left >= 4 ? 4 : kMaxNB >= 2 && left >= 2 ? 2 : 1;
+    if constexpr (kMaxNB >= 4)
+      if (nb == 4)
+        uniform_pass_avx512<L, kCounts, 4>(pass_of, counts, row_of, lstart, a, adjacent, nlev, tot,
+                                           bw, jb, out, colsum);
+    if constexpr (kMaxNB >= 2)
+      if (nb == 2)
+        uniform_pass_avx512<L, kCounts, 2>(pass_of, counts, row_of, lstart, a, adjacent, nlev, tot,
+                                           bw, jb, out, colsum);
+    if (nb == 1)
       uniform_pass_avx512<L, kCounts, 1>(pass_of, counts, row_of, lstart, a, adjacent, nlev, tot,
                                          bw, jb, out, colsum);
-      jb += 64;
-    }
+    jb += 64 * nb;
   }
 }
 
