@@ -393,7 +393,9 @@ void levels_by_counting(int64_t n, int64_t m, const int64_t* counts, const int64
 }
 
 int64_t block_width(int64_t m, int nt, int64_t lo, int64_t hi) {
-  int64_t target = (m + 2 * nt - 1) / (2 * nt);
+  // two blocks a thread balance a team; one thread gains nothing from them
+  const int64_t parts = nt > 1 ? 2 * nt : 1;
+  int64_t target = (m + parts - 1) / parts;
   target = ((target + 63) / 64) * 64;
   return std::max(lo, std::min(hi, target));
 }
