@@ -60,6 +60,7 @@ void hash_rows(const uint8_t* B, int64_t n, int64_t m, uint64_t* hash, int64_t* 
                bool parallel, int n_threads, uint8_t* high, uint64_t* words_out, bool words_ready) {
   const int nt = threads_for_work(parallel ? n * m : 0, n_threads);
   const PackRow pack = pack_row_kernel();
+  const CountRows count_rows = count_rows_kernel();
   const int64_t nwm = (m + 63) / 64;
   // Four rows at a time: their hash chains (a multiply per word each) are
   // independent, so they run interleaved instead of one latency after another.
@@ -70,13 +71,11 @@ void hash_rows(const uint8_t* B, int64_t n, int64_t m, uint64_t* hash, int64_t* 
     const int64_t i0 = g * kRows, nr = std::min(kRows, n - i0);
     // the caller's rows when it keeps them, else scratch; stride ceil(m / 64)
     uint64_t* words = words_out ? words_out + i0 * nwm : own;
-    for (int64_t k = 0; k < nr; ++k) {
-      if (words_ready) {
-        rowsum[i0 + k] = bits::count_words(words + k * nwm, nwm);
-      } else {
+    if (words_ready)
+      count_rows(words, nr, nwm, rowsum + i0);
+    else
+      for (int64_t k = 0; k < nr; ++k)
         rowsum[i0 + k] = pack(B + (i0 + k) * m, m, words + k * nwm, hi);
-      }
-    }
     if (nr == kRows) {
       uint64_t h[kRows];
       for (int64_t k = 0; k < kRows; ++k) h[k] = hash_start(m);
@@ -251,7 +250,7 @@ int64_t dedup_rows(const uint8_t* B, int64_t n, int64_t m, const int64_t* counts
     int64_t* rowsum = plan.rowsum.data();
     uint64_t* words = plan.words.data();
     if (words_ready) {
-      for (int64_t i = 0; i < n; ++i) rowsum[i] = bits::count_words(words + i * nw, nw);
+      count_rows_kernel()(words, n, nw, rowsum);
     } else {
       const PackRow pack = pack_row_kernel();
       for (int64_t i = 0; i < n; ++i) rowsum[i] = pack(B + i * m, m, words + i * nw, high);

@@ -19,7 +19,8 @@
 //                 and whole column block (AVX-512 intrinsics; AVX2 too while at
 //                 most 361 rows count, in 16-bit lanes; none below), row
 //                 packing (portable, AVX2, AVX-512), row scores (portable,
-//                 AVX-512), max_byte (portable, AVX2), less_counts (AVX2,
+//                 AVX-512), count_rows (portable; POPCNT from AVX2 on),
+//                 max_byte (portable, AVX2), less_counts (AVX2,
 //                 AVX-512; none portable: methods.cpp then sorts without it)
 //   loo_auc.cpp   uniform_block, row_scores (its groups of eight rows)
 //                 (portable, AVX2)

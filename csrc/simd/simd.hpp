@@ -72,6 +72,14 @@ double sum32(const double* x, int64_t m);
 using PackRow = int64_t (*)(const uint8_t* row, int64_t m, uint64_t* words, uint8_t* high);
 PackRow pack_row_kernel();  // never null
 
+// out[i] = the set bits of row i's nw words (rows of packed pass bits, row i at
+// words[i * nw]) for i < n: the row sums of rows that were packed earlier.
+// With the POPCNT instruction from the AVX2 level on (every AVX2 CPU has it;
+// the portable variant counts in SWAR, as bits::popcount64 does in a baseline
+// build); the same counts at every level.
+using CountRows = void (*)(const uint64_t* words, int64_t n, int64_t nw, int64_t* out);
+CountRows count_rows_kernel();  // never null
+
 // Scores of rows by nibble tables. Columns go in groups of four (group g holds
 // the columns 4g .. 4g + 3 < m); its table has one entry per 4-bit pattern b:
 //   T[16 g] = +0.0,  T[16 g + b] = T[16 g + (b without its highest bit h)] + w[4 g + h]
