@@ -118,23 +118,34 @@ inline void words_of_row_msb(const uint8_t* packed, int64_t nb, uint64_t* words)
 // word, which words_of_row_msb reads a byte at a time, a branch per byte; here
 // that word is one eight-byte load, its bytes past the row masked off, for
 // every row whose load ends inside the matrix: the same words, reading only
-// the matrix's n * nb bytes.
+// the matrix's n * nb bytes. The bits are reversed in a second loop over all
+// the words, which the compiler vectorizes: inside the row loop the three swap
+// steps ran a word at a time (a 100x50 ACES-C task from packed rows, one
+// thread: about 3% faster).
 inline void words_of_rows_msb(const uint8_t* packed, int64_t n, int64_t nb, uint64_t* words) {
   const int64_t whole = nb / 8, rest = nb - 8 * whole, nw = whole + (rest > 0 ? 1 : 0);
-  int64_t i = 0;
-  if (rest > 0) {
-    const uint64_t keep = (uint64_t(1) << (8 * rest)) - 1;  // little-endian: the row's bytes
-    const int64_t total = n * nb;
-    for (; i < n && i * nb + 8 * whole + 8 <= total; ++i) {
-      const uint8_t* row = packed + i * nb;
-      uint64_t* w = words + i * nw;
-      words_of_row_msb(row, 8 * whole, w);  // the whole words
+  const int64_t total = n * nb;
+  const uint64_t keep = rest > 0 ? (uint64_t(1) << (8 * rest)) - 1 : 0;  // the row's bytes
+  for (int64_t i = 0; i < n; ++i) {
+    const uint8_t* row = packed + i * nb;
+    uint64_t* w = words + i * nw;
+    for (int64_t q = 0; q < whole; ++q) {
       uint64_t x;
-      std::memcpy(&x, row + 8 * whole, 8);
-      w[whole] = reverse_bits_in_bytes(portable::to_little_endian64(x) & keep);
+      std::memcpy(&x, row + 8 * q, 8);
+      w[q] = portable::to_little_endian64(x);
     }
+    if (rest == 0) continue;
+    uint64_t x = 0;
+    if (i * nb + 8 * whole + 8 <= total) {
+      std::memcpy(&x, row + 8 * whole, 8);
+      x = portable::to_little_endian64(x) & keep;
+    } else {
+      for (int64_t b = 0; b < rest; ++b) x |= static_cast<uint64_t>(row[8 * whole + b]) << (8 * b);
+    }
+    w[whole] = x;
   }
-  for (; i < n; ++i) words_of_row_msb(packed + i * nb, nb, words + i * nw);
+  const int64_t count = n * nw;
+  for (int64_t k = 0; k < count; ++k) words[k] = reverse_bits_in_bytes(words[k]);
 }
 
 }  // namespace bits
