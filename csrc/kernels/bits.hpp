@@ -59,6 +59,22 @@ inline int64_t count_words(const uint64_t* w, int64_t nw) {
   return c;
 }
 
+// Bit k set iff x[k] != 0.0 (NaN counts as nonzero, as in `x != 0.0`), for
+// len <= 64 doubles. Reads exactly x[0 .. len).
+inline uint64_t nonzero_bits(const double* x, int64_t len) {
+  uint64_t out = 0;
+  int64_t k = 0;
+#ifdef ACES_FAST_SSE2
+  const __m128d zero = _mm_setzero_pd();
+  for (; k + 2 <= len; k += 2) {
+    const int b = _mm_movemask_pd(_mm_cmpneq_pd(_mm_loadu_pd(x + k), zero));
+    out |= static_cast<uint64_t>(b) << k;
+  }
+#endif
+  for (; k < len; ++k) out |= static_cast<uint64_t>(x[k] != 0.0) << k;
+  return out;
+}
+
 // Unpack one row of m columns packed big-endian (numpy.packbits' default: column
 // 8b + i is bit 7 - i of byte b; ceil(m / 8) bytes) into m bytes of 0/1 at out.
 // Returns false when a padding bit after column m is set (then out is filled,
