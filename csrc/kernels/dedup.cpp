@@ -72,7 +72,7 @@ void hash_rows(const uint8_t* B, int64_t n, int64_t m, uint64_t* hash, int64_t* 
     // the caller's rows when it keeps them, else scratch; stride ceil(m / 64)
     uint64_t* words = words_out ? words_out + i0 * nwm : own;
     if (words_ready)
-      count_rows(words, nr, nwm, rowsum + i0);
+      count_rows(words, nr, nwm, nullptr, rowsum + i0);
     else
       for (int64_t k = 0; k < nr; ++k)
         rowsum[i0 + k] = pack(B + (i0 + k) * m, m, words + k * nwm, hi);
@@ -250,7 +250,7 @@ int64_t dedup_rows(const uint8_t* B, int64_t n, int64_t m, const int64_t* counts
     int64_t* rowsum = plan.rowsum.data();
     uint64_t* words = plan.words.data();
     if (words_ready) {
-      count_rows_kernel()(words, n, nw, rowsum);
+      count_rows_kernel()(words, n, nw, nullptr, rowsum);
     } else {
       const PackRow pack = pack_row_kernel();
       for (int64_t i = 0; i < n; ++i) rowsum[i] = pack(B + i * m, m, words + i * nw, high);

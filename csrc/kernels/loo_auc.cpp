@@ -432,14 +432,14 @@ void loo_auc_uniform_ex(const uint8_t* B, int64_t n, int64_t m, const int64_t* c
     const int64_t nw = (m + 63) / 64;
     const CountRows count_rows = count_rows_kernel();
     if (!B && nt <= 1) {
-      count_rows(words, n, nw, rsw);  // (dropped rows too: one loop, no branch)
+      count_rows(words, n, nw, nullptr, rsw);  // (dropped rows too: one loop, no branch)
     } else {
       for_each_index(nt, n, [&](int64_t i, int) {
         if (counts && counts[i] <= 0) return;
         if (B)
           rsw[i] = bits::count_passes(B + i * m, m);
         else
-          count_rows(words + i * nw, 1, nw, rsw + i);
+          count_rows(words + i * nw, 1, nw, nullptr, rsw + i);
       });
     }
     rs = rsw;

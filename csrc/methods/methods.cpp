@@ -272,17 +272,32 @@ void scores(const uint8_t* B, int64_t n, int64_t m, const double* w, const int64
     S[0] = 0.0;
     for (int64_t t = 1; t <= nc; ++t) S[t] = S[t - 1] + w0;
     const uint64_t* mask = ws.mask.data();
-    ws.words.resize(static_cast<size_t>(nw));
     ahead::Lines* const pf = ahead::pending();  // as in column_sums_body
     const int lines = static_cast<int>(std::min<int64_t>(nw, 16));
+    if (packed) {
+      // every row's weighted passes by POPCNT (count_rows), a group of rows a
+      // call; a repeated row counts what its class's first row counts
+      ws.passes.resize(static_cast<size_t>(n));
+      int64_t* t = ws.passes.data();
+      const CountRows count = count_rows_kernel();
+      constexpr int64_t kRows = 16;
+      for (int64_t i0 = 0; i0 < n; i0 += kRows) {
+        const int64_t nr = std::min(kRows, n - i0);
+        if (pf) pf->tick(static_cast<int>(nr) * lines);
+        count(packed + i0 * nw, nr, nw, mask, t + i0);
+      }
+      for (int64_t i = 0; i < n; ++i) s[i] = S[t[i]];
+      return;
+    }
+    ws.words.resize(static_cast<size_t>(nw));
     for (int64_t i = 0; i < n; ++i) {
       if (pf) pf->tick(lines);
       if (rep && rep[i] != i) {
         s[i] = s[rep[i]];
         continue;
       }
-      const uint64_t* words = packed ? packed + i * nw : ws.words.data();
-      if (!packed) pack(B + i * m, m, ws.words.data(), nullptr);
+      const uint64_t* words = ws.words.data();
+      pack(B + i * m, m, ws.words.data(), nullptr);
       int64_t t = 0;
       for (int64_t q = 0; q < nw; ++q) t += bits::popcount64(words[q] & mask[q]);
       s[i] = S[t];
@@ -801,6 +816,7 @@ void run_method(const uint8_t* B, int64_t n, int64_t m, const MethodParams& p, M
     release(ws.tables);
     release(ws.stmp);
     release(ws.rs);
+    release(ws.passes);
     release(ws.ck);
     release(ws.plan.counts);
     release(ws.plan.rowsum);

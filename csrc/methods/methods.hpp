@@ -109,7 +109,7 @@ constexpr int64_t kKeepPackedWords = int64_t(1) << 15;
 struct MethodWorkspace {
   RowPlan plan;
   UniformScratch uni;
-  std::vector<int64_t> colsum, ck, rs, hist;
+  std::vector<int64_t> colsum, ck, rs, hist, passes;
   std::vector<double> w, L, logits, wfit, stmp, tables;
   std::vector<uint8_t> active;
   std::vector<int32_t> acc32;

@@ -73,11 +73,13 @@ using PackRow = int64_t (*)(const uint8_t* row, int64_t m, uint64_t* words, uint
 PackRow pack_row_kernel();  // never null
 
 // out[i] = the set bits of row i's nw words (rows of packed pass bits, row i at
-// words[i * nw]) for i < n: the row sums of rows that were packed earlier.
-// With the POPCNT instruction from the AVX2 level on (every AVX2 CPU has it;
-// the portable variant counts in SWAR, as bits::popcount64 does in a baseline
-// build); the same counts at every level.
-using CountRows = void (*)(const uint64_t* words, int64_t n, int64_t nw, int64_t* out);
+// words[i * nw]) for i < n, those under mask (nw words) when mask is not null:
+// the row sums of rows that were packed earlier, or their passes of the tests
+// a mask selects. With the POPCNT instruction from the AVX2 level on (every
+// AVX2 CPU has it; the portable variant counts in SWAR, as bits::popcount64
+// does in a baseline build); the same counts at every level.
+using CountRows = void (*)(const uint64_t* words, int64_t n, int64_t nw, const uint64_t* mask,
+                           int64_t* out);
 CountRows count_rows_kernel();  // never null
 
 // Scores of rows by nibble tables. Columns go in groups of four (group g holds
