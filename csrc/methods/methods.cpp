@@ -302,8 +302,8 @@ void scores(const uint8_t* B, int64_t n, int64_t m, const double* w, const int64
         s[i] = s[rep[i]];
         continue;
       }
-      const uint64_t* words = ws.words.data();
-      pack(B + i * m, m, ws.words.data(), nullptr);
+      uint64_t* words = ws.words.data();
+      pack(B + i * m, m, words, nullptr);
       int64_t t = 0;
       for (int64_t q = 0; q < nw; ++q) t += bits::popcount64(words[q] & mask[q]);
       s[i] = S[t];
