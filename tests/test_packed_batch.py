@@ -68,6 +68,48 @@ def test_rerank_packed_equals_the_unpacked_batch(name, threads):
             np.testing.assert_array_equal(w.view(np.uint8), g.view(np.uint8))
 
 
+def _constant_columns(rng, n, m):
+    """A random n x m matrix whose columns 0, 63, 64 and m - 1 (those that
+    exist) are constant: all passed or all failed, alternately."""
+    B = (rng.random((n, m)) < rng.uniform(0.2, 0.8)).astype(np.uint8)
+    for k, j in enumerate(sorted({j for j in (0, 63, 64, m - 1) if j < m})):
+        B[:, j] = k % 2
+    return B
+
+
+@pytest.mark.parametrize("m", [1, 2, 63, 64, 65, 127, 128, 129, 200])
+def test_equal_weight_methods_with_constant_columns(m):
+    """Majority vote finds its constant tests from the OR and AND of the packed
+    rows, and the equal-weight scores (majority, ACES-C filter) count each
+    row's weighted passes word by word; columns at the edges of words and the
+    last column, constant, must get weight 0 as the NumPy reference says, from
+    bytes (with and without dedup) and from bit-packed rows alike."""
+    rng = np.random.default_rng(m)
+    Bs = [_constant_columns(rng, n, m) for n in (1, 2, 9, 40)]
+    Bs.append(np.repeat(Bs[-1][:5], 8, axis=0))  # repeated rows: the dedup plan
+    for name in ("majority", "aces-c-filter"):
+        for B in Bs:
+            want = af.rerank(B, name, backend="numpy")
+            got = af.rerank(B, name, backend="cpp")
+            np.testing.assert_array_equal(got.weights, want.weights)
+            np.testing.assert_allclose(got.scores, want.scores, rtol=0, atol=1e-12)
+            np.testing.assert_array_equal(got.order, want.order)
+            for dedup in (False, True):  # (the flat tuple: scores 2, weights 3, order 4)
+                out = core.rerank_batch_flat(tasks=[B], **_kw(name, n_threads=1) | {"dedup": dedup})
+                np.testing.assert_array_equal(out[2], got.scores)
+                np.testing.assert_array_equal(out[3], got.weights)
+                np.testing.assert_array_equal(out[4], got.order)
+        data, off, n, m_ = _packed(Bs)
+        kw = _kw(name, n_threads=1)
+        *packed, padding = core.rerank_packed(data=data, offsets=off, n=n, m=m_, **kw)
+        assert not padding.any()
+        for w, g in zip(core.rerank_batch_flat(tasks=Bs, **kw), packed):
+            if w is None:
+                assert g is None
+            else:
+                np.testing.assert_array_equal(w.view(np.uint8), g.view(np.uint8))
+
+
 @pytest.mark.parametrize("m", [1, 7, 50, 63, 100, 129])
 @pytest.mark.parametrize("name", sorted(COMPILED))
 def test_a_padding_bit_of_any_row_flags_its_task(m, name):
