@@ -104,6 +104,24 @@ double majority_weights(const int64_t* colsum, int64_t n, int64_t m, double* w) 
   return static_cast<double>(count);
 }
 
+// Of n rows packed into words (nw a row, unused bits 0): all (nw words) = their
+// AND, the tests every row passes, and any (nw words, when not null) = their
+// OR, the tests some row passes.
+void and_or_rows(const uint64_t* words, int64_t n, int64_t nw, uint64_t* all, uint64_t* any) {
+  std::fill(all, all + nw, ~uint64_t(0));
+  if (!any) {
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t q = 0; q < nw; ++q) all[q] &= words[i * nw + q];
+    return;
+  }
+  std::fill(any, any + nw, uint64_t(0));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t q = 0; q < nw; ++q) {
+      all[q] &= words[i * nw + q];
+      any[q] |= words[i * nw + q];
+    }
+}
+
 // majority_weights from the rows packed into words (n rows of nw = ceil(m / 64)
 // words, unused bits 0) instead of the column sums: a test is constant when
 // every row passes it or none does, so the tests some rows pass (the OR of the
@@ -113,15 +131,11 @@ double majority_weights(const int64_t* colsum, int64_t n, int64_t m, double* w) 
 double majority_weights_words(const uint64_t* words, int64_t n, int64_t m, double* w,
                               std::vector<uint64_t>& any, std::vector<uint64_t>& all) {
   const int64_t nw = (m + 63) / 64;
-  any.assign(static_cast<size_t>(nw), 0);
-  all.assign(static_cast<size_t>(nw), ~uint64_t(0));
-  uint64_t* a = any.data();
-  uint64_t* e = all.data();
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t q = 0; q < nw; ++q) {
-      a[q] |= words[i * nw + q];
-      e[q] &= words[i * nw + q];
-    }
+  any.resize(static_cast<size_t>(nw));
+  all.resize(static_cast<size_t>(nw));
+  const uint64_t* a = any.data();
+  const uint64_t* e = all.data();
+  and_or_rows(words, n, nw, all.data(), any.data());
   int64_t count = 0;
   for (int64_t j = 0; j < m; ++j) {
     const bool on = ((a[j / 64] & ~e[j / 64]) >> (j % 64)) & 1;
@@ -280,12 +294,13 @@ void scores(const uint8_t* B, int64_t n, int64_t m, const double* w, const int64
     const uint64_t* mask = ws.mask.data();
     ahead::Lines* const pf = ahead::pending();  // as in column_sums_body
     const int lines = static_cast<int>(std::min<int64_t>(nw, 16));
+    // every row's weighted passes by POPCNT (count_rows)
+    const CountRows count = count_rows_kernel();
     if (packed) {
-      // every row's weighted passes by POPCNT (count_rows), a group of rows a
-      // call; a repeated row counts what its class's first row counts
+      // a group of rows a call; a repeated row counts what its class's first
+      // row counts
       ws.passes.resize(static_cast<size_t>(n));
       int64_t* t = ws.passes.data();
-      const CountRows count = count_rows_kernel();
       constexpr int64_t kRows = 16;
       for (int64_t i0 = 0; i0 < n; i0 += kRows) {
         const int64_t nr = std::min(kRows, n - i0);
@@ -305,7 +320,7 @@ void scores(const uint8_t* B, int64_t n, int64_t m, const double* w, const int64
       uint64_t* words = ws.words.data();
       pack(B + i * m, m, words, nullptr);
       int64_t t = 0;
-      for (int64_t q = 0; q < nw; ++q) t += bits::popcount64(words[q] & mask[q]);
+      count(words, 1, nw, mask, &t);
       s[i] = S[t];
     }
     return;
@@ -667,13 +682,9 @@ void run_codet(const uint8_t* B, int64_t n, int64_t m, const MethodParams& p, Me
   }
   // the tests every row passes: the AND of all rows' words (unused bits are 0)
   const int64_t nw = (m + 63) / 64;
-  const uint64_t* words = ws.plan.words.data();
-  ws.mask.assign(static_cast<size_t>(nw), ~uint64_t(0));
-  uint64_t* all = ws.mask.data();
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t q = 0; q < nw; ++q) all[q] &= words[i * nw + q];
-  int64_t everyone = 0;
-  for (int64_t q = 0; q < nw; ++q) everyone += bits::popcount64(all[q]);
+  ws.mask.resize(static_cast<size_t>(nw));
+  and_or_rows(ws.plan.words.data(), n, nw, ws.mask.data(), nullptr);
+  const int64_t everyone = bits::count_words(ws.mask.data(), nw);
   const int64_t* rep = ws.plan.rep.data();
   const int64_t* counts = ws.plan.counts.data();
   const int64_t* rowsum = ws.plan.rowsum.data();
