@@ -186,6 +186,53 @@ def test_costly_cells_run_without_the_cost_warning(monkeypatch):
         suite.run_case(case, Benchmark(), suite.Mode("smoke"), {})
 
 
+def _fake_sysfs(root: Path, cores: dict[int, tuple[int, str]], nodes: dict[int, str]) -> None:
+    """A sysfs tree: cpu -> (package, siblings list), node -> cpulist."""
+    for cpu, (package, siblings) in cores.items():
+        topo = root / "cpu" / f"cpu{cpu}" / "topology"
+        topo.mkdir(parents=True)
+        (topo / "physical_package_id").write_text(f"{package}\n")
+        (topo / "core_cpus_list").write_text(f"{siblings}\n")
+    cache = root / "cpu" / "cpu0" / "cache" / "index3"
+    cache.mkdir(parents=True)
+    (cache / "size").write_text("30720K\n")
+    for node, listed in nodes.items():
+        (root / "node" / f"node{node}").mkdir(parents=True)
+        (root / "node" / f"node{node}" / "cpulist").write_text(f"{listed}\n")
+
+
+def test_cpu_topology_counts_cores_sockets_and_nodes(tmp_path):
+    # two sockets of two cores with two hardware threads each (cpu k and k+4
+    # share a core, Linux's usual numbering); one NUMA node per socket
+    sib = {0: "0,4", 1: "1,5", 2: "2,6", 3: "3,7"}
+    cores = {c: (c // 2 % 2, sib[c % 4]) for c in range(8)}
+    _fake_sysfs(tmp_path, cores, {0: "0-1,4-5", 1: "2-3,6-7"})
+    every = runtime.cpu_topology(range(8), sysfs=str(tmp_path))
+    assert every == {"cpus": 8, "cores": 4, "sockets": 2, "numa_nodes": 2, "l3": "30720K"}
+    assert runtime.topology_line(every) == (
+        "8 CPUs on 4 cores (2 threads a core), 2 sockets, 2 NUMA nodes, L3 30720K"
+    )
+    # a process pinned to one socket's first threads: one of each
+    pinned = runtime.cpu_topology([0, 1], sysfs=str(tmp_path))
+    assert pinned == {"cpus": 2, "cores": 2, "sockets": 1, "numa_nodes": 1, "l3": "30720K"}
+    assert runtime.topology_line(pinned).startswith(
+        "2 CPUs on 2 cores (one thread a core), 1 socket,"
+    )
+    # the two threads of one core
+    assert runtime.cpu_topology([1, 5], sysfs=str(tmp_path))["cores"] == 1
+    assert runtime.cpu_list("0-2,5,7-8") == {0, 1, 2, 5, 7, 8}
+
+
+def test_cpu_topology_says_none_where_sysfs_is_silent(tmp_path):
+    topo = runtime.cpu_topology([0, 1], sysfs=str(tmp_path))
+    assert topo == {"cpus": 2, "cores": None, "sockets": None, "numa_nodes": None, "l3": None}
+    assert runtime.topology_line(topo) == "2 CPUs"
+    here = runtime.cpu_topology()  # this machine
+    if hasattr(os, "sched_getaffinity"):
+        assert here["cpus"] == len(os.sched_getaffinity(0))
+    assert here["cores"] is None or 1 <= here["cores"] <= here["cpus"]
+
+
 def test_thread_limit_pins_and_restores_cpp_threads():
     if runtime.backend_unavailable_reason("cpp") is not None:
         pytest.skip("the cpp backend is not built")

@@ -200,6 +200,92 @@ def _cpuinfo() -> dict[str, str]:
     return fields
 
 
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
+
+
+def cpu_list(text: str) -> set[int]:
+    """The CPUs of a sysfs list such as ``"0-3,8,10-11"``."""
+    cpus: set[int] = set()
+    for part in text.split(","):
+        lo, _, hi = part.strip().partition("-")
+        if lo:
+            cpus.update(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
+def cpu_topology(cpus: Sequence[int] | None = None, sysfs: str = "/sys/devices/system") -> dict:
+    """How the usable CPUs sit on the hardware, from Linux's sysfs.
+
+    A lent "16-core" host may be eight cores with two hardware threads each, or
+    span two sockets or NUMA nodes; a scaling ratio means something different
+    in each case, so the many-core measurements print this with their tables.
+
+    Parameters
+    ----------
+    cpus : sequence of int, optional
+        The CPUs to describe (default: those this process may run on).
+    sysfs : str
+        The sysfs root (a test passes a made-up tree).
+
+    Returns
+    -------
+    dict
+        ``cpus`` (count), ``cores`` (distinct physical cores among them),
+        ``sockets``, ``numa_nodes`` (nodes holding any of them) and ``l3``
+        (the first CPU's last-level cache size as sysfs writes it, e.g.
+        ``"49152K"``); a field is ``None`` where sysfs does not say.
+    """
+    if cpus is None:
+        cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    root = Path(sysfs)
+    cores: set[tuple[str, str]] = set()
+    sockets: set[str] = set()
+    known = True
+    for c in cpus:
+        topo = root / "cpu" / f"cpu{c}" / "topology"
+        package = _read(topo / "physical_package_id")
+        # the CPU's siblings on its core name the core across packages
+        siblings = _read(topo / "core_cpus_list") or _read(topo / "thread_siblings_list")
+        if package is None or siblings is None:
+            known = False
+            break
+        sockets.add(package)
+        cores.add((package, siblings))
+    nodes = 0
+    for node in sorted(root.glob("node/node[0-9]*")):
+        listed = _read(node / "cpulist")
+        if listed and cpu_list(listed) & set(cpus):
+            nodes += 1
+    l3 = _read(root / "cpu" / f"cpu{cpus[0]}" / "cache" / "index3" / "size") if cpus else None
+    return {
+        "cpus": len(cpus),
+        "cores": len(cores) if known and cpus else None,
+        "sockets": len(sockets) if known and cpus else None,
+        "numa_nodes": nodes or None,
+        "l3": l3,
+    }
+
+
+def topology_line(topo: dict) -> str:
+    """:func:`cpu_topology` in words, e.g. ``"16 CPUs on 8 cores (2 threads a
+    core), 1 socket, 1 NUMA node, L3 49152K"``."""
+    words = [f"{topo['cpus']} CPUs"]
+    if topo["cores"]:
+        share = topo["cpus"] / topo["cores"]
+        words[0] += f" on {topo['cores']} cores"
+        words[0] += f" ({share:g} threads a core)" if share > 1 else " (one thread a core)"
+        words.append(f"{topo['sockets']} socket{'s' * (topo['sockets'] != 1)}")
+    if topo["numa_nodes"]:
+        words.append(f"{topo['numa_nodes']} NUMA node{'s' * (topo['numa_nodes'] != 1)}")
+    if topo["l3"]:
+        words.append(f"L3 {topo['l3']}")
+    return ", ".join(words)
+
+
 def machine_info() -> dict[str, Any]:
     """CPU model (from /proc/cpuinfo; with its family and model numbers, which a
     virtual machine's bare "AMD EPYC" leaves out), cores, memory, load, platform."""
@@ -214,6 +300,7 @@ def machine_info() -> dict[str, Any]:
         "cpu": cpu,
         "logical_cores": os.cpu_count(),
         "usable_cores": usable,
+        "topology": cpu_topology(),
         "memory_available_gb": round(_available_memory() / 1e9, 1),
         "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
         "platform": platform.platform(),
@@ -221,8 +308,8 @@ def machine_info() -> dict[str, Any]:
 
 
 def host_line() -> str:
-    """The host of a printed measurement, in one line: CPU, usable cores and the
-    cpp kernels' SIMD level. Rates from different sessions' machines differ
+    """The host of a printed measurement, in one line: CPU, usable cores (and
+    how they sit: :func:`topology_line`) and the cpp kernels' SIMD level. Rates from different sessions' machines differ
     by more than any change measured on one (an AVX2 EPYC ran the 200x500
     ACES-C batch at 0.36-0.6x an AVX-512 Xeon's rate), so every table says
     which it came from."""
@@ -235,7 +322,7 @@ def host_line() -> str:
         simd = "none (no compiled extension)"
     cap = os.environ.get("ACES_FAST_SIMD")
     return (
-        f"host: {m['cpu']}, {m['usable_cores']} usable cores, cpp kernels at SIMD level "
+        f"host: {m['cpu']}; usable: {topology_line(m['topology'])}; cpp kernels at SIMD level "
         f"{simd}{f' (ACES_FAST_SIMD={cap})' if cap else ''}"
     )
 
