@@ -11,8 +11,8 @@
 #
 # Environment: PYTHON (default python3), DEVICE_CHECK_BUDGET (seconds for all,
 # default 600), DEVICE_CHECK_CORES_S (seconds kept for cores_check, default
-# 120: it took about 95 s on 2026-11-30, a few more with the cache cell; 0 skips it: the GPU checks get the
-# whole budget), GPU_CHECK_PARITY_ARGS /
+# 120: it took about 95 s on 2026-11-30, a few more with the cache cell; 0
+# skips it: the GPU checks get the whole budget), GPU_CHECK_PARITY_ARGS /
 # GPU_CHECK_BENCH_ARGS (see tools/gpu_check.sh; by default a shorter parity
 # list and the bench's goal cells at 200x500), OUT
 # (default a temporary folder). Files in $OUT: cores.json (written as cells
