@@ -169,6 +169,54 @@ def test_methods_dedup(B):
         np.testing.assert_allclose(on[1], off[1], rtol=0, atol=1e-6 if flat else 1e-12)
 
 
+def equal_sum_groups(seed: int, m: int = 200) -> np.ndarray:
+    """Rows in groups of one row sum, of every size from 1 to 20 (around the
+    compiled dedup's limit between comparing a group's rows directly and
+    hashing them), each group a mix of exact copies and rows that equal an
+    earlier one in their first two 64-test words and differ later (a 1 and a
+    0 swapped past test 128, which keeps the sum), shuffled."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for size in range(1, 21):
+        base = np.zeros(m, np.uint8)
+        base[rng.choice(m, size=40 + size, replace=False)] = 1  # one sum per group
+        group = [base]
+        while len(group) < size:
+            src = group[rng.integers(len(group))]
+            new = src.copy()
+            if rng.random() < 0.5:
+                late = np.arange(129, m)
+                ones, zeros = late[new[late] == 1], late[new[late] == 0]
+                new[rng.choice(ones)], new[rng.choice(zeros)] = 0, 1
+            group.append(new)
+        rows += group
+    B = np.array(rows, dtype=np.uint8)
+    return np.ascontiguousarray(B[rng.permutation(len(B))])
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_rows_of_equal_sums_merge_only_when_equal(seed):
+    """Every group size on both sides of the direct-comparison limit: merging
+    two different rows would give both one score, so the closed forms with
+    dedup equal them without it, bit for bit, and copies score alike."""
+    B = equal_sum_groups(seed)
+    sums = B.sum(axis=1)
+    assert np.bincount(np.unique(sums, return_counts=True)[1]).size == 21  # sizes 1..20
+    for code in (0, 1, 2):  # majority, ACES-C, ACES-C filter
+        off = kc.rerank(B, code, dedup=False)
+        on = kc.rerank(B, code, dedup=True)
+        for k in (0, 1, 2, 3):
+            if off[k] is None:
+                assert on[k] is None
+            else:
+                np.testing.assert_array_equal(on[k], off[k], err_msg=f"method {code}, output {k}")
+    want = aces_fast.loo_auc(B, backend="numpy")
+    np.testing.assert_array_equal(kc.loo_auc(B, dedup=True), want, err_msg="LOO-AUC with dedup")
+    _, first, inverse = np.unique(B, axis=0, return_index=True, return_inverse=True)
+    scores = kc.rerank(B, 1, dedup=True)[0]
+    np.testing.assert_array_equal(scores, scores[first][inverse.ravel()])
+
+
 def test_dedup_argument_checked():
     B = HEAVY[0]
     with pytest.raises(TypeError, match="dedup"):
