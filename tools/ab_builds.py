@@ -20,7 +20,9 @@ A cell is ``method:NxM[:family[:tasks[:where]]]``: ``rerank_batch`` of
 ``tasks`` matrices of a synthetic family (``distinct`` or ``dup-heavy``,
 benchmarks.harness.workloads) by the cpp backend on ``--threads`` threads;
 ``where`` is ``cache`` (eight matrices repeated, which stay in cache: the
-kernels alone) or ``memory`` (all different: the batch as it streams).
+kernels alone), ``memory`` (all different: the batch as it streams) or
+``packed`` (all different, bit-packed rows as ``rerank-dataset`` reads them,
+ranked by the cpp backend's ``rerank_packed``).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -57,8 +60,8 @@ def parse_cell(spec: str) -> dict[str, Any]:
         raise ValueError(f"cell {spec!r}: size is NxM and tasks an integer") from None
     if n < 1 or m < 1 or count < 1:
         raise ValueError(f"cell {spec!r}: sizes and tasks must be >= 1")
-    if where not in ("cache", "memory"):
-        raise ValueError(f"cell {spec!r}: where is cache or memory, got {where!r}")
+    if where not in ("cache", "memory", "packed"):
+        raise ValueError(f"cell {spec!r}: where is cache, memory or packed, got {where!r}")
     return {"spec": spec, "method": method, "n": n, "m": m, "family": family,
             "tasks": count, "where": where}  # fmt: skip
 
@@ -69,6 +72,35 @@ def cell_tasks(cell: dict[str, Any]) -> list[np.ndarray]:
     distinct = 8 if cell["where"] == "cache" else cell["tasks"]
     made = list(batch_tasks(cell["family"], min(distinct, cell["tasks"]), cell["n"], cell["m"]))
     return (made * -(-cell["tasks"] // len(made)))[: cell["tasks"]]
+
+
+def packed(tasks: list[np.ndarray]) -> SimpleNamespace:
+    """The tasks' rows bit-packed most significant bit first, as the dataset
+    layout stores them (aces_fast.parquet.Packed's arrays)."""
+    rows = [np.packbits(B, axis=1).ravel() for B in tasks]
+    offsets = np.zeros(len(rows) + 1, np.int64)
+    np.cumsum([len(r) for r in rows], out=offsets[1:])
+    n = np.array([B.shape[0] for B in tasks], np.int64)
+    m = np.array([B.shape[1] for B in tasks], np.int64)
+    return SimpleNamespace(data=np.concatenate(rows), offsets=offsets, n=n, m=m)
+
+
+def runner(mod: Any, cell: dict[str, Any], tasks: list[np.ndarray], threads: int) -> Any:
+    """A call that ranks the cell's tasks with one build (returns its results)."""
+    method = cell["method"]
+    if cell["where"] != "packed":
+        return lambda: mod.rerank_batch(tasks, method, backend="cpp", n_threads=threads)
+    batch = packed(tasks)
+    backend = importlib.import_module(f"{mod.__name__}.backends").get_backend("cpp")
+    values = importlib.import_module(f"{mod.__name__}._registry").get(method).validate({})
+
+    def run() -> Any:
+        out = backend.rerank_packed(batch, method, values, threads)
+        if out is None:
+            raise SystemExit(f"ab_builds: {cell['spec']}: rerank_packed declined the batch")
+        return out
+
+    return run
 
 
 def load_builds(base: Path, new: Path, work: Path) -> dict[str, Any]:
@@ -94,10 +126,7 @@ def same_outputs(mods: dict[str, Any], cell: dict[str, Any], tasks: list[np.ndar
                  threads: int) -> str | None:  # fmt: skip
     """``None`` when both builds return the same bits on the cell's distinct tasks."""
     sample = tasks[: min(len(tasks), 64)]
-    out = {
-        k: mod.rerank_batch(sample, cell["method"], backend="cpp", n_threads=threads)
-        for k, mod in mods.items()
-    }
+    out = {k: runner(mod, cell, sample, threads)() for k, mod in mods.items()}
     for t, (a, b) in enumerate(zip(out["base"], out["new"], strict=True)):
         for field in ("scores", "order", "weights", "loo_auc", "objective"):
             x, y = getattr(a, field, None), getattr(b, field, None)
@@ -138,11 +167,15 @@ def main(argv: list[str] | None = None) -> int:
         times: dict[str, dict[str, list[float]]] = {
             c["spec"]: {"base": [], "new": []} for c in cells
         }
+        calls = [
+            {k: runner(mods[k], c, tasks, args.threads) for k in mods}
+            for c, tasks in zip(cells, data, strict=True)
+        ]
         for r in range(args.rounds):
-            for c, tasks in zip(cells, data, strict=True):
+            for c, tasks, call in zip(cells, data, calls, strict=True):
                 for k in ("base", "new") if r % 2 == 0 else ("new", "base"):
                     tick = time.perf_counter()
-                    mods[k].rerank_batch(tasks, c["method"], backend="cpp", n_threads=args.threads)
+                    call[k]()
                     times[c["spec"]][k].append((time.perf_counter() - tick) / len(tasks) * 1e6)
     print(f"{args.rounds} rounds, {args.threads} thread(s), microseconds a task")
     print(f"{'cell':40s} {'base':>8s} {'new':>8s} {'new/base':>9s} {'p25-p75':>13s}")

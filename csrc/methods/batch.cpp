@@ -58,11 +58,7 @@ bool run_one(BatchTask& t, const MethodParams& p, MethodWorkspace& ws, bool para
       } else {
         // padding bits land above column m in a row's last word
         const int pad = static_cast<int>(t.m % 64);
-        uint64_t high = 0;
-        bits::words_of_rows_msb(t.packed, t.n, nb, words);
-        if (pad)
-          for (int64_t i = 0; i < t.n; ++i) high |= words[i * nw + nw - 1] >> pad;
-        clean = high == 0;
+        clean = bits::words_of_rows_msb(t.packed, t.n, nb, words, pad) == 0;
         B = nullptr;
       }
       if (!clean) {
