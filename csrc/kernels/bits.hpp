@@ -129,6 +129,36 @@ inline void words_of_row_msb(const uint8_t* packed, int64_t nb, uint64_t* words)
   }
 }
 
+// words_of_rows_msb of rows of 1 to 7 bytes (m <= 56, the usual stream
+// task), one partial word a row: one load and a mask a row, the rows whose
+// load would end past the matrix byte by byte (the general loop re-tests both
+// cases every row; inlined in the batch driver it kept its bounds on the
+// stack: 4% of a packed 100x50 task), the padding check fused with the bit
+// reversal (pad > 0: fewer than 64 columns), which the compiler vectorizes.
+inline uint64_t words_of_short_rows_msb(const uint8_t* packed, int64_t n, int64_t nb,
+                                        uint64_t* words, int pad) {
+  const int64_t total = n * nb;
+  const uint64_t keep = (uint64_t(1) << (8 * nb)) - 1;
+  const int64_t loads = total >= 8 ? std::min(n, (total - 8) / nb + 1) : 0;
+  for (int64_t i = 0; i < loads; ++i) {
+    uint64_t x;
+    std::memcpy(&x, packed + i * nb, 8);
+    words[i] = portable::to_little_endian64(x) & keep;
+  }
+  for (int64_t i = loads; i < n; ++i) {
+    uint64_t x = 0;
+    for (int64_t b = 0; b < nb; ++b) x |= static_cast<uint64_t>(packed[i * nb + b]) << (8 * b);
+    words[i] = x;
+  }
+  uint64_t high = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const uint64_t w = reverse_bits_in_bytes(words[i]);
+    words[i] = w;
+    high |= w >> pad;
+  }
+  return high;
+}
+
 // words_of_row_msb of the n rows of a matrix packed row after row (row i at
 // packed + i * nb; ceil(nb / 8) words a row). A row whose length is not a
 // multiple of eight bytes (m = 50: 7 bytes; m = 100: 13) ends in a partial
@@ -146,32 +176,7 @@ inline uint64_t words_of_rows_msb(const uint8_t* packed, int64_t n, int64_t nb, 
   const int64_t whole = nb / 8, rest = nb - 8 * whole, nw = whole + (rest > 0 ? 1 : 0);
   const int64_t total = n * nb;
   const uint64_t keep = rest > 0 ? (uint64_t(1) << (8 * rest)) - 1 : 0;  // the row's bytes
-  if (nb > 0 && nb < 8) {
-    // One partial word a row (m <= 56, the usual stream task): one load and a
-    // mask a row, the rows whose load would end past the matrix byte by byte
-    // (the general loop below re-tests both cases every row; in the batch
-    // driver it kept its bounds on the stack: 4% of a packed 100x50 task)
-    const int64_t loads = total >= 8 ? std::min(n, (total - 8) / nb + 1) : 0;
-    for (int64_t i = 0; i < loads; ++i) {
-      uint64_t x;
-      std::memcpy(&x, packed + i * nb, 8);
-      words[i] = portable::to_little_endian64(x) & keep;
-    }
-    for (int64_t i = loads; i < n; ++i) {
-      uint64_t x = 0;
-      for (int64_t b = 0; b < nb; ++b) x |= static_cast<uint64_t>(packed[i * nb + b]) << (8 * b);
-      words[i] = x;
-    }
-    // the padding check in the same loop, which the compiler vectorizes
-    // (pad > 0 here: nb < 8 bytes hold fewer than 64 columns)
-    uint64_t high = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      const uint64_t w = reverse_bits_in_bytes(words[i]);
-      words[i] = w;
-      high |= w >> pad;
-    }
-    return high;
-  }
+  if (nb > 0 && nb < 8) return words_of_short_rows_msb(packed, n, nb, words, pad);
   for (int64_t i = 0; i < n; ++i) {
     const uint8_t* row = packed + i * nb;
     uint64_t* w = words + i * nw;
