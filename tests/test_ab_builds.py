@@ -25,12 +25,13 @@ def test_cell_specs_and_their_errors():
     }  # fmt: skip
     cell = ab.parse_cell("majority:3x5:dup-heavy:20:memory")
     assert (cell["family"], cell["tasks"], cell["where"]) == ("dup-heavy", 20, "memory")
+    assert ab.parse_cell("codet:100x50:distinct:8:packed")["where"] == "packed"
     for bad, why in (
         ("aces-c", "method:NxM"),
         ("aces-c:24by100", "NxM"),
         ("aces-c:0x100", ">= 1"),
         ("aces-c:24x100:distinct:ten", "integer"),
-        ("aces-c:24x100:distinct:10:disk", "cache or memory"),
+        ("aces-c:24x100:distinct:10:disk", "cache, memory or packed"),
     ):
         with pytest.raises(ValueError, match=why):
             ab.parse_cell(bad)
@@ -58,7 +59,11 @@ def test_builds_that_differ_in_any_bit_are_reported():
 def test_one_build_against_itself():
     pytest.importorskip("aces_fast._core", reason="the C++ extension is not built")
     pkg = str(Path(aces_fast.__file__).resolve().parent)
-    cells = ["aces-c:12x20:distinct:16:cache", "majority:30x40:dup-heavy:10:memory"]
+    cells = [
+        "aces-c:12x20:distinct:16:cache",
+        "majority:30x40:dup-heavy:10:memory",
+        "codet:20x50:distinct:12:packed",
+    ]
     args = [sys.executable, str(TOOL), pkg, "--new", pkg, "--rounds", "2"]
     for c in cells:
         args += ["--cell", c]
