@@ -173,10 +173,10 @@ inline uint64_t words_of_short_rows_msb(const uint8_t* packed, int64_t n, int64_
 // (0 when pad is 0: no padding bits).
 inline uint64_t words_of_rows_msb(const uint8_t* packed, int64_t n, int64_t nb, uint64_t* words,
                                   int pad) {
+  if (nb > 0 && nb < 8) return words_of_short_rows_msb(packed, n, nb, words, pad);
   const int64_t whole = nb / 8, rest = nb - 8 * whole, nw = whole + (rest > 0 ? 1 : 0);
   const int64_t total = n * nb;
   const uint64_t keep = rest > 0 ? (uint64_t(1) << (8 * rest)) - 1 : 0;  // the row's bytes
-  if (nb > 0 && nb < 8) return words_of_short_rows_msb(packed, n, nb, words, pad);
   for (int64_t i = 0; i < n; ++i) {
     const uint8_t* row = packed + i * nb;
     uint64_t* w = words + i * nw;
