@@ -309,10 +309,10 @@ def machine_info() -> dict[str, Any]:
 
 def host_line() -> str:
     """The host of a printed measurement, in one line: CPU, usable cores (and
-    how they sit: :func:`topology_line`) and the cpp kernels' SIMD level. Rates from different sessions' machines differ
-    by more than any change measured on one (an AVX2 EPYC ran the 200x500
-    ACES-C batch at 0.36-0.6x an AVX-512 Xeon's rate), so every table says
-    which it came from."""
+    how they sit: :func:`topology_line`) and the cpp kernels' SIMD level.
+    Rates from different sessions' machines differ by more than any change
+    measured on one (an AVX2 EPYC ran the 200x500 ACES-C batch at 0.36-0.6x
+    an AVX-512 Xeon's rate), so every table says which it came from."""
     m = machine_info()
     try:
         from aces_fast import _core
